@@ -1,0 +1,41 @@
+# Santa: build, test and benchmark. Everything runs as root on Debian 12.
+# `make test` and `make demo` install what they need first (make setup).
+
+GO       ?= go
+PKGS     := clang llvm libbpf-dev bpftool iproute2 ethtool
+VMLINUX  := bpf/include/vmlinux.h
+BPF_SRC  := $(wildcard bpf/*.bpf.c bpf/include/*.h)
+GEN      := internal/datapath/santa_bpfel.go internal/xdppass/xdppass_bpfel.go
+
+.PHONY: setup build test bench demo clean
+
+# Idempotent: installs only missing Debian packages, then Go modules.
+setup:
+	@missing=$$(for p in $(PKGS); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
+	fi
+	$(GO) mod download
+
+# CO-RE: compiled once against the running kernel's BTF.
+$(VMLINUX):
+	bpftool btf dump file /sys/kernel/btf/vmlinux format c > $@.tmp && mv $@.tmp $@
+
+$(GEN) &: $(VMLINUX) $(filter-out $(VMLINUX),$(BPF_SRC))
+	$(GO) generate ./internal/datapath/ ./internal/xdppass/
+
+build: setup $(GEN)
+	$(GO) build ./...
+	$(GO) vet ./...
+
+test: build
+	$(GO) test -count=1 -timeout 30m ./...
+
+bench: build
+	bash bench/run-all.sh
+
+demo: build
+	bash examples/hello/demo.sh
+
+clean:
+	rm -f $(VMLINUX) internal/datapath/santa_bpfel.* internal/xdppass/xdppass_bpfel.*

@@ -1,0 +1,106 @@
+/* SPDX-License-Identifier: (GPL-2.0 OR BSD-2-Clause) */
+/* Every map of the data plane, declared once. User space sizes the
+ * max_entries marked "load time" before loading. */
+#ifndef SANTA_MAPS_H
+#define SANTA_MAPS_H
+
+#include "santa_abi.h"
+
+/* Registered sockets by socket cookie: which packets belong to a service. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, SANTA_DEFAULT_MAX_SERVICES); /* load time */
+	__type(key, __u64);
+	__type(value, struct santa_service);
+} services SEC(".maps");
+
+/* Region-hash index: {index_id, region, prefix end, FNV-1a} -> candidates. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, SANTA_DEFAULT_MAX_RULES); /* load time */
+	__type(key, struct santa_index_key);
+	__type(value, struct santa_index_node);
+} rule_index SEC(".maps");
+
+/* Rule bodies by slot. Allocated on demand: a rule's reply area is large and
+ * most hosts hold far fewer rules than the capacity. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, SANTA_DEFAULT_MAX_RULES); /* load time */
+	__type(key, __u32);
+	__type(value, struct santa_rule);
+} rules SEC(".maps");
+
+/* Hits and reply bytes per rule id. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, SANTA_DEFAULT_MAX_RULES); /* load time */
+	__type(key, __u32);
+	__type(value, struct santa_rule_stats);
+} rule_stats SEC(".maps");
+
+/* Matched / passed / fallback packets per service id. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, SANTA_DEFAULT_MAX_SERVICES); /* load time */
+	__type(key, __u32);
+	__type(value, struct santa_service_stats);
+} service_stats SEC(".maps");
+
+/* Why each packet left the program the way it did (enum santa_path). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, SANTA_PATH_NCOUNTERS);
+	__type(key, __u32);
+	__type(value, __u64);
+} path_stats SEC(".maps");
+
+/* The request payload, copied once so that hashing, comparing and copy
+ * processors read plain memory with simple bounds, and so that copies can
+ * still read the request after the reply has overwritten the packet. */
+struct santa_scratch {
+	__u8 buf[SANTA_SCRATCH_LEN];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct santa_scratch);
+} scratch SEC(".maps");
+
+static __always_inline void santa_count_path(__u32 path)
+{
+	__u64 *n = bpf_map_lookup_elem(&path_stats, &path);
+
+	if (n)
+		*n += 1;
+}
+
+static __always_inline void santa_count_service(__u32 service_id, __u32 counter)
+{
+	struct santa_service_stats *st = bpf_map_lookup_elem(&service_stats, &service_id);
+
+	if (st && counter < SANTA_SVC_NCOUNTERS)
+		st->packets[counter] += 1;
+}
+
+static __always_inline void santa_count_rule(__u32 rule_id, __u32 bytes)
+{
+	struct santa_rule_stats *st = bpf_map_lookup_elem(&rule_stats, &rule_id);
+
+	if (st) {
+		st->hits += 1;
+		st->bytes += bytes;
+	}
+}
+
+static __always_inline struct santa_scratch *santa_scratch(void)
+{
+	__u32 zero = 0;
+
+	return bpf_map_lookup_elem(&scratch, &zero);
+}
+
+#endif /* SANTA_MAPS_H */

@@ -1,0 +1,155 @@
+/* SPDX-License-Identifier: (GPL-2.0 OR BSD-2-Clause) */
+/* The matcher shared by every hook: region hashing with 32-bit FNV-1a, an
+ * index walk from a region's root to deeper prefix nodes, then a full byte
+ * compare of each candidate. The loops live in global functions so the
+ * verifier checks each once, not once per region and candidate. */
+#ifndef SANTA_MATCH_H
+#define SANTA_MATCH_H
+
+#include "santa_abi.h"
+#include "maps.h"
+
+#define SANTA_FNV_OFFSET 2166136261u
+#define SANTA_FNV_PRIME 16777619u
+
+/* FNV-1a over s->buf[off, off + len), continuing from h. */
+__noinline __u32 santa_fnv(struct santa_scratch *s, __u32 off, __u32 len, __u32 h)
+{
+	if (!s)
+		return h;
+	off &= SANTA_MAX_COND_END - 1;
+	for (__u32 i = 0; i < SANTA_MAX_EXTEND_LEN; i++) {
+		if (i >= len)
+			break;
+		h = (h ^ s->buf[off + i]) * SANTA_FNV_PRIME;
+	}
+	return h;
+}
+
+/* Whether the request (plen bytes in s) satisfies the rule: the condition's
+ * bytes are equal, and every copy source lies inside the request. */
+__noinline int santa_rule_applies(struct santa_scratch *s, struct santa_rule *rule, __u32 plen)
+{
+	__u32 off, len, words;
+
+	if (!s || !rule)
+		return 0;
+	off = rule->cond_off;
+	len = rule->cond_len;
+	if (len == 0 || len > SANTA_MAX_COND_LEN || off + len > plen || off >= SANTA_MAX_COND_END)
+		return 0;
+	words = len / 8;
+	for (__u32 i = 0; i < SANTA_MAX_COND_LEN / 8; i++) {
+		if (i >= words)
+			break;
+		if (*(__u64 *)&s->buf[off + i * 8] != *(__u64 *)&rule->cond[i * 8])
+			return 0;
+	}
+	if (len & 7) {
+		/* Little-endian: the first (len & 7) bytes are the low bits. */
+		__u64 mask = (1ull << ((len & 7) * 8)) - 1;
+		__u32 at = words * 8;
+
+		if (at > SANTA_MAX_COND_LEN - 8)
+			return 0;
+		if ((*(__u64 *)&s->buf[off + at] ^ *(__u64 *)&rule->cond[at]) & mask)
+			return 0;
+	}
+	for (int i = 0; i < SANTA_MAX_COPIES; i++) {
+		if (i >= rule->ncopies)
+			break;
+		if (rule->copies[i].src + rule->copies[i].len > plen)
+			return 0;
+	}
+	return 1;
+}
+
+/* The first candidate of a node that applies (they are sorted best first),
+ * or SANTA_SLOT_NONE. */
+static __always_inline __u32 santa_node_best(struct santa_scratch *s, struct santa_index_node *node,
+					     __u32 service_id, __u32 plen)
+{
+#pragma unroll
+	for (int i = 0; i < SANTA_NODE_SLOTS; i++) {
+		__u32 slot = node->slots[i];
+		struct santa_rule *rule;
+
+		if (slot == SANTA_SLOT_NONE)
+			break;
+		rule = bpf_map_lookup_elem(&rules, &slot);
+		/* A slot read while the node was being replaced may name another
+		 * rule: the owner check and the full compare keep that harmless. */
+		if (rule && rule->service_id == service_id && santa_rule_applies(s, rule, plen))
+			return slot;
+	}
+	return SANTA_SLOT_NONE;
+}
+
+/* The best rule slot of one region: the deepest node's applicable candidate,
+ * because a deeper node only holds longer conditions. */
+__noinline __u32 santa_match_region(struct santa_scratch *s, struct santa_service *svc, __u32 r,
+				    __u32 plen)
+{
+	struct santa_index_key key = {};
+	struct santa_index_node *node;
+	__u32 best = SANTA_SLOT_NONE, end, off, len;
+
+	if (!s || !svc || r >= SANTA_MAX_REGIONS)
+		return SANTA_SLOT_NONE;
+	off = svc->regions[r].off;
+	len = svc->regions[r].len;
+	end = off + len;
+	if (len == 0 || len > SANTA_MAX_REGION_LEN || end > plen || end > SANTA_MAX_COND_END)
+		return SANTA_SLOT_NONE;
+
+	key.index_id = svc->index_id;
+	key.region = r;
+	key.end = end;
+	key.hash = santa_fnv(s, off, len, SANTA_FNV_OFFSET);
+	for (int depth = 0; depth <= SANTA_MAX_DEPTH; depth++) {
+		__u32 slot, next;
+
+		node = bpf_map_lookup_elem(&rule_index, &key);
+		if (!node)
+			break;
+		slot = santa_node_best(s, node, svc->id, plen);
+		if (slot != SANTA_SLOT_NONE)
+			best = slot;
+		next = node->next_end;
+		if (next <= key.end || next > plen || next - key.end > SANTA_MAX_EXTEND_LEN)
+			break;
+		key.hash = santa_fnv(s, key.end, next - key.end, key.hash);
+		key.end = next;
+	}
+	return best;
+}
+
+/* Most specific first: the longer condition, then the lower rule id. */
+static __always_inline int santa_more_specific(const struct santa_rule *a, const struct santa_rule *b)
+{
+	return a->cond_len > b->cond_len || (a->cond_len == b->cond_len && a->rule_id < b->rule_id);
+}
+
+/* The rule that answers this request, or NULL. */
+static __always_inline struct santa_rule *santa_match(struct santa_scratch *s,
+						      struct santa_service *svc, __u32 plen)
+{
+	struct santa_rule *best = NULL;
+
+	for (__u32 r = 0; r < SANTA_MAX_REGIONS; r++) {
+		struct santa_rule *rule;
+		__u32 slot;
+
+		if (r >= svc->nregions)
+			break;
+		slot = santa_match_region(s, svc, r, plen);
+		if (slot == SANTA_SLOT_NONE)
+			continue;
+		rule = bpf_map_lookup_elem(&rules, &slot);
+		if (rule && (!best || santa_more_specific(rule, best)))
+			best = rule;
+	}
+	return best;
+}
+
+#endif /* SANTA_MATCH_H */

@@ -1,0 +1,164 @@
+/* SPDX-License-Identifier: (GPL-2.0 OR BSD-2-Clause) */
+/*
+ * The one definition of everything the data plane shares with user space:
+ * limits, map keys and values, counter indices. Go types are generated from
+ * this file by bpf2go (-type); they are never written twice by hand.
+ *
+ * Byte order: the data plane runs little-endian (bpfel). Checksum partial sums
+ * (reply_csum) are sums of 16-bit words loaded in that native order, which is
+ * how bpf_csum_diff and direct loads see them.
+ */
+#ifndef SANTA_ABI_H
+#define SANTA_ABI_H
+
+/* Limits (docs/rules.md). Every loop in the data plane is bounded by one. */
+#ifndef SANTA_MAX_REGIONS
+#define SANTA_MAX_REGIONS 8        /* hashed regions per service */
+#endif
+#define SANTA_MAX_REGION_LEN 64    /* bytes hashed for a root index lookup */
+#define SANTA_MAX_EXTEND_LEN 64    /* bytes hashed per deeper index level */
+#ifndef SANTA_MAX_DEPTH
+#define SANTA_MAX_DEPTH 4          /* index levels below a region's root */
+#endif
+#define SANTA_NODE_SLOTS 4         /* candidates kept in one index node */
+#define SANTA_MAX_COND_LEN 256     /* pattern length */
+#define SANTA_MAX_COND_END 1024    /* conditions and copy sources lie in the first 1024 payload bytes */
+#define SANTA_MAX_PROCESSORS 8     /* put/copy processors per rule */
+#define SANTA_MAX_COPIES 8         /* disjoint copy pieces after resolving processor order */
+#define SANTA_MAX_COPY_LEN 256     /* bytes one copy processor moves */
+#define SANTA_MAX_UDP_REPLY 1472   /* UDP payload of a 1500-byte IPv4 frame */
+#define SANTA_MAX_UDP_REQUEST 1472 /* longer requests always pass to the stack */
+#define SANTA_SCRATCH_LEN 2048     /* per-CPU copy of the request payload */
+
+/* Load-time limits; user space may raise them before loading. */
+#define SANTA_DEFAULT_MAX_RULES (1u << 20)
+#define SANTA_DEFAULT_MAX_SERVICES 4096
+
+/* Slot 0 of the rules map is never used: an empty candidate is 0. */
+#define SANTA_SLOT_NONE 0
+
+/* A hashed region of the L4 payload: [off, off + len). */
+struct santa_region {
+	__u16 off;
+	__u16 len;
+};
+
+/* A registered socket, keyed by its socket cookie in the services map. */
+struct santa_service {
+	__u32 id;       /* dense: index into service_stats, owner of rules */
+	__u32 index_id; /* generation of this service's index entries */
+	__u8 nregions;
+	__u8 proto;     /* IPPROTO_UDP (17) or IPPROTO_TCP (6) */
+	__u16 pad;
+	struct santa_region regions[SANTA_MAX_REGIONS];
+};
+
+/*
+ * One node of a service's index: candidates whose condition's bytes hash to
+ * `hash` over payload[region.off, end). Roots have end = region.off + region.len.
+ * Deeper nodes extend the same FNV-1a hash to a longer prefix, so conditions
+ * sharing a long prefix (DNS names) spread over many nodes instead of piling
+ * into one bucket.
+ */
+struct santa_index_key {
+	__u32 index_id;
+	__u32 hash;
+	__u16 end;
+	__u8 region;
+	__u8 pad;
+};
+
+struct santa_index_node {
+	/* Rule slots, most specific first (longest condition, then lowest id);
+	 * SANTA_SLOT_NONE ends the list. Every condition here ends before
+	 * next_end; every condition below is longer. */
+	__u32 slots[SANTA_NODE_SLOTS];
+	__u16 next_end; /* 0: leaf; else hash on to next_end and look up the child */
+	__u16 pad;
+};
+
+/* Request bytes [src, src + len) go to reply bytes [dst, dst + len). */
+struct santa_copy {
+	__u16 src;
+	__u16 dst;
+	__u16 len;
+	__u16 pad;
+};
+
+/*
+ * A rule as the data plane sees it, stored under a slot number. A slot is
+ * written only while no index node refers to it and reused only after an RCU
+ * grace period, so a reader always sees one complete rule.
+ */
+struct santa_rule {
+	__u32 rule_id;    /* stable across replace: index into rule_stats */
+	__u32 service_id; /* a candidate of another service never answers */
+	__u16 cond_off;
+	__u16 cond_len;
+	__u16 reply_len;
+	__u8 ncopies;
+	__u8 pad;
+	/* Ones-complement partial sum of reply[0, reply_len) in native 16-bit
+	 * words, with copy destinations zeroed: the reply's checksum is this
+	 * plus the copied bytes, the UDP header and the pseudo header. */
+	__u32 reply_csum;
+	struct santa_copy copies[SANTA_MAX_COPIES];
+	__u8 cond[SANTA_MAX_COND_LEN];
+	/* Put processors applied in order; zero at copy destinations. */
+	__u8 reply[SANTA_MAX_UDP_REPLY];
+};
+
+/* Per-CPU, per-service packet counters (service_stats). */
+enum santa_service_counter {
+	SANTA_SVC_MATCHED = 0,  /* answered by the data plane */
+	SANTA_SVC_PASSED,       /* reached the stack: no rule matched, or a matched rule could not answer */
+	SANTA_SVC_FALLBACK,     /* matched in XDP but the reply did not fit the frame: left to TC */
+	SANTA_SVC_BAD_CSUM,     /* matched but the request checksum was wrong: passed */
+	SANTA_SVC_NCOUNTERS,
+};
+
+struct santa_service_stats {
+	__u64 packets[SANTA_SVC_NCOUNTERS];
+};
+
+/* Per-CPU, per-rule counters (rule_stats), indexed by rule_id. */
+struct santa_rule_stats {
+	__u64 hits;
+	__u64 bytes; /* reply payload bytes sent */
+};
+
+/* Per-CPU counters for every exit of a program (path_stats): why a packet
+ * was answered or passed before it could be tied to a service. */
+enum santa_path {
+	SANTA_PATH_ANSWERED = 0, /* reply sent */
+	SANTA_PATH_NOT_IP,       /* not IPv4/IPv6 over Ethernet (VLAN tags included) */
+	SANTA_PATH_NOT_UDP,      /* another transport, or IPv6 extension headers */
+	SANTA_PATH_FRAGMENT,     /* IPv4 fragment */
+	SANTA_PATH_IP_OPTIONS,   /* IPv4 header with options */
+	SANTA_PATH_BAD_LENGTH,   /* truncated packet, or length fields that disagree */
+	SANTA_PATH_NOT_UNICAST,  /* multicast/broadcast destination or source */
+	SANTA_PATH_TOO_LONG,     /* request payload above SANTA_MAX_UDP_REQUEST */
+	SANTA_PATH_NO_SOCKET,    /* no local socket would receive it */
+	SANTA_PATH_NOT_SERVICE,  /* the receiving socket is not registered */
+	SANTA_PATH_SERVICE_PASS, /* a service's packet that was not answered (see service_stats) */
+	SANTA_PATH_FALLBACK,     /* left for the TC program: reply too big for the XDP frame */
+	SANTA_PATH_SEEN_BY_XDP,  /* TC: XDP already examined and passed this packet */
+	SANTA_PATH_TX_ERROR,     /* TC: building or redirecting the reply failed; the request passes */
+	SANTA_PATH_NCOUNTERS,
+};
+
+/*
+ * XDP leaves this in the packet's metadata when it passes a packet, so that
+ * the TC program does not match it a second time; SANTA_META_FALLBACK asks TC
+ * to answer it (the reply did not fit the XDP frame).
+ */
+enum santa_meta_verdict {
+	SANTA_META_SEEN = 0x53a17a01,
+	SANTA_META_FALLBACK = 0x53a17a02,
+};
+
+struct santa_xdp_meta {
+	__u32 verdict;
+};
+
+#endif /* SANTA_ABI_H */

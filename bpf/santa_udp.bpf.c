@@ -1,0 +1,253 @@
+// SPDX-License-Identifier: (GPL-2.0 OR BSD-2-Clause)
+/*
+ * santa_udp: UDP requests that match one of their socket's rules are answered
+ * here, before the network stack; every other packet passes untouched.
+ *  - santa_udp (XDP) answers in place with XDP_TX;
+ *  - santa_udp_tc (TC ingress) answers what XDP could not (replies that do not
+ *    fit the XDP frame, devices without XDP such as loopback) by growing the
+ *    skb and redirecting it back out of the device it came in on.
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_endian.h>
+#include <bpf/bpf_core_read.h>
+
+#include "santa_abi.h"
+#include "maps.h"
+#include "parse.h"
+#include "csum.h"
+#include "match.h"
+#include "reply.h"
+
+#define TC_ACT_OK 0
+#define TC_ACT_SHOT 2
+#define CHECKSUM_PARTIAL 3
+
+extern void *bpf_rdonly_cast(const void *obj, __u32 btf_id) __ksym;
+extern void *bpf_cast_to_kern_ctx(void *obj) __ksym;
+
+/* The service owning the socket that would receive this packet, if any. The
+ * socket cookie ties rules to the very socket that installed them. */
+static __always_inline struct santa_service *santa_find_service(void *ctx, struct santa_pkt *pkt,
+								__u32 *path)
+{
+	struct santa_service *svc;
+	struct bpf_sock *sk;
+	struct sock *ksk;
+	__u64 cookie;
+
+	if (pkt->ipv6)
+		sk = bpf_sk_lookup_udp(ctx, &pkt->tuple, sizeof(pkt->tuple.ipv6), BPF_F_CURRENT_NETNS, 0);
+	else
+		sk = bpf_sk_lookup_udp(ctx, &pkt->tuple, sizeof(pkt->tuple.ipv4), BPF_F_CURRENT_NETNS, 0);
+	if (!sk) {
+		*path = SANTA_PATH_NO_SOCKET;
+		return NULL;
+	}
+	/* XDP may not call bpf_get_socket_cookie; the cookie is read from the
+	 * kernel socket instead (user space creates it at registration). */
+	ksk = bpf_rdonly_cast(sk, bpf_core_type_id_kernel(struct sock));
+	cookie = ksk->__sk_common.skc_cookie.counter;
+	bpf_sk_release(sk);
+
+	svc = bpf_map_lookup_elem(&services, &cookie);
+	if (!svc)
+		*path = SANTA_PATH_NOT_SERVICE;
+	return svc;
+}
+
+static __always_inline void santa_xdp_mark(struct xdp_md *ctx, __u32 verdict)
+{
+	struct santa_xdp_meta *meta;
+
+	if (bpf_xdp_adjust_meta(ctx, -(int)sizeof(*meta)))
+		return;
+	meta = (void *)(long)ctx->data_meta;
+	if ((void *)(meta + 1) > (void *)(long)ctx->data)
+		return;
+	meta->verdict = verdict;
+}
+
+/* The one exit of the XDP program: count the path, tell TC what was seen. */
+static __always_inline int santa_xdp_exit(struct xdp_md *ctx, __u32 path, int action)
+{
+	santa_count_path(path);
+	if (action == XDP_PASS)
+		santa_xdp_mark(ctx, path == SANTA_PATH_FALLBACK ? SANTA_META_FALLBACK : SANTA_META_SEEN);
+	return action;
+}
+
+SEC("xdp")
+int santa_udp(struct xdp_md *ctx)
+{
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+	struct santa_pkt pkt = {};
+	struct santa_service *svc;
+	struct santa_scratch *s;
+	struct santa_rule *rule;
+	__u32 path, plen, reply_len;
+	__u64 sum;
+	int delta;
+
+	path = santa_parse(data, data_end, data_end - data, &pkt);
+	if (path != SANTA_PARSED)
+		return santa_xdp_exit(ctx, path, XDP_PASS);
+	svc = santa_find_service(ctx, &pkt, &path);
+	if (!svc)
+		return santa_xdp_exit(ctx, path, XDP_PASS);
+
+	s = santa_scratch();
+	plen = pkt.plen;
+	if (!s || plen == 0 || plen > SANTA_MAX_UDP_REQUEST ||
+	    bpf_xdp_load_bytes(ctx, pkt.payload_off, s->buf, plen))
+		goto pass;
+	rule = santa_match(s, svc, plen);
+	if (!rule)
+		goto pass;
+	reply_len = rule->reply_len;
+	if (reply_len == 0 || reply_len > SANTA_MAX_UDP_REPLY)
+		goto pass;
+	/* A failed check may be a checksum left to offload by a local sender:
+	 * TC sees the skb's checksum state and decides. */
+	if (!santa_request_csum_ok(&pkt, s))
+		goto fallback;
+
+	sum = santa_reply_sum(rule, s);
+	delta = (int)(pkt.payload_off + reply_len) - (int)(data_end - data);
+	if (bpf_xdp_adjust_tail(ctx, delta))
+		goto fallback;
+	/* From here the request is gone: a failure drops, never passes garbage. */
+	if (bpf_xdp_store_bytes(ctx, pkt.payload_off, rule->reply, reply_len))
+		return santa_xdp_exit(ctx, SANTA_PATH_TX_ERROR, XDP_DROP);
+	for (int i = 0; i < SANTA_MAX_COPIES; i++) {
+		struct santa_copy *c = &rule->copies[i];
+		__u32 src = c->src & (SANTA_MAX_COND_END - 1), len = c->len;
+
+		if (i >= rule->ncopies)
+			break;
+		if (len == 0 || len > SANTA_MAX_COPY_LEN ||
+		    bpf_xdp_store_bytes(ctx, pkt.payload_off + c->dst, &s->buf[src], len))
+			return santa_xdp_exit(ctx, SANTA_PATH_TX_ERROR, XDP_DROP);
+	}
+	data = (void *)(long)ctx->data;
+	data_end = (void *)(long)ctx->data_end;
+	if (santa_write_headers(data, data_end, &pkt, reply_len, sum))
+		return santa_xdp_exit(ctx, SANTA_PATH_TX_ERROR, XDP_DROP);
+
+	santa_count_service(svc->id, SANTA_SVC_MATCHED);
+	santa_count_rule(rule->rule_id, reply_len);
+	return santa_xdp_exit(ctx, SANTA_PATH_ANSWERED, XDP_TX);
+
+fallback:
+	santa_count_service(svc->id, SANTA_SVC_FALLBACK);
+	return santa_xdp_exit(ctx, SANTA_PATH_FALLBACK, XDP_PASS);
+pass:
+	santa_count_service(svc->id, SANTA_SVC_PASSED);
+	return santa_xdp_exit(ctx, SANTA_PATH_SERVICE_PASS, XDP_PASS);
+}
+
+/* What XDP said about this packet, or 0 if XDP did not see it. */
+static __always_inline __u32 santa_xdp_verdict(struct __sk_buff *skb)
+{
+	struct santa_xdp_meta *meta = (void *)(long)skb->data_meta;
+
+	if ((void *)(meta + 1) > (void *)(long)skb->data)
+		return 0;
+	return meta->verdict;
+}
+
+static __always_inline int santa_tc_exit(__u32 path, int action)
+{
+	santa_count_path(path);
+	return action;
+}
+
+/* Headers up to the UDP payload must be linear and writable. */
+#define SANTA_MAX_HEADERS (sizeof(struct ethhdr) + sizeof(struct ipv6hdr) + sizeof(struct udphdr))
+
+SEC("tc")
+int santa_udp_tc(struct __sk_buff *skb)
+{
+	struct santa_pkt pkt = {};
+	struct santa_service *svc;
+	struct santa_scratch *s;
+	struct santa_rule *rule;
+	struct sk_buff *kskb;
+	__u32 path, plen, reply_len, verdict, headers;
+	int partial;
+	__u64 sum;
+
+	verdict = santa_xdp_verdict(skb);
+	if (verdict == SANTA_META_SEEN)
+		return santa_tc_exit(SANTA_PATH_SEEN_BY_XDP, TC_ACT_OK);
+
+	headers = skb->len < SANTA_MAX_HEADERS ? skb->len : SANTA_MAX_HEADERS;
+	if (bpf_skb_pull_data(skb, headers))
+		return santa_tc_exit(SANTA_PATH_BAD_LENGTH, TC_ACT_OK);
+	path = santa_parse((void *)(long)skb->data, (void *)(long)skb->data_end, skb->len, &pkt);
+	if (path != SANTA_PARSED)
+		return santa_tc_exit(path, TC_ACT_OK);
+	svc = santa_find_service(skb, &pkt, &path);
+	if (!svc)
+		return santa_tc_exit(path, TC_ACT_OK);
+
+	s = santa_scratch();
+	plen = pkt.plen;
+	if (!s || plen == 0 || plen > SANTA_MAX_UDP_REQUEST ||
+	    bpf_skb_load_bytes(skb, pkt.payload_off, s->buf, plen))
+		goto pass;
+	rule = santa_match(s, svc, plen);
+	if (!rule)
+		goto pass;
+	reply_len = rule->reply_len;
+	if (reply_len == 0 || reply_len > SANTA_MAX_UDP_REPLY)
+		goto pass;
+
+	/* A locally sent request (loopback, veth) may carry only a partial
+	 * checksum, which the stack trusts; so do we. Its reply keeps the
+	 * partial state, so it carries the pseudo-header seed, not a sum. */
+	kskb = bpf_cast_to_kern_ctx(skb);
+	partial = BPF_CORE_READ_BITFIELD(kskb, ip_summed) == CHECKSUM_PARTIAL;
+	if (!partial && !santa_request_csum_ok(&pkt, s)) {
+		santa_count_service(svc->id, SANTA_SVC_BAD_CSUM);
+		goto pass;
+	}
+	sum = santa_reply_sum(rule, s);
+
+	if (bpf_skb_change_tail(skb, pkt.payload_off + reply_len, 0))
+		goto pass;
+	if (bpf_skb_store_bytes(skb, pkt.payload_off, rule->reply, reply_len, 0))
+		return santa_tc_exit(SANTA_PATH_TX_ERROR, TC_ACT_SHOT);
+	for (int i = 0; i < SANTA_MAX_COPIES; i++) {
+		struct santa_copy *c = &rule->copies[i];
+		__u32 src = c->src & (SANTA_MAX_COND_END - 1), len = c->len;
+
+		if (i >= rule->ncopies)
+			break;
+		if (len == 0 || len > SANTA_MAX_COPY_LEN ||
+		    bpf_skb_store_bytes(skb, pkt.payload_off + c->dst, &s->buf[src], len, 0))
+			return santa_tc_exit(SANTA_PATH_TX_ERROR, TC_ACT_SHOT);
+	}
+	if (bpf_skb_pull_data(skb, pkt.payload_off) ||
+	    santa_write_headers((void *)(long)skb->data, (void *)(long)skb->data_end, &pkt, reply_len, sum))
+		return santa_tc_exit(SANTA_PATH_TX_ERROR, TC_ACT_SHOT);
+	if (partial)
+		santa_seed_partial((void *)(long)skb->data, (void *)(long)skb->data_end, &pkt, reply_len);
+
+	santa_count_service(svc->id, SANTA_SVC_MATCHED);
+	santa_count_rule(rule->rule_id, reply_len);
+	santa_count_path(SANTA_PATH_ANSWERED);
+	return bpf_redirect(skb->ifindex, 0);
+
+pass:
+	santa_count_service(svc->id, SANTA_SVC_PASSED);
+	return santa_tc_exit(SANTA_PATH_SERVICE_PASS, TC_ACT_OK);
+}
+
+/* Keep the counter enums in BTF, so bpf2go generates their Go constants. */
+const enum santa_path *unused_santa_path __attribute__((unused));
+const enum santa_service_counter *unused_santa_service_counter __attribute__((unused));
+const enum santa_meta_verdict *unused_santa_meta_verdict __attribute__((unused));
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";

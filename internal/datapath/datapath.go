@@ -1,0 +1,167 @@
+// Package datapath loads Santa's UDP data plane, attaches it to interfaces
+// and keeps its maps in step with the services and rules that user space
+// registers. It is the one package that talks to the kernel through
+// cilium/ebpf.
+package datapath
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+	"github.com/cilium/ebpf/rlimit"
+)
+
+// DefaultPinPath is where the maps, programs and links are pinned.
+const DefaultPinPath = "/sys/fs/bpf/santa"
+
+// Options configure Open. Zero values take the defaults.
+type Options struct {
+	// PinPath is a directory on bpffs for maps, programs and links. Empty:
+	// DefaultPinPath. NoPin: nothing is pinned (tests, benchmarks).
+	PinPath string
+	NoPin   bool
+	// MaxRules is the host's rule capacity (default 1,048,576).
+	MaxRules uint32
+	// MaxServices bounds registered sockets (default 4096).
+	MaxServices uint32
+	// ReplyTTL is the IPv4 TTL / IPv6 hop limit of replies (default 64).
+	ReplyTTL uint8
+}
+
+// Datapath is a loaded data plane. Its methods are safe for concurrent use.
+type Datapath struct {
+	objs    santaObjects
+	pinPath string
+	barrier *barrier
+	links   map[string][]link.Link // by interface; pinned ones outlive this process
+
+	mu       sync.Mutex
+	services map[ServiceID]*service
+	rules    map[RuleID]*installedRule
+	svcIDs   idPool
+	ruleIDs  idPool
+	slots    idPool
+	indexIDs uint32
+}
+
+// Open loads the data plane. Pinned maps of an earlier run are replaced: a
+// new Datapath starts with no services and no rules.
+func Open(opts Options) (*Datapath, error) {
+	if err := rlimit.RemoveMemlock(); err != nil {
+		return nil, fmt.Errorf("removing memlock limit: %w", err)
+	}
+	if opts.MaxRules == 0 {
+		opts.MaxRules = 1 << 20
+	}
+	if opts.MaxServices == 0 {
+		opts.MaxServices = 4096
+	}
+	if opts.ReplyTTL == 0 {
+		opts.ReplyTTL = 64
+	}
+	if opts.PinPath == "" && !opts.NoPin {
+		opts.PinPath = DefaultPinPath
+	}
+
+	spec, err := loadSanta()
+	if err != nil {
+		return nil, fmt.Errorf("loading BPF spec: %w", err)
+	}
+	spec.Maps["services"].MaxEntries = opts.MaxServices
+	spec.Maps["service_stats"].MaxEntries = opts.MaxServices
+	spec.Maps["rules"].MaxEntries = opts.MaxRules
+	spec.Maps["rule_index"].MaxEntries = opts.MaxRules
+	spec.Maps["rule_stats"].MaxEntries = opts.MaxRules
+	if err := spec.Variables["santa_reply_ttl"].Set(opts.ReplyTTL); err != nil {
+		return nil, fmt.Errorf("setting reply TTL: %w", err)
+	}
+
+	d := &Datapath{
+		links:    make(map[string][]link.Link),
+		services: make(map[ServiceID]*service),
+		rules:    make(map[RuleID]*installedRule),
+		svcIDs:   newIDPool(0, opts.MaxServices),
+		ruleIDs:  newIDPool(0, opts.MaxRules),
+		// Slot 0 means "no candidate" in index nodes.
+		slots: newIDPool(1, opts.MaxRules+1),
+	}
+	if err := spec.LoadAndAssign(&d.objs, nil); err != nil {
+		var verr *ebpf.VerifierError
+		if errors.As(err, &verr) {
+			return nil, fmt.Errorf("loading BPF objects: %+v", verr)
+		}
+		return nil, fmt.Errorf("loading BPF objects: %w", err)
+	}
+	if d.barrier, err = newBarrier(); err != nil {
+		d.objs.Close()
+		return nil, err
+	}
+	if !opts.NoPin {
+		if err := d.pin(opts.PinPath); err != nil {
+			d.Close()
+			return nil, err
+		}
+	}
+	return d, nil
+}
+
+// pin makes maps and programs outlive this process, replacing older pins.
+func (d *Datapath) pin(dir string) error {
+	if err := mountBPFFS(filepath.Dir(dir)); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("creating pin directory: %w", err)
+	}
+	pins := map[string]interface{ Pin(string) error }{
+		"services": d.objs.Services, "rule_index": d.objs.RuleIndex, "rules": d.objs.Rules,
+		"rule_stats": d.objs.RuleStats, "service_stats": d.objs.ServiceStats,
+		"path_stats": d.objs.PathStats, "prog_santa_udp": d.objs.SantaUdp,
+		"prog_santa_udp_tc": d.objs.SantaUdpTc,
+	}
+	for name, obj := range pins {
+		p := filepath.Join(dir, name)
+		if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("removing old pin %s: %w", p, err)
+		}
+		if err := obj.Pin(p); err != nil {
+			return fmt.Errorf("pinning %s: %w", name, err)
+		}
+	}
+	d.pinPath = dir
+	return nil
+}
+
+// Close releases this process's handles. Pinned objects and pinned links
+// stay: the data plane keeps answering until Unpin.
+func (d *Datapath) Close() error {
+	if d.barrier != nil {
+		d.barrier.Close()
+	}
+	for _, ls := range d.links {
+		closeLinks(ls)
+	}
+	return d.objs.Close()
+}
+
+// Unpin removes every pin under the pin path, links included, so that the
+// data plane goes away once the last handle is closed.
+func (d *Datapath) Unpin() error {
+	if d.pinPath == "" {
+		return nil
+	}
+	if err := os.RemoveAll(d.pinPath); err != nil {
+		return fmt.Errorf("removing pins: %w", err)
+	}
+	d.pinPath = ""
+	return nil
+}
+
+// XDPProgram and TCProgram expose the programs to tests and benchmarks.
+func (d *Datapath) XDPProgram() *ebpf.Program { return d.objs.SantaUdp }
+func (d *Datapath) TCProgram() *ebpf.Program  { return d.objs.SantaUdpTc }

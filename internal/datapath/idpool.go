@@ -1,0 +1,32 @@
+package datapath
+
+import "errors"
+
+var errPoolFull = errors.New("capacity exhausted")
+
+// idPool hands out dense numbers in [first, limit): map indices for rules,
+// rule slots and services. Freed numbers are reused, most recently freed first.
+type idPool struct {
+	next, limit uint32
+	free        []uint32
+}
+
+func newIDPool(first, limit uint32) idPool { return idPool{next: first, limit: limit} }
+
+func (p *idPool) get() (uint32, error) {
+	if n := len(p.free); n > 0 {
+		id := p.free[n-1]
+		p.free = p.free[:n-1]
+		return id, nil
+	}
+	if p.next >= p.limit {
+		return 0, errPoolFull
+	}
+	p.next++
+	return p.next - 1, nil
+}
+
+func (p *idPool) put(id uint32) { p.free = append(p.free, id) }
+
+// inUse is how many numbers are handed out.
+func (p *idPool) inUse(first uint32) int { return int(p.next-first) - len(p.free) }

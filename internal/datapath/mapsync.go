@@ -1,0 +1,171 @@
+package datapath
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/cilium/ebpf"
+
+	"github.com/santa-offload/santa/internal/rules"
+)
+
+// batchSize bounds one BPF_MAP_UPDATE_BATCH: large enough to amortise the
+// syscall, small enough that a batch of rule bodies stays a few MiB.
+const batchSize = 2048
+
+// writeBodies stores compiled rules in their (unused) slots.
+func (d *Datapath) writeBodies(rs []*installedRule) error {
+	for start := 0; start < len(rs); start += batchSize {
+		chunk := rs[start:min(start+batchSize, len(rs))]
+		keys := make([]uint32, len(chunk))
+		vals := make([]santaSantaRule, len(chunk))
+		for i, r := range chunk {
+			keys[i] = r.slot
+			vals[i] = ruleValue(r)
+		}
+		if _, err := d.objs.Rules.BatchUpdate(keys, vals, nil); err != nil {
+			return fmt.Errorf("writing rules: %w", err)
+		}
+	}
+	return nil
+}
+
+func (d *Datapath) deleteBodies(rs []*installedRule) error {
+	keys := make([]uint32, len(rs))
+	for i, r := range rs {
+		keys[i] = r.slot
+	}
+	return batchDelete(d.objs.Rules, keys, "rules")
+}
+
+func ruleValue(r *installedRule) santaSantaRule {
+	c := r.compiled
+	v := santaSantaRule{
+		RuleId:    uint32(r.id),
+		ServiceId: uint32(r.svc.id),
+		CondOff:   r.rule.Condition.Offset,
+		CondLen:   uint16(len(r.rule.Condition.Pattern)),
+		ReplyLen:  uint16(len(c.Template)),
+		Ncopies:   uint8(len(c.Copies)),
+		ReplyCsum: c.Csum,
+	}
+	for i, p := range c.Copies {
+		v.Copies[i] = santaSantaCopy{Src: p.Src, Dst: p.Dst, Len: p.Len}
+	}
+	copy(v.Cond[:], r.rule.Condition.Pattern)
+	copy(v.Reply[:], c.Template)
+	return v
+}
+
+// updateIndex turns a service's index from old into next: new entries first
+// (nothing refers to them yet), then changed ones, then removals, so a
+// reader always finds either node version of a key.
+func (d *Datapath) updateIndex(indexID uint32, old, next map[rules.IndexKey]rules.IndexNode) error {
+	var added, changed []rules.IndexKey
+	for k, n := range next {
+		o, ok := old[k]
+		switch {
+		case !ok:
+			added = append(added, k)
+		case !nodesEqual(o, n):
+			changed = append(changed, k)
+		}
+	}
+	var removed []santaSantaIndexKey
+	for k := range old {
+		if _, ok := next[k]; !ok {
+			removed = append(removed, indexKey(indexID, k))
+		}
+	}
+	for _, keys := range [][]rules.IndexKey{added, changed} {
+		if err := d.putIndex(indexID, keys, next); err != nil {
+			// Put back what was changed; drop what was added.
+			d.putIndex(indexID, changed, old)
+			d.deleteIndex(indexID, pick(added, next))
+			return err
+		}
+	}
+	return batchDelete(d.objs.RuleIndex, removed, "index entries")
+}
+
+func (d *Datapath) putIndex(indexID uint32, keys []rules.IndexKey, nodes map[rules.IndexKey]rules.IndexNode) error {
+	for start := 0; start < len(keys); start += batchSize {
+		chunk := keys[start:min(start+batchSize, len(keys))]
+		ks := make([]santaSantaIndexKey, len(chunk))
+		vs := make([]santaSantaIndexNode, len(chunk))
+		for i, k := range chunk {
+			ks[i] = indexKey(indexID, k)
+			vs[i] = indexNode(nodes[k])
+		}
+		if _, err := d.objs.RuleIndex.BatchUpdate(ks, vs, nil); err != nil {
+			return fmt.Errorf("writing index: %w", err)
+		}
+	}
+	return nil
+}
+
+func (d *Datapath) deleteIndex(indexID uint32, index map[rules.IndexKey]rules.IndexNode) error {
+	keys := make([]santaSantaIndexKey, 0, len(index))
+	for k := range index {
+		keys = append(keys, indexKey(indexID, k))
+	}
+	return batchDelete(d.objs.RuleIndex, keys, "index entries")
+}
+
+func pick(keys []rules.IndexKey, from map[rules.IndexKey]rules.IndexNode) map[rules.IndexKey]rules.IndexNode {
+	out := make(map[rules.IndexKey]rules.IndexNode, len(keys))
+	for _, k := range keys {
+		out[k] = from[k]
+	}
+	return out
+}
+
+func indexKey(indexID uint32, k rules.IndexKey) santaSantaIndexKey {
+	return santaSantaIndexKey{IndexId: indexID, Hash: k.Hash, End: k.End, Region: k.Region}
+}
+
+func indexNode(n rules.IndexNode) santaSantaIndexNode {
+	v := santaSantaIndexNode{NextEnd: n.NextEnd}
+	copy(v.Slots[:], n.Slots)
+	return v
+}
+
+func nodesEqual(a, b rules.IndexNode) bool {
+	return indexNode(a) == indexNode(b)
+}
+
+// batchDelete deletes keys (a slice), ignoring keys already gone.
+func batchDelete[K any](m *ebpf.Map, keys []K, what string) error {
+	var errs []error
+	for start := 0; start < len(keys); start += batchSize {
+		chunk := keys[start:min(start+batchSize, len(keys))]
+		if _, err := m.BatchDelete(chunk, nil); err != nil {
+			// A batch stops at the first missing key: finish one by one.
+			for _, k := range chunk {
+				if err := m.Delete(k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+					errs = append(errs, err)
+				}
+			}
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("deleting %s: %w", what, errors.Join(errs...))
+	}
+	return nil
+}
+
+func (d *Datapath) resetRuleStats(id RuleID) error {
+	zero := make([]santaSantaRuleStats, ebpf.MustPossibleCPU())
+	if err := d.objs.RuleStats.Put(uint32(id), zero); err != nil {
+		return fmt.Errorf("resetting rule counters: %w", err)
+	}
+	return nil
+}
+
+func (d *Datapath) resetServiceStats(id ServiceID) error {
+	zero := make([]santaSantaServiceStats, ebpf.MustPossibleCPU())
+	if err := d.objs.ServiceStats.Put(uint32(id), zero); err != nil {
+		return fmt.Errorf("resetting service counters: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,93 @@
+package datapath
+
+import (
+	"encoding/binary"
+	"net/netip"
+)
+
+// udpFrame describes an Ethernet/IP/UDP frame for fixtures. Checksums are
+// computed here with a plain RFC 1071 sum, independently of the data plane.
+type udpFrame struct {
+	srcMAC, dstMAC [6]byte
+	src, dst       netip.AddrPort
+	payload        []byte
+	ttl            uint8
+	ipID           uint16
+	df             bool
+	tos            uint8
+	noUDPCsum      bool // IPv4 only: checksum field 0
+}
+
+func (f udpFrame) bytes() []byte {
+	udpLen := 8 + len(f.payload)
+	eth := make([]byte, 14)
+	copy(eth[0:6], f.dstMAC[:])
+	copy(eth[6:12], f.srcMAC[:])
+	var ip, pseudo []byte
+	if f.src.Addr().Is4() {
+		binary.BigEndian.PutUint16(eth[12:], 0x0800)
+		ip = make([]byte, 20)
+		ip[0] = 0x45
+		ip[1] = f.tos
+		binary.BigEndian.PutUint16(ip[2:], uint16(20+udpLen))
+		binary.BigEndian.PutUint16(ip[4:], f.ipID)
+		if f.df {
+			ip[6] = 0x40
+		}
+		ip[8] = f.ttl
+		ip[9] = 17
+		s, d := f.src.Addr().As4(), f.dst.Addr().As4()
+		copy(ip[12:16], s[:])
+		copy(ip[16:20], d[:])
+		binary.BigEndian.PutUint16(ip[10:], ^fold(sum(ip)))
+		pseudo = append(append(append([]byte{}, s[:]...), d[:]...), 0, 17, byte(udpLen>>8), byte(udpLen))
+	} else {
+		binary.BigEndian.PutUint16(eth[12:], 0x86dd)
+		ip = make([]byte, 40)
+		ip[0] = 0x60
+		binary.BigEndian.PutUint16(ip[4:], uint16(udpLen))
+		ip[6] = 17
+		ip[7] = f.ttl
+		s, d := f.src.Addr().As16(), f.dst.Addr().As16()
+		copy(ip[8:24], s[:])
+		copy(ip[24:40], d[:])
+		pseudo = append(append(append([]byte{}, s[:]...), d[:]...), 0, 0, byte(udpLen>>8), byte(udpLen), 0, 0, 0, 17)
+	}
+	udp := make([]byte, 8, udpLen)
+	binary.BigEndian.PutUint16(udp[0:], f.src.Port())
+	binary.BigEndian.PutUint16(udp[2:], f.dst.Port())
+	binary.BigEndian.PutUint16(udp[4:], uint16(udpLen))
+	udp = append(udp, f.payload...)
+	if !f.noUDPCsum {
+		c := ^fold(sum(pseudo) + sum(udp))
+		if c == 0 {
+			c = 0xffff
+		}
+		binary.BigEndian.PutUint16(udp[6:], c)
+	}
+	return append(append(eth, ip...), udp...)
+}
+
+// reply is the frame the data plane must send back for f with payload p.
+func (f udpFrame) reply(p []byte) udpFrame {
+	return udpFrame{srcMAC: f.dstMAC, dstMAC: f.srcMAC, src: f.dst, dst: f.src,
+		payload: p, ttl: 64, df: f.src.Addr().Is4()}
+}
+
+func sum(b []byte) uint32 {
+	var s uint32
+	for i := 0; i+1 < len(b); i += 2 {
+		s += uint32(binary.BigEndian.Uint16(b[i:]))
+	}
+	if len(b)%2 == 1 {
+		s += uint32(b[len(b)-1]) << 8
+	}
+	return s
+}
+
+func fold(s uint32) uint16 {
+	for s>>16 != 0 {
+		s = s&0xffff + s>>16
+	}
+	return uint16(s)
+}

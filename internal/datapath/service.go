@@ -1,0 +1,158 @@
+package datapath
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/santa-offload/santa/internal/rules"
+)
+
+// ServiceID names a registered socket.
+type ServiceID uint32
+
+// SocketInfo is what the kernel says about a registered socket.
+type SocketInfo struct {
+	Cookie      uint64         // SO_COOKIE: the data plane's key
+	NetnsCookie uint64         // SO_NETNS_COOKIE
+	Protocol    int            // unix.IPPROTO_UDP
+	Local       netip.AddrPort // getsockname
+}
+
+type service struct {
+	id      ServiceID
+	info    SocketInfo
+	indexID uint32
+	regions []rules.Region
+	index   map[rules.IndexKey]rules.IndexNode // what rule_index holds for it
+	rules   map[RuleID]*installedRule
+}
+
+// ErrUnknownService is returned for a ServiceID that is not registered.
+var ErrUnknownService = errors.New("unknown service")
+
+// InspectSocket reads a socket's identity. Asking for SO_COOKIE also makes
+// the kernel assign the cookie, which it otherwise does lazily: the data
+// plane reads it from the socket and would see 0.
+func InspectSocket(fd int) (SocketInfo, error) {
+	var info SocketInfo
+	var err error
+	if info.Cookie, err = unix.GetsockoptUint64(fd, unix.SOL_SOCKET, unix.SO_COOKIE); err != nil {
+		return info, fmt.Errorf("reading SO_COOKIE: %w", err)
+	}
+	if info.NetnsCookie, err = unix.GetsockoptUint64(fd, unix.SOL_SOCKET, unix.SO_NETNS_COOKIE); err != nil {
+		return info, fmt.Errorf("reading SO_NETNS_COOKIE: %w", err)
+	}
+	if info.Protocol, err = unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_PROTOCOL); err != nil {
+		return info, fmt.Errorf("reading SO_PROTOCOL: %w", err)
+	}
+	sa, err := unix.Getsockname(fd)
+	if err != nil {
+		return info, fmt.Errorf("reading the local address: %w", err)
+	}
+	switch a := sa.(type) {
+	case *unix.SockaddrInet4:
+		info.Local = netip.AddrPortFrom(netip.AddrFrom4(a.Addr), uint16(a.Port))
+	case *unix.SockaddrInet6:
+		info.Local = netip.AddrPortFrom(netip.AddrFrom16(a.Addr), uint16(a.Port))
+	default:
+		return info, fmt.Errorf("socket is not IPv4 or IPv6")
+	}
+	return info, nil
+}
+
+// AddService registers a bound UDP socket by its file descriptor: from now
+// on the data plane answers its matching requests. The fd may be closed
+// afterwards; the service lives until RemoveService.
+func (d *Datapath) AddService(fd int) (ServiceID, error) {
+	info, err := InspectSocket(fd)
+	if err != nil {
+		return 0, err
+	}
+	if info.Protocol != unix.IPPROTO_UDP {
+		return 0, fmt.Errorf("socket protocol %d is not UDP: only UDP services are supported", info.Protocol)
+	}
+	if info.Local.Port() == 0 {
+		return 0, errors.New("socket is not bound to a port")
+	}
+
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, s := range d.services {
+		if s.info.Cookie == info.Cookie {
+			return 0, fmt.Errorf("socket is already registered as service %d", s.id)
+		}
+	}
+	raw, err := d.svcIDs.get()
+	if err != nil {
+		return 0, fmt.Errorf("registering service: %d services registered: %w", d.svcIDs.inUse(0), err)
+	}
+	svc := &service{id: ServiceID(raw), info: info, indexID: d.newIndexID(),
+		index: map[rules.IndexKey]rules.IndexNode{}, rules: map[RuleID]*installedRule{}}
+	if err := d.resetServiceStats(svc.id); err != nil {
+		d.svcIDs.put(raw)
+		return 0, err
+	}
+	if err := d.objs.Services.Put(info.Cookie, svc.value()); err != nil {
+		d.svcIDs.put(raw)
+		return 0, fmt.Errorf("registering service: %w", err)
+	}
+	d.services[svc.id] = svc
+	return svc.id, nil
+}
+
+// RemoveService unregisters a socket and deletes its rules.
+func (d *Datapath) RemoveService(id ServiceID) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	svc, ok := d.services[id]
+	if !ok {
+		return fmt.Errorf("service %d: %w", id, ErrUnknownService)
+	}
+	if err := d.objs.Services.Delete(svc.info.Cookie); err != nil {
+		return fmt.Errorf("unregistering service %d: %w", id, err)
+	}
+	// No packet reaches the index any more; its entries and slots go.
+	retired := make([]*installedRule, 0, len(svc.rules))
+	for _, r := range svc.rules {
+		retired = append(retired, r)
+	}
+	if err := d.deleteIndex(svc.indexID, svc.index); err != nil {
+		return err
+	}
+	delete(d.services, id)
+	if err := d.retire(retired, true); err != nil {
+		return err
+	}
+	d.svcIDs.put(uint32(id))
+	return nil
+}
+
+// Service returns what is known of a registered socket.
+func (d *Datapath) Service(id ServiceID) (SocketInfo, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	svc, ok := d.services[id]
+	if !ok {
+		return SocketInfo{}, fmt.Errorf("service %d: %w", id, ErrUnknownService)
+	}
+	return svc.info, nil
+}
+
+func (s *service) value() santaSantaService {
+	v := santaSantaService{Id: uint32(s.id), IndexId: s.indexID, Proto: uint8(s.info.Protocol),
+		Nregions: uint8(len(s.regions))}
+	for i, r := range s.regions {
+		v.Regions[i] = santaSantaRegion{Off: r.Off, Len: r.Len}
+	}
+	return v
+}
+
+// newIndexID names a fresh generation of a service's index: when its regions
+// change, the new index is written beside the old one and switched to at once.
+func (d *Datapath) newIndexID() uint32 {
+	d.indexIDs++
+	return d.indexIDs
+}

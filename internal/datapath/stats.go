@@ -1,0 +1,106 @@
+package datapath
+
+import (
+	"fmt"
+)
+
+// ServiceStats are a service's packet counters, summed over CPUs.
+type ServiceStats struct {
+	Matched  uint64 // answered by the data plane
+	Passed   uint64 // reached the stack (the application)
+	Fallback uint64 // matched in XDP, left to TC: the reply did not fit the frame
+	BadCsum  uint64 // matched, but the request's checksum was wrong: passed
+}
+
+// RuleStats are a rule's counters, summed over CPUs.
+type RuleStats struct {
+	Hits  uint64
+	Bytes uint64 // reply payload bytes
+}
+
+// PathStats counts, per program exit, why packets left as they did.
+type PathStats map[string]uint64
+
+// ServiceStats reads a service's counters.
+func (d *Datapath) ServiceStats(id ServiceID) (ServiceStats, error) {
+	d.mu.Lock()
+	_, ok := d.services[id]
+	d.mu.Unlock()
+	if !ok {
+		return ServiceStats{}, fmt.Errorf("service %d: %w", id, ErrUnknownService)
+	}
+	var per []santaSantaServiceStats
+	if err := d.objs.ServiceStats.Lookup(uint32(id), &per); err != nil {
+		return ServiceStats{}, fmt.Errorf("reading service counters: %w", err)
+	}
+	var s ServiceStats
+	for _, c := range per {
+		s.Matched += c.Packets[santaSantaServiceCounterSANTA_SVC_MATCHED]
+		s.Passed += c.Packets[santaSantaServiceCounterSANTA_SVC_PASSED]
+		s.Fallback += c.Packets[santaSantaServiceCounterSANTA_SVC_FALLBACK]
+		s.BadCsum += c.Packets[santaSantaServiceCounterSANTA_SVC_BAD_CSUM]
+	}
+	return s, nil
+}
+
+// RuleStats reads a rule's counters.
+func (d *Datapath) RuleStats(id RuleID) (RuleStats, error) {
+	d.mu.Lock()
+	_, ok := d.rules[id]
+	d.mu.Unlock()
+	if !ok {
+		return RuleStats{}, fmt.Errorf("rule %d: %w", id, ErrUnknownRule)
+	}
+	var per []santaSantaRuleStats
+	if err := d.objs.RuleStats.Lookup(uint32(id), &per); err != nil {
+		return RuleStats{}, fmt.Errorf("reading rule counters: %w", err)
+	}
+	var s RuleStats
+	for _, c := range per {
+		s.Hits += c.Hits
+		s.Bytes += c.Bytes
+	}
+	return s, nil
+}
+
+// PathStats reads the per-exit counters of both programs.
+func (d *Datapath) PathStats() (PathStats, error) {
+	out := PathStats{}
+	for p := santaSantaPath(0); p < santaSantaPathSANTA_PATH_NCOUNTERS; p++ {
+		var per []uint64
+		if err := d.objs.PathStats.Lookup(uint32(p), &per); err != nil {
+			return nil, fmt.Errorf("reading path counters: %w", err)
+		}
+		var n uint64
+		for _, c := range per {
+			n += c
+		}
+		out[pathName(p)] = n
+	}
+	return out, nil
+}
+
+// pathNames are the enum santa_path names, lower-cased, for reports.
+var pathNames = map[santaSantaPath]string{
+	santaSantaPathSANTA_PATH_ANSWERED:     "answered",
+	santaSantaPathSANTA_PATH_NOT_IP:       "not_ip",
+	santaSantaPathSANTA_PATH_NOT_UDP:      "not_udp",
+	santaSantaPathSANTA_PATH_FRAGMENT:     "fragment",
+	santaSantaPathSANTA_PATH_IP_OPTIONS:   "ip_options",
+	santaSantaPathSANTA_PATH_BAD_LENGTH:   "bad_length",
+	santaSantaPathSANTA_PATH_NOT_UNICAST:  "not_unicast",
+	santaSantaPathSANTA_PATH_TOO_LONG:     "too_long",
+	santaSantaPathSANTA_PATH_NO_SOCKET:    "no_socket",
+	santaSantaPathSANTA_PATH_NOT_SERVICE:  "not_service",
+	santaSantaPathSANTA_PATH_SERVICE_PASS: "service_pass",
+	santaSantaPathSANTA_PATH_FALLBACK:     "fallback",
+	santaSantaPathSANTA_PATH_SEEN_BY_XDP:  "seen_by_xdp",
+	santaSantaPathSANTA_PATH_TX_ERROR:     "tx_error",
+}
+
+func pathName(p santaSantaPath) string {
+	if n, ok := pathNames[p]; ok {
+		return n
+	}
+	return fmt.Sprintf("path_%d", p)
+}

@@ -1,0 +1,43 @@
+package rules
+
+// Limits of the data plane, copied from bpf/include/santa_abi.h. The kernel's
+// loops and record sizes are bounded by them, so everything this package
+// produces for the kernel must respect them.
+const (
+	MaxRegions    = 8    // SANTA_MAX_REGIONS: hashed regions per service
+	MaxRegionLen  = 64   // SANTA_MAX_REGION_LEN: bytes hashed for a root lookup
+	MaxExtendLen  = 64   // SANTA_MAX_EXTEND_LEN: bytes hashed per deeper level
+	MaxDepth      = 4    // SANTA_MAX_DEPTH: index levels below a root
+	NodeSlots     = 4    // SANTA_NODE_SLOTS: candidates in one index node
+	MaxCondLen    = 256  // SANTA_MAX_COND_LEN
+	MaxCondEnd    = 1024 // SANTA_MAX_COND_END: conditions and copy sources end here
+	MaxProcessors = 8    // SANTA_MAX_PROCESSORS
+	MaxCopies     = 8    // SANTA_MAX_COPIES: copy pieces after resolving order
+	MaxCopyLen    = 256  // SANTA_MAX_COPY_LEN: bytes one copy processor moves
+	MaxUDPReply   = 1472 // SANTA_MAX_UDP_REPLY
+
+	// SlotNone (SANTA_SLOT_NONE) ends a node's slot list in the kernel, so
+	// no rule may be stored in slot 0.
+	SlotNone = 0
+)
+
+// Limits bounds what a rule may ask for. Callers may be stricter than the
+// data plane; they can never be looser.
+type Limits struct {
+	MaxCondLen    int // bytes in a condition pattern
+	MaxCondEnd    int // condition offset + pattern length, and copy source ends
+	MaxProcessors int // processors per rule
+	MaxCopyLen    int // bytes one copy processor moves
+	MaxReplyLen   int // reply payload bytes
+	MaxRegions    int // distinct condition offsets per service
+}
+
+// DefaultUDPLimits are the data plane's own limits for UDP services.
+var DefaultUDPLimits = Limits{
+	MaxCondLen:    MaxCondLen,
+	MaxCondEnd:    MaxCondEnd,
+	MaxProcessors: MaxProcessors,
+	MaxCopyLen:    MaxCopyLen,
+	MaxReplyLen:   MaxUDPReply,
+	MaxRegions:    MaxRegions,
+}

@@ -1,0 +1,198 @@
+package rules
+
+import (
+	"cmp"
+	"fmt"
+	"math"
+	"slices"
+)
+
+// IndexKey is struct santa_index_key without the service's index_id: the
+// FNV-1a hash of payload[regions[Region].Off : End].
+type IndexKey struct {
+	Region uint8
+	End    uint16
+	Hash   uint32
+}
+
+// IndexNode is struct santa_index_node: up to NodeSlots rule slots, most
+// specific first, all ending before NextEnd; every condition below the node
+// is longer than all of them. NextEnd 0 marks a leaf.
+type IndexNode struct {
+	Slots   []uint32
+	NextEnd uint16
+}
+
+// Entry is one rule's condition to index: Slot is where the data plane
+// stores the rule, ID the stable rule id that breaks ties.
+type Entry struct {
+	Slot uint32
+	ID   uint32
+	Cond Condition
+}
+
+// CheckDuplicates rejects two rules with the same condition: the data plane
+// could answer only one of them, and enough of them would overflow a node.
+func CheckDuplicates(entries []Entry) error {
+	type cond struct {
+		off     uint16
+		pattern string
+	}
+	seen := make(map[cond]uint32, len(entries))
+	for _, e := range entries {
+		k := cond{e.Cond.Offset, string(e.Cond.Pattern)}
+		if id, ok := seen[k]; ok {
+			return fmt.Errorf("rules %d and %d have the same condition (%d bytes at offset %d)",
+				id, e.ID, len(e.Cond.Pattern), e.Cond.Offset)
+		}
+		seen[k] = e.ID
+	}
+	return nil
+}
+
+// RootKey is the key of the root node c is indexed under: the hash of c's
+// first bytes over the region starting at c's offset. ok is false if no
+// region starts there or c is shorter than that region.
+func RootKey(regions []Region, c Condition) (key IndexKey, ok bool) {
+	ri := RegionOf(regions, c)
+	if ri < 0 || len(c.Pattern) < int(regions[ri].Len) {
+		return IndexKey{}, false
+	}
+	r := regions[ri]
+	return IndexKey{Region: uint8(ri), End: r.Off + r.Len, Hash: FNV1a(FNVOffset, c.Pattern[:r.Len])}, true
+}
+
+// BuildIndex builds the hash trie the data plane walks. A node holds the
+// conditions whose bytes hash to its key up to its End. A node with more
+// than NodeSlots of them keeps the (at most NodeSlots) shortest ones, those
+// ending before the fifth-smallest end, and hashes the others on to that end
+// (at most MaxExtendLen bytes further) into children. Conditions sharing a
+// long prefix thus spread over many nodes instead of piling into one bucket,
+// and every condition below a node is longer than the ones it keeps, so the
+// deepest full match in a region is the region's most specific one.
+//
+// Nodes are keys, not byte strings: conditions whose bytes differ but whose
+// hashes collide share a node (the kernel cannot tell them apart either),
+// and it lists them all for a full compare.
+func BuildIndex(regions []Region, entries []Entry) (map[IndexKey]IndexNode, error) {
+	if len(regions) > math.MaxUint8+1 {
+		return nil, tooBig("number of regions", "", len(regions), math.MaxUint8+1)
+	}
+	b := indexBuilder{
+		regions: regions,
+		pending: make([]map[IndexKey]*pendingNode, MaxCondEnd+1),
+		index:   map[IndexKey]IndexNode{},
+	}
+	for _, e := range entries {
+		if e.Slot == SlotNone {
+			return nil, fmt.Errorf("rule %d: slot %d is reserved for the end of a slot list", e.ID, SlotNone)
+		}
+		if e.Cond.End() > MaxCondEnd {
+			return nil, fmt.Errorf("rule %d: %w", e.ID, tooBig("condition end (offset + pattern length)", "", e.Cond.End(), MaxCondEnd))
+		}
+		key, ok := RootKey(regions, e.Cond)
+		if !ok {
+			return nil, fmt.Errorf("rule %d: no region starts at offset %d and fits its %d-byte pattern",
+				e.ID, e.Cond.Offset, len(e.Cond.Pattern))
+		}
+		b.add(key, 0, e)
+	}
+	// A child ends after its parent, so splitting nodes in order of End
+	// gathers every entry of a node, whichever parents they come from,
+	// before the node itself is split.
+	for end := range b.pending {
+		for key, n := range b.pending[end] {
+			if err := b.split(key, n); err != nil {
+				return nil, err
+			}
+		}
+		b.pending[end] = nil
+	}
+	return b.index, nil
+}
+
+type pendingNode struct {
+	entries []Entry
+	depth   int // the deepest level any parent puts it at
+}
+
+type indexBuilder struct {
+	regions []Region
+	pending []map[IndexKey]*pendingNode // by End
+	index   map[IndexKey]IndexNode
+}
+
+func (b *indexBuilder) add(key IndexKey, depth int, e Entry) {
+	nodes := b.pending[key.End]
+	if nodes == nil {
+		nodes = map[IndexKey]*pendingNode{}
+		b.pending[key.End] = nodes
+	}
+	n := nodes[key]
+	if n == nil {
+		n = &pendingNode{}
+		nodes[key] = n
+	}
+	n.entries = append(n.entries, e)
+	n.depth = max(n.depth, depth)
+}
+
+// split turns a pending node into an index node, passing the entries it
+// cannot keep on to its children.
+func (b *indexBuilder) split(key IndexKey, n *pendingNode) error {
+	if len(n.entries) <= NodeSlots {
+		b.index[key] = IndexNode{Slots: slotsOf(n.entries)}
+		return nil
+	}
+	off := int(b.regions[key.Region].Off)
+	end := int(key.End)
+	ends := make([]int, len(n.entries))
+	for i, e := range n.entries {
+		ends[i] = e.Cond.End()
+	}
+	slices.Sort(ends)
+	next := min(ends[NodeSlots], end+MaxExtendLen)
+	if next == end {
+		return fmt.Errorf("%d conditions at offset %d of %d bytes collide in one index bucket; the limit is %d",
+			countEqual(ends, end), off, end-off, NodeSlots)
+	}
+	if n.depth == MaxDepth {
+		return fmt.Errorf("%d conditions at offset %d still share one index node after hashing bytes [%d, %d) "+
+			"(too many of them are prefixes of one another); the limit is %d levels of %d conditions below the root",
+			len(n.entries), off, off, end, MaxDepth, NodeSlots)
+	}
+	var kept []Entry
+	for _, e := range n.entries {
+		if e.Cond.End() < next {
+			kept = append(kept, e)
+			continue
+		}
+		h := FNV1a(key.Hash, e.Cond.Pattern[end-off:next-off])
+		b.add(IndexKey{Region: key.Region, End: uint16(next), Hash: h}, n.depth+1, e)
+	}
+	b.index[key] = IndexNode{Slots: slotsOf(kept), NextEnd: uint16(next)}
+	return nil
+}
+
+// slotsOf lists entries most specific first: longest pattern, then lowest ID,
+// so the kernel can stop at the first slot that matches.
+func slotsOf(entries []Entry) []uint32 {
+	slices.SortFunc(entries, func(a, b Entry) int {
+		return cmp.Or(cmp.Compare(len(b.Cond.Pattern), len(a.Cond.Pattern)), cmp.Compare(a.ID, b.ID))
+	})
+	slots := make([]uint32, len(entries))
+	for i, e := range entries {
+		slots[i] = e.Slot
+	}
+	return slots
+}
+
+func countEqual(sorted []int, v int) int {
+	n := 0
+	for _, x := range sorted {
+		if x == v {
+			n++
+		}
+	}
+	return n
+}
