@@ -47,6 +47,10 @@ type Datapath struct {
 	ruleIDs  idPool
 	slots    idPool
 	indexIDs uint32
+	pending  retiredRules // waiting for a grace period, see reclaim.go
+
+	kick      chan struct{} // wakes reclaimLoop
+	reclaimed chan struct{} // closed when reclaimLoop has finished
 }
 
 // Open loads the data plane. Pinned maps of an earlier run are replaced: a
@@ -101,6 +105,8 @@ func Open(opts Options) (*Datapath, error) {
 		d.objs.Close()
 		return nil, err
 	}
+	d.kick, d.reclaimed = make(chan struct{}, 1), make(chan struct{})
+	go d.reclaimLoop()
 	if !opts.NoPin {
 		if err := d.pin(opts.PinPath); err != nil {
 			d.Close()
@@ -140,6 +146,10 @@ func (d *Datapath) pin(dir string) error {
 // Close releases this process's handles. Pinned objects and pinned links
 // stay: the data plane keeps answering until Unpin.
 func (d *Datapath) Close() error {
+	if d.kick != nil {
+		close(d.kick)
+		<-d.reclaimed
+	}
 	if d.barrier != nil {
 		d.barrier.Close()
 	}

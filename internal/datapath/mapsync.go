@@ -58,8 +58,9 @@ func ruleValue(r *installedRule) santaSantaRule {
 }
 
 // updateIndex turns a service's index from old into next: new entries first
-// (nothing refers to them yet), then changed ones, then removals, so a
-// reader always finds either node version of a key.
+// (nothing refers to them yet), then changed ones; removed entries are
+// retired, deleted after a grace period. A reader always finds either node
+// version of a key, and the children an old node leads to.
 func (d *Datapath) updateIndex(indexID uint32, old, next map[rules.IndexKey]rules.IndexNode) error {
 	var added, changed []rules.IndexKey
 	for k, n := range next {
@@ -71,10 +72,10 @@ func (d *Datapath) updateIndex(indexID uint32, old, next map[rules.IndexKey]rule
 			changed = append(changed, k)
 		}
 	}
-	var removed []santaSantaIndexKey
+	var removed []rules.IndexKey
 	for k := range old {
 		if _, ok := next[k]; !ok {
-			removed = append(removed, indexKey(indexID, k))
+			removed = append(removed, k)
 		}
 	}
 	for _, keys := range [][]rules.IndexKey{added, changed} {
@@ -85,7 +86,8 @@ func (d *Datapath) updateIndex(indexID uint32, old, next map[rules.IndexKey]rule
 			return err
 		}
 	}
-	return batchDelete(d.objs.RuleIndex, removed, "index entries")
+	d.retireIndex(indexID, removed)
+	return nil
 }
 
 func (d *Datapath) putIndex(indexID uint32, keys []rules.IndexKey, nodes map[rules.IndexKey]rules.IndexNode) error {

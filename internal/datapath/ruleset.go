@@ -260,11 +260,12 @@ func (d *Datapath) commit(svc *service, next map[RuleID]*installedRule, fresh, o
 		delete(d.rules, id)
 	}
 	svc.rules = next
-	return d.retire(old, deleted != nil)
+	d.retire(old, deleted != nil)
+	return nil
 }
 
 // switchIndex writes a new index generation for new regions, points the
-// service at it in one update, then deletes the old generation.
+// service at it in one update, then retires the old generation.
 func (d *Datapath) switchIndex(svc *service, regions []rules.Region, index map[rules.IndexKey]rules.IndexNode) error {
 	newID := d.newIndexID()
 	if err := d.updateIndex(newID, nil, index); err != nil {
@@ -278,25 +279,6 @@ func (d *Datapath) switchIndex(svc *service, regions []rules.Region, index map[r
 		d.deleteIndex(newID, index)
 		return fmt.Errorf("switching service %d to its new index: %w", svc.id, err)
 	}
-	return d.deleteIndex(oldID, svc.index)
-}
-
-// retire releases the slots of rules no longer reachable, and their ids if
-// the rules were deleted, once no program can still be reading them.
-func (d *Datapath) retire(old []*installedRule, releaseIDs bool) error {
-	if len(old) == 0 {
-		return nil
-	}
-	if err := d.barrier.Wait(); err != nil {
-		return err
-	}
-	err := d.deleteBodies(old)
-	for _, r := range old {
-		d.slots.put(r.slot)
-		if releaseIDs {
-			delete(d.rules, r.id)
-			d.ruleIDs.put(uint32(r.id))
-		}
-	}
-	return err
+	d.retireIndex(oldID, slices.Collect(maps.Keys(svc.index)))
+	return nil
 }

@@ -3,7 +3,9 @@ package datapath
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"net/netip"
+	"slices"
 
 	"golang.org/x/sys/unix"
 
@@ -119,13 +121,9 @@ func (d *Datapath) RemoveService(id ServiceID) error {
 	for _, r := range svc.rules {
 		retired = append(retired, r)
 	}
-	if err := d.deleteIndex(svc.indexID, svc.index); err != nil {
-		return err
-	}
 	delete(d.services, id)
-	if err := d.retire(retired, true); err != nil {
-		return err
-	}
+	d.retireIndex(svc.indexID, slices.Collect(maps.Keys(svc.index)))
+	d.retire(retired, true)
 	d.svcIDs.put(uint32(id))
 	return nil
 }

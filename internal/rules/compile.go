@@ -62,7 +62,7 @@ func Compile(r Rule) (Compiled, error) {
 		})
 	}
 	if len(pieces) > MaxCopies {
-		return Compiled{}, tooBig("copy pieces left after later processors overwrite parts of copies", "", len(pieces), MaxCopies)
+		return Compiled{}, tooBig("number of copy pieces after later processors cut copies", "", len(pieces), MaxCopies)
 	}
 	return Compiled{Template: tmpl, Copies: pieces, Csum: Sum16LE(tmpl, 0)}, nil
 }

@@ -1,0 +1,108 @@
+package datapath
+
+import (
+	"bytes"
+	"testing"
+
+	"github.com/santa-offload/santa/internal/rules"
+)
+
+// bigRule answers "Big" with a reply of n bytes: more than a native veth XDP
+// frame can grow to, so on real devices the TC program answers it.
+func bigRule(n int) rules.Rule {
+	body := bytes.Repeat([]byte("0123456789abcdef"), n/16+1)[:n]
+	return rules.Rule{
+		Condition:  rules.Condition{Offset: 0, Pattern: []byte("Big")},
+		Processors: []rules.Processor{rules.Put(0, body)},
+		ReplyLen:   uint16(n),
+	}
+}
+
+func TestTCFixtures(t *testing.T) {
+	d := openTest(t)
+	v4 := boundUDP(t, "127.0.0.1:0")
+	v6 := boundUDP(t, "[::1]:0")
+	s4, s6 := register(t, d, v4), register(t, d, v6)
+	big := bigRule(rules.MaxUDPReply)
+	dns := dnsRule("a.example.org", []byte{1, 2, 3})
+	var ids []RuleID
+	for _, s := range []ServiceID{s4, s6} {
+		got, err := d.AddRules(s, []rules.Rule{big, dns})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, got...)
+	}
+	query := dnsQuery(0x1234, "a.example.org")
+	badCsum := request(local(v4), []byte("Big")).bytes()
+	badCsum[14+20+6] ^= 0xff
+
+	cases := []struct {
+		name    string
+		frame   udpFrame
+		raw     []byte
+		verdict uint32
+		reply   []byte
+		rule    RuleID
+	}{
+		{name: "largest reply ipv4", frame: request(local(v4), []byte("Big")), verdict: tcActRedirect, reply: expectReply(big, []byte("Big")), rule: ids[0]},
+		{name: "largest reply ipv6", frame: request(local(v6), []byte("Big")), verdict: tcActRedirect, reply: expectReply(big, []byte("Big")), rule: ids[2]},
+		{name: "copy processor", frame: request(local(v4), query), verdict: tcActRedirect, reply: expectReply(dns, query), rule: ids[1]},
+		{name: "miss", frame: request(local(v4), []byte("Small")), verdict: tcActOK},
+		{name: "bad checksum", raw: badCsum, verdict: tcActOK},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			in := tc.raw
+			if in == nil {
+				in = tc.frame.bytes()
+			}
+			verdict, out := run(t, d.TCProgram(), in)
+			if verdict != tc.verdict {
+				t.Fatalf("verdict %d, want %d", verdict, tc.verdict)
+			}
+			want := in
+			if tc.verdict == tcActRedirect {
+				want = tc.frame.reply(tc.reply).bytes()
+			}
+			if !bytes.Equal(out, want) {
+				t.Fatalf("output\n got %x\nwant %x", out, want)
+			}
+			if tc.rule != 0 {
+				st, err := d.RuleStats(tc.rule)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if st.Hits != 1 || st.Bytes != uint64(len(tc.reply)) {
+					t.Errorf("rule stats %+v, want 1 hit of %d bytes", st, len(tc.reply))
+				}
+			}
+		})
+	}
+	st, err := d.ServiceStats(s4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (ServiceStats{Matched: 2, Passed: 2, BadCsum: 1}); st != want {
+		t.Errorf("service stats %+v, want %+v", st, want)
+	}
+}
+
+// The largest reply also fits an XDP frame with enough tailroom, as the test
+// run's is: XDP answers it directly there.
+func TestXDPLargestReply(t *testing.T) {
+	d := openTest(t)
+	c := boundUDP(t, "127.0.0.1:0")
+	big := bigRule(rules.MaxUDPReply)
+	if _, err := d.AddRule(register(t, d, c), big); err != nil {
+		t.Fatal(err)
+	}
+	req := request(local(c), []byte("Big"))
+	verdict, out := run(t, d.XDPProgram(), req.bytes())
+	if verdict != xdpTX {
+		t.Fatalf("verdict %d, want XDP_TX", verdict)
+	}
+	if want := req.reply(expectReply(big, []byte("Big"))).bytes(); !bytes.Equal(out, want) {
+		t.Fatalf("output\n got %x\nwant %x", out, want)
+	}
+}
