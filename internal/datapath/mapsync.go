@@ -58,12 +58,23 @@ func ruleValue(r *installedRule) santaSantaRule {
 }
 
 // updateIndex turns a service's index from old into next: new entries first
-// (nothing refers to them yet), then changed ones; removed entries are
-// retired, deleted after a grace period. A reader always finds either node
-// version of a key, and the children an old node leads to.
+// (nothing refers to them yet), then changed ones, so a reader always finds
+// either node version of a key. A removed entry that new packets could still
+// reach (its level is one the new index walks) goes at once: its rules are
+// gone. One reachable only through an old node is retired instead, deleted
+// after a grace period, so readers that hold that old node still find it.
 func (d *Datapath) updateIndex(indexID uint32, old, next map[rules.IndexKey]rules.IndexNode) error {
 	var added, changed []rules.IndexKey
+	type level struct {
+		region uint8
+		end    uint16
+	}
+	walked := make(map[level]bool)
 	for k, n := range next {
+		walked[level{k.Region, k.End}] = true
+		if n.NextEnd != 0 {
+			walked[level{k.Region, n.NextEnd}] = true
+		}
 		o, ok := old[k]
 		switch {
 		case !ok:
@@ -72,10 +83,15 @@ func (d *Datapath) updateIndex(indexID uint32, old, next map[rules.IndexKey]rule
 			changed = append(changed, k)
 		}
 	}
-	var removed []rules.IndexKey
+	var reachable, unreachable []rules.IndexKey
 	for k := range old {
-		if _, ok := next[k]; !ok {
-			removed = append(removed, k)
+		if _, ok := next[k]; ok {
+			continue
+		}
+		if walked[level{k.Region, k.End}] {
+			reachable = append(reachable, k)
+		} else {
+			unreachable = append(unreachable, k)
 		}
 	}
 	for _, keys := range [][]rules.IndexKey{added, changed} {
@@ -86,8 +102,8 @@ func (d *Datapath) updateIndex(indexID uint32, old, next map[rules.IndexKey]rule
 			return err
 		}
 	}
-	d.retireIndex(indexID, removed)
-	return nil
+	d.retireIndex(indexID, unreachable)
+	return d.deleteIndex(indexID, pick(reachable, old))
 }
 
 func (d *Datapath) putIndex(indexID uint32, keys []rules.IndexKey, nodes map[rules.IndexKey]rules.IndexNode) error {
