@@ -4,8 +4,8 @@ import (
 	"bytes"
 	"math/rand/v2"
 	"os"
-	"strconv"
 	"slices"
+	"strconv"
 	"testing"
 
 	"github.com/santa-offload/santa/internal/rules"
@@ -17,7 +17,7 @@ import (
 // bytes must agree for every packet.
 func TestDifferential(t *testing.T) {
 	const rounds, packetsPerRound = 20, 5000 // 100k packets
-	seed := uint64(7) // SANTA_DIFF_SEED explores others; a failure names its seed
+	seed := uint64(7)                        // SANTA_DIFF_SEED explores others; a failure names its seed
 	if v, err := strconv.ParseUint(os.Getenv("SANTA_DIFF_SEED"), 10, 64); err == nil {
 		seed = v
 	}
