@@ -18,6 +18,7 @@
 #include "csum.h"
 #include "match.h"
 #include "reply.h"
+#include "hook.h"
 
 #define TC_ACT_OK 0
 #define TC_ACT_SHOT 2
@@ -86,7 +87,7 @@ int santa_udp(struct xdp_md *ctx)
 	struct santa_service *svc;
 	struct santa_scratch *s;
 	struct santa_rule *rule;
-	__u32 path, plen, reply_len;
+	__u32 path, reply_len;
 	__u64 sum;
 	int delta;
 
@@ -98,16 +99,10 @@ int santa_udp(struct xdp_md *ctx)
 		return santa_xdp_exit(ctx, path, XDP_PASS);
 
 	s = santa_scratch();
-	plen = pkt.plen;
-	if (!s || plen == 0 || plen > SANTA_MAX_UDP_REQUEST ||
-	    bpf_xdp_load_bytes(ctx, pkt.payload_off, s->buf, plen))
-		goto pass;
-	rule = santa_match(s, svc, plen);
+	rule = santa_answering_rule(ctx, 1, &pkt, svc, s);
 	if (!rule)
 		goto pass;
 	reply_len = rule->reply_len;
-	if (reply_len == 0 || reply_len > SANTA_MAX_UDP_REPLY)
-		goto pass;
 	/* A failed check may be a checksum left to offload by a local sender:
 	 * TC sees the skb's checksum state and decides. */
 	if (!santa_request_csum_ok(&pkt, s))
@@ -118,18 +113,8 @@ int santa_udp(struct xdp_md *ctx)
 	if (bpf_xdp_adjust_tail(ctx, delta))
 		goto fallback;
 	/* From here the request is gone: a failure drops, never passes garbage. */
-	if (bpf_xdp_store_bytes(ctx, pkt.payload_off, rule->reply, reply_len))
+	if (santa_store_payload(ctx, 1, &pkt, rule, s))
 		return santa_xdp_exit(ctx, SANTA_PATH_TX_ERROR, XDP_DROP);
-	for (int i = 0; i < SANTA_MAX_COPIES; i++) {
-		struct santa_copy *c = &rule->copies[i];
-		__u32 src = c->src & (SANTA_MAX_COND_END - 1), len = c->len;
-
-		if (i >= rule->ncopies)
-			break;
-		if (len == 0 || len > SANTA_MAX_COPY_LEN ||
-		    bpf_xdp_store_bytes(ctx, pkt.payload_off + c->dst, &s->buf[src], len))
-			return santa_xdp_exit(ctx, SANTA_PATH_TX_ERROR, XDP_DROP);
-	}
 	data = (void *)(long)ctx->data;
 	data_end = (void *)(long)ctx->data_end;
 	if (santa_write_headers(data, data_end, &pkt, reply_len, sum))
@@ -174,7 +159,7 @@ int santa_udp_tc(struct __sk_buff *skb)
 	struct santa_scratch *s;
 	struct santa_rule *rule;
 	struct sk_buff *kskb;
-	__u32 path, plen, reply_len, verdict, headers;
+	__u32 path, reply_len, verdict, headers;
 	int partial;
 	__u64 sum;
 
@@ -193,16 +178,10 @@ int santa_udp_tc(struct __sk_buff *skb)
 		return santa_tc_exit(path, TC_ACT_OK);
 
 	s = santa_scratch();
-	plen = pkt.plen;
-	if (!s || plen == 0 || plen > SANTA_MAX_UDP_REQUEST ||
-	    bpf_skb_load_bytes(skb, pkt.payload_off, s->buf, plen))
-		goto pass;
-	rule = santa_match(s, svc, plen);
+	rule = santa_answering_rule(skb, 0, &pkt, svc, s);
 	if (!rule)
 		goto pass;
 	reply_len = rule->reply_len;
-	if (reply_len == 0 || reply_len > SANTA_MAX_UDP_REPLY)
-		goto pass;
 
 	/* A locally sent request (loopback, veth) may carry only a partial
 	 * checksum, which the stack trusts; so do we. Its reply keeps the
@@ -217,18 +196,8 @@ int santa_udp_tc(struct __sk_buff *skb)
 
 	if (bpf_skb_change_tail(skb, pkt.payload_off + reply_len, 0))
 		goto pass;
-	if (bpf_skb_store_bytes(skb, pkt.payload_off, rule->reply, reply_len, 0))
+	if (santa_store_payload(skb, 0, &pkt, rule, s))
 		return santa_tc_exit(SANTA_PATH_TX_ERROR, TC_ACT_SHOT);
-	for (int i = 0; i < SANTA_MAX_COPIES; i++) {
-		struct santa_copy *c = &rule->copies[i];
-		__u32 src = c->src & (SANTA_MAX_COND_END - 1), len = c->len;
-
-		if (i >= rule->ncopies)
-			break;
-		if (len == 0 || len > SANTA_MAX_COPY_LEN ||
-		    bpf_skb_store_bytes(skb, pkt.payload_off + c->dst, &s->buf[src], len, 0))
-			return santa_tc_exit(SANTA_PATH_TX_ERROR, TC_ACT_SHOT);
-	}
 	if (bpf_skb_pull_data(skb, pkt.payload_off) ||
 	    santa_write_headers((void *)(long)skb->data, (void *)(long)skb->data_end, &pkt, reply_len, sum))
 		return santa_tc_exit(SANTA_PATH_TX_ERROR, TC_ACT_SHOT);

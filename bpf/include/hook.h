@@ -1,0 +1,62 @@
+/* SPDX-License-Identifier: (GPL-2.0 OR BSD-2-Clause) */
+/* The steps both hooks share. XDP and TC differ only in the helpers that
+ * read and write packet bytes; `xdp` is a constant at every call site, so
+ * after inlining each program keeps one branch and calls only its own. */
+#ifndef SANTA_HOOK_H
+#define SANTA_HOOK_H
+
+#include "santa_abi.h"
+#include "maps.h"
+#include "match.h"
+#include "parse.h"
+
+static __always_inline long santa_load(void *ctx, int xdp, __u32 off, void *to, __u32 len)
+{
+	return xdp ? bpf_xdp_load_bytes(ctx, off, to, len) : bpf_skb_load_bytes(ctx, off, to, len);
+}
+
+static __always_inline long santa_store(void *ctx, int xdp, __u32 off, void *from, __u32 len)
+{
+	return xdp ? bpf_xdp_store_bytes(ctx, off, from, len) : bpf_skb_store_bytes(ctx, off, from, len, 0);
+}
+
+/* The rule that answers the request, or NULL. The payload is copied to s
+ * first: matching and copy processors read it there. */
+static __always_inline struct santa_rule *santa_answering_rule(void *ctx, int xdp, const struct santa_pkt *pkt,
+							       struct santa_service *svc, struct santa_scratch *s)
+{
+	__u32 plen = pkt->plen;
+	struct santa_rule *rule;
+
+	if (!s || plen == 0 || plen > SANTA_MAX_UDP_REQUEST || santa_load(ctx, xdp, pkt->payload_off, s->buf, plen))
+		return NULL;
+	rule = santa_match(s, svc, plen);
+	if (!rule || rule->reply_len == 0 || rule->reply_len > SANTA_MAX_UDP_REPLY)
+		return NULL;
+	return rule;
+}
+
+/* Writes the reply payload over the (already resized) packet: the template,
+ * then the copy pieces from the request in s. */
+static __always_inline int santa_store_payload(void *ctx, int xdp, const struct santa_pkt *pkt,
+					       struct santa_rule *rule, struct santa_scratch *s)
+{
+	__u32 reply_len = rule->reply_len;
+
+	if (reply_len == 0 || reply_len > SANTA_MAX_UDP_REPLY ||
+	    santa_store(ctx, xdp, pkt->payload_off, rule->reply, reply_len))
+		return -1;
+	for (int i = 0; i < SANTA_MAX_COPIES; i++) {
+		struct santa_copy *c = &rule->copies[i];
+		__u32 src = c->src & (SANTA_MAX_COND_END - 1), len = c->len;
+
+		if (i >= rule->ncopies)
+			break;
+		if (len == 0 || len > SANTA_MAX_COPY_LEN ||
+		    santa_store(ctx, xdp, pkt->payload_off + c->dst, &s->buf[src], len))
+			return -1;
+	}
+	return 0;
+}
+
+#endif /* SANTA_HOOK_H */
