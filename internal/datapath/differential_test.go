@@ -42,7 +42,7 @@ func TestDifferential(t *testing.T) {
 		for i := range packetsPerRound {
 			payload := g.payload(ref)
 			req := request(to, payload)
-			verdict, out := run(t, d.XDPProgram(), req.bytes())
+			verdict, out := run(t, d.XDPProgram(), req.Bytes())
 			want, ok := rules.Match(ref, payload)
 			if !ok {
 				if verdict != xdpPass {
@@ -56,7 +56,7 @@ func TestDifferential(t *testing.T) {
 					round, i, payload, want.ID, want.Rule.Condition.Pattern, want.Rule.Condition.Offset, verdict)
 			}
 			answered++
-			wantFrame := req.reply(expectReply(want.Rule, payload)).bytes()
+			wantFrame := req.Reply(expectReply(want.Rule, payload)).Bytes()
 			if !bytes.Equal(out, wantFrame) {
 				t.Fatalf("round %d packet %d: payload %q: reply of rule %d differs\n got %x\nwant %x",
 					round, i, payload, want.ID, out, wantFrame)

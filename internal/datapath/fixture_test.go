@@ -15,6 +15,7 @@ import (
 
 	"github.com/cilium/ebpf"
 
+	"github.com/santa-offload/santa/internal/pkttest"
 	"github.com/santa-offload/santa/internal/rules"
 )
 
@@ -77,12 +78,12 @@ var (
 	serverMAC = [6]byte{0x02, 0, 0, 0, 0, 0x02}
 )
 
-func request(to netip.AddrPort, payload []byte) udpFrame {
+func request(to netip.AddrPort, payload []byte) pkttest.UDPFrame {
 	from := netip.MustParseAddrPort("127.0.0.2:40000")
 	if to.Addr().Is6() {
 		from = netip.MustParseAddrPort("[::1]:40000")
 	}
-	return udpFrame{srcMAC: clientMAC, dstMAC: serverMAC, src: from, dst: to, payload: payload, ttl: 17, ipID: 77}
+	return pkttest.UDPFrame{SrcMAC: clientMAC, DstMAC: serverMAC, Src: from, Dst: to, Payload: payload, TTL: 17, IPID: 77}
 }
 
 func run(t testing.TB, prog *ebpf.Program, frame []byte) (uint32, []byte) {
@@ -108,30 +109,6 @@ func hello() rules.Rule {
 		Condition:  rules.Condition{Offset: 0, Pattern: []byte("Hello")},
 		Processors: []rules.Processor{rules.Put(0, []byte("COMSYS"))},
 		ReplyLen:   6,
-	}
-}
-
-// dnsRule answers a query for name: the transaction id is copied.
-func dnsQuery(txid uint16, name string) []byte {
-	q := []byte{byte(txid >> 8), byte(txid), 0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 0}
-	for _, label := range bytes.Split([]byte(name), []byte(".")) {
-		q = append(q, byte(len(label)))
-		q = append(q, label...)
-	}
-	return append(q, 0, 0, 1, 0, 1)
-}
-
-func dnsRule(name string, answer []byte) rules.Rule {
-	q := dnsQuery(0, name)
-	reply := append(append([]byte{0, 0, 0x81, 0x80}, q[4:]...), answer...)
-	reply[7] = 1 // one answer
-	return rules.Rule{
-		Condition: rules.Condition{Offset: 2, Pattern: q[2:]},
-		Processors: []rules.Processor{
-			rules.Put(2, reply[2:]),
-			rules.Copy(0, 2, 0),
-		},
-		ReplyLen: uint16(len(reply)),
 	}
 }
 
@@ -165,7 +142,7 @@ func TestXDPFixtures(t *testing.T) {
 		Processors: []rules.Processor{rules.Put(0, []byte("abcd"))}, ReplyLen: 4}
 	efgh := rules.Rule{Condition: rules.Condition{Offset: 4, Pattern: []byte("EFGH")},
 		Processors: []rules.Processor{rules.Put(0, []byte("efgh"))}, ReplyLen: 4}
-	dns := dnsRule("www.example.com", []byte{0xc0, 0x0c, 0, 1, 0, 1, 0, 0, 0, 60, 0, 4, 10, 0, 0, 1})
+	dns := pkttest.DNSRule("www.example.com", []byte{0xc0, 0x0c, 0, 1, 0, 1, 0, 0, 0, 60, 0, 4, 10, 0, 0, 1})
 	collA, collB := fnvCollision(t)
 	ca := rules.Rule{Condition: rules.Condition{Offset: 0, Pattern: collA},
 		Processors: []rules.Processor{rules.Put(0, []byte("A"))}, ReplyLen: 1}
@@ -183,23 +160,23 @@ func TestXDPFixtures(t *testing.T) {
 	}
 
 	to4, to6 := local(v4), local(v6)
-	query := dnsQuery(0xbeef, "www.example.com")
-	fragment := request(to4, []byte("Hello")).bytes()
+	query := pkttest.DNSQuery(0xbeef, "www.example.com")
+	fragment := request(to4, []byte("Hello")).Bytes()
 	fragment[14+6] |= 0x20 // more fragments
-	options := request(to4, []byte("Hello")).bytes()
+	options := request(to4, []byte("Hello")).Bytes()
 	options[14] = 0x46 // ihl 6: the data plane must not look further
-	truncated := request(to4, []byte("Hello")).bytes()
+	truncated := request(to4, []byte("Hello")).Bytes()
 	truncated = truncated[:len(truncated)-2]
-	badCsum := request(to4, []byte("Hello")).bytes()
+	badCsum := request(to4, []byte("Hello")).Bytes()
 	badCsum[14+20+6] ^= 0xff // UDP checksum field
 	noCsum := request(to4, []byte("Hello"))
-	noCsum.noUDPCsum = true
-	tcpFrame := request(to4, []byte("Hello")).bytes()
+	noCsum.NoUDPCsum = true
+	tcpFrame := request(to4, []byte("Hello")).Bytes()
 	tcpFrame[14+9] = 6
 
 	cases := []struct {
 		name     string
-		frame    udpFrame
+		frame    pkttest.UDPFrame
 		raw      []byte // used instead of frame when set
 		verdict  uint32
 		reply    []byte                // expected reply payload (XDP_TX)
@@ -232,7 +209,7 @@ func TestXDPFixtures(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			in := tc.raw
 			if in == nil {
-				in = tc.frame.bytes()
+				in = tc.frame.Bytes()
 			}
 			before, err := d.PathStats()
 			if err != nil {
@@ -244,7 +221,7 @@ func TestXDPFixtures(t *testing.T) {
 			}
 			var want []byte
 			if tc.verdict == xdpTX {
-				want = tc.frame.reply(tc.reply).bytes()
+				want = tc.frame.Reply(tc.reply).Bytes()
 			} else {
 				want = passedUnchanged(in, tc.meta)
 			}
@@ -282,7 +259,7 @@ func TestXDPFixtures(t *testing.T) {
 	if err := d.RemoveService(s6); err != nil {
 		t.Fatal(err)
 	}
-	in := request(to6, []byte("Hello")).bytes()
+	in := request(to6, []byte("Hello")).Bytes()
 	if verdict, out := run(t, d.XDPProgram(), in); verdict != xdpPass || !bytes.Equal(out, passedUnchanged(in, metaSeen)) {
 		t.Fatalf("after RemoveService: verdict %d, output %x", verdict, out)
 	}

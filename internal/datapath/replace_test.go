@@ -93,13 +93,13 @@ func TestReplaceUnderTraffic(t *testing.T) {
 				k := (i + r) % keys
 				key := fmt.Sprintf("key-%d", k)
 				req := request(to, []byte(key))
-				verdict, out := run(t, d.XDPProgram(), req.bytes())
+				verdict, out := run(t, d.XDPProgram(), req.Bytes())
 				if verdict != xdpTX {
 					misses.Add(1)
 					continue
 				}
 				replies.Add(1)
-				hdr := len(req.bytes()) - len(key) // Ethernet, IPv4, UDP
+				hdr := len(req.Bytes()) - len(key) // Ethernet, IPv4, UDP
 				if !valid[k][string(out[hdr:])] {
 					t.Errorf("torn or wrong reply for %s: %q", key, out[hdr:])
 					cancel()

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"testing"
 
+	"github.com/santa-offload/santa/internal/pkttest"
 	"github.com/santa-offload/santa/internal/rules"
 )
 
@@ -24,7 +25,7 @@ func TestTCFixtures(t *testing.T) {
 	v6 := boundUDP(t, "[::1]:0")
 	s4, s6 := register(t, d, v4), register(t, d, v6)
 	big := bigRule(rules.MaxUDPReply)
-	dns := dnsRule("a.example.org", []byte{1, 2, 3})
+	dns := pkttest.DNSRule("a.example.org", []byte{1, 2, 3})
 	var ids []RuleID
 	for _, s := range []ServiceID{s4, s6} {
 		got, err := d.AddRules(s, []rules.Rule{big, dns})
@@ -33,13 +34,13 @@ func TestTCFixtures(t *testing.T) {
 		}
 		ids = append(ids, got...)
 	}
-	query := dnsQuery(0x1234, "a.example.org")
-	badCsum := request(local(v4), []byte("Big")).bytes()
+	query := pkttest.DNSQuery(0x1234, "a.example.org")
+	badCsum := request(local(v4), []byte("Big")).Bytes()
 	badCsum[14+20+6] ^= 0xff
 
 	cases := []struct {
 		name    string
-		frame   udpFrame
+		frame   pkttest.UDPFrame
 		raw     []byte
 		verdict uint32
 		reply   []byte
@@ -55,7 +56,7 @@ func TestTCFixtures(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			in := tc.raw
 			if in == nil {
-				in = tc.frame.bytes()
+				in = tc.frame.Bytes()
 			}
 			verdict, out := run(t, d.TCProgram(), in)
 			if verdict != tc.verdict {
@@ -63,7 +64,7 @@ func TestTCFixtures(t *testing.T) {
 			}
 			want := in
 			if tc.verdict == tcActRedirect {
-				want = tc.frame.reply(tc.reply).bytes()
+				want = tc.frame.Reply(tc.reply).Bytes()
 			}
 			if !bytes.Equal(out, want) {
 				t.Fatalf("output\n got %x\nwant %x", out, want)
@@ -98,11 +99,11 @@ func TestXDPLargestReply(t *testing.T) {
 		t.Fatal(err)
 	}
 	req := request(local(c), []byte("Big"))
-	verdict, out := run(t, d.XDPProgram(), req.bytes())
+	verdict, out := run(t, d.XDPProgram(), req.Bytes())
 	if verdict != xdpTX {
 		t.Fatalf("verdict %d, want XDP_TX", verdict)
 	}
-	if want := req.reply(expectReply(big, []byte("Big"))).bytes(); !bytes.Equal(out, want) {
+	if want := req.Reply(expectReply(big, []byte("Big"))).Bytes(); !bytes.Equal(out, want) {
 		t.Fatalf("output\n got %x\nwant %x", out, want)
 	}
 }

@@ -1,42 +1,46 @@
-package datapath
+// Package pkttest builds packets and rules for tests and benchmarks:
+// Ethernet/IP/UDP frames whose checksums are computed with a plain RFC 1071
+// sum, independently of the data plane, and DNS queries with matching rules.
+package pkttest
 
 import (
 	"encoding/binary"
 	"net/netip"
 )
 
-// udpFrame describes an Ethernet/IP/UDP frame for fixtures. Checksums are
+// UDPFrame describes an Ethernet/IP/UDP frame for fixtures. Checksums are
 // computed here with a plain RFC 1071 sum, independently of the data plane.
-type udpFrame struct {
-	srcMAC, dstMAC [6]byte
-	src, dst       netip.AddrPort
-	payload        []byte
-	ttl            uint8
-	ipID           uint16
-	df             bool
-	tos            uint8
-	noUDPCsum      bool // IPv4 only: checksum field 0
+type UDPFrame struct {
+	SrcMAC, DstMAC [6]byte
+	Src, Dst       netip.AddrPort
+	Payload        []byte
+	TTL            uint8
+	IPID           uint16
+	DF             bool
+	TOS            uint8
+	NoUDPCsum      bool // IPv4 only: checksum field 0
 }
 
-func (f udpFrame) bytes() []byte {
-	udpLen := 8 + len(f.payload)
+// Bytes is the frame on the wire.
+func (f UDPFrame) Bytes() []byte {
+	udpLen := 8 + len(f.Payload)
 	eth := make([]byte, 14)
-	copy(eth[0:6], f.dstMAC[:])
-	copy(eth[6:12], f.srcMAC[:])
+	copy(eth[0:6], f.DstMAC[:])
+	copy(eth[6:12], f.SrcMAC[:])
 	var ip, pseudo []byte
-	if f.src.Addr().Is4() {
+	if f.Src.Addr().Is4() {
 		binary.BigEndian.PutUint16(eth[12:], 0x0800)
 		ip = make([]byte, 20)
 		ip[0] = 0x45
-		ip[1] = f.tos
+		ip[1] = f.TOS
 		binary.BigEndian.PutUint16(ip[2:], uint16(20+udpLen))
-		binary.BigEndian.PutUint16(ip[4:], f.ipID)
-		if f.df {
+		binary.BigEndian.PutUint16(ip[4:], f.IPID)
+		if f.DF {
 			ip[6] = 0x40
 		}
-		ip[8] = f.ttl
+		ip[8] = f.TTL
 		ip[9] = 17
-		s, d := f.src.Addr().As4(), f.dst.Addr().As4()
+		s, d := f.Src.Addr().As4(), f.Dst.Addr().As4()
 		copy(ip[12:16], s[:])
 		copy(ip[16:20], d[:])
 		binary.BigEndian.PutUint16(ip[10:], ^fold(sum(ip)))
@@ -47,18 +51,18 @@ func (f udpFrame) bytes() []byte {
 		ip[0] = 0x60
 		binary.BigEndian.PutUint16(ip[4:], uint16(udpLen))
 		ip[6] = 17
-		ip[7] = f.ttl
-		s, d := f.src.Addr().As16(), f.dst.Addr().As16()
+		ip[7] = f.TTL
+		s, d := f.Src.Addr().As16(), f.Dst.Addr().As16()
 		copy(ip[8:24], s[:])
 		copy(ip[24:40], d[:])
 		pseudo = append(append(append([]byte{}, s[:]...), d[:]...), 0, 0, byte(udpLen>>8), byte(udpLen), 0, 0, 0, 17)
 	}
 	udp := make([]byte, 8, udpLen)
-	binary.BigEndian.PutUint16(udp[0:], f.src.Port())
-	binary.BigEndian.PutUint16(udp[2:], f.dst.Port())
+	binary.BigEndian.PutUint16(udp[0:], f.Src.Port())
+	binary.BigEndian.PutUint16(udp[2:], f.Dst.Port())
 	binary.BigEndian.PutUint16(udp[4:], uint16(udpLen))
-	udp = append(udp, f.payload...)
-	if !f.noUDPCsum {
+	udp = append(udp, f.Payload...)
+	if !f.NoUDPCsum {
 		c := ^fold(sum(pseudo) + sum(udp))
 		if c == 0 {
 			c = 0xffff
@@ -68,10 +72,10 @@ func (f udpFrame) bytes() []byte {
 	return append(append(eth, ip...), udp...)
 }
 
-// reply is the frame the data plane must send back for f with payload p.
-func (f udpFrame) reply(p []byte) udpFrame {
-	return udpFrame{srcMAC: f.dstMAC, dstMAC: f.srcMAC, src: f.dst, dst: f.src,
-		payload: p, ttl: 64, df: f.src.Addr().Is4()}
+// Reply is the frame the data plane must send back for f with payload p.
+func (f UDPFrame) Reply(p []byte) UDPFrame {
+	return UDPFrame{SrcMAC: f.DstMAC, DstMAC: f.SrcMAC, Src: f.Dst, Dst: f.Src,
+		Payload: p, TTL: 64, DF: f.Src.Addr().Is4()}
 }
 
 func sum(b []byte) uint32 {
