@@ -62,10 +62,10 @@ func TestMatchTieBreak(t *testing.T) {
 	}{
 		{"longer wins", "COMSYS", 5},
 		{"prefix only", "COMSYX", 1},
-		{"other region", "XXXSYS", 2},
+		{"other region", "zzzSYS", 2},
 		{"copy source beyond the payload", "COMSYSX", 5},
 		{"copy source inside the payload", "COMSYSX" + strings.Repeat(".", 15), 4},
-		{"equal length: lower id", "XXXXXX....ABCD", 3},
+		{"equal length: lower id", "zzzzzz....ABCD", 3},
 		{"longest across regions", "COMSYS....ABCD", 5},
 		{"too short", "CO", 0},
 		{"empty", "", 0},
