@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# run-all.sh: Santa's benchmarks. Prints every RESULT line on stdout (progress
+# and tables go to stderr). Needs root; `make bench` builds first.
+#
+#   (a) bench/dataplane/cmd/dpbench: XDP ns/packet through BPF_PROG_TEST_RUN,
+#       rule sets x reply sizes x request mixes, interleaved over rounds.
+#   (b) bench/udp-e2e: Santa vs a userspace recvmmsg/sendmmsg responder in
+#       the two-namespace veth rig (bench/rig.sh), interleaved A B A B.
+#
+# Environment:
+#   BENCH_QUICK=1     skip the 1M-rule set and shorten (b): about 3 minutes
+#                     instead of about 9
+#   BENCH_ONLY=a|b    run only one part
+#   DP_RULES, DP_SIZES, DP_ROUNDS, DP_K            override (a)
+#   E2E_RULES, E2E_SIZES, E2E_ROUNDS, E2E_DURATION override (b)
+#   SERVER_CPU (1), CLIENT_CPU (0)
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+[ "$(id -u)" = 0 ] || { echo "run-all.sh: needs root" >&2; exit 1; }
+
+quick=${BENCH_QUICK:-0}
+only=${BENCH_ONLY:-}
+server_cpu=${SERVER_CPU:-1}
+client_cpu=${CLIENT_CPU:-0}
+rig=santab
+
+if [ "$quick" = 1 ]; then
+	dp_rules=${DP_RULES:-1,10000,100000}
+	e2e_sizes=${E2E_SIZES:-64,512}
+	e2e_duration=${E2E_DURATION:-1s}
+else
+	dp_rules=${DP_RULES:-1,10000,100000,1000000}
+	e2e_sizes=${E2E_SIZES:-64,512,1400}
+	e2e_duration=${E2E_DURATION:-2s}
+fi
+dp_sizes=${DP_SIZES:-64,512,1400}
+dp_rounds=${DP_ROUNDS:-7}
+dp_k=${DP_K:-5000}
+e2e_rules=${E2E_RULES:-100000}
+e2e_rounds=${E2E_ROUNDS:-3}
+
+bin=$(mktemp -d /tmp/santa-bench.XXXXXX)
+cleanup() {
+	bash bench/rig.sh down "$rig" 2>/dev/null || true
+	rm -rf "$bin"
+}
+trap cleanup EXIT
+
+go build -o "$bin/dpbench" ./bench/dataplane/cmd/dpbench
+go build -o "$bin/udp-e2e" ./bench/udp-e2e
+
+start=$(date +%s)
+{
+	echo "# $(date -u +%Y-%m-%dT%H:%M:%SZ) $(uname -r) $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) CPUs, $(awk '/MemTotal/ {printf "%.1f GiB", $2/1048576}' /proc/meminfo)"
+	echo "# quick=$quick dp_rules=$dp_rules dp_sizes=$dp_sizes dp_rounds=$dp_rounds dp_k=$dp_k e2e_rules=$e2e_rules e2e_sizes=$e2e_sizes e2e_rounds=$e2e_rounds e2e_duration=$e2e_duration"
+} >&2
+
+if [ -z "$only" ] || [ "$only" = a ]; then
+	echo "== (a) data plane through BPF_PROG_TEST_RUN" >&2
+	timeout 20m "$bin/dpbench" -rules "$dp_rules" -sizes "$dp_sizes" -rounds "$dp_rounds" -k "$dp_k" \
+		-cpu "$server_cpu"
+fi
+
+if [ -z "$only" ] || [ "$only" = b ]; then
+	echo "== (b) end to end in the veth rig" >&2
+	bash bench/rig.sh down "$rig" 2>/dev/null || true
+	timeout 15m taskset -c "$client_cpu" "$bin/udp-e2e" -rig "$rig" -rules "$e2e_rules" -sizes "$e2e_sizes" \
+		-rounds "$e2e_rounds" -duration "$e2e_duration" -server-cpu "$server_cpu" -client-cpu "$client_cpu"
+fi
+
+echo "# run-all took $(($(date +%s) - start)) s" >&2

@@ -1,0 +1,767 @@
+// Command udp-e2e compares Santa with a userspace UDP responder end to end
+// in the two-namespace veth rig (bench/rig.sh): the same DNS rules, the same
+// request mixes, the same replies. A C load client in the client namespace
+// (pinned to -client-cpu) sends bounded bursts with sendmmsg and counts
+// replies; the server side is either the C responder alone (recvmmsg /
+// sendmmsg, pinned to -server-cpu) or Santa's XDP program on the server veth
+// with the responder still running to catch misses. Threaded NAPI on the
+// server veth, pinned to the server CPU, charges the receive path to it.
+// Modes are interleaved A B A B over rounds; RESULT lines give medians and
+// ranges of replies/s and server-core µs per reply (from /proc/stat).
+//
+// Needs root, gcc, iproute2, ethtool. Everything it creates (rig, processes,
+// temp files) is removed on exit.
+package main
+
+import (
+	"bufio"
+	"context"
+	_ "embed"
+	"encoding/binary"
+	"errors"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/cilium/ebpf/link"
+	"golang.org/x/sys/unix"
+
+	dp "github.com/santa-offload/santa/bench/dataplane"
+	"github.com/santa-offload/santa/internal/datapath"
+	"github.com/santa-offload/santa/internal/rules"
+	"github.com/santa-offload/santa/internal/xdppass"
+)
+
+//go:embed csrc/responder.c
+var responderSrc []byte
+
+//go:embed csrc/client.c
+var clientSrc []byte
+
+const (
+	serverIP = "10.77.0.1"
+	port     = 5353
+)
+
+type config struct {
+	rig                  string
+	rigScript            string
+	nrules               int
+	sizes                []int
+	mixes                []string
+	rounds               int
+	duration             time.Duration
+	max                  int
+	batch, window        int
+	serverCPU, clientCPU int
+	respBatch            int
+	modes                []string
+}
+
+func main() {
+	var c config
+	var sizes, mixes string
+	flag.StringVar(&c.rig, "rig", "sbe2e", "rig name (namespaces NAME-srv, NAME-cli)")
+	flag.StringVar(&c.rigScript, "rig-script", "bench/rig.sh", "path of rig.sh")
+	flag.IntVar(&c.nrules, "rules", 100000, "DNS rules installed (Santa) and loaded (responder)")
+	flag.StringVar(&sizes, "sizes", "512", "reply payload sizes")
+	flag.StringVar(&mixes, "mixes", "hot,uniform", "request mixes: hot (1024 names), uniform (all names)")
+	flag.IntVar(&c.rounds, "rounds", 3, "interleaved rounds (A B per round, order alternating)")
+	flag.DurationVar(&c.duration, "duration", 2*time.Second, "send time per run")
+	flag.IntVar(&c.max, "max", 5000000, "at most this many requests per run")
+	flag.IntVar(&c.batch, "batch", 32, "client sendmmsg batch")
+	flag.IntVar(&c.window, "window", 256, "client: at most this many unanswered requests")
+	flag.IntVar(&c.serverCPU, "server-cpu", 1, "server CPU (responder, server veth NAPI)")
+	flag.IntVar(&c.clientCPU, "client-cpu", 0, "client CPU (load client, client veth NAPI, this process)")
+	flag.IntVar(&c.respBatch, "responder-batch", 64, "responder recvmmsg/sendmmsg batch")
+	modes := flag.String("modes", "user,santa", "modes to run: user (responder alone), santa (XDP + responder)")
+	flag.Parse()
+	c.modes = strings.Split(*modes, ",")
+	var err error
+	if c.sizes, err = ints(sizes); err != nil {
+		fatal(err)
+	}
+	c.mixes = strings.Split(mixes, ",")
+
+	code := 0
+	if err := run(c); err != nil {
+		fmt.Fprintln(os.Stderr, "udp-e2e:", err)
+		code = 1
+	}
+	os.Exit(code)
+}
+
+func run(c config) (err error) {
+	// Everything of ours (this process's threads, and thereby the children
+	// until they pin themselves) stays off the server CPU.
+	if err := pinAllThreads(c.clientCPU); err != nil {
+		return err
+	}
+	tmp, err := os.MkdirTemp("", "santa-udp-e2e-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	responder, client, err := buildC(tmp)
+	if err != nil {
+		return err
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	if err := rigCmd(c, "up", "--threaded-napi", "--server-cpu", fmt.Sprint(c.serverCPU),
+		"--client-cpu", fmt.Sprint(c.clientCPU)); err != nil {
+		return err
+	}
+	defer func() {
+		if derr := rigCmd(c, "down"); derr != nil && err == nil {
+			err = derr
+		}
+	}()
+	srvNS, cliNS := c.rig+"-srv", c.rig+"-cli"
+	srvDev, cliDev := c.rig+"-s", c.rig+"-c"
+
+	// veth delivers XDP_TX frames only to a peer that runs XDP.
+	var pass link.Link
+	if err := inNetns(cliNS, func() error {
+		ifc, err := net.InterfaceByName(cliDev)
+		if err != nil {
+			return err
+		}
+		pass, err = xdppass.Attach(ifc.Index)
+		return err
+	}); err != nil {
+		return err
+	}
+	defer pass.Close()
+
+	idle, err := idleBusy(c.serverCPU, time.Second)
+	if err != nil {
+		return err
+	}
+	result("e2e/idle_server_cpu_busy", idle, "%")
+
+	rng := rand.New(rand.NewPCG(7, 7))
+	for _, size := range c.sizes {
+		if err := runSize(ctx, c, rng, tmp, responder, client, size, srvNS, cliNS, srvDev); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+type sample struct {
+	repliesPerSec float64
+	serverUSPer   float64 // server CPU busy µs per good reply
+	serverBusyPct float64
+	clientBusyPct float64
+	sent, good    uint64
+	stalls        uint64
+	xdpAnswered   uint64  // Santa: answered by the data plane (XDP or TC)
+	userAnswered  uint64  // responder: answered
+	taskUSPer     float64 // responder + server NAPI kthreads: CPU µs per good reply
+	xdpFallback   uint64  // Santa: matched in XDP but left to TC
+}
+
+func runSize(ctx context.Context, c config, rng *rand.Rand, tmp, responderBin, clientBin string, size int,
+	srvNS, cliNS, srvDev string) error {
+	names := dp.Name
+	// The rule set, for the responder; Santa gets the same rules.
+	rulesFile := filepath.Join(tmp, fmt.Sprintf("rules-%d.bin", size))
+	if err := writeRules(rulesFile, c.nrules, size, names); err != nil {
+		return err
+	}
+	reqFiles := map[string]string{}
+	for _, mix := range c.mixes {
+		var picks []int
+		switch mix {
+		case "hot":
+			perm := rng.Perm(c.nrules)
+			picks = perm[:min(1024, c.nrules)]
+		case "uniform":
+			for range 1 << 18 {
+				picks = append(picks, rng.IntN(c.nrules))
+			}
+		default:
+			return fmt.Errorf("unknown mix %q", mix)
+		}
+		reqFiles[mix] = filepath.Join(tmp, fmt.Sprintf("req-%s.bin", mix))
+		if err := writeRequests(reqFiles[mix], picks, names); err != nil {
+			return err
+		}
+	}
+
+	// The service socket, bound in the server namespace; the responder
+	// inherits it as fd 3 and Santa registers the very same socket.
+	var sockFD int
+	if err := inNetns(srvNS, func() error {
+		fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			return err
+		}
+		_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, 32<<20)
+		_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUFFORCE, 32<<20)
+		if err := unix.Bind(fd, &unix.SockaddrInet4{Port: port, Addr: [4]byte{10, 77, 0, 1}}); err != nil {
+			unix.Close(fd)
+			return err
+		}
+		sockFD = fd
+		return nil
+	}); err != nil {
+		return fmt.Errorf("binding the service socket: %w", err)
+	}
+	sock := os.NewFile(uintptr(sockFD), "service")
+	defer sock.Close()
+
+	resp, err := startResponder(responderBin, rulesFile, c.serverCPU, c.respBatch, sock)
+	if err != nil {
+		return err
+	}
+	defer resp.stop()
+
+	d, svc, err := installSanta(sockFD, c.nrules, size, names)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	id := fmt.Sprintf("rules=%s/reply=%d", dp.Human(c.nrules), size)
+
+	attached := false
+	setMode := func(santa bool) error {
+		if santa == attached {
+			return nil
+		}
+		if !santa {
+			attached = false
+			return d.Detach(srvDev)
+		}
+		return inNetns(srvNS, func() error {
+			att, err := d.Attach(srvDev)
+			if err != nil {
+				return err
+			}
+			if att.XDP != datapath.XDPNative {
+				return fmt.Errorf("XDP attached in %s mode, not native", att.XDP)
+			}
+			attached = true
+			return nil
+		})
+	}
+	defer setMode(false)
+
+	runOnce := func(mode, mix string, dur time.Duration) (sample, error) {
+		if err := setMode(mode == "santa"); err != nil {
+			return sample{}, err
+		}
+		time.Sleep(50 * time.Millisecond)
+		r0, err := resp.counters()
+		if err != nil {
+			return sample{}, err
+		}
+		s0, err := d.ServiceStats(svc)
+		if err != nil {
+			return sample{}, err
+		}
+		tasks := append([]int{resp.cmd.Process.Pid}, napiThreads(srvDev)...)
+		t0, err := taskTime(tasks)
+		if err != nil {
+			return sample{}, err
+		}
+		out, err := runClient(ctx, clientBin, cliNS, reqFiles[mix], size, c, dur)
+		if err != nil {
+			return sample{}, err
+		}
+		r1, err := resp.counters()
+		if err != nil {
+			return sample{}, err
+		}
+		s1, err := d.ServiceStats(svc)
+		if err != nil {
+			return sample{}, err
+		}
+		t1, err := taskTime(tasks)
+		if err != nil {
+			return sample{}, err
+		}
+		smp, err := toSample(out, c, r1["answered"]-r0["answered"], s1.Matched-s0.Matched)
+		smp.xdpFallback = s1.Fallback - s0.Fallback
+		if smp.good > 0 {
+			smp.taskUSPer = float64(t1-t0) / 1e3 / float64(smp.good)
+		}
+		return smp, err
+	}
+
+	// Warm up both paths (caches, NAPI threads, socket buffers).
+	for _, mode := range c.modes {
+		if _, err := runOnce(mode, c.mixes[0], 300*time.Millisecond); err != nil {
+			return fmt.Errorf("warm-up (%s): %w", mode, err)
+		}
+	}
+
+	got := map[string][]sample{}
+	for round := range c.rounds {
+		order := slices.Clone(c.modes)
+		if round%2 == 1 {
+			slices.Reverse(order)
+		}
+		for _, mix := range c.mixes {
+			for _, mode := range order {
+				if err := ctx.Err(); err != nil {
+					return err
+				}
+				s, err := runOnce(mode, mix, c.duration)
+				if err != nil {
+					return fmt.Errorf("%s/%s round %d: %w", mode, mix, round, err)
+				}
+				key := mix + "/" + mode
+				got[key] = append(got[key], s)
+				fmt.Fprintf(os.Stderr, "  %s round %d %-14s %9.0f replies/s %7.2f µs/reply server (tasks %7.2f, busy %5.1f%%), client busy %5.1f%%, sent %d good %d santa %d (fallback to TC %d) user %d stalls %d\n",
+					id, round, key, s.repliesPerSec, s.serverUSPer, s.taskUSPer, s.serverBusyPct, s.clientBusyPct, s.sent, s.good, s.xdpAnswered, s.xdpFallback, s.userAnswered, s.stalls)
+			}
+		}
+	}
+
+	for _, mix := range c.mixes {
+		for _, mode := range c.modes {
+			ss := got[mix+"/"+mode]
+			name := fmt.Sprintf("e2e/%s/mix=%s/mode=%s", id, mix, mode)
+			stat(name+"/replies_per_s", ss, func(s sample) float64 { return s.repliesPerSec }, "replies/s")
+			stat(name+"/server_us_per_reply", ss, func(s sample) float64 { return s.serverUSPer }, "us/reply")
+			stat(name+"/server_task_us_per_reply", ss, func(s sample) float64 { return s.taskUSPer }, "us/reply")
+			stat(name+"/server_cpu_busy", ss, func(s sample) float64 { return s.serverBusyPct }, "%")
+			stat(name+"/client_cpu_busy", ss, func(s sample) float64 { return s.clientBusyPct }, "%")
+			stat(name+"/answered_by_santa", ss, func(s sample) float64 {
+				return 100 * float64(s.xdpAnswered) / max(1, float64(s.xdpAnswered+s.userAnswered))
+			}, "%")
+			if mode == "santa" {
+				stat(name+"/santa_answers_left_to_tc", ss, func(s sample) float64 {
+					return 100 * float64(s.xdpFallback) / max(1, float64(s.xdpAnswered))
+				}, "%")
+			}
+		}
+		u := median(got[mix+"/user"], func(s sample) float64 { return s.serverUSPer })
+		s := median(got[mix+"/santa"], func(s sample) float64 { return s.serverUSPer })
+		if u > 0 {
+			result(fmt.Sprintf("e2e/%s/mix=%s/server_cost_ratio_santa_vs_user", id, mix), s/u, "ratio")
+		}
+		u = median(got[mix+"/user"], func(s sample) float64 { return s.taskUSPer })
+		s = median(got[mix+"/santa"], func(s sample) float64 { return s.taskUSPer })
+		if u > 0 {
+			result(fmt.Sprintf("e2e/%s/mix=%s/server_task_cost_ratio_santa_vs_user", id, mix), s/u, "ratio")
+		}
+	}
+	return nil
+}
+
+func toSample(out map[string]uint64, c config, userAnswered, xdpAnswered uint64) (sample, error) {
+	hz := float64(out["hz"])
+	if hz == 0 || out["send_ns"] == 0 {
+		return sample{}, fmt.Errorf("client output incomplete: %v", out)
+	}
+	s := sample{sent: out["sent"], good: out["good"], stalls: out["stalls"],
+		xdpAnswered: xdpAnswered, userAnswered: userAnswered}
+	s.repliesPerSec = float64(s.good) / (float64(out["send_ns"]) / 1e9)
+	busy := float64(out[fmt.Sprintf("cpu%d_busy", c.serverCPU)])
+	total := float64(out[fmt.Sprintf("cpu%d_total", c.serverCPU)])
+	cbusy := float64(out[fmt.Sprintf("cpu%d_busy", c.clientCPU)])
+	ctotal := float64(out[fmt.Sprintf("cpu%d_total", c.clientCPU)])
+	if s.good > 0 {
+		s.serverUSPer = busy / hz * 1e6 / float64(s.good)
+	}
+	if total > 0 {
+		s.serverBusyPct = 100 * busy / total
+	}
+	if ctotal > 0 {
+		s.clientBusyPct = 100 * cbusy / ctotal
+	}
+	return s, nil
+}
+
+// installSanta opens a data plane and installs the rule set on the socket.
+func installSanta(fd, n, size int, names func(int) string) (*datapath.Datapath, datapath.ServiceID, error) {
+	maxRules := uint32(1024)
+	for maxRules < uint32(2*n) {
+		maxRules <<= 1
+	}
+	d, err := datapath.Open(datapath.Options{NoPin: true, MaxRules: maxRules, MaxServices: 16})
+	if err != nil {
+		return nil, 0, err
+	}
+	svc, err := d.AddService(fd)
+	if err != nil {
+		d.Close()
+		return nil, 0, err
+	}
+	t0 := time.Now()
+	const batch = 50000
+	for start := 0; start < n; start += batch {
+		rs := make([]rules.Rule, 0, batch)
+		for i := start; i < min(n, start+batch); i++ {
+			r, err := dp.DNSRule(names(i), size)
+			if err != nil {
+				d.Close()
+				return nil, 0, err
+			}
+			rs = append(rs, r)
+		}
+		if _, err := d.AddRules(svc, rs); err != nil {
+			d.Close()
+			return nil, 0, err
+		}
+	}
+	fmt.Fprintf(os.Stderr, "  santa: %d rules (%d-byte replies) installed in %v\n", n, size, time.Since(t0).Round(time.Millisecond))
+	return d, svc, nil
+}
+
+// writeRules writes the responder's rule file: "SNTR", count, then per rule
+// u16 cond offset, u16 cond length, u16 reply length, u16 0, cond, reply.
+func writeRules(path string, n, size int, names func(int) string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	w := bufio.NewWriter(f)
+	w.WriteString("SNTR")
+	binary.Write(w, binary.LittleEndian, uint32(n))
+	for i := range n {
+		q := dp.DNSQuery(0, names(i))
+		reply, err := dp.DNSReply(names(i), size)
+		if err != nil {
+			f.Close()
+			return err
+		}
+		binary.Write(w, binary.LittleEndian, [4]uint16{2, uint16(len(q) - 2), uint16(len(reply)), 0})
+		w.Write(q[2:])
+		w.Write(reply)
+	}
+	if err := w.Flush(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// writeRequests writes the client's request file: "SNTQ", count, then per
+// request u16 length and the query (transaction id 0; the client sets it).
+func writeRequests(path string, picks []int, names func(int) string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	w := bufio.NewWriter(f)
+	w.WriteString("SNTQ")
+	binary.Write(w, binary.LittleEndian, uint32(len(picks)))
+	for _, n := range picks {
+		q := dp.DNSQuery(0, names(n))
+		binary.Write(w, binary.LittleEndian, uint16(len(q)))
+		w.Write(q)
+	}
+	if err := w.Flush(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+type responderProc struct {
+	cmd   *exec.Cmd
+	lines chan string
+}
+
+func startResponder(bin, rulesFile string, cpu, batch int, sock *os.File) (*responderProc, error) {
+	cmd := exec.Command(bin, rulesFile, fmt.Sprint(cpu), fmt.Sprint(batch))
+	cmd.ExtraFiles = []*os.File{sock} // fd 3
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	p := &responderProc{cmd: cmd, lines: make(chan string, 16)}
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			p.lines <- sc.Text()
+		}
+		close(p.lines)
+	}()
+	select {
+	case l, ok := <-p.lines:
+		if !ok || l != "ready" {
+			p.stop()
+			return nil, fmt.Errorf("responder did not start (%q)", l)
+		}
+	case <-time.After(60 * time.Second):
+		p.stop()
+		return nil, errors.New("responder did not start within 60 s")
+	}
+	return p, nil
+}
+
+// counters asks the responder for its counters (SIGUSR1).
+func (p *responderProc) counters() (map[string]uint64, error) {
+	if err := p.cmd.Process.Signal(syscall.SIGUSR1); err != nil {
+		return nil, err
+	}
+	select {
+	case l, ok := <-p.lines:
+		if !ok {
+			return nil, errors.New("responder exited")
+		}
+		return keyValues(l), nil
+	case <-time.After(5 * time.Second):
+		return nil, errors.New("responder did not report its counters")
+	}
+}
+
+func (p *responderProc) stop() {
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() { p.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		p.cmd.Process.Kill()
+		<-done
+	}
+}
+
+func runClient(ctx context.Context, bin, ns, reqFile string, size int, c config, dur time.Duration) (map[string]uint64, error) {
+	ctx, cancel := context.WithTimeout(ctx, dur+30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "ip", "netns", "exec", ns, bin, serverIP, fmt.Sprint(port), reqFile,
+		fmt.Sprint(size), fmt.Sprint(c.clientCPU), fmt.Sprint(dur.Milliseconds()), fmt.Sprint(c.max),
+		fmt.Sprint(c.batch), fmt.Sprint(c.window))
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("client: %w", err)
+	}
+	return keyValues(strings.TrimSpace(string(out))), nil
+}
+
+func keyValues(line string) map[string]uint64 {
+	out := map[string]uint64{}
+	for _, f := range strings.Fields(line) {
+		k, v, ok := strings.Cut(f, "=")
+		if !ok {
+			continue
+		}
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err == nil {
+			out[k] = n
+		}
+	}
+	return out
+}
+
+// inNetns runs fn on a thread that has entered the named network namespace.
+// The thread is never unlocked, so it ends with the goroutine and no other
+// goroutine runs in that namespace by accident.
+func inNetns(ns string, fn func() error) error {
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		f, err := os.Open(filepath.Join("/run/netns", ns))
+		if err != nil {
+			errc <- err
+			return
+		}
+		defer f.Close()
+		if err := unix.Setns(int(f.Fd()), unix.CLONE_NEWNET); err != nil {
+			errc <- fmt.Errorf("entering netns %s: %w", ns, err)
+			return
+		}
+		errc <- fn()
+	}()
+	return <-errc
+}
+
+// pinAllThreads sets the affinity of every thread of this process.
+func pinAllThreads(cpu int) error {
+	var set unix.CPUSet
+	set.Set(cpu)
+	tasks, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		return err
+	}
+	for _, t := range tasks {
+		tid, err := strconv.Atoi(t.Name())
+		if err != nil {
+			continue
+		}
+		if err := unix.SchedSetaffinity(tid, &set); err != nil && !errors.Is(err, unix.ESRCH) {
+			return err
+		}
+	}
+	return nil
+}
+
+// napiThreads are the pids of dev's threaded-NAPI kthreads ("napi/<dev>-<id>",
+// cut to 15 characters).
+func napiThreads(dev string) []int {
+	prefix := "napi/" + dev + "-"
+	if len(prefix) > 15 {
+		prefix = prefix[:15]
+	}
+	var out []int
+	dirs, _ := os.ReadDir("/proc")
+	for _, e := range dirs {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		comm, err := os.ReadFile(filepath.Join("/proc", e.Name(), "comm"))
+		if err == nil && strings.HasPrefix(strings.TrimSpace(string(comm)), prefix) {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// taskTime sums the CPU time (ns, /proc/PID/schedstat) of tasks: unlike
+// /proc/stat it does not count other people's work on the server CPU.
+func taskTime(pids []int) (uint64, error) {
+	var sum uint64
+	for _, pid := range pids {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/schedstat", pid))
+		if err != nil {
+			return 0, err
+		}
+		f := strings.Fields(string(b))
+		if len(f) == 0 {
+			return 0, fmt.Errorf("empty schedstat for %d", pid)
+		}
+		n, err := strconv.ParseUint(f[0], 10, 64)
+		if err != nil {
+			return 0, err
+		}
+		sum += n
+	}
+	return sum, nil
+}
+
+// idleBusy is the server CPU's busy share while nothing of ours runs.
+func idleBusy(cpu int, d time.Duration) (float64, error) {
+	b0, t0, err := procStat(cpu)
+	if err != nil {
+		return 0, err
+	}
+	time.Sleep(d)
+	b1, t1, err := procStat(cpu)
+	if err != nil {
+		return 0, err
+	}
+	if t1 == t0 {
+		return 0, nil
+	}
+	return 100 * float64(b1-b0) / float64(t1-t0), nil
+}
+
+func procStat(cpu int) (busy, total uint64, err error) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, 0, err
+	}
+	prefix := fmt.Sprintf("cpu%d ", cpu)
+	for _, l := range strings.Split(string(b), "\n") {
+		if !strings.HasPrefix(l, prefix) {
+			continue
+		}
+		f := strings.Fields(l)[1:]
+		v := make([]uint64, len(f))
+		for i := range f {
+			v[i], _ = strconv.ParseUint(f[i], 10, 64)
+		}
+		if len(v) < 8 {
+			break
+		}
+		busy = v[0] + v[1] + v[2] + v[5] + v[6]
+		total = busy + v[3] + v[4] + v[7]
+		return busy, total, nil
+	}
+	return 0, 0, fmt.Errorf("no %q line in /proc/stat", prefix)
+}
+
+func buildC(dir string) (responder, client string, err error) {
+	for _, p := range []struct {
+		name string
+		src  []byte
+	}{{"responder", responderSrc}, {"client", clientSrc}} {
+		src := filepath.Join(dir, p.name+".c")
+		if err := os.WriteFile(src, p.src, 0o644); err != nil {
+			return "", "", err
+		}
+		out, err := exec.Command("gcc", "-O2", "-Wall", "-o", filepath.Join(dir, p.name), src).CombinedOutput()
+		if err != nil {
+			return "", "", fmt.Errorf("gcc %s: %v\n%s", p.name, err, out)
+		}
+	}
+	return filepath.Join(dir, "responder"), filepath.Join(dir, "client"), nil
+}
+
+func rigCmd(c config, args ...string) error {
+	cmd := exec.Command("bash", append([]string{c.rigScript, args[0], c.rig}, args[1:]...)...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("rig.sh %s: %v\n%s", args[0], err, out)
+	}
+	return nil
+}
+
+func median(ss []sample, f func(sample) float64) float64 {
+	xs := make([]float64, len(ss))
+	for i, s := range ss {
+		xs[i] = f(s)
+	}
+	return dp.MedianF(xs)
+}
+
+func stat(name string, ss []sample, f func(sample) float64, unit string) {
+	if len(ss) == 0 {
+		return
+	}
+	xs := make([]float64, len(ss))
+	for i, s := range ss {
+		xs[i] = f(s)
+	}
+	fmt.Printf("RESULT name=%s value=%s unit=%s range=%s..%s runs=%d\n", name, num(dp.MedianF(xs)), unit,
+		num(slices.Min(xs)), num(slices.Max(xs)), len(xs))
+}
+
+func result(name string, v float64, unit string) {
+	fmt.Printf("RESULT name=%s value=%s unit=%s\n", name, num(v), unit)
+}
+
+func num(v float64) string { return strconv.FormatFloat(v, 'f', 3, 64) }
+
+func ints(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+func fatal(err error) {
+	fmt.Fprintln(os.Stderr, "udp-e2e:", err)
+	os.Exit(1)
+}
