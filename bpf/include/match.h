@@ -65,9 +65,10 @@ __noinline int santa_rule_applies(struct santa_scratch *s, struct santa_rule *ru
 }
 
 /* The first candidate of a node that applies (they are sorted best first),
- * or SANTA_SLOT_NONE. */
-static __always_inline __u32 santa_node_best(struct santa_scratch *s, struct santa_index_node *node,
-					     __u32 service_id, __u32 plen)
+ * or NULL. */
+static __always_inline struct santa_rule *santa_node_best(struct santa_scratch *s,
+							  struct santa_index_node *node,
+							  __u32 service_id, __u32 plen)
 {
 #pragma unroll
 	for (int i = 0; i < SANTA_NODE_SLOTS; i++) {
@@ -80,41 +81,44 @@ static __always_inline __u32 santa_node_best(struct santa_scratch *s, struct san
 		/* A slot read while the node was being replaced may name another
 		 * rule: the owner check and the full compare keep that harmless. */
 		if (rule && rule->service_id == service_id && santa_rule_applies(s, rule, plen))
-			return slot;
+			return rule;
 	}
-	return SANTA_SLOT_NONE;
+	return NULL;
 }
 
-/* The best rule slot of one region: the deepest node's applicable candidate,
- * because a deeper node only holds longer conditions. */
-__noinline __u32 santa_match_region(struct santa_scratch *s, struct santa_service *svc, __u32 r,
-				    __u32 plen)
+/* The best rule of one region: the deepest node's applicable candidate,
+ * because a deeper node only holds longer conditions. Inlined so the rule
+ * pointer reaches the caller without a second lookup. */
+static __always_inline struct santa_rule *santa_match_region(struct santa_scratch *s,
+							     struct santa_service *svc, __u32 r,
+							     __u32 plen)
 {
 	struct santa_index_key key = {};
 	struct santa_index_node *node;
-	__u32 best = SANTA_SLOT_NONE, end, off, len;
+	struct santa_rule *best = NULL, *rule;
+	__u32 end, off, len;
 
-	if (!s || !svc || r >= SANTA_MAX_REGIONS)
-		return SANTA_SLOT_NONE;
+	if (r >= SANTA_MAX_REGIONS)
+		return NULL;
 	off = svc->regions[r].off;
 	len = svc->regions[r].len;
 	end = off + len;
 	if (len == 0 || len > SANTA_MAX_REGION_LEN || end > plen || end > SANTA_MAX_COND_END)
-		return SANTA_SLOT_NONE;
+		return NULL;
 
 	key.index_id = svc->index_id;
 	key.region = r;
 	key.end = end;
 	key.hash = santa_fnv(s, off, len, SANTA_FNV_OFFSET);
 	for (int depth = 0; depth <= SANTA_MAX_DEPTH; depth++) {
-		__u32 slot, next;
+		__u32 next;
 
 		node = bpf_map_lookup_elem(&rule_index, &key);
 		if (!node)
 			break;
-		slot = santa_node_best(s, node, svc->id, plen);
-		if (slot != SANTA_SLOT_NONE)
-			best = slot;
+		rule = santa_node_best(s, node, svc->id, plen);
+		if (rule)
+			best = rule;
 		next = node->next_end;
 		if (next <= key.end || next > plen || next - key.end > SANTA_MAX_EXTEND_LEN)
 			break;
@@ -138,14 +142,10 @@ static __always_inline struct santa_rule *santa_match(struct santa_scratch *s,
 
 	for (__u32 r = 0; r < SANTA_MAX_REGIONS; r++) {
 		struct santa_rule *rule;
-		__u32 slot;
 
 		if (r >= svc->nregions)
 			break;
-		slot = santa_match_region(s, svc, r, plen);
-		if (slot == SANTA_SLOT_NONE)
-			continue;
-		rule = bpf_map_lookup_elem(&rules, &slot);
+		rule = santa_match_region(s, svc, r, plen);
 		if (rule && (!best || santa_more_specific(rule, best)))
 			best = rule;
 	}
