@@ -124,6 +124,9 @@ func (d *Datapath) pin(dir string) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("creating pin directory: %w", err)
 	}
+	if err := detachStale(dir); err != nil {
+		return err
+	}
 	pins := map[string]interface{ Pin(string) error }{
 		"services": d.objs.Services, "rule_index": d.objs.RuleIndex, "rules": d.objs.Rules,
 		"rule_stats": d.objs.RuleStats, "service_stats": d.objs.ServiceStats,
@@ -140,6 +143,27 @@ func (d *Datapath) pin(dir string) error {
 		}
 	}
 	d.pinPath = dir
+	return nil
+}
+
+// detachStale removes links an earlier process pinned (it may have been
+// killed): they still run that process's programs with its rules, and hold
+// the interfaces' XDP hooks.
+func detachStale(dir string) error {
+	stale, err := filepath.Glob(filepath.Join(dir, "link_*"))
+	if err != nil {
+		return err
+	}
+	for _, p := range stale {
+		l, err := link.LoadPinnedLink(p, nil)
+		if err != nil {
+			return fmt.Errorf("loading stale link %s: %w", p, err)
+		}
+		err = errors.Join(l.Unpin(), l.Close())
+		if err != nil {
+			return fmt.Errorf("detaching stale link %s: %w", p, err)
+		}
+	}
 	return nil
 }
 
