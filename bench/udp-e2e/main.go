@@ -89,7 +89,7 @@ func main() {
 	flag.Parse()
 	c.modes = strings.Split(*modes, ",")
 	var err error
-	if c.sizes, err = ints(sizes); err != nil {
+	if c.sizes, err = dp.ParseInts(sizes); err != nil {
 		fatal(err)
 	}
 	c.mixes = strings.Split(mixes, ",")
@@ -748,18 +748,6 @@ func result(name string, v float64, unit string) {
 }
 
 func num(v float64) string { return strconv.FormatFloat(v, 'f', 3, 64) }
-
-func ints(s string) ([]int, error) {
-	var out []int
-	for _, f := range strings.Split(s, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, n)
-	}
-	return out, nil
-}
 
 func fatal(err error) {
 	fmt.Fprintln(os.Stderr, "udp-e2e:", err)

@@ -38,9 +38,9 @@ func main() {
 	mixes := flag.String("mixes", "empty,"+strings.Join(dp.Mixes, ","), "cells to measure: empty (the empty-program baseline) and mixes")
 	flag.Parse()
 
-	counts, err := ints(*rulesFlag)
+	counts, err := dp.ParseInts(*rulesFlag)
 	check(err)
-	sizes, err := ints(*sizesFlag)
+	sizes, err := dp.ParseInts(*sizesFlag)
 	check(err)
 	scheme, ok := dp.Schemes[*names]
 	if !ok {
@@ -177,18 +177,6 @@ func main() {
 
 func result(name string, v float64, unit string) {
 	fmt.Printf("RESULT name=%s value=%s unit=%s\n", name, strconv.FormatFloat(v, 'f', -1, 64), unit)
-}
-
-func ints(s string) ([]int, error) {
-	var out []int
-	for _, f := range strings.Split(s, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, n)
-	}
-	return out, nil
 }
 
 func mb(b uint64) float64 { return float64(b) / (1 << 20) }
