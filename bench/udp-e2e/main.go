@@ -22,7 +22,6 @@ import (
 	"flag"
 	"fmt"
 	"math/rand/v2"
-	"net"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -136,11 +135,8 @@ func run(c config) (err error) {
 	// veth delivers XDP_TX frames only to a peer that runs XDP.
 	var pass link.Link
 	if err := inNetns(cliNS, func() error {
-		ifc, err := net.InterfaceByName(cliDev)
-		if err != nil {
-			return err
-		}
-		pass, err = xdppass.Attach(ifc.Index)
+		var err error
+		pass, err = xdppass.Attach(cliDev)
 		return err
 	}); err != nil {
 		return err

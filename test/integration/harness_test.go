@@ -196,11 +196,7 @@ func inNetns(ns string, f func() error) error {
 func attachXDPPass(t *testing.T, ns, dev string) {
 	t.Helper()
 	err := inNetns(ns, func() error {
-		ifi, err := net.InterfaceByName(dev)
-		if err != nil {
-			return err
-		}
-		l, err := xdppass.Attach(ifi.Index)
+		l, err := xdppass.Attach(dev)
 		if err != nil {
 			return err
 		}

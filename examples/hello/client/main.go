@@ -31,11 +31,7 @@ func main() {
 
 func run(server string, n int, iface string) error {
 	if iface != "" {
-		ifi, err := net.InterfaceByName(iface)
-		if err != nil {
-			return err
-		}
-		l, err := xdppass.Attach(ifi.Index)
+		l, err := xdppass.Attach(iface)
 		if err != nil {
 			return err
 		}
