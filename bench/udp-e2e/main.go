@@ -262,16 +262,8 @@ func runSize(ctx context.Context, c config, rng *rand.Rand, tmp, responderBin, c
 			return sample{}, err
 		}
 		time.Sleep(50 * time.Millisecond)
-		r0, err := resp.counters()
-		if err != nil {
-			return sample{}, err
-		}
-		s0, err := d.ServiceStats(svc)
-		if err != nil {
-			return sample{}, err
-		}
 		tasks := append([]int{resp.cmd.Process.Pid}, napiThreads(srvDev)...)
-		t0, err := taskTime(tasks)
+		before, err := snapshot(resp, d, svc, tasks)
 		if err != nil {
 			return sample{}, err
 		}
@@ -279,22 +271,15 @@ func runSize(ctx context.Context, c config, rng *rand.Rand, tmp, responderBin, c
 		if err != nil {
 			return sample{}, err
 		}
-		r1, err := resp.counters()
+		after, err := snapshot(resp, d, svc, tasks)
 		if err != nil {
 			return sample{}, err
 		}
-		s1, err := d.ServiceStats(svc)
-		if err != nil {
-			return sample{}, err
-		}
-		t1, err := taskTime(tasks)
-		if err != nil {
-			return sample{}, err
-		}
-		smp, err := toSample(out, c, r1["answered"]-r0["answered"], s1.Matched-s0.Matched)
-		smp.xdpFallback = s1.Fallback - s0.Fallback
+		smp, err := toSample(out, c, after.responder["answered"]-before.responder["answered"],
+			after.service.Matched-before.service.Matched)
+		smp.xdpFallback = after.service.Fallback - before.service.Fallback
 		if smp.good > 0 {
-			smp.taskUSPer = float64(t1-t0) / 1e3 / float64(smp.good)
+			smp.taskUSPer = float64(after.taskNS-before.taskNS) / 1e3 / float64(smp.good)
 		}
 		return smp, err
 	}
@@ -631,6 +616,26 @@ func napiThreads(dev string) []int {
 
 // taskTime sums the CPU time (ns, /proc/PID/schedstat) of tasks: unlike
 // /proc/stat it does not count other people's work on the server CPU.
+// counters is what a run is measured by, read before and after it.
+type counters struct {
+	responder map[string]uint64     // the userspace responder's own counts
+	service   datapath.ServiceStats // the data plane's, for the service
+	taskNS    uint64                // CPU time of the responder and the server's NAPI threads
+}
+
+func snapshot(resp *responderProc, d *datapath.Datapath, svc datapath.ServiceID, tasks []int) (counters, error) {
+	var c counters
+	var err error
+	if c.responder, err = resp.counters(); err != nil {
+		return c, err
+	}
+	if c.service, err = d.ServiceStats(svc); err != nil {
+		return c, err
+	}
+	c.taskNS, err = taskTime(tasks)
+	return c, err
+}
+
 func taskTime(pids []int) (uint64, error) {
 	var sum uint64
 	for _, pid := range pids {
