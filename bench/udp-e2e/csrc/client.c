@@ -61,6 +61,21 @@ static int read_stat(unsigned long long busy[MAXCPU], unsigned long long total[M
 	return n;
 }
 
+// Takes what replies are waiting, without blocking, and counts them: good
+// ones have the expected length and the DNS response bit (QR) set.
+static int receive(int fd, struct mmsghdr *rmsg, uint8_t in[][2048], size_t reply_len,
+		   uint64_t *replies, uint64_t *good)
+{
+	int n = recvmmsg(fd, rmsg, MAXB, MSG_DONTWAIT, NULL);
+
+	for (int i = 0; i < n; i++)
+		if (rmsg[i].msg_len == reply_len && (in[i][2] & 0x80))
+			(*good)++;
+	if (n > 0)
+		*replies += n;
+	return n;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 8) {
@@ -166,12 +181,7 @@ int main(int argc, char **argv)
 			}
 		}
 		for (;;) {
-			int n = recvmmsg(fd, rmsg, MAXB, MSG_DONTWAIT, NULL);
-			if (n <= 0) break;
-			replies += n;
-			for (int i = 0; i < n; i++)
-				if (rmsg[i].msg_len == reply_len && (in[i][2] & 0x80))
-					good++;
+			if (receive(fd, rmsg, in, reply_len, &replies, &good) <= 0) break;
 			last_progress = now_ns();
 		}
 	}
@@ -180,12 +190,7 @@ int main(int argc, char **argv)
 	for (;;) {
 		struct pollfd pfd = {.fd = fd, .events = POLLIN};
 		if (poll(&pfd, 1, 100) <= 0) break;
-		int n = recvmmsg(fd, rmsg, MAXB, MSG_DONTWAIT, NULL);
-		if (n <= 0) continue;
-		replies += n;
-		for (int i = 0; i < n; i++)
-			if (rmsg[i].msg_len == reply_len && (in[i][2] & 0x80))
-				good++;
+		receive(fd, rmsg, in, reply_len, &replies, &good);
 	}
 	uint64_t t_end = now_ns();
 	read_stat(b1, t1c);
