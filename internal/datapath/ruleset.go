@@ -157,14 +157,7 @@ func (d *Datapath) prepare(svc *service, rs []rules.Rule, ids []RuleID) ([]*inst
 		return nil, errors.New("empty batch")
 	}
 	out := make([]*installedRule, 0, len(rs))
-	release := func() {
-		for _, r := range out {
-			d.slots.put(r.slot)
-			if ids == nil {
-				d.ruleIDs.put(uint32(r.id))
-			}
-		}
-	}
+	release := func() { d.unprepare(svc, out) }
 	for i, r := range rs {
 		if err := r.Validate(rules.DefaultUDPLimits); err != nil {
 			release()
@@ -204,6 +197,17 @@ func (d *Datapath) prepare(svc *service, rs []rules.Rule, ids []RuleID) ([]*inst
 	return out, nil
 }
 
+// unprepare gives back what prepare handed out for rules that did not land:
+// their slots, and their ids unless they replace installed rules.
+func (d *Datapath) unprepare(svc *service, fresh []*installedRule) {
+	for _, r := range fresh {
+		d.slots.put(r.slot)
+		if _, replacing := svc.rules[r.id]; !replacing {
+			d.ruleIDs.put(uint32(r.id))
+		}
+	}
+}
+
 // commit makes next the service's rule set. Fresh rules are written to
 // unused slots first; then the index is switched over: entry by entry if the
 // regions stay, else as a whole new index generation behind one service
@@ -212,12 +216,7 @@ func (d *Datapath) prepare(svc *service, rs []rules.Rule, ids []RuleID) ([]*inst
 func (d *Datapath) commit(svc *service, next map[RuleID]*installedRule, fresh, old []*installedRule,
 	deleted []RuleID) error {
 	abort := func(err error) error {
-		for _, r := range fresh {
-			d.slots.put(r.slot)
-			if _, existed := svc.rules[r.id]; !existed {
-				d.ruleIDs.put(uint32(r.id))
-			}
-		}
+		d.unprepare(svc, fresh)
 		return err
 	}
 	entries := make([]rules.Entry, 0, len(next))
