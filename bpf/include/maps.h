@@ -6,9 +6,13 @@
 
 #include "santa_abi.h"
 
-/* Registered sockets by socket cookie: which packets belong to a service. */
+/* Registered sockets by socket cookie: which packets belong to a service.
+ * Not preallocated: an update then swaps in a new element and frees the old
+ * one after an RCU grace period. A preallocated map recycles the old element
+ * at once, so a reader switching index generations could see a torn value. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__uint(max_entries, SANTA_DEFAULT_MAX_SERVICES); /* load time */
 	__type(key, __u64);
 	__type(value, struct santa_service);
