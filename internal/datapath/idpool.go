@@ -1,6 +1,10 @@
 package datapath
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+	"slices"
+)
 
 var errPoolFull = errors.New("capacity exhausted")
 
@@ -30,3 +34,24 @@ func (p *idPool) put(id uint32) { p.free = append(p.free, id) }
 
 // inUse is how many numbers are handed out.
 func (p *idPool) inUse(first uint32) int { return int(p.next-first) - len(p.free) }
+
+// claim takes a given id out of the pool: restoring saved rules keeps their
+// ids.
+func (p *idPool) claim(id uint32) error {
+	if id >= p.limit {
+		return fmt.Errorf("beyond the capacity of %d", p.limit)
+	}
+	if id >= p.next {
+		for free := p.next; free < id; free++ {
+			p.free = append(p.free, free)
+		}
+		p.next = id + 1
+		return nil
+	}
+	i := slices.Index(p.free, id)
+	if i < 0 {
+		return errors.New("already in use")
+	}
+	p.free = slices.Delete(p.free, i, i+1)
+	return nil
+}

@@ -60,21 +60,14 @@ func ruleValue(r *installedRule) santaSantaRule {
 // updateIndex turns a service's index from old into next: new entries first
 // (nothing refers to them yet), then changed ones, so a reader always finds
 // either node version of a key. A removed entry that new packets could still
-// reach (its level is one the new index walks) goes at once: its rules are
-// gone. One reachable only through an old node is retired instead, deleted
-// after a grace period, so readers that hold that old node still find it.
-func (d *Datapath) updateIndex(indexID uint32, old, next map[rules.IndexKey]rules.IndexNode) error {
+// reach (walked: its level is one the new index walks) goes at once: its
+// rules are gone. One reachable only through an old node is retired
+// instead, deleted after a grace period, so readers that hold that old node
+// still find it.
+func (d *Datapath) updateIndex(indexID uint32, old, next map[rules.IndexKey]rules.IndexNode,
+	walked func(rules.IndexKey) bool) error {
 	var added, changed []rules.IndexKey
-	type level struct {
-		region uint8
-		end    uint16
-	}
-	walked := make(map[level]bool)
 	for k, n := range next {
-		walked[level{k.Region, k.End}] = true
-		if n.NextEnd != 0 {
-			walked[level{k.Region, n.NextEnd}] = true
-		}
 		o, ok := old[k]
 		switch {
 		case !ok:
@@ -88,7 +81,7 @@ func (d *Datapath) updateIndex(indexID uint32, old, next map[rules.IndexKey]rule
 		if _, ok := next[k]; ok {
 			continue
 		}
-		if walked[level{k.Region, k.End}] {
+		if walked(k) {
 			reachable = append(reachable, k)
 		} else {
 			unreachable = append(unreachable, k)

@@ -100,7 +100,7 @@ func (d *Datapath) unusedIndexKeys(keys []santaSantaIndexKey) []santaSantaIndexK
 	out := keys[:0]
 	for _, k := range keys {
 		if s, ok := live[k.IndexId]; ok {
-			if _, used := s.index[rules.IndexKey{Region: k.Region, End: k.End, Hash: k.Hash}]; used {
+			if s.index.Has(rules.IndexKey{Region: k.Region, End: k.End, Hash: k.Hash}) {
 				continue
 			}
 		}

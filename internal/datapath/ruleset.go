@@ -3,7 +3,6 @@ package datapath
 import (
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 
 	"github.com/santa-offload/santa/internal/rules"
@@ -40,26 +39,7 @@ func (d *Datapath) AddRule(svc ServiceID, r rules.Rule) (RuleID, error) {
 
 // AddRules installs rules on a service, all or none.
 func (d *Datapath) AddRules(id ServiceID, rs []rules.Rule) ([]RuleID, error) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	svc, ok := d.services[id]
-	if !ok {
-		return nil, fmt.Errorf("service %d: %w", id, ErrUnknownService)
-	}
-	fresh, err := d.prepare(svc, rs, nil)
-	if err != nil {
-		return nil, err
-	}
-	next := maps.Clone(svc.rules)
-	ids := make([]RuleID, len(fresh))
-	for i, r := range fresh {
-		next[r.id] = r
-		ids[i] = r.id
-	}
-	if err := d.commit(svc, next, fresh, nil, nil); err != nil {
-		return nil, err
-	}
-	return ids, nil
+	return d.Apply(id, Batch{Add: rs})
 }
 
 // ReplaceRule replaces one rule; readers see the old rule or the new one.
@@ -69,26 +49,15 @@ func (d *Datapath) ReplaceRule(id RuleID, r rules.Rule) error {
 
 // ReplaceRules replaces rules of one service, all or none.
 func (d *Datapath) ReplaceRules(updates []RuleUpdate) error {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	ids := make([]RuleID, len(updates))
-	rs := make([]rules.Rule, len(updates))
-	for i, u := range updates {
-		ids[i], rs[i] = u.ID, u.Rule
+	if len(updates) == 0 {
+		return errors.New("empty batch")
 	}
-	svc, old, err := d.lookupRules(ids)
+	svc, err := d.serviceOf(updates[0].ID)
 	if err != nil {
 		return err
 	}
-	fresh, err := d.prepare(svc, rs, ids)
-	if err != nil {
-		return err
-	}
-	next := maps.Clone(svc.rules)
-	for _, r := range fresh {
-		next[r.id] = r
-	}
-	return d.commit(svc, next, fresh, old, nil)
+	_, err = d.Apply(svc, Batch{Replace: updates})
+	return err
 }
 
 // DeleteRule deletes one rule.
@@ -96,17 +65,81 @@ func (d *Datapath) DeleteRule(id RuleID) error { return d.DeleteRules([]RuleID{i
 
 // DeleteRules deletes rules of one service, all or none.
 func (d *Datapath) DeleteRules(ids []RuleID) error {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	svc, old, err := d.lookupRules(ids)
+	if len(ids) == 0 {
+		return errors.New("empty batch")
+	}
+	svc, err := d.serviceOf(ids[0])
 	if err != nil {
 		return err
 	}
-	next := maps.Clone(svc.rules)
-	for _, id := range ids {
-		delete(next, id)
+	_, err = d.Apply(svc, Batch{Delete: ids})
+	return err
+}
+
+// Batch is one all-or-nothing change of a service's rules.
+type Batch struct {
+	Add []rules.Rule
+	// AddIDs, if set, are the ids the added rules get (restoring a saved
+	// rule set); they must be free. Otherwise ids are assigned.
+	AddIDs  []RuleID
+	Replace []RuleUpdate
+	Delete  []RuleID
+}
+
+// Apply makes one batch of changes to a service's rules: all land, or none
+// does. It returns the ids of the added rules, in order.
+func (d *Datapath) Apply(id ServiceID, b Batch) ([]RuleID, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	svc, ok := d.services[id]
+	if !ok {
+		return nil, fmt.Errorf("service %d: %w", id, ErrUnknownService)
 	}
-	return d.commit(svc, next, nil, old, ids)
+	if len(b.Add)+len(b.Replace)+len(b.Delete) == 0 {
+		return nil, errors.New("empty batch")
+	}
+	if b.AddIDs != nil && len(b.AddIDs) != len(b.Add) {
+		return nil, fmt.Errorf("%d ids for %d added rules", len(b.AddIDs), len(b.Add))
+	}
+	replaceIDs := make([]RuleID, len(b.Replace))
+	replaceRules := make([]rules.Rule, len(b.Replace))
+	for i, u := range b.Replace {
+		replaceIDs[i], replaceRules[i] = u.ID, u.Rule
+	}
+	found, err := d.lookupRules(svc, replaceIDs, b.Delete)
+	if err != nil {
+		return nil, err
+	}
+	replaced, deleted := found[0], found[1]
+
+	var added []*installedRule
+	if b.AddIDs != nil {
+		added, err = d.prepare(svc, b.Add, func(i int) (RuleID, error) { return d.claimRuleID(b.AddIDs[i]) })
+	} else {
+		added, err = d.prepare(svc, b.Add, func(int) (RuleID, error) { return d.newRuleID() })
+	}
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range added {
+		if err := d.resetRuleStats(r.id); err != nil {
+			d.unprepare(svc, added)
+			return nil, err
+		}
+	}
+	replacements, err := d.prepare(svc, replaceRules, func(i int) (RuleID, error) { return replaceIDs[i], nil })
+	if err != nil {
+		d.unprepare(svc, added)
+		return nil, err
+	}
+	if err := d.commit(svc, append(added, replacements...), replaced, deleted); err != nil {
+		return nil, err
+	}
+	ids := make([]RuleID, len(added))
+	for i, r := range added {
+		ids[i] = r.id
+	}
+	return ids, nil
 }
 
 // Rules lists a service's rules in id order.
@@ -124,77 +157,84 @@ func (d *Datapath) Rules(id ServiceID) (map[RuleID]rules.Rule, error) {
 	return out, nil
 }
 
-// lookupRules finds installed rules that must all belong to one service.
-func (d *Datapath) lookupRules(ids []RuleID) (*service, []*installedRule, error) {
-	if len(ids) == 0 {
-		return nil, nil, errors.New("empty batch")
+// serviceOf is the service a rule belongs to.
+func (d *Datapath) serviceOf(id RuleID) (ServiceID, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	r, ok := d.rules[id]
+	if !ok {
+		return 0, fmt.Errorf("rule %d: %w", id, ErrUnknownRule)
 	}
-	var svc *service
-	out := make([]*installedRule, len(ids))
-	seen := make(map[RuleID]bool, len(ids))
-	for i, id := range ids {
-		r, ok := d.rules[id]
-		if !ok {
-			return nil, nil, fmt.Errorf("rule %d: %w", id, ErrUnknownRule)
-		}
-		if seen[id] {
-			return nil, nil, fmt.Errorf("rule %d appears twice in one batch", id)
-		}
-		seen[id] = true
-		if svc != nil && r.svc != svc {
-			return nil, nil, fmt.Errorf("rule %d belongs to service %d, the batch's other rules to service %d: a batch touches one service",
-				id, r.svc.id, svc.id)
-		}
-		svc, out[i] = r.svc, r
-	}
-	return svc, out, nil
+	return r.svc.id, nil
 }
 
-// prepare validates and compiles rules and gives each a slot and, unless it
-// replaces one (ids), a new rule id. On error nothing stays allocated.
-func (d *Datapath) prepare(svc *service, rs []rules.Rule, ids []RuleID) ([]*installedRule, error) {
-	if len(rs) == 0 {
-		return nil, errors.New("empty batch")
-	}
-	out := make([]*installedRule, 0, len(rs))
-	release := func() { d.unprepare(svc, out) }
-	for i, r := range rs {
-		if err := r.Validate(rules.DefaultUDPLimits); err != nil {
-			release()
-			return nil, fmt.Errorf("rule %d of the batch: %w", i, err)
-		}
-		c, err := rules.Compile(r)
-		if err != nil {
-			release()
-			return nil, fmt.Errorf("rule %d of the batch: %w", i, err)
-		}
-		ir := &installedRule{svc: svc, rule: r, compiled: c}
-		if ir.slot, err = d.slots.get(); err != nil {
-			release()
-			return nil, fmt.Errorf("rule capacity of %d reached: %w", d.slots.limit-1, err)
-		}
-		if ids != nil {
-			ir.id = ids[i]
-		} else {
-			raw, err := d.ruleIDs.get()
-			if err != nil {
-				d.slots.put(ir.slot)
-				release()
-				return nil, fmt.Errorf("rule capacity of %d reached: %w", d.ruleIDs.limit, err)
+// lookupRules finds the installed rules a batch replaces and deletes: each
+// once, and all of svc.
+func (d *Datapath) lookupRules(svc *service, lists ...[]RuleID) ([][]*installedRule, error) {
+	seen := map[RuleID]bool{}
+	out := make([][]*installedRule, len(lists))
+	for li, ids := range lists {
+		for _, id := range ids {
+			r, ok := d.rules[id]
+			if !ok {
+				return nil, fmt.Errorf("rule %d: %w", id, ErrUnknownRule)
 			}
-			ir.id = RuleID(raw)
-		}
-		out = append(out, ir)
-	}
-	if ids == nil {
-		for _, r := range out {
-			if err := d.resetRuleStats(r.id); err != nil {
-				release()
-				return nil, err
+			if seen[id] {
+				return nil, fmt.Errorf("rule %d appears twice in one batch", id)
 			}
+			seen[id] = true
+			if r.svc != svc {
+				return nil, fmt.Errorf("rule %d belongs to service %d, not to service %d: a batch touches one service",
+					id, r.svc.id, svc.id)
+			}
+			out[li] = append(out[li], r)
 		}
 	}
 	return out, nil
+}
+
+// prepare validates and compiles rules and gives each a slot and the id
+// idOf names. On error nothing stays allocated.
+func (d *Datapath) prepare(svc *service, rs []rules.Rule, idOf func(int) (RuleID, error)) ([]*installedRule, error) {
+	out := make([]*installedRule, 0, len(rs))
+	fail := func(i int, err error) ([]*installedRule, error) {
+		d.unprepare(svc, out)
+		return nil, fmt.Errorf("rule %d of the batch: %w", i, err)
+	}
+	for i, r := range rs {
+		if err := r.Validate(rules.DefaultUDPLimits); err != nil {
+			return fail(i, err)
+		}
+		c, err := rules.Compile(r)
+		if err != nil {
+			return fail(i, err)
+		}
+		ir := &installedRule{svc: svc, rule: r, compiled: c}
+		if ir.slot, err = d.slots.get(); err != nil {
+			return fail(i, fmt.Errorf("rule capacity of %d reached: %w", d.slots.limit-1, err))
+		}
+		if ir.id, err = idOf(i); err != nil {
+			d.slots.put(ir.slot)
+			return fail(i, err)
+		}
+		out = append(out, ir)
+	}
+	return out, nil
+}
+
+func (d *Datapath) newRuleID() (RuleID, error) {
+	raw, err := d.ruleIDs.get()
+	if err != nil {
+		return 0, fmt.Errorf("rule capacity of %d reached: %w", d.ruleIDs.limit, err)
+	}
+	return RuleID(raw), nil
+}
+
+func (d *Datapath) claimRuleID(id RuleID) (RuleID, error) {
+	if err := d.ruleIDs.claim(uint32(id)); err != nil {
+		return 0, fmt.Errorf("rule id %d: %w", id, err)
+	}
+	return id, nil
 }
 
 // unprepare gives back what prepare handed out for rules that did not land:
@@ -208,31 +248,27 @@ func (d *Datapath) unprepare(svc *service, fresh []*installedRule) {
 	}
 }
 
-// commit makes next the service's rule set. Fresh rules are written to
-// unused slots first; then the index is switched over: entry by entry if the
-// regions stay, else as a whole new index generation behind one service
-// update. Old slots (and deleted rule ids) are released after a barrier, so
-// a reader sees a rule completely old or completely new, never a mix.
-func (d *Datapath) commit(svc *service, next map[RuleID]*installedRule, fresh, old []*installedRule,
-	deleted []RuleID) error {
+// commit lands fresh rules (added ones, and the new versions of replaced
+// ones) and drops replaced and deleted ones. Fresh rules are written to
+// unused slots first; then the index is switched over: the touched roots'
+// nodes one by one if the regions stay, else a whole new index generation
+// behind one service update. Old slots (and deleted rule ids) are released
+// after a barrier, so a reader sees a rule completely old or completely new,
+// never a mix.
+func (d *Datapath) commit(svc *service, fresh, replaced, deleted []*installedRule) error {
 	abort := func(err error) error {
 		d.unprepare(svc, fresh)
 		return err
 	}
-	entries := make([]rules.Entry, 0, len(next))
-	conds := make([]rules.Condition, 0, len(next))
-	for _, r := range next {
-		entries = append(entries, rules.Entry{Slot: r.slot, ID: uint32(r.id), Cond: r.rule.Condition})
-		conds = append(conds, r.rule.Condition)
+	add := make([]rules.Entry, len(fresh))
+	for i, r := range fresh {
+		add[i] = rules.Entry{Slot: r.slot, ID: uint32(r.id), Cond: r.rule.Condition}
 	}
-	if err := rules.CheckDuplicates(entries); err != nil {
-		return abort(err)
+	var remove []uint32
+	for _, r := range slices.Concat(replaced, deleted) {
+		remove = append(remove, uint32(r.id))
 	}
-	regions, err := rules.Regions(conds, rules.DefaultUDPLimits.MaxRegions)
-	if err != nil {
-		return abort(err)
-	}
-	index, err := rules.BuildIndex(regions, entries)
+	change, err := svc.index.Plan(add, remove)
 	if err != nil {
 		return abort(err)
 	}
@@ -241,43 +277,45 @@ func (d *Datapath) commit(svc *service, next map[RuleID]*installedRule, fresh, o
 		d.deleteBodies(fresh)
 		return abort(err)
 	}
-	if slices.Equal(regions, svc.regions) {
-		err = d.updateIndex(svc.indexID, svc.index, index)
+	if change.Full {
+		err = d.switchIndex(svc, change)
 	} else {
-		err = d.switchIndex(svc, regions, index)
+		err = d.updateIndex(svc.indexID, change.Old, change.Index,
+			func(k rules.IndexKey) bool { return svc.index.Walked(change, k) })
 	}
 	if err != nil {
 		// The index is as before (or a fresh generation was dropped).
 		d.deleteBodies(fresh)
 		return abort(err)
 	}
-	svc.index = index
+	svc.index.Apply(change)
 	for _, r := range fresh {
 		d.rules[r.id] = r
+		svc.rules[r.id] = r
 	}
-	for _, id := range deleted {
-		delete(d.rules, id)
+	for _, r := range deleted {
+		delete(svc.rules, r.id)
 	}
-	svc.rules = next
-	d.retire(old, deleted != nil)
+	d.retire(replaced, false)
+	d.retire(deleted, true)
 	return nil
 }
 
 // switchIndex writes a new index generation for new regions, points the
 // service at it in one update, then retires the old generation.
-func (d *Datapath) switchIndex(svc *service, regions []rules.Region, index map[rules.IndexKey]rules.IndexNode) error {
+func (d *Datapath) switchIndex(svc *service, change *rules.IndexChange) error {
 	newID := d.newIndexID()
-	if err := d.updateIndex(newID, nil, index); err != nil {
-		d.deleteIndex(newID, index)
+	if err := d.updateIndex(newID, nil, change.Index, nil); err != nil {
+		d.deleteIndex(newID, change.Index)
 		return err
 	}
 	oldID, oldRegions := svc.indexID, svc.regions
-	svc.indexID, svc.regions = newID, regions
+	svc.indexID, svc.regions = newID, change.Regions
 	if err := d.objs.Services.Put(svc.info.Cookie, svc.value()); err != nil {
 		svc.indexID, svc.regions = oldID, oldRegions
-		d.deleteIndex(newID, index)
+		d.deleteIndex(newID, change.Index)
 		return fmt.Errorf("switching service %d to its new index: %w", svc.id, err)
 	}
-	d.retireIndex(oldID, slices.Collect(maps.Keys(svc.index)))
+	d.retireIndex(oldID, svc.index.Keys())
 	return nil
 }

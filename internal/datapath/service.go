@@ -3,9 +3,7 @@ package datapath
 import (
 	"errors"
 	"fmt"
-	"maps"
 	"net/netip"
-	"slices"
 
 	"golang.org/x/sys/unix"
 
@@ -28,7 +26,7 @@ type service struct {
 	info    SocketInfo
 	indexID uint32
 	regions []rules.Region
-	index   map[rules.IndexKey]rules.IndexNode // what rule_index holds for it
+	index   *rules.ServiceIndex // what rule_index holds for it
 	rules   map[RuleID]*installedRule
 }
 
@@ -92,7 +90,7 @@ func (d *Datapath) AddService(fd int) (ServiceID, error) {
 		return 0, fmt.Errorf("registering service: %d services registered: %w", d.svcIDs.inUse(0), err)
 	}
 	svc := &service{id: ServiceID(raw), info: info, indexID: d.newIndexID(),
-		index: map[rules.IndexKey]rules.IndexNode{}, rules: map[RuleID]*installedRule{}}
+		index: rules.NewServiceIndex(rules.DefaultUDPLimits.MaxRegions), rules: map[RuleID]*installedRule{}}
 	if err := d.resetServiceStats(svc.id); err != nil {
 		d.svcIDs.put(raw)
 		return 0, err
@@ -122,7 +120,7 @@ func (d *Datapath) RemoveService(id ServiceID) error {
 		retired = append(retired, r)
 	}
 	delete(d.services, id)
-	d.retireIndex(svc.indexID, slices.Collect(maps.Keys(svc.index)))
+	d.retireIndex(svc.indexID, svc.index.Keys())
 	d.retire(retired, true)
 	d.svcIDs.put(uint32(id))
 	return nil

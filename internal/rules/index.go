@@ -75,13 +75,24 @@ func RootKey(regions []Region, c Condition) (key IndexKey, ok bool) {
 // hashes collide share a node (the kernel cannot tell them apart either),
 // and it lists them all for a full compare.
 func BuildIndex(regions []Region, entries []Entry) (map[IndexKey]IndexNode, error) {
+	b, err := buildIndex(regions, entries)
+	if err != nil {
+		return nil, err
+	}
+	return b.index, nil
+}
+
+// buildIndex builds the index and remembers which roots each node hangs
+// below, so that ServiceIndex can rebuild one root's subtree alone.
+func buildIndex(regions []Region, entries []Entry) (*indexBuilder, error) {
 	if len(regions) > math.MaxUint8+1 {
 		return nil, tooBig("number of regions", "", len(regions), math.MaxUint8+1)
 	}
-	b := indexBuilder{
+	b := &indexBuilder{
 		regions: regions,
 		pending: make([]map[IndexKey]*pendingNode, MaxCondEnd+1),
 		index:   map[IndexKey]IndexNode{},
+		roots:   map[IndexKey][]IndexKey{},
 	}
 	for _, e := range entries {
 		if e.Slot == SlotNone {
@@ -95,7 +106,7 @@ func BuildIndex(regions []Region, entries []Entry) (map[IndexKey]IndexNode, erro
 			return nil, fmt.Errorf("rule %d: no region starts at offset %d and fits its %d-byte pattern",
 				e.ID, e.Cond.Offset, len(e.Cond.Pattern))
 		}
-		b.add(key, 0, e)
+		b.add(key, 0, e, []IndexKey{key})
 	}
 	// A child ends after its parent, so splitting nodes in order of End
 	// gathers every entry of a node, whichever parents they come from,
@@ -108,21 +119,24 @@ func BuildIndex(regions []Region, entries []Entry) (map[IndexKey]IndexNode, erro
 		}
 		b.pending[end] = nil
 	}
-	return b.index, nil
+	return b, nil
 }
 
 type pendingNode struct {
 	entries []Entry
-	depth   int // the deepest level any parent puts it at
+	depth   int        // the deepest level any parent puts it at
+	roots   []IndexKey // the roots it hangs below: one, unless hashes collide
 }
 
 type indexBuilder struct {
 	regions []Region
 	pending []map[IndexKey]*pendingNode // by End
 	index   map[IndexKey]IndexNode
+	roots   map[IndexKey][]IndexKey // root -> every node below it, itself included
+	shared  map[IndexKey]bool       // nodes below more than one root
 }
 
-func (b *indexBuilder) add(key IndexKey, depth int, e Entry) {
+func (b *indexBuilder) add(key IndexKey, depth int, e Entry, roots []IndexKey) {
 	nodes := b.pending[key.End]
 	if nodes == nil {
 		nodes = map[IndexKey]*pendingNode{}
@@ -135,13 +149,32 @@ func (b *indexBuilder) add(key IndexKey, depth int, e Entry) {
 	}
 	n.entries = append(n.entries, e)
 	n.depth = max(n.depth, depth)
+	for _, r := range roots {
+		if !slices.Contains(n.roots, r) {
+			n.roots = append(n.roots, r)
+		}
+	}
+}
+
+// done records the finished node under its roots.
+func (b *indexBuilder) done(key IndexKey, n *pendingNode, node IndexNode) {
+	b.index[key] = node
+	for _, r := range n.roots {
+		b.roots[r] = append(b.roots[r], key)
+	}
+	if len(n.roots) > 1 {
+		if b.shared == nil {
+			b.shared = map[IndexKey]bool{}
+		}
+		b.shared[key] = true
+	}
 }
 
 // split turns a pending node into an index node, passing the entries it
 // cannot keep on to its children.
 func (b *indexBuilder) split(key IndexKey, n *pendingNode) error {
 	if len(n.entries) <= NodeSlots {
-		b.index[key] = IndexNode{Slots: slotsOf(n.entries)}
+		b.done(key, n, IndexNode{Slots: slotsOf(n.entries)})
 		return nil
 	}
 	off := int(b.regions[key.Region].Off)
@@ -168,9 +201,9 @@ func (b *indexBuilder) split(key IndexKey, n *pendingNode) error {
 			continue
 		}
 		h := FNV1a(key.Hash, e.Cond.Pattern[end-off:next-off])
-		b.add(IndexKey{Region: key.Region, End: uint16(next), Hash: h}, n.depth+1, e)
+		b.add(IndexKey{Region: key.Region, End: uint16(next), Hash: h}, n.depth+1, e, n.roots)
 	}
-	b.index[key] = IndexNode{Slots: slotsOf(kept), NextEnd: uint16(next)}
+	b.done(key, n, IndexNode{Slots: slotsOf(kept), NextEnd: uint16(next)})
 	return nil
 }
 

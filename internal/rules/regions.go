@@ -27,6 +27,11 @@ func Regions(conds []Condition, maxRegions int) ([]Region, error) {
 			shortest[c.Offset] = len(c.Pattern)
 		}
 	}
+	return regionsOf(shortest, maxRegions)
+}
+
+// regionsOf turns the shortest pattern length at each offset into regions.
+func regionsOf(shortest map[uint16]int, maxRegions int) ([]Region, error) {
 	if len(shortest) > maxRegions {
 		return nil, tooBig("number of distinct condition offsets", "", len(shortest), maxRegions)
 	}

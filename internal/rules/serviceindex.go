@@ -1,0 +1,352 @@
+package rules
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+)
+
+// ServiceIndex is one service's indexed conditions, kept up to date change
+// by change. The index is a forest: a root's subtree depends only on the
+// conditions below that root, so a change rebuilds just the roots it
+// touches and costs O(changed rules), not O(installed rules). It falls back
+// to a full build when the regions change, or when a touched subtree shares
+// a node with another root (a hash collision deeper down).
+//
+// Plan computes a change without modifying anything; Apply makes it the
+// current state once the data plane holds it.
+type ServiceIndex struct {
+	maxRegions int
+	entries    map[uint32]Entry       // by rule id
+	conds      map[condKey]uint32     // rule id by condition, for duplicates
+	lens       map[uint16]map[int]int // offset -> pattern length -> rules
+	regions    []Region               // as the data plane has them
+	index      map[IndexKey]IndexNode // as the data plane has it
+	byRoot     map[IndexKey]*rootTree // the subtree of each root
+	shared     map[IndexKey]bool      // nodes below more than one root
+	levels     map[indexLevel]int     // how many nodes make each level walked
+}
+
+type condKey struct {
+	off     uint16
+	pattern string
+}
+
+// indexLevel is where the data plane looks up nodes: a region and an end.
+type indexLevel struct {
+	region uint8
+	end    uint16
+}
+
+type rootTree struct {
+	entries map[uint32]Entry
+	nodes   []IndexKey
+}
+
+// NewServiceIndex returns an empty index allowing maxRegions regions.
+func NewServiceIndex(maxRegions int) *ServiceIndex {
+	return &ServiceIndex{
+		maxRegions: maxRegions,
+		entries:    map[uint32]Entry{},
+		conds:      map[condKey]uint32{},
+		lens:       map[uint16]map[int]int{},
+		index:      map[IndexKey]IndexNode{},
+		byRoot:     map[IndexKey]*rootTree{},
+		levels:     map[indexLevel]int{},
+	}
+}
+
+// IndexChange is a planned change. With Full, Index is a whole new index
+// for Regions, to be written as a new generation; otherwise Index holds the
+// new nodes of the touched roots and Old the nodes they replace.
+type IndexChange struct {
+	Regions []Region
+	Full    bool
+	Index   map[IndexKey]IndexNode
+	Old     map[IndexKey]IndexNode
+
+	add     []Entry
+	remove  []uint32
+	built   *indexBuilder
+	rebuilt []Entry // !Full: the entries below the touched roots
+	touched map[IndexKey]bool
+	levels  map[indexLevel]int // !Full: the change of s.levels
+}
+
+// Regions are the service's current regions.
+func (s *ServiceIndex) Regions() []Region { return s.regions }
+
+// Keys lists every node of the current index.
+func (s *ServiceIndex) Keys() []IndexKey { return slices.Collect(maps.Keys(s.index)) }
+
+// Has reports whether the current index holds a node at k.
+func (s *ServiceIndex) Has(k IndexKey) bool {
+	_, ok := s.index[k]
+	return ok
+}
+
+// Plan indexes the service's conditions without the rules in remove and
+// with the entries in add (a replaced rule is in both).
+func (s *ServiceIndex) Plan(add []Entry, remove []uint32) (*IndexChange, error) {
+	removing := make(map[uint32]bool, len(remove))
+	for _, id := range remove {
+		if _, ok := s.entries[id]; !ok {
+			return nil, fmt.Errorf("rule %d is not indexed", id)
+		}
+		removing[id] = true
+	}
+	if err := s.checkDuplicates(add, removing); err != nil {
+		return nil, err
+	}
+	regions, err := s.plannedRegions(add, remove)
+	if err != nil {
+		return nil, err
+	}
+	c := &IndexChange{Regions: regions, add: add, remove: remove}
+	if slices.Equal(regions, s.regions) {
+		if ok, err := s.planTouched(c, removing); ok || err != nil {
+			return c, err
+		}
+	}
+	return c, s.planFull(c, removing)
+}
+
+func (s *ServiceIndex) checkDuplicates(add []Entry, removing map[uint32]bool) error {
+	fresh := make(map[condKey]uint32, len(add))
+	for _, e := range add {
+		k := condKey{e.Cond.Offset, string(e.Cond.Pattern)}
+		id, ok := fresh[k]
+		if !ok {
+			id, ok = s.conds[k]
+			ok = ok && !removing[id]
+		}
+		if ok {
+			return fmt.Errorf("rules %d and %d have the same condition (%d bytes at offset %d)",
+				id, e.ID, len(e.Cond.Pattern), e.Cond.Offset)
+		}
+		fresh[k] = e.ID
+	}
+	return nil
+}
+
+// plannedRegions are the regions after the change: only the shortest
+// pattern at each offset matters, so the change is counted per length.
+func (s *ServiceIndex) plannedRegions(add []Entry, remove []uint32) ([]Region, error) {
+	delta := map[uint16]map[int]int{}
+	count := func(c Condition, n int) {
+		if len(c.Pattern) == 0 {
+			return
+		}
+		if delta[c.Offset] == nil {
+			delta[c.Offset] = map[int]int{}
+		}
+		delta[c.Offset][len(c.Pattern)] += n
+	}
+	for _, id := range remove {
+		count(s.entries[id].Cond, -1)
+	}
+	for _, e := range add {
+		if len(e.Cond.Pattern) == 0 {
+			return nil, fmt.Errorf("rule %d: condition at offset %d has an empty pattern", e.ID, e.Cond.Offset)
+		}
+		count(e.Cond, 1)
+	}
+	shortest := map[uint16]int{}
+	for off := range s.lens {
+		if _, changed := delta[off]; !changed {
+			shortest[off] = s.shortestAt(off, nil)
+		}
+	}
+	for off, d := range delta {
+		if n := s.shortestAt(off, d); n > 0 {
+			shortest[off] = n
+		}
+	}
+	return regionsOf(shortest, s.maxRegions)
+}
+
+// shortestAt is the shortest pattern length at off after adding delta, or
+// 0 if no pattern is left there.
+func (s *ServiceIndex) shortestAt(off uint16, delta map[int]int) int {
+	shortest := 0
+	for _, counts := range []map[int]int{s.lens[off], delta} {
+		for n := range counts {
+			if s.lens[off][n]+delta[n] > 0 && (shortest == 0 || n < shortest) {
+				shortest = n
+			}
+		}
+	}
+	return shortest
+}
+
+// planTouched rebuilds the subtrees of the roots the change touches. It
+// returns false if it cannot: a node it would write is shared with, or
+// already belongs to, a root it does not rebuild.
+func (s *ServiceIndex) planTouched(c *IndexChange, removing map[uint32]bool) (bool, error) {
+	c.touched = map[IndexKey]bool{}
+	for _, id := range c.remove {
+		key, _ := RootKey(s.regions, s.entries[id].Cond)
+		c.touched[key] = true
+	}
+	for _, e := range c.add {
+		key, ok := RootKey(s.regions, e.Cond)
+		if !ok {
+			return false, nil // a full build names the rule in its error
+		}
+		c.touched[key] = true
+	}
+	var entries []Entry
+	c.Old = map[IndexKey]IndexNode{}
+	for root := range c.touched {
+		t := s.byRoot[root]
+		if t == nil {
+			continue
+		}
+		for id, e := range t.entries {
+			if !removing[id] {
+				entries = append(entries, e)
+			}
+		}
+		for _, k := range t.nodes {
+			if s.shared[k] {
+				return false, nil
+			}
+			c.Old[k] = s.index[k]
+		}
+	}
+	entries = append(entries, c.add...)
+	b, err := buildIndex(s.regions, entries)
+	if err != nil {
+		return false, err
+	}
+	for k := range b.index {
+		if _, mine := c.Old[k]; !mine {
+			if _, taken := s.index[k]; taken {
+				return false, nil
+			}
+		}
+	}
+	c.Index, c.built, c.rebuilt = b.index, b, entries
+	c.levels = map[indexLevel]int{}
+	countLevels(c.levels, c.Old, -1)
+	countLevels(c.levels, c.Index, 1)
+	return true, nil
+}
+
+func (s *ServiceIndex) planFull(c *IndexChange, removing map[uint32]bool) error {
+	entries := make([]Entry, 0, len(s.entries)+len(c.add))
+	for id, e := range s.entries {
+		if !removing[id] {
+			entries = append(entries, e)
+		}
+	}
+	entries = append(entries, c.add...)
+	b, err := buildIndex(c.Regions, entries)
+	if err != nil {
+		return err
+	}
+	c.Full, c.Index, c.Old, c.built = true, b.index, nil, b
+	c.rebuilt, c.touched, c.levels = nil, nil, nil
+	return nil
+}
+
+// countLevels adds n for the level of every node and of every node's
+// children to levels.
+func countLevels(levels map[indexLevel]int, nodes map[IndexKey]IndexNode, n int) {
+	for k, node := range nodes {
+		levels[indexLevel{k.Region, k.End}] += n
+		if node.NextEnd != 0 {
+			levels[indexLevel{k.Region, node.NextEnd}] += n
+		}
+	}
+}
+
+// Walked reports whether, after c, the data plane looks up keys at this
+// region and end: a node dropped from such a level must go at once, since
+// new packets could still find it.
+func (s *ServiceIndex) Walked(c *IndexChange, k IndexKey) bool {
+	l := indexLevel{k.Region, k.End}
+	if c.Full {
+		return false // a new generation: nothing reaches the old one's keys
+	}
+	return s.levels[l]+c.levels[l] > 0
+}
+
+// Apply makes a planned change current. Changes must be applied in the
+// order they were planned, each planned against the state before it.
+func (s *ServiceIndex) Apply(c *IndexChange) {
+	for _, id := range c.remove {
+		e := s.entries[id]
+		delete(s.entries, id)
+		delete(s.conds, condKey{e.Cond.Offset, string(e.Cond.Pattern)})
+		s.countLen(e.Cond, -1)
+	}
+	for _, e := range c.add {
+		s.entries[e.ID] = e
+		s.conds[condKey{e.Cond.Offset, string(e.Cond.Pattern)}] = e.ID
+		s.countLen(e.Cond, 1)
+	}
+	s.regions = c.Regions
+	if c.Full {
+		s.index, s.shared = c.built.index, c.built.shared
+		s.byRoot = map[IndexKey]*rootTree{}
+		s.levels = map[indexLevel]int{}
+		countLevels(s.levels, s.index, 1)
+		for _, e := range s.entries {
+			s.rootTree(e).entries[e.ID] = e
+		}
+	} else {
+		for k := range c.Old {
+			delete(s.index, k)
+		}
+		maps.Copy(s.index, c.Index)
+		for k := range c.built.shared {
+			s.sharedNode(k)
+		}
+		for l, n := range c.levels {
+			if s.levels[l] += n; s.levels[l] == 0 {
+				delete(s.levels, l)
+			}
+		}
+		for root := range c.touched {
+			delete(s.byRoot, root)
+		}
+		for _, e := range c.rebuilt {
+			s.rootTree(e).entries[e.ID] = e
+		}
+	}
+	for root, nodes := range c.built.roots {
+		s.byRoot[root].nodes = nodes
+	}
+}
+
+func (s *ServiceIndex) sharedNode(k IndexKey) {
+	if s.shared == nil {
+		s.shared = map[IndexKey]bool{}
+	}
+	s.shared[k] = true
+}
+
+func (s *ServiceIndex) rootTree(e Entry) *rootTree {
+	key, _ := RootKey(s.regions, e.Cond)
+	t := s.byRoot[key]
+	if t == nil {
+		t = &rootTree{entries: map[uint32]Entry{}}
+		s.byRoot[key] = t
+	}
+	return t
+}
+
+func (s *ServiceIndex) countLen(c Condition, n int) {
+	counts := s.lens[c.Offset]
+	if counts == nil {
+		counts = map[int]int{}
+		s.lens[c.Offset] = counts
+	}
+	if counts[len(c.Pattern)] += n; counts[len(c.Pattern)] == 0 {
+		delete(counts, len(c.Pattern))
+	}
+	if len(counts) == 0 {
+		delete(s.lens, c.Offset)
+	}
+}
