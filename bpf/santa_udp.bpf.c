@@ -5,7 +5,8 @@
  *  - santa_udp (XDP) answers in place with XDP_TX;
  *  - santa_udp_tc (TC ingress) answers what XDP could not (replies that do not
  *    fit the XDP frame, devices without XDP such as loopback) by growing the
- *    skb and redirecting it back out of the device it came in on.
+ *    skb and redirecting it back out of the device it came in on;
+ *  - santa_sock_release (cgroup) retires the service of a closed socket.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -212,6 +213,20 @@ int santa_udp_tc(struct __sk_buff *skb)
 pass:
 	santa_count_service(svc->id, SANTA_SVC_PASSED);
 	return santa_tc_exit(SANTA_PATH_SERVICE_PASS, TC_ACT_OK);
+}
+
+/* A registered socket is being closed (by its owner, or because the process
+ * died): its service stops answering now, before the socket is gone, and
+ * user space hears of it to drop the rules. Attached to the root cgroup, so
+ * it sees every socket of the host. */
+SEC("cgroup/sock_release")
+int santa_sock_release(struct bpf_sock *sk)
+{
+	__u64 cookie = bpf_get_socket_cookie(sk);
+
+	if (bpf_map_lookup_elem(&services, &cookie) && !bpf_map_delete_elem(&services, &cookie))
+		bpf_ringbuf_output(&closed_sockets, &cookie, sizeof(cookie), 0);
+	return 1; /* sock_release cannot veto; 1 is "continue" */
 }
 
 /* Keep the counter enums in BTF, so bpf2go generates their Go constants. */

@@ -18,6 +18,13 @@ struct {
 	__type(value, struct santa_service);
 } services SEC(".maps");
 
+/* Cookies of registered sockets that were closed (santa_sock_release):
+ * user space drops their rules. The service itself is gone already. */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, SANTA_CLOSED_RING_BYTES);
+} closed_sockets SEC(".maps");
+
 /* Region-hash index: {index_id, region, prefix end, FNV-1a} -> candidates. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);

@@ -33,6 +33,9 @@
 /* Load-time limits; user space may raise them before loading. */
 #define SANTA_DEFAULT_MAX_RULES (1u << 20)
 #define SANTA_DEFAULT_MAX_SERVICES 4096
+/* Room for 16k close events (8-byte cookie + 8-byte ring header) between two
+ * reads; user space also sweeps, so an overflow only delays a clean-up. */
+#define SANTA_CLOSED_RING_BYTES (256u * 1024)
 
 /* Slot 0 of the rules map is never used: an empty candidate is 0. */
 #define SANTA_SLOT_NONE 0

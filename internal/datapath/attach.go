@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
@@ -29,7 +30,9 @@ type Attachment struct {
 
 // Attach runs the data plane on an interface: XDP in native mode if the
 // driver supports it, else generic, else none; plus the TC ingress program.
-// With pinning on, the links are pinned and survive this process.
+// With pinning on, the links are pinned and survive this process. Links an
+// earlier process pinned for the interface (Options.KeepLinks) are pointed
+// at this process's programs in place, so no packet goes unanswered.
 func (d *Datapath) Attach(ifname string) (Attachment, error) {
 	iface, err := net.InterfaceByName(ifname)
 	if err != nil {
@@ -37,44 +40,86 @@ func (d *Datapath) Attach(ifname string) (Attachment, error) {
 	}
 	att := Attachment{Interface: ifname, XDP: XDPNone}
 	var links []link.Link
+	keep := func(l link.Link, hook string, pinned bool) error {
+		links = append(links, l)
+		if pinned {
+			return nil
+		}
+		if err := d.pinLink(l, d.linkPin(ifname, hook)); err != nil {
+			closeLinks(links)
+			return err
+		}
+		return nil
+	}
 
 	for _, mode := range []struct {
 		name  XDPMode
 		flags link.XDPAttachFlags
 	}{{XDPNative, link.XDPDriverMode}, {XDPGeneric, link.XDPGenericMode}} {
-		l, err := link.AttachXDP(link.XDPOptions{Program: d.objs.SantaUdp, Interface: iface.Index, Flags: mode.flags})
-		if err == nil {
+		hook := "xdp_" + string(mode.name)
+		l := d.takeOver(d.linkPin(ifname, hook), d.objs.SantaUdp)
+		pinned := l != nil
+		if !pinned {
+			l, err = link.AttachXDP(link.XDPOptions{Program: d.objs.SantaUdp, Interface: iface.Index, Flags: mode.flags})
+		}
+		if l != nil && err == nil {
 			att.XDP = mode.name
-			links = append(links, l)
+			if err := keep(l, hook, pinned); err != nil {
+				return Attachment{}, err
+			}
 			break
 		}
 	}
-	tc, err := link.AttachTCX(link.TCXOptions{Program: d.objs.SantaUdpTc, Attach: ebpf.AttachTCXIngress, Interface: iface.Index})
-	if err != nil {
-		closeLinks(links)
-		return Attachment{}, fmt.Errorf("attaching TC program to %s: %w", ifname, err)
+	tc := d.takeOver(d.linkPin(ifname, "tc"), d.objs.SantaUdpTc)
+	tcPinned := tc != nil
+	if !tcPinned {
+		tc, err = link.AttachTCX(link.TCXOptions{Program: d.objs.SantaUdpTc, Attach: ebpf.AttachTCXIngress, Interface: iface.Index})
+		if err != nil {
+			closeLinks(links)
+			return Attachment{}, fmt.Errorf("attaching TC program to %s: %w", ifname, err)
+		}
 	}
 	att.TC = true
-	links = append(links, tc)
-
-	if d.pinPath != "" {
-		for i, l := range links {
-			p := d.linkPin(ifname, i == len(links)-1)
-			if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
-				closeLinks(links)
-				return Attachment{}, fmt.Errorf("removing old link pin: %w", err)
-			}
-			if err := l.Pin(p); err != nil {
-				closeLinks(links)
-				return Attachment{}, fmt.Errorf("pinning link: %w", err)
-			}
-		}
+	if err := keep(tc, "tc", tcPinned); err != nil {
+		return Attachment{}, err
 	}
 	d.mu.Lock()
 	closeLinks(d.links[ifname])
 	d.links[ifname] = links
 	d.mu.Unlock()
 	return att, nil
+}
+
+// takeOver points a link an earlier process pinned at prog, or returns nil
+// (and removes the pin) if there is none or it cannot be updated.
+func (d *Datapath) takeOver(pin string, prog *ebpf.Program) link.Link {
+	if d.pinPath == "" {
+		return nil
+	}
+	old, err := link.LoadPinnedLink(pin, nil)
+	if err != nil {
+		return nil
+	}
+	if err := old.Update(prog); err != nil {
+		old.Unpin()
+		old.Close()
+		return nil
+	}
+	return old
+}
+
+// pinLink pins a new link at p unless pinning is off.
+func (d *Datapath) pinLink(l link.Link, p string) error {
+	if d.pinPath == "" {
+		return nil
+	}
+	if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("removing old link pin: %w", err)
+	}
+	if err := l.Pin(p); err != nil {
+		return fmt.Errorf("pinning link: %w", err)
+	}
+	return nil
 }
 
 // Detach removes the data plane from an interface, pinned links included.
@@ -87,26 +132,51 @@ func (d *Datapath) Detach(ifname string) error {
 		return nil
 	}
 	var errs []error
-	for _, tc := range []bool{false, true} {
-		l, err := link.LoadPinnedLink(d.linkPin(ifname, tc), nil)
-		if errors.Is(err, os.ErrNotExist) {
-			continue
-		}
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		errs = append(errs, l.Unpin(), l.Close())
+	for _, hook := range linkHooks {
+		errs = append(errs, unpinLink(d.linkPin(ifname, hook)))
 	}
 	return errors.Join(errs...)
 }
 
-func (d *Datapath) linkPin(ifname string, tc bool) string {
-	hook := "xdp"
-	if tc {
-		hook = "tc"
+// DetachStale removes the links an earlier process pinned for interfaces
+// this one has not attached (Options.KeepLinks kept them).
+func (d *Datapath) DetachStale() error {
+	if d.pinPath == "" {
+		return nil
 	}
+	var errs []error
+	for _, hook := range linkHooks {
+		stale, _ := filepath.Glob(d.linkPin("*", hook))
+		for _, p := range stale {
+			ifname := strings.TrimPrefix(filepath.Base(p), "link_"+hook+"_")
+			d.mu.Lock()
+			_, mine := d.links[ifname]
+			d.mu.Unlock()
+			if !mine {
+				errs = append(errs, unpinLink(p))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// linkHooks are the per-interface links: XDP in either mode, and TC.
+var linkHooks = []string{"xdp_native", "xdp_generic", "tc"}
+
+func (d *Datapath) linkPin(ifname, hook string) string {
 	return filepath.Join(d.pinPath, "link_"+hook+"_"+ifname)
+}
+
+// unpinLink detaches a pinned link; a missing pin is no error.
+func unpinLink(p string) error {
+	l, err := link.LoadPinnedLink(p, nil)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("loading pinned link %s: %w", p, err)
+	}
+	return errors.Join(l.Unpin(), l.Close())
 }
 
 func closeLinks(links []link.Link) {

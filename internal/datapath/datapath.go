@@ -31,6 +31,12 @@ type Options struct {
 	MaxServices uint32
 	// ReplyTTL is the IPv4 TTL / IPv6 hop limit of replies (default 64).
 	ReplyTTL uint8
+	// KeepLinks is for a restarting daemon: the links an earlier process
+	// pinned stay attached, running its programs and maps, until Attach and
+	// WatchSockets take them over or DetachStale removes them; and its
+	// services can be restored (RestoreService). Otherwise Open detaches
+	// them and starts from nothing.
+	KeepLinks bool
 }
 
 // Datapath is a loaded data plane. Its methods are safe for concurrent use.
@@ -48,6 +54,11 @@ type Datapath struct {
 	slots    idPool
 	indexIDs uint32
 	pending  retiredRules // waiting for a grace period, see reclaim.go
+
+	watcher *socketWatcher // nil until WatchSockets
+
+	previous *ebpf.Map   // an earlier process's services (KeepLinks), until EndRestore
+	restored []ServiceID // what RestoreService brought back
 
 	kick      chan struct{} // wakes reclaimLoop
 	reclaimed chan struct{} // closed when reclaimLoop has finished
@@ -108,7 +119,7 @@ func Open(opts Options) (*Datapath, error) {
 	d.kick, d.reclaimed = make(chan struct{}, 1), make(chan struct{})
 	go d.reclaimLoop()
 	if !opts.NoPin {
-		if err := d.pin(opts.PinPath); err != nil {
+		if err := d.pin(opts.PinPath, opts.KeepLinks); err != nil {
 			d.Close()
 			return nil, err
 		}
@@ -117,21 +128,26 @@ func Open(opts Options) (*Datapath, error) {
 }
 
 // pin makes maps and programs outlive this process, replacing older pins.
-func (d *Datapath) pin(dir string) error {
+func (d *Datapath) pin(dir string, keepLinks bool) error {
 	if err := mountBPFFS(filepath.Dir(dir)); err != nil {
 		return err
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("creating pin directory: %w", err)
 	}
-	if err := detachStale(dir); err != nil {
+	if keepLinks {
+		if err := d.keepPrevious(dir); err != nil {
+			return err
+		}
+	} else if err := detachStale(dir); err != nil {
 		return err
 	}
 	pins := map[string]interface{ Pin(string) error }{
 		"services": d.objs.Services, "rule_index": d.objs.RuleIndex, "rules": d.objs.Rules,
 		"rule_stats": d.objs.RuleStats, "service_stats": d.objs.ServiceStats,
-		"path_stats": d.objs.PathStats, "prog_santa_udp": d.objs.SantaUdp,
-		"prog_santa_udp_tc": d.objs.SantaUdpTc,
+		"path_stats": d.objs.PathStats, "closed_sockets": d.objs.ClosedSockets,
+		"prog_santa_udp": d.objs.SantaUdp, "prog_santa_udp_tc": d.objs.SantaUdpTc,
+		"prog_santa_sock_release": d.objs.SantaSockRelease,
 	}
 	for name, obj := range pins {
 		p := filepath.Join(dir, name)
@@ -154,22 +170,18 @@ func detachStale(dir string) error {
 	if err != nil {
 		return err
 	}
+	var errs []error
 	for _, p := range stale {
-		l, err := link.LoadPinnedLink(p, nil)
-		if err != nil {
-			return fmt.Errorf("loading stale link %s: %w", p, err)
-		}
-		err = errors.Join(l.Unpin(), l.Close())
-		if err != nil {
-			return fmt.Errorf("detaching stale link %s: %w", p, err)
-		}
+		errs = append(errs, unpinLink(p))
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // Close releases this process's handles. Pinned objects and pinned links
 // stay: the data plane keeps answering until Unpin.
 func (d *Datapath) Close() error {
+	d.stopWatching()
+	d.EndRestore()
 	if d.kick != nil {
 		close(d.kick)
 		<-d.reclaimed

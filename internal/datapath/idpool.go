@@ -6,7 +6,8 @@ import (
 	"slices"
 )
 
-var errPoolFull = errors.New("capacity exhausted")
+// ErrCapacity: the host's rule or service capacity is used up.
+var ErrCapacity = errors.New("capacity exhausted")
 
 // idPool hands out dense numbers in [first, limit): map indices for rules,
 // rule slots and services. Freed numbers are reused, most recently freed first.
@@ -24,7 +25,7 @@ func (p *idPool) get() (uint32, error) {
 		return id, nil
 	}
 	if p.next >= p.limit {
-		return 0, errPoolFull
+		return 0, ErrCapacity
 	}
 	p.next++
 	return p.next - 1, nil

@@ -30,8 +30,12 @@ type service struct {
 	rules   map[RuleID]*installedRule
 }
 
-// ErrUnknownService is returned for a ServiceID that is not registered.
-var ErrUnknownService = errors.New("unknown service")
+// Errors callers tell apart (with errors.Is).
+var (
+	ErrUnknownService = errors.New("unknown service")
+	ErrExists         = errors.New("already registered")
+	ErrNotSupported   = errors.New("not a socket santa can serve")
+)
 
 // InspectSocket reads a socket's identity. Asking for SO_COOKIE also makes
 // the kernel assign the cookie, which it otherwise does lazily: the data
@@ -72,31 +76,38 @@ func (d *Datapath) AddService(fd int) (ServiceID, error) {
 		return 0, err
 	}
 	if info.Protocol != unix.IPPROTO_UDP {
-		return 0, fmt.Errorf("socket protocol %d is not UDP: only UDP services are supported", info.Protocol)
+		return 0, fmt.Errorf("socket protocol %d is not UDP: only UDP services are supported: %w", info.Protocol, ErrNotSupported)
 	}
 	if info.Local.Port() == 0 {
-		return 0, errors.New("socket is not bound to a port")
+		return 0, fmt.Errorf("socket is not bound to a port: %w", ErrNotSupported)
 	}
 
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	for _, s := range d.services {
-		if s.info.Cookie == info.Cookie {
-			return 0, fmt.Errorf("socket is already registered as service %d", s.id)
-		}
-	}
 	raw, err := d.svcIDs.get()
 	if err != nil {
 		return 0, fmt.Errorf("registering service: %d services registered: %w", d.svcIDs.inUse(0), err)
 	}
-	svc := &service{id: ServiceID(raw), info: info, indexID: d.newIndexID(),
+	return d.register(ServiceID(raw), info)
+}
+
+// register makes info's socket a service under an id taken from svcIDs,
+// which it gives back on failure. Called with d.mu held.
+func (d *Datapath) register(id ServiceID, info SocketInfo) (ServiceID, error) {
+	for _, s := range d.services {
+		if s.info.Cookie == info.Cookie {
+			d.svcIDs.put(uint32(id))
+			return 0, fmt.Errorf("socket is already registered as service %d: %w", s.id, ErrExists)
+		}
+	}
+	svc := &service{id: id, info: info, indexID: d.newIndexID(),
 		index: rules.NewServiceIndex(rules.DefaultUDPLimits.MaxRegions), rules: map[RuleID]*installedRule{}}
 	if err := d.resetServiceStats(svc.id); err != nil {
-		d.svcIDs.put(raw)
+		d.svcIDs.put(uint32(id))
 		return 0, err
 	}
 	if err := d.objs.Services.Put(info.Cookie, svc.value()); err != nil {
-		d.svcIDs.put(raw)
+		d.svcIDs.put(uint32(id))
 		return 0, fmt.Errorf("registering service: %w", err)
 	}
 	d.services[svc.id] = svc
@@ -114,16 +125,21 @@ func (d *Datapath) RemoveService(id ServiceID) error {
 	if err := d.objs.Services.Delete(svc.info.Cookie); err != nil {
 		return fmt.Errorf("unregistering service %d: %w", id, err)
 	}
-	// No packet reaches the index any more; its entries and slots go.
+	d.drop(svc)
+	return nil
+}
+
+// drop forgets a service that no packet reaches any more: its index
+// entries, rule slots and ids go after a grace period. Called with d.mu held.
+func (d *Datapath) drop(svc *service) {
 	retired := make([]*installedRule, 0, len(svc.rules))
 	for _, r := range svc.rules {
 		retired = append(retired, r)
 	}
-	delete(d.services, id)
+	delete(d.services, svc.id)
 	d.retireIndex(svc.indexID, svc.index.Keys())
 	d.retire(retired, true)
-	d.svcIDs.put(uint32(id))
-	return nil
+	d.svcIDs.put(uint32(svc.id))
 }
 
 // Service returns what is known of a registered socket.

@@ -34,20 +34,18 @@ type Entry struct {
 // CheckDuplicates rejects two rules with the same condition: the data plane
 // could answer only one of them, and enough of them would overflow a node.
 func CheckDuplicates(entries []Entry) error {
-	type cond struct {
-		off     uint16
-		pattern string
-	}
-	seen := make(map[cond]uint32, len(entries))
-	for _, e := range entries {
-		k := cond{e.Cond.Offset, string(e.Cond.Pattern)}
-		if id, ok := seen[k]; ok {
-			return fmt.Errorf("rules %d and %d have the same condition (%d bytes at offset %d)",
-				id, e.ID, len(e.Cond.Pattern), e.Cond.Offset)
-		}
-		seen[k] = e.ID
-	}
-	return nil
+	return NewServiceIndex(MaxRegions).checkDuplicates(entries, nil)
+}
+
+// DuplicateError names two rules with the same condition.
+type DuplicateError struct {
+	First, Second uint32
+	Cond          Condition
+}
+
+func (e *DuplicateError) Error() string {
+	return fmt.Sprintf("rules %d and %d have the same condition (%d bytes at offset %d)",
+		e.First, e.Second, len(e.Cond.Pattern), e.Cond.Offset)
 }
 
 // RootKey is the key of the root node c is indexed under: the hash of c's

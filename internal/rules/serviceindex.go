@@ -121,8 +121,7 @@ func (s *ServiceIndex) checkDuplicates(add []Entry, removing map[uint32]bool) er
 			ok = ok && !removing[id]
 		}
 		if ok {
-			return fmt.Errorf("rules %d and %d have the same condition (%d bytes at offset %d)",
-				id, e.ID, len(e.Cond.Pattern), e.Cond.Offset)
+			return &DuplicateError{First: id, Second: e.ID, Cond: e.Cond}
 		}
 		fresh[k] = e.ID
 	}

@@ -1,0 +1,141 @@
+package datapath
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+	"github.com/cilium/ebpf/ringbuf"
+)
+
+// Services live as long as their sockets. santa_sock_release, attached to
+// the root cgroup, deletes a closing socket's service in the kernel, so it
+// stops answering before the socket is gone, and reports the cookie on the
+// closed_sockets ring; watchLoop then drops the service's rules. A sweep
+// every sweepEvery catches what an overflowing ring lost.
+
+// DefaultCgroupPath is the cgroup v2 hierarchy santa_sock_release attaches to.
+const DefaultCgroupPath = "/sys/fs/cgroup"
+
+const sweepEvery = 2 * time.Second
+
+// WatchSockets makes services end with their sockets: it attaches
+// santa_sock_release to the cgroup v2 hierarchy at cgroupPath (mounting it
+// if needed) and calls closed, from its own goroutine, for every service
+// whose socket was closed, after its rules are gone.
+func (d *Datapath) WatchSockets(cgroupPath string, closed func(ServiceID, SocketInfo)) error {
+	if d.watcher != nil {
+		return errors.New("sockets are watched already")
+	}
+	if err := mountCgroup2(cgroupPath); err != nil {
+		return err
+	}
+	l, err := d.attachSockRelease(cgroupPath)
+	if err != nil {
+		return err
+	}
+	r, err := ringbuf.NewReader(d.objs.ClosedSockets)
+	if err != nil {
+		l.Close()
+		return fmt.Errorf("reading closed sockets: %w", err)
+	}
+	d.watcher = &socketWatcher{link: l, ring: r, done: make(chan struct{})}
+	go d.watchLoop(closed)
+	return nil
+}
+
+type socketWatcher struct {
+	link link.Link
+	ring *ringbuf.Reader
+	done chan struct{} // closed when watchLoop returns
+}
+
+// attachSockRelease attaches santa_sock_release, or, if an earlier process
+// pinned its link, points that link at this process's program: a socket
+// closing meanwhile is seen by one of the two.
+func (d *Datapath) attachSockRelease(cgroupPath string) (link.Link, error) {
+	pin := filepath.Join(d.pinPath, "link_sock_release")
+	if d.pinPath == "" {
+		pin = ""
+	}
+	if l := d.takeOver(pin, d.objs.SantaSockRelease); l != nil {
+		return l, nil
+	}
+	l, err := link.AttachCgroup(link.CgroupOptions{Path: cgroupPath, Attach: ebpf.AttachCgroupInetSockRelease,
+		Program: d.objs.SantaSockRelease})
+	if err != nil {
+		return nil, fmt.Errorf("attaching santa_sock_release to %s: %w", cgroupPath, err)
+	}
+	if err := d.pinLink(l, pin); pin != "" && err != nil {
+		l.Close()
+		return nil, err
+	}
+	return l, nil
+}
+
+func (d *Datapath) watchLoop(closed func(ServiceID, SocketInfo)) {
+	defer close(d.watcher.done)
+	ring := d.watcher.ring
+	for {
+		ring.SetDeadline(time.Now().Add(sweepEvery))
+		rec, err := ring.Read()
+		switch {
+		case errors.Is(err, ringbuf.ErrClosed):
+			return
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			d.sweep(closed)
+		case err == nil && len(rec.RawSample) == 8:
+			d.socketClosed(binary.NativeEndian.Uint64(rec.RawSample), closed)
+		}
+	}
+}
+
+// socketClosed drops the service of a closed socket, if it has one.
+func (d *Datapath) socketClosed(cookie uint64, closed func(ServiceID, SocketInfo)) {
+	d.mu.Lock()
+	var gone *service
+	for _, s := range d.services {
+		if s.info.Cookie == cookie {
+			gone = s
+			d.drop(s)
+			break
+		}
+	}
+	d.mu.Unlock()
+	if gone != nil && closed != nil {
+		closed(gone.id, gone.info)
+	}
+}
+
+// sweep drops services whose map entry santa_sock_release deleted without
+// the ring telling: it was full.
+func (d *Datapath) sweep(closed func(ServiceID, SocketInfo)) {
+	d.mu.Lock()
+	var cookies []uint64
+	for _, s := range d.services {
+		var v santaSantaService
+		if err := d.objs.Services.Lookup(s.info.Cookie, &v); errors.Is(err, ebpf.ErrKeyNotExist) {
+			cookies = append(cookies, s.info.Cookie)
+		}
+	}
+	d.mu.Unlock()
+	for _, c := range cookies {
+		d.socketClosed(c, closed)
+	}
+}
+
+// stopWatching ends watchLoop. The pinned link stays: closed sockets keep
+// losing their services while no process watches.
+func (d *Datapath) stopWatching() {
+	if d.watcher == nil {
+		return
+	}
+	d.watcher.ring.Close()
+	<-d.watcher.done
+	d.watcher.link.Close()
+}
