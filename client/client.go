@@ -1,0 +1,107 @@
+package client
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/santa-offload/santa/internal/protocol"
+)
+
+// DefaultSocket is where santad listens unless configured otherwise.
+const DefaultSocket = "/run/santa/santa.sock"
+
+// Client is a connection to santad. Its methods may be called from several
+// goroutines; requests are then sent one at a time.
+type Client struct {
+	conn    *net.UnixConn
+	session Session
+
+	mu  sync.Mutex // one request in flight, so the reply read is its own
+	seq uint32
+	buf []byte // one datagram
+}
+
+// Dial connects to santad at path and introduces the client with HELLO.
+func Dial(path string) (*Client, error) {
+	conn, err := net.DialUnix("unixpacket", nil, &net.UnixAddr{Name: path, Net: "unixpacket"})
+	if err != nil {
+		return nil, fmt.Errorf("dial santad: %w", err)
+	}
+	c := &Client{conn: conn, buf: make([]byte, protocol.MaxMessage)}
+	hello := &protocol.Hello{MinVersion: protocol.Version, MaxVersion: protocol.Version, Client: programName()}
+	s, err := call[*protocol.HelloReply](c, hello, nil)
+	if err == nil && s.Version != protocol.Version {
+		err = fmt.Errorf("daemon chose version %d", s.Version)
+	}
+	if err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("hello santad: %w", err)
+	}
+	c.session = *s
+	return c, nil
+}
+
+// programName names the client in the daemon's logs.
+func programName() string {
+	name := filepath.Base(os.Args[0])
+	if len(name) > protocol.MaxClientName {
+		name = name[:protocol.MaxClientName]
+	}
+	return strings.ToValidUTF8(name, "")
+}
+
+// Session is who the daemon thinks the client is.
+func (c *Client) Session() Session { return c.session }
+
+// Close closes the connection; the daemon aborts its open transactions.
+func (c *Client) Close() error { return c.conn.Close() }
+
+// call sends req with the control message oob and reads its reply, which
+// must be an R. A refusal is the daemon's *Error, and so is a request this
+// side refuses to encode: the daemon would refuse it the same way.
+func call[R protocol.Body](c *Client, req protocol.Body, oob []byte) (R, error) {
+	var none R
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.seq++
+	msg, err := protocol.Encode(c.seq, req)
+	if err != nil {
+		return none, err
+	}
+	if _, _, err := c.conn.WriteMsgUnix(msg, oob, nil); err != nil {
+		return none, err
+	}
+	n, _, flags, _, err := c.conn.ReadMsgUnix(c.buf, nil)
+	switch {
+	case err != nil:
+		return none, err
+	case n == 0:
+		return none, errors.New("santad closed the connection")
+	case flags&unix.MSG_TRUNC != 0:
+		return none, fmt.Errorf("reply to %v is over %d bytes", req.Type(), protocol.MaxMessage)
+	}
+	// A reply this side cannot decode is no refusal of the daemon's, so
+	// its *protocol.Error is not wrapped.
+	h, body, err := protocol.Decode(c.buf[:n])
+	if err != nil {
+		return none, fmt.Errorf("bad reply to %v: %v", req.Type(), err)
+	}
+	if h.Seq != c.seq {
+		return none, fmt.Errorf("reply with seq %d to request %d", h.Seq, c.seq)
+	}
+	if e, ok := body.(*protocol.Error); ok {
+		return none, e
+	}
+	r, ok := body.(R)
+	if !ok {
+		return none, fmt.Errorf("%v to a %v request", h.Type, req.Type())
+	}
+	return r, nil
+}

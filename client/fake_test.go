@@ -1,0 +1,226 @@
+package client
+
+import (
+	"net"
+	"path/filepath"
+	"slices"
+	"sync"
+	"syscall"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/santa-offload/santa/internal/protocol"
+	"github.com/santa-offload/santa/internal/rules"
+)
+
+// fake is a tiny santad: one service (fakeService) whose rules it keeps,
+// pages of pageSize, and one transaction id (fakeTxn) that holds only
+// additions: it accepts replacements and deletions but drops them.
+type fake struct {
+	mu      sync.Mutex
+	rules   []RuleEntry // by rising id
+	nextID  uint32
+	pending []rules.Rule // added in the open transaction
+	cookies []uint64     // SO_COOKIE of each socket attached
+	client  string       // the name HELLO gave
+}
+
+const (
+	fakeService = 7
+	fakeTxn     = 9
+	pageSize    = 2
+)
+
+// serve starts handle on a unixpacket socket in a temporary directory and
+// returns its path. Each connection is served by handle, request by request.
+func serve(t *testing.T, handle func(protocol.Body, []int) protocol.Body) string {
+	path := filepath.Join(t.TempDir(), "santa.sock")
+	l, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: path, Net: "unixpacket"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			conn, err := l.AcceptUnix()
+			if err != nil {
+				return
+			}
+			go answer(conn, handle)
+		}
+	}()
+	return path
+}
+
+func answer(conn *net.UnixConn, handle func(protocol.Body, []int) protocol.Body) {
+	defer conn.Close()
+	buf := make([]byte, protocol.MaxMessage)
+	oob := make([]byte, unix.CmsgSpace(4*4))
+	for {
+		n, oobn, _, _, err := conn.ReadMsgUnix(buf, oob)
+		if err != nil || n == 0 {
+			return
+		}
+		h, req, err := protocol.Decode(buf[:n])
+		var reply protocol.Body
+		if err != nil {
+			reply = err.(*protocol.Error)
+		} else {
+			reply = handle(req, receivedFDs(oob[:oobn]))
+		}
+		msg, err := protocol.Encode(h.Seq, reply)
+		if err != nil {
+			return
+		}
+		if _, err := conn.Write(msg); err != nil {
+			return
+		}
+	}
+}
+
+func receivedFDs(oob []byte) []int {
+	msgs, _ := unix.ParseSocketControlMessage(oob)
+	var fds []int
+	for _, m := range msgs {
+		got, _ := unix.ParseUnixRights(&m)
+		fds = append(fds, got...)
+	}
+	return fds
+}
+
+func (f *fake) handle(req protocol.Body, fds []int) protocol.Body {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, fd := range fds {
+		defer unix.Close(fd)
+	}
+	if id, ok := serviceOf(req); ok && id != fakeService {
+		return protocol.Errorf(syscall.ENOENT, "no service %d", id)
+	}
+	switch req := req.(type) {
+	case *protocol.Hello:
+		f.client = req.Client
+		return &protocol.HelloReply{Version: 1, UID: 1000, GID: 100, PID: 42, QuotaRules: 65536, Daemon: "fake"}
+	case *protocol.Attach:
+		if len(fds) != 1 {
+			return protocol.Errorf(syscall.EBADF, "%d fds", len(fds))
+		}
+		cookie, err := unix.GetsockoptUint64(fds[0], unix.SOL_SOCKET, unix.SO_COOKIE)
+		if err != nil {
+			return protocol.Errorf(syscall.ENOTSOCK, "%v", err)
+		}
+		f.cookies = append(f.cookies, cookie)
+		return &protocol.ServiceInfo{ServiceID: fakeService, Protocol: 17, Family: 4, Cookie: cookie}
+	case *protocol.Detach:
+		return &protocol.DetachReply{}
+	case *protocol.AddRules:
+		for i, r := range req.Rules {
+			if err := r.Validate(rules.DefaultUDPLimits); err != nil {
+				return protocol.ErrorAt(syscall.EINVAL, uint32(i), "%v", err)
+			}
+		}
+		if req.Txn != 0 {
+			f.pending = append(f.pending, req.Rules...)
+			return &protocol.AddRulesReply{}
+		}
+		return &protocol.AddRulesReply{RuleIDs: f.add(req.Rules)}
+	case *protocol.ReplaceRules:
+		if req.Txn == fakeTxn {
+			return &protocol.ReplaceRulesReply{}
+		}
+		for i, u := range req.Updates {
+			j := f.find(u.RuleID)
+			if j < 0 {
+				return protocol.ErrorAt(syscall.ENOENT, uint32(i), "no rule %d", u.RuleID)
+			}
+			f.rules[j].Rule = u.Rule
+		}
+		return &protocol.ReplaceRulesReply{}
+	case *protocol.DeleteRules:
+		if req.Txn == fakeTxn {
+			return &protocol.DeleteRulesReply{}
+		}
+		for i, id := range req.RuleIDs {
+			j := f.find(id)
+			if j < 0 {
+				return protocol.ErrorAt(syscall.ENOENT, uint32(i), "no rule %d", id)
+			}
+			f.rules = slices.Delete(f.rules, j, j+1)
+		}
+		return &protocol.DeleteRulesReply{}
+	case *protocol.Begin:
+		return &protocol.BeginReply{Txn: fakeTxn}
+	case *protocol.Commit:
+		ids := f.add(f.pending)
+		f.pending = nil
+		return &protocol.CommitReply{RuleIDs: ids}
+	case *protocol.Abort:
+		f.pending = nil
+		return &protocol.AbortReply{}
+	case *protocol.ListServices:
+		return &protocol.ListServicesReply{Services: []ServiceInfo{{ServiceID: fakeService, Rules: uint32(len(f.rules))}}}
+	case *protocol.ListRules:
+		page, next := f.page(req.Start)
+		return &protocol.ListRulesReply{Next: next, Rules: page}
+	case *protocol.RuleStats:
+		page, next := f.page(req.Start)
+		r := &protocol.RuleStatsReply{Next: next}
+		for _, e := range page {
+			r.Counters = append(r.Counters, RuleCounters{RuleID: e.RuleID, Hits: uint64(e.RuleID) * 10})
+		}
+		return r
+	case *protocol.ServiceStats:
+		return &protocol.ServiceStatsReply{Matched: 5, Rules: uint32(len(f.rules))}
+	case *protocol.Status:
+		return &protocol.StatusReply{Daemon: "fake", Services: 1, Interfaces: []Interface{{Ifindex: 1, Name: "lo", XDP: "generic"}}}
+	}
+	return protocol.Errorf(syscall.EPROTO, "unexpected %v", req.Type())
+}
+
+// serviceOf is the service a request names.
+func serviceOf(req protocol.Body) (uint32, bool) {
+	switch req := req.(type) {
+	case *protocol.Detach:
+		return req.ServiceID, true
+	case *protocol.AddRules:
+		return req.ServiceID, true
+	case *protocol.ReplaceRules:
+		return req.ServiceID, true
+	case *protocol.DeleteRules:
+		return req.ServiceID, true
+	case *protocol.Begin:
+		return req.ServiceID, true
+	case *protocol.ListRules:
+		return req.ServiceID, true
+	case *protocol.RuleStats:
+		return req.ServiceID, true
+	case *protocol.ServiceStats:
+		return req.ServiceID, true
+	}
+	return 0, false
+}
+
+func (f *fake) add(rs []rules.Rule) []uint32 {
+	var ids []uint32
+	for _, r := range rs {
+		f.nextID++
+		f.rules = append(f.rules, RuleEntry{RuleID: f.nextID, Rule: r})
+		ids = append(ids, f.nextID)
+	}
+	return ids
+}
+
+func (f *fake) find(id uint32) int {
+	return slices.IndexFunc(f.rules, func(e RuleEntry) bool { return e.RuleID == id })
+}
+
+// page is up to pageSize rules from id start on, and the next page's start.
+func (f *fake) page(start uint32) ([]RuleEntry, uint32) {
+	i, _ := slices.BinarySearchFunc(f.rules, start, func(e RuleEntry, id uint32) int { return int(e.RuleID) - int(id) })
+	page := f.rules[i:min(i+pageSize, len(f.rules))]
+	if i+pageSize >= len(f.rules) {
+		return page, protocol.LastPage
+	}
+	return page, f.rules[i+pageSize].RuleID
+}

@@ -1,0 +1,114 @@
+package protocol
+
+import "github.com/santa-offload/santa/internal/rules"
+
+// The shared structures of docs/protocol.md.
+
+// Smallest encodings, which bound a count before its items are allocated.
+const (
+	minRuleSize      = 8 // cond_off, empty pattern, reply_len, nproc, flags
+	minProcessorSize = 6 // kind, reserved, dst, empty bytes
+	ruleEntrySize    = 4 + minRuleSize
+	serviceSize      = 48
+	countersSize     = 20
+	minInterfaceSize = 9 // ifindex, empty name, empty xdp, tc
+)
+
+// processorKinds names the processor kinds by value, for the wire's kind
+// byte and the JSON form's key.
+var processorKinds = []string{
+	rules.ProcessorPut:  "put",
+	rules.ProcessorCopy: "copy",
+}
+
+func ruleFields(c codec, r *rules.Rule) {
+	c.u16("cond_off", &r.Condition.Offset)
+	c.bytes16("pattern", &r.Condition.Pattern)
+	c.u16("reply_len", &r.ReplyLen)
+	n := c.count("processors", 1, 0, minProcessorSize, len(r.Processors))
+	c.zero("flags")
+	each(c, "processors", &r.Processors, n, processorFields)
+}
+
+func processorFields(c codec, p *rules.Processor) {
+	kind := uint8(p.Kind)
+	c.variant(processorKinds, &kind, func(c codec) {
+		switch rules.ProcessorKind(kind) {
+		case rules.ProcessorPut:
+			c.u16("dst", &p.DstOffset)
+			c.bytes16("bytes", &p.Bytes)
+		case rules.ProcessorCopy:
+			c.u16("src", &p.SrcOffset)
+			c.u16("len", &p.Length)
+			c.u16("dst", &p.DstOffset)
+		}
+	})
+	p.Kind = rules.ProcessorKind(kind)
+}
+
+// RuleEntry is a rule with its id: an update of REPLACE_RULES, an item of a
+// LIST_RULES page.
+type RuleEntry struct {
+	RuleID uint32
+	Rule   rules.Rule
+}
+
+func ruleEntryFields(c codec, e *RuleEntry) {
+	c.u32("rule_id", &e.RuleID)
+	c.object("rule", func(c codec) { ruleFields(c, &e.Rule) })
+}
+
+// ServiceInfo is a service: the ATTACH reply, an item of LIST_SERVICES'.
+type ServiceInfo struct {
+	ServiceID   uint32
+	Protocol    uint8    // 17 (UDP) or 6 (TCP)
+	Family      uint8    // 4 or 6
+	Port        uint16   // local port
+	Addr        [16]byte // local address; IPv4 in the first 4 bytes
+	Cookie      uint64   // the socket's SO_COOKIE
+	NetnsCookie uint64   // the socket's SO_NETNS_COOKIE
+	OwnerUID    uint32
+	Rules       uint32 // rules installed now
+}
+
+func (*ServiceInfo) Type() Type { return TypeAttach | ReplyBit }
+
+func (s *ServiceInfo) fields(c codec) {
+	c.u32("service_id", &s.ServiceID)
+	c.u8("protocol", &s.Protocol)
+	c.u8("family", &s.Family)
+	c.u16("port", &s.Port)
+	c.addr("addr", &s.Addr)
+	c.u64("cookie", &s.Cookie)
+	c.u64("netns_cookie", &s.NetnsCookie)
+	c.u32("owner_uid", &s.OwnerUID)
+	c.u32("rules", &s.Rules)
+}
+
+// RuleCounters are one rule's counters, summed over CPUs.
+type RuleCounters struct {
+	RuleID uint32
+	Hits   uint64
+	Bytes  uint64
+}
+
+func ruleCountersFields(c codec, r *RuleCounters) {
+	c.u32("rule_id", &r.RuleID)
+	c.u64("hits", &r.Hits)
+	c.u64("bytes", &r.Bytes)
+}
+
+// Interface is a network interface santad has attached to (STATUS).
+type Interface struct {
+	Ifindex uint32
+	Name    string
+	XDP     string // "native", "generic" or "none"
+	TC      bool   // the TC program is attached
+}
+
+func interfaceFields(c codec, i *Interface) {
+	c.u32("ifindex", &i.Ifindex)
+	c.string16("name", &i.Name, maxLen16)
+	c.string16("xdp", &i.XDP, maxLen16)
+	c.flag("tc", &i.TC)
+}

@@ -1,0 +1,312 @@
+package protocol
+
+import (
+	"bytes"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"flag"
+	"os"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/santa-offload/santa/internal/rules"
+)
+
+var update = flag.Bool("update", false, "rewrite "+vectorsPath+" from the tables of vectors_test.go")
+
+const vectorsPath = "../../testdata/protocol/vectors.json"
+
+// vectorFile is the layout of vectors.json, as docs/protocol.md gives it.
+type vectorFile struct {
+	ProtocolVersion int             `json:"protocol_version"`
+	Vectors         []vector        `json:"vectors"`
+	Invalid         []invalidVector `json:"invalid"`
+}
+
+type vector struct {
+	Name    string      `json:"name"`
+	Message jsonMessage `json:"message"`
+	Hex     string      `json:"hex"`
+}
+
+type invalidVector struct {
+	Name  string `json:"name"`
+	Hex   string `json:"hex"`
+	Error string `json:"error"`
+}
+
+// errnoNames are the codes of the error table of docs/protocol.md.
+var errnoNames = map[syscall.Errno]string{
+	syscall.EPERM:           "EPERM",
+	syscall.ENOENT:          "ENOENT",
+	syscall.EBADF:           "EBADF",
+	syscall.EEXIST:          "EEXIST",
+	syscall.EINVAL:          "EINVAL",
+	syscall.ENOSPC:          "ENOSPC",
+	syscall.EPROTO:          "EPROTO",
+	syscall.EBADMSG:         "EBADMSG",
+	syscall.ENOTSOCK:        "ENOTSOCK",
+	syscall.EMSGSIZE:        "EMSGSIZE",
+	syscall.EPROTONOSUPPORT: "EPROTONOSUPPORT",
+	syscall.EOPNOTSUPP:      "EOPNOTSUPP",
+	syscall.EDQUOT:          "EDQUOT",
+}
+
+// dnsRule answers an A query for example.com. with 192.0.2.1: the
+// condition is the query after its id, the reply is put whole, and copy
+// fills in the id.
+var dnsRule = rules.Rule{
+	Condition: rules.Condition{Offset: 2, Pattern: mustHex("0100000100000000000007" + "6578616d706c6503636f6d00" + "00010001")},
+	Processors: []rules.Processor{
+		rules.Put(2, mustHex("8180000100010000000007"+"6578616d706c6503636f6d00"+"00010001"+"c00c000100010000012c0004c0000201")),
+		rules.Copy(0, 2, 0),
+	},
+	ReplyLen: 45,
+}
+
+var (
+	helloRule  = rules.Rule{Condition: rules.Condition{Pattern: []byte("Hello")}, Processors: []rules.Processor{rules.Put(0, []byte("COMSYS"))}, ReplyLen: 6}
+	echoRule   = rules.Rule{Condition: rules.Condition{Offset: 4, Pattern: []byte("PING")}, Processors: []rules.Processor{rules.Copy(0, 8, 0), rules.Put(4, []byte("PONG"))}, ReplyLen: 8}
+	zeroesRule = rules.Rule{Condition: rules.Condition{Offset: 0x1234, Pattern: []byte{0}}, ReplyLen: 0x0102}
+
+	serviceV6 = ServiceInfo{
+		ServiceID: 3, Protocol: 17, Family: 6, Port: 53,
+		Addr:   [16]byte{0x20, 0x01, 0x0d, 0xb8, 15: 0x53},
+		Cookie: 0x0102030405060708, NetnsCookie: 0x1000000001, OwnerUID: 1000, Rules: 2,
+	}
+	serviceV4 = ServiceInfo{
+		ServiceID: 4, Protocol: 17, Family: 4, Port: 5353,
+		Addr:   [16]byte{192, 0, 2, 1},
+		Cookie: 4097, NetnsCookie: 1, OwnerUID: 0, Rules: 0,
+	}
+)
+
+// goVectors are the messages of vectors.json.
+var goVectors = []struct {
+	name string
+	seq  uint32
+	body Body
+}{
+	{"hello request", 1, &Hello{MinVersion: 1, MaxVersion: 1, Client: "test"}},
+	{"hello reply", 1, &HelloReply{Version: 1, UID: 1000, GID: 1000, PID: 4242, QuotaRules: 65536, QuotaBytes: 64 << 20, Daemon: "santad 0.1.0"}},
+	{"hello reply, admin without quotas", 0xdeadbeef, &HelloReply{Version: 1, PID: 1, Admin: true, Daemon: "santad 0.1.0"}},
+	{"attach request", 2, &Attach{}},
+	{"attach reply, IPv6 service", 2, &serviceV6},
+	{"attach reply, IPv4 service", 3, &serviceV4},
+	{"detach request", 4, &Detach{ServiceID: 3}},
+	{"detach reply", 4, &DetachReply{}},
+	{"add rules request, one rule with put and copy", 5, &AddRules{ServiceID: 3, Rules: []rules.Rule{dnsRule}}},
+	{"add rules request, three rules", 6, &AddRules{ServiceID: 4, Rules: []rules.Rule{helloRule, echoRule, zeroesRule}}},
+	{"add rules request in a transaction", 7, &AddRules{ServiceID: 3, Txn: 9, Rules: []rules.Rule{helloRule}}},
+	{"add rules reply", 6, &AddRulesReply{RuleIDs: []uint32{1, 2, 0x10000}}},
+	{"add rules reply in a transaction", 7, &AddRulesReply{}},
+	{"replace rules request", 8, &ReplaceRules{ServiceID: 4, Updates: []RuleEntry{{RuleID: 1, Rule: echoRule}, {RuleID: 2, Rule: helloRule}}}},
+	{"replace rules request in a transaction, empty", 9, &ReplaceRules{ServiceID: 4, Txn: 9}},
+	{"replace rules reply", 8, &ReplaceRulesReply{}},
+	{"delete rules request", 10, &DeleteRules{ServiceID: 4, Txn: 9, RuleIDs: []uint32{2, 1}}},
+	{"delete rules reply", 10, &DeleteRulesReply{}},
+	{"begin request", 11, &Begin{ServiceID: 3}},
+	{"begin reply", 11, &BeginReply{Txn: 9}},
+	{"commit request", 12, &Commit{Txn: 9}},
+	{"commit reply", 12, &CommitReply{RuleIDs: []uint32{5}}},
+	{"commit reply, nothing added", 13, &CommitReply{}},
+	{"abort request", 14, &Abort{Txn: 9}},
+	{"abort reply", 14, &AbortReply{}},
+	{"list services request", 15, &ListServices{}},
+	{"list services reply", 15, &ListServicesReply{Services: []ServiceInfo{serviceV6, serviceV4}}},
+	{"list services reply, none", 16, &ListServicesReply{}},
+	{"list rules request", 17, &ListRules{ServiceID: 4, Start: 0, Max: 2}},
+	{"list rules reply, more to come", 17, &ListRulesReply{Next: 3, Rules: []RuleEntry{{RuleID: 1, Rule: echoRule}, {RuleID: 2, Rule: helloRule}}}},
+	{"list rules reply, last page", 18, &ListRulesReply{Next: LastPage, Rules: []RuleEntry{{RuleID: 3, Rule: dnsRule}}}},
+	{"rule stats request", 19, &RuleStats{ServiceID: 4, Start: 3, Max: 0}},
+	{"rule stats reply, more to come", 19, &RuleStatsReply{Next: 3, Counters: []RuleCounters{{RuleID: 1, Hits: 10, Bytes: 450}, {RuleID: 2, Hits: 1 << 40, Bytes: 6 << 40}}}},
+	{"rule stats reply, last page, empty", 20, &RuleStatsReply{Next: LastPage}},
+	{"service stats request", 21, &ServiceStats{ServiceID: 3}},
+	{"service stats reply", 21, &ServiceStatsReply{Matched: 1000, Passed: 20, Fallback: 3, BadCsum: 1, Rules: 2, RuleBytes: 1 << 33}},
+	{"status request", 22, &Status{}},
+	{"status reply", 22, &StatusReply{Daemon: "santad 0.1.0", Rules: 5, Capacity: 1 << 20, Services: 2, Interfaces: []Interface{
+		{Ifindex: 2, Name: "eth0", XDP: "native", TC: true},
+		{Ifindex: 7, Name: "veth-é", XDP: "none"},
+	}}},
+	{"status reply, no interfaces", 23, &StatusReply{Daemon: "santad 0.1.0", Capacity: 1 << 20}},
+	{"error reply with an index", 6, ErrorAt(syscall.EINVAL, 1, "condition pattern is 300 bytes; the limit is 256")},
+	{"error reply without an index", 4, Errorf(syscall.ENOENT, "no service 3")},
+	{"error reply without a message", 24, Errorf(syscall.EPROTO, "")},
+}
+
+// goInvalid are the datagrams every decoder must refuse.
+func goInvalid() []struct {
+	name string
+	msg  []byte
+	code syscall.Errno
+} {
+	hello := mustEncode(1, &Hello{MinVersion: 1, MaxVersion: 1, Client: "test"})
+	helloBody := hello[HeaderLen:]
+	header := func(off int, v ...byte) []byte {
+		b := bytes.Clone(hello)
+		copy(b[off:], v)
+		return b
+	}
+	put := cat([]byte{1, 0}, u16(0), b16("xy"))
+	rule := func(nproc, flags byte, procs ...[]byte) []byte {
+		return cat(u16(0), b16("ab"), u16(4), []byte{nproc, flags}, cat(procs...))
+	}
+	addRules := func(count uint32, rules ...[]byte) []byte {
+		return message(TypeAddRules, u32(3), u32(0), u32(count), cat(rules...))
+	}
+	return []struct {
+		name string
+		msg  []byte
+		code syscall.Errno
+	}{
+		{"empty datagram", nil, syscall.EPROTO},
+		{"truncated header", hello[:10], syscall.EPROTO},
+		{"bad magic", header(0, 'X'), syscall.EPROTO},
+		{"bad version", header(4, 2, 0), syscall.EPROTO},
+		{"type 0", header(6, 0, 0), syscall.EPROTO},
+		{"unknown request type", header(6, 15, 0), syscall.EPROTO},
+		{"unknown reply type", header(6, 15, 0x80), syscall.EPROTO},
+		{"length field larger than the datagram", header(8, byte(len(hello)+1)), syscall.EPROTO},
+		{"length field smaller than the datagram", header(8, byte(len(hello)-1)), syscall.EPROTO},
+		{"length field over 131072", header(8, 1, 0, 2, 0)[:HeaderLen], syscall.EMSGSIZE},
+		{"truncated body", message(TypeHello, helloBody[:len(helloBody)-1]), syscall.EBADMSG},
+		{"trailing byte", message(TypeHello, helloBody, []byte{0}), syscall.EBADMSG},
+		{"body of a request without fields", message(TypeStatus, u32(0)), syscall.EBADMSG},
+		{"no body where fields are due", message(TypeDetach), syscall.EBADMSG},
+		{"id count beyond the body", message(TypeDeleteRules, u32(3), u32(0), u32(1000), u32(1)), syscall.EBADMSG},
+		{"rule count 0xffffffff", addRules(0xffffffff, rule(1, 0, put)), syscall.EBADMSG},
+		{"processor count beyond the body", addRules(1, rule(200, 0, put)), syscall.EBADMSG},
+		{"pattern length beyond the body", addRules(1, cat(u16(0), u16(100), []byte("ab"), u16(4), []byte{0, 0})), syscall.EBADMSG},
+		{"interface count beyond the body", message(TypeStatus.Reply(), b16("d"), u32(0), u32(0), u32(0), u16(5), u32(2), b16("eth0"), b16("none"), []byte{0}), syscall.EBADMSG},
+		{"add rules without rules", addRules(0), syscall.EINVAL},
+		{"unknown processor kind", addRules(1, rule(1, 0, cat([]byte{3, 0}, u16(0), b16("xy")))), syscall.EINVAL},
+		{"processor kind 0", addRules(1, rule(1, 0, cat([]byte{0, 0}, u16(0), b16("xy")))), syscall.EINVAL},
+		{"processor reserved byte not 0", addRules(1, rule(1, 0, cat([]byte{1, 1}, u16(0), b16("xy")))), syscall.EINVAL},
+		{"rule flags not 0", addRules(1, rule(1, 1, put)), syscall.EINVAL},
+		{"client name over 64 bytes", message(TypeHello, u16(1), u16(1), b16(strings.Repeat("a", 65))), syscall.EINVAL},
+		{"client name not UTF-8", message(TypeHello, u16(1), u16(1), b16("\xff")), syscall.EINVAL},
+		{"admin neither 0 nor 1", message(TypeHello.Reply(), u16(1), u32(0), u32(0), u32(1), []byte{2}, u32(0), u32(0), u32(0), b16("")), syscall.EINVAL},
+		{"error message over 1024 bytes", message(TypeError, u32(22), u32(NoIndex), b16(strings.Repeat("a", 1025))), syscall.EINVAL},
+	}
+}
+
+func TestVectors(t *testing.T) {
+	want, err := generateVectors()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if *update {
+		if err := os.WriteFile(vectorsPath, want, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := os.ReadFile(vectorsPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s is not what the tables of vectors_test.go give; run go test -run TestVectors -update", vectorsPath)
+	}
+	var file vectorFile
+	if err := json.Unmarshal(got, &file); err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range file.Vectors {
+		t.Run(v.Name, func(t *testing.T) { checkVector(t, v) })
+	}
+	for _, v := range file.Invalid {
+		t.Run(v.Name, func(t *testing.T) { checkInvalid(t, v) })
+	}
+}
+
+// checkVector checks both directions: the JSON message encodes to the hex,
+// and the hex decodes to the JSON message.
+func checkVector(t *testing.T, v vector) {
+	body, err := fromJSON(v.Message)
+	if err != nil {
+		t.Fatalf("reading the JSON message: %v", err)
+	}
+	msg, err := Encode(v.Message.Seq, body)
+	if err != nil {
+		t.Fatalf("encode: %v", err)
+	}
+	if got := hex.EncodeToString(msg); got != v.Hex {
+		t.Errorf("encode gives\n%s\nwant\n%s", got, v.Hex)
+	}
+	h, decoded, err := Decode(mustHex(v.Hex))
+	if err != nil {
+		t.Fatalf("decode: %v", err)
+	}
+	m, err := toJSON(h.Seq, decoded)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := json.Marshal(m)
+	want, _ := json.Marshal(v.Message)
+	if !sameJSON(got, want) {
+		t.Errorf("decode gives\n%s\nwant\n%s", got, want)
+	}
+}
+
+func checkInvalid(t *testing.T, v invalidVector) {
+	_, _, err := Decode(mustHex(v.Hex))
+	var pe *Error
+	if !errors.As(err, &pe) {
+		t.Fatalf("decode gives %v, want a *Error %s", err, v.Error)
+	}
+	if name := errnoNames[pe.Code]; name != v.Error {
+		t.Errorf("decode gives %s (%v), want %s", name, err, v.Error)
+	}
+}
+
+// generateVectors is the text of vectors.json.
+func generateVectors() ([]byte, error) {
+	file := vectorFile{ProtocolVersion: Version}
+	for _, v := range goVectors {
+		msg, err := Encode(v.seq, v.body)
+		if err != nil {
+			return nil, err
+		}
+		m, err := toJSON(v.seq, v.body)
+		if err != nil {
+			return nil, err
+		}
+		file.Vectors = append(file.Vectors, vector{Name: v.name, Message: m, Hex: hex.EncodeToString(msg)})
+	}
+	for _, v := range goInvalid() {
+		file.Invalid = append(file.Invalid, invalidVector{Name: v.name, Hex: hex.EncodeToString(v.msg), Error: errnoNames[v.code]})
+	}
+	b, err := json.MarshalIndent(file, "", "  ")
+	return append(b, '\n'), err
+}
+
+// Builders of raw messages, for the invalid ones.
+
+func mustEncode(seq uint32, b Body) []byte {
+	msg, err := Encode(seq, b)
+	if err != nil {
+		panic(err)
+	}
+	return msg
+}
+
+func mustHex(s string) []byte {
+	b, err := hex.DecodeString(s)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+// message is a datagram of type t with a right header and body parts.
+func message(t Type, parts ...[]byte) []byte {
+	body := cat(parts...)
+	return append(appendHeader(nil, Header{Type: t, Length: uint32(HeaderLen + len(body)), Seq: 1}), body...)
+}
+
+func cat(parts ...[]byte) []byte { return bytes.Join(parts, nil) }
+func u16(v uint16) []byte        { return le.AppendUint16(nil, v) }
+func u32(v uint32) []byte        { return le.AppendUint32(nil, v) }
+func b16(s string) []byte        { return append(u16(uint16(len(s))), s...) }
