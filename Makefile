@@ -30,6 +30,7 @@ build: setup $(GEN)
 
 test: build
 	$(GO) test -count=1 -timeout 30m ./...
+	python3 -m unittest discover -s sdk/python/tests -t sdk/python
 
 bench: build
 	bash bench/run-all.sh

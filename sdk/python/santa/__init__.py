@@ -1,0 +1,43 @@
+"""Python SDK for santad: offload replies to frequent UDP requests into the kernel."""
+
+from .client import DEFAULT_PATH, Client, Transaction
+from .errors import NO_INDEX, SantaError
+from .messages import (
+    LAST_PAGE,
+    HelloReply,
+    Interface,
+    MsgType,
+    RuleCounters,
+    RuleEntry,
+    Service,
+    ServiceStatsReply,
+    StatusReply,
+)
+from .protocol import MAX_MESSAGE, VERSION, Header, decode, encode
+from .rules import Copy, Processor, Put, Rule
+
+__all__ = [
+    "DEFAULT_PATH",
+    "LAST_PAGE",
+    "MAX_MESSAGE",
+    "NO_INDEX",
+    "VERSION",
+    "Client",
+    "Copy",
+    "Header",
+    "HelloReply",
+    "Interface",
+    "MsgType",
+    "Processor",
+    "Put",
+    "Rule",
+    "RuleCounters",
+    "RuleEntry",
+    "SantaError",
+    "Service",
+    "ServiceStatsReply",
+    "StatusReply",
+    "Transaction",
+    "decode",
+    "encode",
+]

@@ -1,0 +1,211 @@
+"""The client against a fake santad over real SOCK_SEQPACKET sockets."""
+
+import errno
+import os
+import socket
+import tempfile
+import unittest
+
+from santa import NO_INDEX, Client, Put, Rule, RuleEntry, SantaError, encode
+from santa.messages import (
+    AbortRequest, AddRulesRequest, AttachRequest, BeginReply, BeginRequest, CommitRequest,
+    DeleteRulesRequest, ErrorReply, HelloReply, HelloRequest, ListRulesRequest, StatusReply,
+)
+from santa.protocol import MAX_MESSAGE
+
+from .fake_santad import FakeSanta, cookie
+
+
+def rules(n: int, reply_len: int = 6) -> list[Rule]:
+    return [Rule.on(b"req %d" % i, bytes(reply_len)) for i in range(n)]
+
+
+class ClientTest(unittest.TestCase):
+    def setUp(self) -> None:
+        self.fake = FakeSanta()
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.fake.serve(theirs)
+        self.client = Client(ours, "test")
+        self.udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.udp.bind(("127.0.0.1", 0))
+        self.sid = self.client.attach(self.udp).service_id
+
+    def tearDown(self) -> None:
+        self.client.close()
+        self.udp.close()
+        self.fake.stop()
+
+    def requests(self, kind: type) -> list:
+        return [r for r in self.fake.requests if isinstance(r, kind)]
+
+    def test_hello(self) -> None:
+        self.assertEqual(self.fake.requests[0], HelloRequest(1, 1, "test"))
+        self.assertEqual(self.client.hello.daemon, "fake santad")
+
+    def test_attach_passes_the_socket_itself(self) -> None:
+        (service,) = self.client.services()
+        self.assertEqual(self.fake.cookies, [cookie(self.udp)])
+        self.assertEqual(service.cookie, cookie(self.udp))
+        self.assertEqual(service.port, self.udp.getsockname()[1])
+        self.assertEqual(service.addr, bytes([127, 0, 0, 1]) + bytes(12))
+        self.assertEqual(self.requests(AttachRequest), [AttachRequest(0)])
+
+    def test_listing_1(self) -> None:
+        rule = Rule.on(b"Hello", reply=b"COMSYS")
+        self.assertEqual(rule, Rule(0, b"Hello", 6, [Put(0, b"COMSYS")]))
+        rule_id = self.client.add_rule(self.sid, rule)
+        self.assertEqual(list(self.client.rules(self.sid)), [RuleEntry(rule_id, rule)])
+        self.assertEqual(self.client.service_stats(self.sid).rules, 1)
+        self.assertEqual(self.client.status().services, 1)
+
+    def test_small_batch_is_one_message(self) -> None:
+        ids = self.client.add_rules(self.sid, rules(10))
+        self.assertEqual(len(ids), 10)
+        (request,) = self.requests(AddRulesRequest)
+        self.assertEqual(request.txn, 0)
+        self.assertEqual(self.requests(BeginRequest), [])
+
+    def test_empty_batch_sends_nothing(self) -> None:
+        sent = len(self.fake.requests)
+        self.assertEqual(self.client.add_rules(self.sid, []), [])
+        self.client.delete_rules(self.sid, [])
+        self.assertEqual(len(self.fake.requests), sent)
+
+    def test_large_batch_is_split_under_a_transaction(self) -> None:
+        batch = rules(3000, reply_len=100)
+        ids = self.client.add_rules(self.sid, batch)
+        kinds = [type(r) for r in self.fake.requests[2:]]  # after HELLO, ATTACH
+        adds = self.requests(AddRulesRequest)
+        self.assertGreaterEqual(len(adds), 3)
+        self.assertEqual(kinds, [BeginRequest] + [AddRulesRequest] * len(adds) + [CommitRequest])
+        (commit,) = self.requests(CommitRequest)
+        self.assertTrue(all(a.txn == commit.txn != 0 for a in adds))
+        self.assertEqual([r for a in adds for r in a.rules], batch)
+        self.assertTrue(all(len(encode(1, a)) <= MAX_MESSAGE for a in adds))
+        self.assertEqual(len(set(ids)), 3000)
+        self.assertEqual([e.rule for e in self.client.rules(self.sid)], batch)
+
+    def test_split_batch_is_all_or_nothing(self) -> None:
+        batch = rules(3000, reply_len=100)
+        batch[2500] = Rule(0, b"", 1)
+        with self.assertRaises(SantaError) as caught:
+            self.client.add_rules(self.sid, batch)
+        # The index names the rule in the caller's list, not in its piece.
+        self.assertEqual((caught.exception.code, caught.exception.index), (errno.EINVAL, 2500))
+        self.assertIsInstance(self.fake.requests[-1], AbortRequest)
+        self.assertEqual(list(self.client.rules(self.sid)), [])
+
+    def test_large_delete_is_split_too(self) -> None:
+        self.client.delete_rules(self.sid, range(100_000))
+        deletes = self.requests(DeleteRulesRequest)
+        self.assertEqual(sum(len(d.rule_ids) for d in deletes), 100_000)
+        self.assertGreater(len(deletes), 1)
+        self.assertEqual(len(self.requests(CommitRequest)), 1)
+
+    def test_rule_too_big_for_any_message(self) -> None:
+        huge = Rule(0, b"x", 1, [Put(0, bytes(60000))] * 3)
+        with self.assertRaises(SantaError) as caught:
+            self.client.add_rules(self.sid, [Rule.on(b"a", b"b"), huge])
+        self.assertEqual((caught.exception.code, caught.exception.index), (errno.EMSGSIZE, 1))
+
+    def test_paging(self) -> None:
+        ids = self.client.add_rules(self.sid, rules(5))
+        self.assertEqual([e.rule_id for e in self.client.rules(self.sid)], ids)
+        self.assertEqual(len(self.requests(ListRulesRequest)), 3)  # pages of 2
+        self.fake.hits = 4
+        counters = [(c.rule_id, c.hits) for c in self.client.rule_stats(self.sid)]
+        self.assertEqual(counters, [(i, 4) for i in ids])
+
+    def test_transaction_commits(self) -> None:
+        old = self.client.add_rules(self.sid, rules(2))
+        new = Rule.on(b"new", b"NEW")
+        with self.client.transaction(self.sid) as txn:
+            txn.add_rule(Rule.on(b"a", b"A"))
+            txn.replace_rules([(old[0], new)])
+            txn.delete_rules([old[1]])
+            txn.add_rules([Rule.on(b"b", b"B")])
+            self.assertEqual(list(self.client.rules(self.sid))[0].rule, rules(1)[0])  # nothing yet
+        self.assertEqual(len(txn.rule_ids), 2)
+        self.assertEqual(
+            {e.rule_id: e.rule.pattern for e in self.client.rules(self.sid)},
+            {old[0]: b"new", txn.rule_ids[0]: b"a", txn.rule_ids[1]: b"b"},
+        )
+
+    def test_transaction_aborts_on_exception(self) -> None:
+        with self.assertRaises(KeyError):
+            with self.client.transaction(self.sid) as txn:
+                txn.add_rules(rules(3))
+                raise KeyError("the caller's own failure")
+        self.assertEqual(self.fake.requests[-1], AbortRequest(txn.txn))
+        self.assertEqual(list(self.client.rules(self.sid)), [])
+
+    def test_error_reply(self) -> None:
+        with self.assertRaises(SantaError) as caught:
+            self.client.detach(999)
+        e = caught.exception
+        self.assertEqual((e.code, e.index, e.message), (errno.ENOENT, NO_INDEX, "no service 999"))
+        self.assertIn("ENOENT", str(e))
+        # Only EPROTO and EMSGSIZE end a connection.
+        self.client.detach(self.sid)
+        self.assertEqual(self.client.services(), [])
+
+
+class ConnectTest(unittest.TestCase):
+    def test_connect_by_path(self) -> None:
+        fake = FakeSanta()
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "santa.sock")
+            fake.listen(path)
+            try:
+                with Client.connect(path, name="by-path") as client:
+                    self.assertEqual(client.status().daemon, "fake santad")
+            finally:
+                fake.stop()
+        self.assertEqual(fake.requests[0], HelloRequest(1, 1, "by-path"))
+
+    def test_version_mismatch(self) -> None:
+        fake = FakeSanta(version=2)
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        fake.serve(theirs)
+        with self.assertRaises(SantaError) as caught:
+            Client(ours)
+        self.assertEqual(caught.exception.code, errno.EPROTONOSUPPORT)
+        self.assertEqual(ours.fileno(), -1)  # the client closed what it owned
+        fake.stop()
+
+
+class ReplyCheckTest(unittest.TestCase):
+    """Canned replies queued on the peer before each request: no thread."""
+
+    def setUp(self) -> None:
+        ours, self.peer = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.peer.send(encode(1, HelloReply(1, 0, 0, 1, 1, 0, 0, "canned")))
+        self.client = Client(ours)
+
+    def tearDown(self) -> None:
+        self.client.close()
+        self.peer.close()
+
+    def refused(self, reply: bytes) -> SantaError:
+        self.peer.send(reply)
+        with self.assertRaises(SantaError) as caught:
+            self.client.status()
+        return caught.exception
+
+    def test_wrong_seq(self) -> None:
+        self.assertEqual(self.refused(encode(9, StatusReply("", 0, 0, 0, []))).code, errno.EPROTO)
+
+    def test_wrong_type(self) -> None:
+        self.assertEqual(self.refused(encode(2, BeginReply(1))).code, errno.EPROTO)
+
+    def test_error_without_a_seq(self) -> None:
+        e = self.refused(encode(0, ErrorReply(errno.EPROTO, NO_INDEX, "bad magic")))
+        self.assertEqual((e.code, e.message), (errno.EPROTO, "bad magic"))
+
+    def test_reply_shorter_than_its_header_says(self) -> None:
+        cut = encode(2, StatusReply("", 0, 0, 0, []))[:-1]
+        self.assertEqual(self.refused(cut).code, errno.EPROTO)
+
+
+if __name__ == "__main__":
+    unittest.main()

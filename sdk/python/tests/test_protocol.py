@@ -1,0 +1,188 @@
+"""The codec on its own: every body both ways, and every refusal of the doc."""
+
+import errno
+import struct
+import unittest
+from typing import Any
+
+from santa import Copy, Put, Rule, SantaError, decode, encode
+from santa.errors import NO_INDEX
+from santa.messages import (
+    BODIES,
+    KIND_OF,
+    AbortReply, AbortRequest, AddRulesReply, AddRulesRequest, AttachRequest,
+    BeginReply, BeginRequest, CommitReply, CommitRequest, DeleteRulesReply,
+    DeleteRulesRequest, DetachReply, DetachRequest, ErrorReply, HelloReply,
+    HelloRequest, Interface, ListRulesReply, ListRulesRequest, ListServicesReply,
+    ListServicesRequest, MsgType, ReplaceRulesReply, ReplaceRulesRequest,
+    RuleCounters, RuleEntry, RuleStatsReply, RuleStatsRequest, Service,
+    ServiceStatsReply, ServiceStatsRequest, StatusReply, StatusRequest,
+)
+from santa.protocol import MAGIC, MAX_MESSAGE
+
+HELLO = Rule.on(b"Hello", b"COMSYS")
+DNS = Rule(2, b"\x01\x00\x00\x01", 40, [Put(2, b"\x81\x80"), Copy(0, 2, 0)])
+EMPTY_PUT = Rule(0, b"x", 1, [Put(0, b"")])  # the smallest processor there is
+SERVICE = Service(7, 17, 4, 7777, bytes([127, 0, 0, 1]) + bytes(12), 4319, 3, 1000, 2)
+
+# One body of every class; test_every_body_has_an_example keeps it complete.
+EXAMPLES: list[Any] = [
+    HelloRequest(1, 1, "test"),
+    HelloReply(1, 1000, 1000, 42, 0, 65536, 64 << 20, "santad 0.1"),
+    AttachRequest(),
+    SERVICE,
+    DetachRequest(7),
+    DetachReply(),
+    AddRulesRequest(7, 0, [HELLO, DNS, EMPTY_PUT]),
+    AddRulesReply([1, 2]),
+    ReplaceRulesRequest(7, 3, [RuleEntry(1, DNS)]),
+    ReplaceRulesReply(),
+    DeleteRulesRequest(7, 0, [1, 2]),
+    DeleteRulesReply(),
+    BeginRequest(7),
+    BeginReply(3),
+    CommitRequest(3),
+    CommitReply([4, 5]),
+    AbortRequest(3),
+    AbortReply(),
+    ListServicesRequest(),
+    ListServicesReply([SERVICE, SERVICE]),
+    ListRulesRequest(7, 0, 0),
+    ListRulesReply(0xFFFFFFFF, [RuleEntry(1, HELLO), RuleEntry(2, DNS)]),
+    RuleStatsRequest(7, 0, 100),
+    RuleStatsReply(3, [RuleCounters(1, 5, 30), RuleCounters(2, 0, 0)]),
+    ServiceStatsRequest(7),
+    ServiceStatsReply(10, 5, 1, 0, 2, 57),
+    StatusRequest(),
+    StatusReply("santad 0.1", 2, 1 << 20, 1, [Interface(2, "eth0", "native", 1)]),
+    ErrorReply(errno.EINVAL, 3, "condition pattern is 300 bytes; the limit is 256"),
+]
+
+
+def header(wire_type: int, length: int, magic: int = MAGIC, version: int = 1) -> bytes:
+    return struct.pack("<IHHII", magic, version, wire_type, length, 1)
+
+
+def message(wire_type: int, body: bytes) -> bytes:
+    return header(wire_type, 16 + len(body)) + body
+
+
+class RoundTripTest(unittest.TestCase):
+    def test_every_body_has_an_example(self) -> None:
+        self.assertEqual({type(b) for b in EXAMPLES}, set(BODIES.values()))
+
+    def test_round_trip(self) -> None:
+        for body in EXAMPLES:
+            with self.subTest(type(body).__name__):
+                header, decoded = decode(encode(99, body))
+                self.assertEqual(decoded, body)
+                self.assertEqual(header.seq, 99)
+                self.assertIs(BODIES[header.type, header.reply], type(body))
+
+    def test_size_is_the_encoded_size(self) -> None:
+        # Batches are split by size(), so it must be exact.
+        for body in EXAMPLES:
+            with self.subTest(type(body).__name__):
+                codec = KIND_OF[type(body)][2]
+                self.assertEqual(codec.size(body), len(encode(1, body)) - 16)
+
+    def test_listing_1_bytes(self) -> None:
+        data = encode(1, AddRulesRequest(7, 0, [HELLO]))
+        self.assertEqual(data[:4], b"SNTA")
+        self.assertEqual(data[6:8], b"\x04\x00")
+        self.assertEqual(
+            data[16:],
+            struct.pack("<III", 7, 0, 1)
+            + b"\x00\x00" + b"\x05\x00Hello" + b"\x06\x00" + b"\x01\x00"
+            + b"\x01\x00" + b"\x00\x00" + b"\x06\x00COMSYS",
+        )
+
+    def test_reply_bit(self) -> None:
+        self.assertEqual(encode(1, BeginReply(3))[6:8], struct.pack("<H", 0x8007))
+        self.assertEqual(encode(1, ErrorReply(1, 2, ""))[6:8], b"\xff\xff")
+
+    def test_empty_body(self) -> None:
+        self.assertEqual(len(encode(1, StatusRequest())), 16)
+
+
+class RefusalTest(unittest.TestCase):
+    def refused(self, code: int, data: bytes) -> SantaError:
+        with self.assertRaises(SantaError) as caught:
+            decode(data)
+        self.assertEqual(caught.exception.code, code, caught.exception)
+        return caught.exception
+
+    def test_header(self) -> None:
+        good = encode(1, DetachRequest(7))
+        self.refused(errno.EPROTO, good[:15])
+        self.refused(errno.EPROTO, header(3, 20, magic=0x41544E54) + good[16:])
+        self.refused(errno.EPROTO, header(3, 20, version=2) + good[16:])
+        self.refused(errno.EPROTO, header(3, 21) + good[16:])
+        self.refused(errno.EPROTO, good + b"\x00")
+
+    def test_types(self) -> None:
+        for wire_type in (0, 15, 0x7FFF, 0x8000, 0x800F, 0xFFFE):
+            with self.subTest(hex(wire_type)):
+                self.refused(errno.EPROTO, message(wire_type, b""))
+
+    def test_size(self) -> None:
+        self.refused(errno.EMSGSIZE, message(10, bytes(MAX_MESSAGE - 15)))
+        with self.assertRaises(SantaError) as caught:
+            encode(1, DeleteRulesRequest(7, 0, list(range(MAX_MESSAGE // 4))))
+        self.assertEqual(caught.exception.code, errno.EMSGSIZE)
+
+    def test_body_exactly_consumed(self) -> None:
+        self.refused(errno.EBADMSG, message(3, b"\x07\x00\x00"))
+        self.refused(errno.EBADMSG, message(3, b"\x07\x00\x00\x00\x00"))
+        self.refused(errno.EBADMSG, message(10, b"\x00"))
+        self.refused(errno.EBADMSG, message(1, struct.pack("<HHH", 1, 1, 5) + b"abc"))
+
+    def test_counts_checked_before_use(self) -> None:
+        # Four billion rules claimed in 12 bytes: refused at once.
+        self.refused(errno.EBADMSG, message(4, struct.pack("<III", 7, 0, 0xFFFFFFFF)))
+        self.refused(errno.EBADMSG, message(0x800A, struct.pack("<I", 1) + bytes(47)))
+
+    def test_rule_fields(self) -> None:
+        data = encode(1, AddRulesRequest(7, 0, [HELLO, HELLO]))
+        # The second rule starts after the header, service_id, txn, count and
+        # the first rule; within it: cond_off 2, pattern 2+5, reply_len 2,
+        # nproc 1, then flags, then the processor's kind and reserved byte.
+        second = 16 + 12 + (len(data) - 28) // 2
+        for name, offset, value in (("flags", 12, 1), ("kind", 13, 3), ("reserved", 14, 1)):
+            with self.subTest(name):
+                bad = bytearray(data)
+                bad[second + offset] = value
+                self.assertEqual(self.refused(errno.EINVAL, bytes(bad)).index, 1)
+
+    def test_text_limits(self) -> None:
+        self.refused(errno.EINVAL, message(1, struct.pack("<HHH", 1, 1, 65) + b"x" * 65))
+        self.refused(errno.EINVAL, message(1, struct.pack("<HHH", 1, 1, 1) + b"\xff"))
+        with self.assertRaises(SantaError) as caught:
+            encode(1, HelloRequest(1, 1, "x" * 65))
+        self.assertEqual(caught.exception.code, errno.EINVAL)
+
+    def test_values_that_do_not_fit(self) -> None:
+        for body in (
+            DetachRequest(1 << 32),
+            DetachRequest(-1),
+            AddRulesRequest(7, 0, [Rule(0, b"x" * 65536, 1)]),
+            Service(1, 17, 4, 1, bytes(4), 0, 0, 0, 0),
+        ):
+            with self.subTest(body):
+                with self.assertRaises(SantaError) as caught:
+                    encode(1, body)
+                self.assertEqual(caught.exception.code, errno.EINVAL)
+
+    def test_error_index_names_the_rule(self) -> None:
+        with self.assertRaises(SantaError) as caught:
+            encode(1, AddRulesRequest(7, 0, [HELLO, HELLO, Rule(1 << 16, b"x", 1)]))
+        self.assertEqual(caught.exception.index, 2)
+        self.assertEqual(self.refused(errno.EPROTO, b"").index, NO_INDEX)
+
+    def test_not_a_body(self) -> None:
+        with self.assertRaises(TypeError):
+            encode(1, HELLO)
+
+
+if __name__ == "__main__":
+    unittest.main()

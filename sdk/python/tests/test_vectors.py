@@ -1,0 +1,46 @@
+"""The SDK against the shared vectors in testdata/protocol/vectors.json."""
+
+import errno
+import unittest
+
+from santa import SantaError, decode, encode
+from santa.messages import MsgType
+
+from . import vectors
+
+
+class VectorTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls) -> None:
+        # A missing file fails the run: the vectors are the contract.
+        cls.data = vectors.load()
+
+    def test_protocol_version(self) -> None:
+        self.assertEqual(self.data["protocol_version"], 1)
+
+    def test_valid(self) -> None:
+        self.assertTrue(self.data["vectors"])
+        for v in self.data["vectors"]:
+            with self.subTest(v["name"]):
+                msg = v["message"]
+                body = vectors.from_json(vectors.body_class(msg), msg["body"])
+                self.assertEqual(encode(msg["seq"], body).hex(), v["hex"])
+                header, decoded = decode(bytes.fromhex(v["hex"]))
+                self.assertEqual(
+                    (header.type, header.reply, header.seq),
+                    (MsgType[msg["type"]], msg["reply"], msg["seq"]),
+                )
+                self.assertEqual(decoded, body)
+
+    def test_invalid(self) -> None:
+        self.assertTrue(self.data["invalid"])
+        for v in self.data["invalid"]:
+            with self.subTest(v["name"]):
+                with self.assertRaises(SantaError) as caught:
+                    decode(bytes.fromhex(v["hex"]))
+                code = getattr(errno, v["error"])
+                self.assertEqual(caught.exception.code, code, caught.exception)
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,84 @@
+"""The shared test vectors, and their JSON form turned into body dataclasses."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import typing
+from pathlib import Path
+from typing import Any
+
+from santa import Copy, Put, Rule
+from santa.messages import BODIES, MsgType
+
+PATH = Path(__file__).resolve().parents[3] / "testdata" / "protocol" / "vectors.json"
+
+
+def load() -> dict[str, Any]:
+    with PATH.open() as f:
+        data: dict[str, Any] = json.load(f)
+    return data
+
+
+def body_class(message: dict[str, Any]) -> type[Any]:
+    """The class of a vector's message; an unknown type or direction is a
+    KeyError, so a new kind of vector fails rather than being skipped."""
+    return BODIES[MsgType[message["type"]], message["reply"]]
+
+
+def from_json(cls: type[Any], obj: dict[str, Any]) -> Any:
+    """The body dataclass `cls` holding `obj`, a body in the vectors' JSON form.
+
+    Keys must be exactly the fields: a field one side lacks is a mismatch
+    between this SDK and the vectors, never something to ignore."""
+    hints = typing.get_type_hints(cls)
+    names = [f.name for f in dataclasses.fields(cls)]
+    _expect_keys(obj, names, cls.__name__)
+    return cls(**{n: _value(hints[n], obj[n]) for n in names})
+
+
+def _value(tp: Any, v: Any) -> Any:
+    if tp is int:
+        # bool is an int in Python, but the doc says numbers, not booleans.
+        if type(v) is not int:
+            raise TypeError(f"{v!r} is not an integer")
+        return v
+    if tp is str:
+        if not isinstance(v, str):
+            raise TypeError(f"{v!r} is not a string")
+        return v
+    if tp is bytes:
+        return bytes.fromhex(v)
+    if tp is Rule:
+        return _rule(v)
+    if typing.get_origin(tp) is list:
+        (item,) = typing.get_args(tp)
+        return [_value(item, x) for x in v]
+    return from_json(tp, v)
+
+
+def _rule(obj: dict[str, Any]) -> Rule:
+    _expect_keys(obj, ["cond_off", "pattern", "reply_len", "flags", "processors"], "rule")
+    return Rule(
+        _value(int, obj["cond_off"]),
+        bytes.fromhex(obj["pattern"]),
+        _value(int, obj["reply_len"]),
+        [_processor(p) for p in obj["processors"]],
+        _value(int, obj["flags"]),
+    )
+
+
+def _processor(obj: dict[str, Any]) -> Put | Copy:
+    ((kind, args),) = obj.items()
+    if kind == "put":
+        _expect_keys(args, ["dst", "bytes"], "put")
+        return Put(_value(int, args["dst"]), bytes.fromhex(args["bytes"]))
+    if kind == "copy":
+        _expect_keys(args, ["src", "len", "dst"], "copy")
+        return Copy(_value(int, args["src"]), _value(int, args["len"]), _value(int, args["dst"]))
+    raise KeyError(f"unknown processor {kind!r}")
+
+
+def _expect_keys(obj: dict[str, Any], names: list[str], what: str) -> None:
+    if set(obj) != set(names):
+        raise KeyError(f"{what} has keys {sorted(obj)}, the SDK has {sorted(names)}")
