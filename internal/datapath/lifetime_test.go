@@ -1,0 +1,112 @@
+package datapath
+
+import (
+	"errors"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+type closedService struct {
+	id   ServiceID
+	info SocketInfo
+}
+
+// watch starts WatchSockets and returns the services it reports closed.
+func watch(t *testing.T, d *Datapath) <-chan closedService {
+	t.Helper()
+	closed := make(chan closedService, 16)
+	err := d.WatchSockets(DefaultCgroupPath, func(id ServiceID, info SocketInfo) { closed <- closedService{id, info} })
+	if err != nil {
+		t.Fatal(err)
+	}
+	return closed
+}
+
+// waitClosed waits up to a second for service id to be reported closed.
+func waitClosed(t *testing.T, closed <-chan closedService, id ServiceID) time.Duration {
+	t.Helper()
+	start := time.Now()
+	select {
+	case c := <-closed:
+		if c.id != id {
+			t.Fatalf("service %d reported closed; want %d", c.id, id)
+		}
+	case <-time.After(time.Second):
+		t.Fatalf("service %d not reported closed within 1 s", id)
+	}
+	return time.Since(start)
+}
+
+// Needs cgroup v2 and the cgroup/sock_release hook (Linux 5.9).
+func TestClosedSocketEndsService(t *testing.T) {
+	d := openTest(t)
+	closed := watch(t, d)
+	c := boundUDP(t, "127.0.0.1:0")
+	svc := register(t, d, c)
+	if _, err := d.AddRule(svc, hello()); err != nil {
+		t.Fatal(err)
+	}
+	info, _ := d.Service(svc)
+
+	c.Close()
+	took := waitClosed(t, closed, svc)
+	t.Logf("service dropped %v after close", took)
+	if _, err := d.Service(svc); !errors.Is(err, ErrUnknownService) {
+		t.Fatalf("Service after close = %v; want ErrUnknownService", err)
+	}
+	var v santaSantaService
+	if err := d.objs.Services.Lookup(info.Cookie, &v); err == nil {
+		t.Fatal("the services map still holds the closed socket")
+	}
+	// The slot and id come back: a new service can use the capacity.
+	c2 := boundUDP(t, "127.0.0.1:0")
+	if _, err := d.AddRule(register(t, d, c2), hello()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A restarted process takes over the pinned sock_release link and restores
+// the services whose sockets are still open; one closed while no process
+// watched is not restored.
+func TestRestoreServices(t *testing.T) {
+	ns := enterNewNetns(t)
+	defer ns()
+	dir := filepath.Join(t.TempDir(), "bpffs", "santa")
+	opts := Options{PinPath: dir, MaxRules: 64, MaxServices: 4}
+	first, err := Open(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Unmount(filepath.Dir(dir), 0)
+	watch(t, first)
+	open, gone := boundUDP(t, "127.0.0.1:0"), boundUDP(t, "127.0.0.1:0")
+	openID, goneID := register(t, first, open), register(t, first, gone)
+	openInfo, _ := first.Service(openID)
+	goneInfo, _ := first.Service(goneID)
+	first.Close() // as if killed: pins and links stay
+	gone.Close()  // seen by the first process's program only
+
+	opts.KeepLinks = true
+	second, err := Open(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer second.Unpin()
+	defer second.Close()
+	closed := watch(t, second)
+	if err := second.RestoreService(openID, openInfo); err != nil {
+		t.Fatalf("restoring an open socket's service: %v", err)
+	}
+	if err := second.RestoreService(goneID, goneInfo); !errors.Is(err, ErrSocketClosed) {
+		t.Fatalf("restoring a closed socket's service = %v; want ErrSocketClosed", err)
+	}
+	if dropped := second.EndRestore(); len(dropped) != 0 {
+		t.Fatalf("EndRestore dropped %v", dropped)
+	}
+	// The taken-over link runs the second process's program.
+	open.Close()
+	waitClosed(t, closed, openID)
+}
