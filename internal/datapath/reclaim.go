@@ -86,7 +86,11 @@ func (d *Datapath) reclaim() {
 		d.slots.put(s)
 	}
 	for _, id := range batch.ids {
-		d.ruleIDs.put(uint32(id))
+		// Zeroed here, once no program can bump them, so that adding a
+		// rule never waits for it. An id whose counters stay is not reused.
+		if d.resetRuleStats(id) == nil {
+			d.ruleIDs.put(uint32(id))
+		}
 	}
 }
 

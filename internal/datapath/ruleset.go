@@ -121,12 +121,6 @@ func (d *Datapath) Apply(id ServiceID, b Batch) ([]RuleID, error) {
 	if err != nil {
 		return nil, err
 	}
-	for _, r := range added {
-		if err := d.resetRuleStats(r.id); err != nil {
-			d.unprepare(svc, added)
-			return nil, err
-		}
-	}
 	replacements, err := d.prepare(svc, replaceRules, func(i int) (RuleID, error) { return replaceIDs[i], nil })
 	if err != nil {
 		d.unprepare(svc, added)

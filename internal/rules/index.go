@@ -80,8 +80,8 @@ func BuildIndex(regions []Region, entries []Entry) (map[IndexKey]IndexNode, erro
 	return b.index, nil
 }
 
-// buildIndex builds the index and remembers which roots each node hangs
-// below, so that ServiceIndex can rebuild one root's subtree alone.
+// buildIndex builds the index and notes the nodes that hang below more than
+// one root, which ServiceIndex cannot rebuild one root at a time.
 func buildIndex(regions []Region, entries []Entry) (*indexBuilder, error) {
 	if len(regions) > math.MaxUint8+1 {
 		return nil, tooBig("number of regions", "", len(regions), math.MaxUint8+1)
@@ -90,7 +90,6 @@ func buildIndex(regions []Region, entries []Entry) (*indexBuilder, error) {
 		regions: regions,
 		pending: make([]map[IndexKey]*pendingNode, MaxCondEnd+1),
 		index:   map[IndexKey]IndexNode{},
-		roots:   map[IndexKey][]IndexKey{},
 	}
 	for _, e := range entries {
 		if e.Slot == SlotNone {
@@ -104,7 +103,7 @@ func buildIndex(regions []Region, entries []Entry) (*indexBuilder, error) {
 			return nil, fmt.Errorf("rule %d: no region starts at offset %d and fits its %d-byte pattern",
 				e.ID, e.Cond.Offset, len(e.Cond.Pattern))
 		}
-		b.add(key, 0, e, []IndexKey{key})
+		b.add(key, 0, e, key, false)
 	}
 	// A child ends after its parent, so splitting nodes in order of End
 	// gathers every entry of a node, whichever parents they come from,
@@ -122,19 +121,19 @@ func buildIndex(regions []Region, entries []Entry) (*indexBuilder, error) {
 
 type pendingNode struct {
 	entries []Entry
-	depth   int        // the deepest level any parent puts it at
-	roots   []IndexKey // the roots it hangs below: one, unless hashes collide
+	depth   int      // the deepest level any parent puts it at
+	root    IndexKey // the root it hangs below
+	shared  bool     // it also hangs below another root: hashes collide
 }
 
 type indexBuilder struct {
 	regions []Region
 	pending []map[IndexKey]*pendingNode // by End
 	index   map[IndexKey]IndexNode
-	roots   map[IndexKey][]IndexKey // root -> every node below it, itself included
-	shared  map[IndexKey]bool       // nodes below more than one root
+	shared  map[IndexKey]bool // nodes below more than one root
 }
 
-func (b *indexBuilder) add(key IndexKey, depth int, e Entry, roots []IndexKey) {
+func (b *indexBuilder) add(key IndexKey, depth int, e Entry, root IndexKey, shared bool) {
 	nodes := b.pending[key.End]
 	if nodes == nil {
 		nodes = map[IndexKey]*pendingNode{}
@@ -142,25 +141,18 @@ func (b *indexBuilder) add(key IndexKey, depth int, e Entry, roots []IndexKey) {
 	}
 	n := nodes[key]
 	if n == nil {
-		n = &pendingNode{}
+		n = &pendingNode{root: root}
 		nodes[key] = n
 	}
 	n.entries = append(n.entries, e)
 	n.depth = max(n.depth, depth)
-	for _, r := range roots {
-		if !slices.Contains(n.roots, r) {
-			n.roots = append(n.roots, r)
-		}
-	}
+	n.shared = n.shared || shared || n.root != root
 }
 
-// done records the finished node under its roots.
+// done records a finished node.
 func (b *indexBuilder) done(key IndexKey, n *pendingNode, node IndexNode) {
 	b.index[key] = node
-	for _, r := range n.roots {
-		b.roots[r] = append(b.roots[r], key)
-	}
-	if len(n.roots) > 1 {
+	if n.shared {
 		if b.shared == nil {
 			b.shared = map[IndexKey]bool{}
 		}
@@ -199,7 +191,7 @@ func (b *indexBuilder) split(key IndexKey, n *pendingNode) error {
 			continue
 		}
 		h := FNV1a(key.Hash, e.Cond.Pattern[end-off:next-off])
-		b.add(IndexKey{Region: key.Region, End: uint16(next), Hash: h}, n.depth+1, e, n.roots)
+		b.add(IndexKey{Region: key.Region, End: uint16(next), Hash: h}, n.depth+1, e, n.root, n.shared)
 	}
 	b.done(key, n, IndexNode{Slots: slotsOf(kept), NextEnd: uint16(next)})
 	return nil

@@ -22,7 +22,7 @@ type ServiceIndex struct {
 	lens       map[uint16]map[int]int // offset -> pattern length -> rules
 	regions    []Region               // as the data plane has them
 	index      map[IndexKey]IndexNode // as the data plane has it
-	byRoot     map[IndexKey]*rootTree // the subtree of each root
+	byRoot     map[IndexKey][]Entry   // the entries below each root
 	shared     map[IndexKey]bool      // nodes below more than one root
 	levels     map[indexLevel]int     // how many nodes make each level walked
 }
@@ -38,11 +38,6 @@ type indexLevel struct {
 	end    uint16
 }
 
-type rootTree struct {
-	entries map[uint32]Entry
-	nodes   []IndexKey
-}
-
 // NewServiceIndex returns an empty index allowing maxRegions regions.
 func NewServiceIndex(maxRegions int) *ServiceIndex {
 	return &ServiceIndex{
@@ -51,7 +46,7 @@ func NewServiceIndex(maxRegions int) *ServiceIndex {
 		conds:      map[condKey]uint32{},
 		lens:       map[uint16]map[int]int{},
 		index:      map[IndexKey]IndexNode{},
-		byRoot:     map[IndexKey]*rootTree{},
+		byRoot:     map[IndexKey][]Entry{},
 		levels:     map[indexLevel]int{},
 	}
 }
@@ -197,20 +192,16 @@ func (s *ServiceIndex) planTouched(c *IndexChange, removing map[uint32]bool) (bo
 	var entries []Entry
 	c.Old = map[IndexKey]IndexNode{}
 	for root := range c.touched {
-		t := s.byRoot[root]
-		if t == nil {
-			continue
-		}
-		for id, e := range t.entries {
-			if !removing[id] {
+		for _, e := range s.byRoot[root] {
+			if !removing[e.ID] {
 				entries = append(entries, e)
 			}
-		}
-		for _, k := range t.nodes {
-			if s.shared[k] {
-				return false, nil
+			for _, k := range s.path(root, e.Cond) {
+				if s.shared[k] {
+					return false, nil
+				}
+				c.Old[k] = s.index[k]
 			}
-			c.Old[k] = s.index[k]
 		}
 	}
 	entries = append(entries, c.add...)
@@ -288,11 +279,11 @@ func (s *ServiceIndex) Apply(c *IndexChange) {
 	s.regions = c.Regions
 	if c.Full {
 		s.index, s.shared = c.built.index, c.built.shared
-		s.byRoot = map[IndexKey]*rootTree{}
+		s.byRoot = map[IndexKey][]Entry{}
 		s.levels = map[indexLevel]int{}
 		countLevels(s.levels, s.index, 1)
 		for _, e := range s.entries {
-			s.rootTree(e).entries[e.ID] = e
+			s.addToRoot(e)
 		}
 	} else {
 		for k := range c.Old {
@@ -311,11 +302,27 @@ func (s *ServiceIndex) Apply(c *IndexChange) {
 			delete(s.byRoot, root)
 		}
 		for _, e := range c.rebuilt {
-			s.rootTree(e).entries[e.ID] = e
+			s.addToRoot(e)
 		}
 	}
-	for root, nodes := range c.built.roots {
-		s.byRoot[root].nodes = nodes
+}
+
+// path lists the nodes a condition below root passes through, as the data
+// plane walks them: every node of a root's subtree is on some entry's path.
+func (s *ServiceIndex) path(root IndexKey, c Condition) []IndexKey {
+	var keys []IndexKey
+	off := int(s.regions[root.Region].Off)
+	for key := root; ; {
+		n, ok := s.index[key]
+		if !ok {
+			return keys
+		}
+		keys = append(keys, key)
+		if n.NextEnd == 0 || c.End() < int(n.NextEnd) {
+			return keys
+		}
+		h := FNV1a(key.Hash, c.Pattern[int(key.End)-off:int(n.NextEnd)-off])
+		key = IndexKey{Region: key.Region, End: n.NextEnd, Hash: h}
 	}
 }
 
@@ -326,14 +333,9 @@ func (s *ServiceIndex) sharedNode(k IndexKey) {
 	s.shared[k] = true
 }
 
-func (s *ServiceIndex) rootTree(e Entry) *rootTree {
+func (s *ServiceIndex) addToRoot(e Entry) {
 	key, _ := RootKey(s.regions, e.Cond)
-	t := s.byRoot[key]
-	if t == nil {
-		t = &rootTree{entries: map[uint32]Entry{}}
-		s.byRoot[key] = t
-	}
-	return t
+	s.byRoot[key] = append(s.byRoot[key], e)
 }
 
 func (s *ServiceIndex) countLen(c Condition, n int) {
