@@ -2,7 +2,7 @@
 # `make test` and `make demo` install what they need first (make setup).
 
 GO       ?= go
-PKGS     := clang llvm libbpf-dev bpftool iproute2 ethtool
+PKGS     := clang llvm libbpf-dev bpftool iproute2 ethtool gcc make pkg-config python3
 VMLINUX  := bpf/include/vmlinux.h
 BPF_SRC  := $(wildcard bpf/*.bpf.c bpf/include/*.h)
 GEN      := internal/datapath/santa_bpfel.go internal/xdppass/xdppass_bpfel.go
@@ -31,6 +31,7 @@ build: setup $(GEN)
 test: build
 	$(GO) test -count=1 -timeout 30m ./...
 	python3 -m unittest discover -s sdk/python/tests -t sdk/python
+	$(MAKE) -C sdk/c test
 
 bench: build
 	bash bench/run-all.sh

@@ -1,0 +1,39 @@
+/*
+ * An in-memory santad for the tests: it speaks protocol version 1 with the
+ * library's own codec (so the request decoder is exercised too), keeps
+ * services, rules and transactions, and checks what santad checks that the
+ * tests need (ownership aside).  It answers no packets: rule hits are
+ * `hits_per_rule` for every rule.
+ */
+#ifndef SANTA_TEST_FAKE_DAEMON_H
+#define SANTA_TEST_FAKE_DAEMON_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "internal.h"
+
+struct fake_daemon;
+
+struct fake_stats {
+	unsigned requests[SANTA_TYPE_MAX + 1]; /* by request type */
+	unsigned txn_batches;  /* ADD/REPLACE/DELETE_RULES inside a transaction */
+	size_t max_len;        /* longest request received */
+	unsigned oversize;     /* requests over SANTA_MSG_MAX */
+	uint64_t last_cookie;  /* SO_COOKIE of the last fd ATTACH got */
+	unsigned connections;  /* accepted or served */
+};
+
+/* page_max: at most this many items per LIST_RULES / RULE_STATS page. */
+struct fake_daemon *fake_new(uint32_t page_max, uint64_t hits_per_rule);
+/* Serves the connected SOCK_SEQPACKET fd in a thread of its own; takes fd. */
+int fake_serve(struct fake_daemon *d, int fd);
+/* Serves every connection to a new socket at path, in threads. */
+int fake_listen(struct fake_daemon *d, const char *path);
+struct fake_stats fake_stats(struct fake_daemon *d);
+size_t fake_rule_count(struct fake_daemon *d);
+/* Stops every thread (connections see EOF) and frees everything. */
+void fake_free(struct fake_daemon *d);
+
+#endif
