@@ -61,28 +61,29 @@ static int err_daemon(struct santa_client *c, const struct santa_msg *rep)
 
 /* ---- one request, one reply ---- */
 
+void santa_pass_fd(struct msghdr *mh, union santa_fd_ctl *ctl, int fd)
+{
+	struct cmsghdr *cm;
+
+	memset(ctl, 0, sizeof(*ctl));
+	mh->msg_control = ctl->buf;
+	mh->msg_controllen = sizeof(ctl->buf);
+	cm = CMSG_FIRSTHDR(mh);
+	cm->cmsg_level = SOL_SOCKET;
+	cm->cmsg_type = SCM_RIGHTS;
+	cm->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(cm), &fd, sizeof(int));
+}
+
 static int send_msg(struct santa_client *c, size_t len, int pass_fd)
 {
 	struct iovec iov = { .iov_base = c->buf, .iov_len = len };
-	union {
-		char buf[CMSG_SPACE(sizeof(int))];
-		struct cmsghdr align;
-	} ctl;
+	union santa_fd_ctl ctl;
 	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
 	ssize_t n;
 
-	if (pass_fd >= 0) {
-		struct cmsghdr *cm;
-
-		memset(&ctl, 0, sizeof(ctl));
-		mh.msg_control = ctl.buf;
-		mh.msg_controllen = sizeof(ctl.buf);
-		cm = CMSG_FIRSTHDR(&mh);
-		cm->cmsg_level = SOL_SOCKET;
-		cm->cmsg_type = SCM_RIGHTS;
-		cm->cmsg_len = CMSG_LEN(sizeof(int));
-		memcpy(CMSG_DATA(cm), &pass_fd, sizeof(int));
-	}
+	if (pass_fd >= 0)
+		santa_pass_fd(&mh, &ctl, pass_fd);
 	do
 		n = sendmsg(c->fd, &mh, MSG_NOSIGNAL);
 	while (n < 0 && errno == EINTR);

@@ -6,6 +6,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/socket.h>
 
 #include "santa/santa.h"
 
@@ -156,6 +157,9 @@ SANTA_HIDDEN size_t santa_rule_wire_size(const struct santa_rule *r);
 /* Encodes m into buf[0..cap) (cap is capped at SANTA_MSG_MAX): the message
  * length, or -EMSGSIZE, -EINVAL (a field the wire cannot carry). */
 SANTA_HIDDEN int santa_msg_encode(const struct santa_msg *m, uint8_t *buf, size_t cap);
+/* Sets the header's length field of the message in buf (the tests use it to
+ * cut or grow an encoded message with a consistent header). */
+SANTA_HIDDEN void santa_msg_set_length(uint8_t *buf, uint32_t len);
 /* Decodes one datagram: 0, or -EMSGSIZE, -EPROTO (header), -EBADMSG (body),
  * -EINVAL (a flag, kind or reserved field), -ENOMEM.  On success release m. */
 SANTA_HIDDEN int santa_msg_decode(const uint8_t *buf, size_t len, struct santa_msg *m);
@@ -189,6 +193,16 @@ SANTA_HIDDEN int santa_call(struct santa_client *c, struct santa_msg *req, int p
 			    struct santa_msg *rep);
 /* A call whose reply body carries nothing the caller needs. */
 SANTA_HIDDEN int santa_call_simple(struct santa_client *c, struct santa_msg *req);
+
+/* Room for one fd's SCM_RIGHTS message, aligned as a cmsghdr must be. */
+union santa_fd_ctl {
+	char buf[CMSG_SPACE(sizeof(int))];
+	struct cmsghdr align;
+};
+
+/* Makes mh carry fd by SCM_RIGHTS, with ctl (alive until sendmsg) as its
+ * control buffer.  The tests' fake replies pass fds the same way. */
+SANTA_HIDDEN void santa_pass_fd(struct msghdr *mh, union santa_fd_ctl *ctl, int fd);
 
 /* Start of every public call: a client, and no stale error. */
 #define SANTA_ENTER(c)                  \

@@ -577,11 +577,17 @@ static void w_reply(struct wbuf *w, const struct santa_msg *m, uint16_t type)
 	}
 }
 
+void santa_msg_set_length(uint8_t *buf, uint32_t len)
+{
+	struct wbuf w = { .p = buf + 8, .cap = 4 }; /* after magic, version, type */
+
+	w_u32(&w, len);
+}
+
 int santa_msg_encode(const struct santa_msg *m, uint8_t *buf, size_t cap)
 {
 	struct wbuf w = { .p = buf, .cap = cap < SANTA_MSG_MAX ? cap : SANTA_MSG_MAX };
 	uint16_t type = m->type;
-	size_t total;
 
 	if (!santa_msg_type_valid(type))
 		return -EINVAL;
@@ -601,10 +607,8 @@ int santa_msg_encode(const struct santa_msg *m, uint8_t *buf, size_t cap)
 	}
 	if (w.err)
 		return w.err;
-	total = w.len;
-	w.len = 8; /* back to the length field */
-	w_u32(&w, (uint32_t)total);
-	return (int)total;
+	santa_msg_set_length(buf, (uint32_t)w.len);
+	return (int)w.len;
 }
 
 /* ---- decode ---- */

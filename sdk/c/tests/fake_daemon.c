@@ -107,6 +107,16 @@ static struct fservice *find_service(struct fake_daemon *d, uint32_t id)
 	return NULL;
 }
 
+/* The service a request names, or NULL once r is santad's ENOENT for it. */
+static struct fservice *named_service(struct fake_daemon *d, struct reply *r, uint32_t id)
+{
+	struct fservice *s = find_service(d, id);
+
+	if (!s)
+		error_reply(r, ENOENT, SANTA_NO_INDEX, "no service %u", id);
+	return s;
+}
+
 static struct frule *find_rule(struct fservice *s, uint32_t id)
 {
 	size_t i;
@@ -329,14 +339,12 @@ static void do_batch(struct conn *c, struct reply *r, const struct santa_msg *q,
 		     uint32_t *ids)
 {
 	struct fake_daemon *d = c->d;
-	struct fservice *s = find_service(d, q->u.batch.service_id);
+	struct fservice *s = named_service(d, r, q->u.batch.service_id);
 	struct ftxn *t = NULL;
 	uint32_t i;
 
-	if (!s) {
-		error_reply(r, ENOENT, SANTA_NO_INDEX, "no service %u", q->u.batch.service_id);
+	if (!s)
 		return;
-	}
 	if (q->u.batch.txn) {
 		t = find_txn(c, q->u.batch.txn);
 		if (!t || t->service_id != s->svc.service_id) {
@@ -475,10 +483,8 @@ static void handle(struct conn *c, const struct santa_msg *q, int *fds, int nfd,
 		do_attach(c, r, fds, nfd);
 		return;
 	case SANTA_DETACH:
-		s = find_service(d, q->u.svc.service_id);
-		if (!s)
-			error_reply(r, ENOENT, SANTA_NO_INDEX, "no service %u", q->u.svc.service_id);
-		else
+		s = named_service(d, r, q->u.svc.service_id);
+		if (s)
 			drop_service(d, s);
 		return;
 	case SANTA_ADD_RULES:
@@ -488,11 +494,9 @@ static void handle(struct conn *c, const struct santa_msg *q, int *fds, int nfd,
 		do_batch(c, r, q, type, bufs[0]);
 		return;
 	case SANTA_BEGIN:
-		s = find_service(d, q->u.svc.service_id);
-		if (!s) {
-			error_reply(r, ENOENT, SANTA_NO_INDEX, "no service %u", q->u.svc.service_id);
+		s = named_service(d, r, q->u.svc.service_id);
+		if (!s)
 			return;
-		}
 		for (i = 0; i < MAX_TXNS && c->txns[i].id; i++)
 			;
 		if (i == MAX_TXNS) {
@@ -531,11 +535,9 @@ static void handle(struct conn *c, const struct santa_msg *q, int *fds, int nfd,
 	}
 	case SANTA_LIST_RULES:
 	case SANTA_RULE_STATS:
-		s = find_service(d, q->u.page.service_id);
-		if (!s) {
-			error_reply(r, ENOENT, SANTA_NO_INDEX, "no service %u", q->u.page.service_id);
+		s = named_service(d, r, q->u.page.service_id);
+		if (!s)
 			return;
-		}
 		n = page(d, s, q, &first, type == SANTA_LIST_RULES ? &r->m.u.rules.next
 								   : &r->m.u.counters.next);
 		if (type == SANTA_LIST_RULES) {
@@ -565,11 +567,9 @@ static void handle(struct conn *c, const struct santa_msg *q, int *fds, int nfd,
 		}
 		return;
 	case SANTA_SERVICE_STATS:
-		s = find_service(d, q->u.svc.service_id);
-		if (!s) {
-			error_reply(r, ENOENT, SANTA_NO_INDEX, "no service %u", q->u.svc.service_id);
+		s = named_service(d, r, q->u.svc.service_id);
+		if (!s)
 			return;
-		}
 		hits = &r->m.u.stats.matched;
 		*hits = d->hits * s->n;
 		r->m.u.stats.passed = 3;

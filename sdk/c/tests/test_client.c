@@ -13,22 +13,11 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "check.h"
 #include "fake_daemon.h"
 #include "internal.h"
 
 #define OPT_SO_COOKIE 57
-
-static int failures;
-
-#define CHECK(cond, ...)                                                          \
-	do {                                                                      \
-		if (!(cond)) {                                                    \
-			fprintf(stderr, "FAIL %s:%d: %s: ", __func__, __LINE__, #cond); \
-			fprintf(stderr, __VA_ARGS__);                             \
-			fputc('\n', stderr);                                      \
-			failures++;                                               \
-		}                                                                 \
-	} while (0)
 
 #define CHECK_OK(expr)                                                                 \
 	do {                                                                           \
@@ -580,30 +569,16 @@ static void send_reply(int fd, struct santa_msg *m, int cut, int pass_fd)
 	uint8_t buf[1024];
 	int n = santa_msg_encode(m, buf, sizeof(buf));
 	struct iovec iov = { .iov_base = buf };
-	union {
-		char b[CMSG_SPACE(sizeof(int))];
-		struct cmsghdr align;
-	} ctl;
+	union santa_fd_ctl ctl;
 	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
 
 	if (n < 0)
 		abort();
 	n -= cut;
-	buf[8] = (uint8_t)n; /* a consistent header: only the body is short */
-	buf[9] = (uint8_t)(n >> 8);
+	santa_msg_set_length(buf, (uint32_t)n); /* a consistent header: only the body is short */
 	iov.iov_len = (size_t)n;
-	if (pass_fd >= 0) {
-		struct cmsghdr *cm;
-
-		memset(&ctl, 0, sizeof(ctl));
-		mh.msg_control = ctl.b;
-		mh.msg_controllen = sizeof(ctl.b);
-		cm = CMSG_FIRSTHDR(&mh);
-		cm->cmsg_level = SOL_SOCKET;
-		cm->cmsg_type = SCM_RIGHTS;
-		cm->cmsg_len = CMSG_LEN(sizeof(int));
-		memcpy(CMSG_DATA(cm), &pass_fd, sizeof(int));
-	}
+	if (pass_fd >= 0)
+		santa_pass_fd(&mh, &ctl, pass_fd);
 	if (sendmsg(fd, &mh, MSG_NOSIGNAL) != n)
 		perror("canned reply");
 }

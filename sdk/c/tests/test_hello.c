@@ -19,19 +19,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "check.h"
 #include "fake_daemon.h"
-
-static int failures;
-
-#define CHECK(cond, ...)                                                         \
-	do {                                                                     \
-		if (!(cond)) {                                                   \
-			fprintf(stderr, "FAIL %s:%d: %s: ", __func__, __LINE__, #cond); \
-			fprintf(stderr, __VA_ARGS__);                            \
-			fputc('\n', stderr);                                     \
-			failures++;                                              \
-		}                                                                \
-	} while (0)
 
 static uint16_t free_port(void)
 {

@@ -768,14 +768,6 @@ static char *tohex(const uint8_t *b, size_t n)
 	return s;
 }
 
-static void set_len(uint8_t *b, size_t n)
-{
-	b[8] = (uint8_t)n;
-	b[9] = (uint8_t)(n >> 8);
-	b[10] = (uint8_t)(n >> 16);
-	b[11] = (uint8_t)(n >> 24);
-}
-
 /* Every shorter body and one byte more must be EBADMSG, never a crash. */
 static void check_cuts(const uint8_t *wire, size_t n)
 {
@@ -792,7 +784,7 @@ static void check_cuts(const uint8_t *wire, size_t n)
 		memcpy(b, wire, len <= n ? len : n);
 		if (len > n)
 			b[n] = 0;
-		set_len(b, len);
+		santa_msg_set_length(b, (uint32_t)len);
 		err = santa_msg_decode(b, len, &m);
 		if (err != -EBADMSG) {
 			if (!err)
