@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 
 	"golang.org/x/sys/unix"
 )
@@ -12,9 +13,25 @@ import (
 // do not mount it at boot.
 func mountBPFFS(dir string) error { return mountFS(dir, "bpf", unix.BPF_FS_MAGIC) }
 
-// mountCgroup2 mounts the cgroup v2 hierarchy at dir unless it is there:
-// `ip netns exec` gives a process a fresh /sys without it.
-func mountCgroup2(dir string) error { return mountFS(dir, "cgroup2", unix.CGROUP2_SUPER_MAGIC) }
+// cgroup2Root is the cgroup v2 hierarchy to attach to for dir. On a hybrid
+// host dir holds the v1 controllers (a tmpfs) and v2 is dir/unified: that
+// is used, and nothing is ever mounted over controllers that other programs
+// rely on. Only where dir is no mount of its own (`ip netns exec` gives a
+// process a fresh /sys without cgroups) is cgroup2 mounted there.
+func cgroup2Root(dir string) (string, error) {
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err == nil && st.Type == unix.CGROUP2_SUPER_MAGIC {
+		return dir, nil
+	}
+	unified := filepath.Join(dir, "unified")
+	if err := unix.Statfs(unified, &st); err == nil && st.Type == unix.CGROUP2_SUPER_MAGIC {
+		return unified, nil
+	}
+	if err := unix.Statfs(dir, &st); err == nil && st.Type != unix.SYSFS_MAGIC {
+		return "", fmt.Errorf("%s is a mount without a cgroup v2 hierarchy: not mounting over it", dir)
+	}
+	return dir, mountFS(dir, "cgroup2", unix.CGROUP2_SUPER_MAGIC)
+}
 
 func mountFS(dir, fstype string, magic int64) error {
 	var st unix.Statfs_t

@@ -25,17 +25,19 @@ const DefaultCgroupPath = "/sys/fs/cgroup"
 const sweepEvery = 2 * time.Second
 
 // WatchSockets makes services end with their sockets: it attaches
-// santa_sock_release to the cgroup v2 hierarchy at cgroupPath (mounting it
-// if needed) and calls closed, from its own goroutine, for every service
-// whose socket was closed, after its rules are gone.
+// santa_sock_release to the cgroup v2 hierarchy at cgroupPath (its
+// "unified" child on a hybrid host; mounted only where /sys has none) and
+// calls closed, from its own goroutine, for every service whose socket was
+// closed, after its rules are gone.
 func (d *Datapath) WatchSockets(cgroupPath string, closed func(ServiceID, SocketInfo)) error {
 	if d.watcher != nil {
 		return errors.New("sockets are watched already")
 	}
-	if err := mountCgroup2(cgroupPath); err != nil {
+	root, err := cgroup2Root(cgroupPath)
+	if err != nil {
 		return err
 	}
-	l, err := d.attachSockRelease(cgroupPath)
+	l, err := d.attachSockRelease(root)
 	if err != nil {
 		return err
 	}
