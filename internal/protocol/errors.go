@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"syscall"
 	"unicode/utf8"
+
+	"golang.org/x/sys/unix"
 )
 
 // NoIndex is the index of an error that is not about one item of a batch.
@@ -44,6 +46,37 @@ func (e *Error) Error() string {
 
 // Unwrap gives the errno, so that errors.Is(err, syscall.ENOENT) works.
 func (e *Error) Unwrap() error { return e.Code }
+
+// errnoNames are the names of docs/protocol.md's error table. Linux gives
+// 95 two names; the protocol calls it EOPNOTSUPP, as its table does.
+var errnoNames = map[syscall.Errno]string{
+	syscall.EPERM:           "EPERM",
+	syscall.ENOENT:          "ENOENT",
+	syscall.EIO:             "EIO",
+	syscall.EBADF:           "EBADF",
+	syscall.EEXIST:          "EEXIST",
+	syscall.EINVAL:          "EINVAL",
+	syscall.ENOSPC:          "ENOSPC",
+	syscall.EPROTO:          "EPROTO",
+	syscall.EBADMSG:         "EBADMSG",
+	syscall.ENOTSOCK:        "ENOTSOCK",
+	syscall.EMSGSIZE:        "EMSGSIZE",
+	syscall.EPROTONOSUPPORT: "EPROTONOSUPPORT",
+	syscall.EOPNOTSUPP:      "EOPNOTSUPP",
+	syscall.EDQUOT:          "EDQUOT",
+}
+
+// ErrnoName is code's name as docs/protocol.md writes it ("EOPNOTSUPP"),
+// the kernel's for a code the table does not hold, or "errno N".
+func ErrnoName(code syscall.Errno) string {
+	if name, ok := errnoNames[code]; ok {
+		return name
+	}
+	if name := unix.ErrnoName(code); name != "" {
+		return name
+	}
+	return "errno " + strconv.Itoa(int(code))
+}
 
 // truncate cuts s to at most n bytes without splitting a character.
 func truncate(s string, n int) string {

@@ -37,23 +37,6 @@ type invalidVector struct {
 	Error string `json:"error"`
 }
 
-// errnoNames are the codes of the error table of docs/protocol.md.
-var errnoNames = map[syscall.Errno]string{
-	syscall.EPERM:           "EPERM",
-	syscall.ENOENT:          "ENOENT",
-	syscall.EBADF:           "EBADF",
-	syscall.EEXIST:          "EEXIST",
-	syscall.EINVAL:          "EINVAL",
-	syscall.ENOSPC:          "ENOSPC",
-	syscall.EPROTO:          "EPROTO",
-	syscall.EBADMSG:         "EBADMSG",
-	syscall.ENOTSOCK:        "ENOTSOCK",
-	syscall.EMSGSIZE:        "EMSGSIZE",
-	syscall.EPROTONOSUPPORT: "EPROTONOSUPPORT",
-	syscall.EOPNOTSUPP:      "EOPNOTSUPP",
-	syscall.EDQUOT:          "EDQUOT",
-}
-
 // dnsRule answers an A query for example.com. with 192.0.2.1: the
 // condition is the query after its id, the reply is put whole, and copy
 // fills in the id.
@@ -256,7 +239,7 @@ func checkInvalid(t *testing.T, v invalidVector) {
 	if !errors.As(err, &pe) {
 		t.Fatalf("decode gives %v, want a *Error %s", err, v.Error)
 	}
-	if name := errnoNames[pe.Code]; name != v.Error {
+	if name := ErrnoName(pe.Code); name != v.Error {
 		t.Errorf("decode gives %s (%v), want %s", name, err, v.Error)
 	}
 }
@@ -276,7 +259,7 @@ func generateVectors() ([]byte, error) {
 		file.Vectors = append(file.Vectors, vector{Name: v.name, Message: m, Hex: hex.EncodeToString(msg)})
 	}
 	for _, v := range goInvalid() {
-		file.Invalid = append(file.Invalid, invalidVector{Name: v.name, Hex: hex.EncodeToString(v.msg), Error: errnoNames[v.code]})
+		file.Invalid = append(file.Invalid, invalidVector{Name: v.name, Hex: hex.EncodeToString(v.msg), Error: ErrnoName(v.code)})
 	}
 	b, err := json.MarshalIndent(file, "", "  ")
 	return append(b, '\n'), err
