@@ -1,0 +1,219 @@
+package journal
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net/netip"
+
+	"github.com/santa-offload/santa/internal/datapath"
+	"github.com/santa-offload/santa/internal/rules"
+)
+
+// The payload encoding of records (docs/operations.md, "The journal").
+// Integers are little-endian; byte strings are a u16 length and the bytes.
+
+var le = binary.LittleEndian
+
+// Record kinds: the first byte of a payload.
+const (
+	kindAttach = 1 // a service and its owner
+	kindRemove = 2 // a service ended: detached or its socket closed
+	kindBatch  = 3 // a committed batch of rule changes
+)
+
+// encoder appends fields to a payload.
+type encoder struct{ b []byte }
+
+func (e *encoder) u8(v uint8)   { e.b = append(e.b, v) }
+func (e *encoder) u16(v uint16) { e.b = le.AppendUint16(e.b, v) }
+func (e *encoder) u32(v uint32) { e.b = le.AppendUint32(e.b, v) }
+func (e *encoder) u64(v uint64) { e.b = le.AppendUint64(e.b, v) }
+
+func (e *encoder) bytes16(p []byte) {
+	e.u16(uint16(len(p)))
+	e.b = append(e.b, p...)
+}
+
+func (e *encoder) attach(s *Service) {
+	e.u8(kindAttach)
+	e.u32(uint32(s.ID))
+	e.u32(s.UID)
+	e.u32(s.GID)
+	e.u64(s.Info.Cookie)
+	e.u64(s.Info.NetnsCookie)
+	e.u8(uint8(s.Info.Protocol))
+	addr := s.Info.Local.Addr().As16()
+	e.b = append(e.b, addr[:]...)
+	e.u8(boolByte(s.Info.Local.Addr().Is4()))
+	e.u16(s.Info.Local.Port())
+}
+
+func (e *encoder) remove(id datapath.ServiceID) {
+	e.u8(kindRemove)
+	e.u32(uint32(id))
+}
+
+func (e *encoder) batch(id datapath.ServiceID, b datapath.Batch) {
+	e.u8(kindBatch)
+	e.u32(uint32(id))
+	e.u32(uint32(len(b.Add)))
+	for i, r := range b.Add {
+		e.u32(uint32(b.AddIDs[i]))
+		e.rule(r)
+	}
+	e.u32(uint32(len(b.Replace)))
+	for _, u := range b.Replace {
+		e.u32(uint32(u.ID))
+		e.rule(u.Rule)
+	}
+	e.u32(uint32(len(b.Delete)))
+	for _, id := range b.Delete {
+		e.u32(uint32(id))
+	}
+}
+
+func (e *encoder) rule(r rules.Rule) {
+	e.u16(r.Condition.Offset)
+	e.bytes16(r.Condition.Pattern)
+	e.u16(r.ReplyLen)
+	e.u8(uint8(len(r.Processors)))
+	for _, p := range r.Processors {
+		e.u8(uint8(p.Kind))
+		switch p.Kind {
+		case rules.ProcessorPut:
+			e.u16(p.DstOffset)
+			e.bytes16(p.Bytes)
+		default:
+			e.u16(p.SrcOffset)
+			e.u16(p.Length)
+			e.u16(p.DstOffset)
+		}
+	}
+}
+
+// RuleSize is the bytes a rule and its id take in a batch record, so that
+// the daemon can tell how large a snapshot of its state would be.
+func RuleSize(r rules.Rule) int64 {
+	n := 4 + 2 + 2 + len(r.Condition.Pattern) + 2 + 1
+	for _, p := range r.Processors {
+		n++
+		if p.Kind == rules.ProcessorPut {
+			n += 2 + 2 + len(p.Bytes)
+		} else {
+			n += 6
+		}
+	}
+	return int64(n)
+}
+
+// ServiceSize is what a service takes in a snapshot besides its rules: its
+// attach record and the frame of its batch record.
+const ServiceSize = frameLen + attachLen + frameLen + 1 + 4 + 3*4
+
+const attachLen = 1 + 3*4 + 2*8 + 1 + 16 + 1 + 2
+
+func boolByte(b bool) uint8 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// errShort is a payload that ends inside a field: only a bug or a bad disk
+// writes one, since the CRC matched.
+var errShort = errors.New("record ends inside a field")
+
+// decoder reads fields of a payload; after the first error every read
+// yields zeros. Byte strings alias the payload, which the caller keeps.
+type decoder struct {
+	b   []byte
+	err error
+}
+
+func (d *decoder) take(n int) []byte {
+	if d.err != nil || len(d.b) < n {
+		d.err = errShort
+		return make([]byte, n)
+	}
+	p := d.b[:n:n]
+	d.b = d.b[n:]
+	return p
+}
+
+func (d *decoder) u8() uint8   { return d.take(1)[0] }
+func (d *decoder) u16() uint16 { return le.Uint16(d.take(2)) }
+func (d *decoder) u32() uint32 { return le.Uint32(d.take(4)) }
+func (d *decoder) u64() uint64 { return le.Uint64(d.take(8)) }
+
+func (d *decoder) bytes16() []byte { return d.take(int(d.u16())) }
+
+// count reads a list length and checks it against the bytes left, each item
+// taking at least min bytes, before anyone allocates room for it.
+func (d *decoder) count(min int) int {
+	n := int(d.u32())
+	if n*min > len(d.b) {
+		d.err = errShort
+		return 0
+	}
+	return n
+}
+
+func (d *decoder) attach() *Service {
+	s := &Service{ID: datapath.ServiceID(d.u32()), UID: d.u32(), GID: d.u32(), Rules: map[datapath.RuleID]rules.Rule{}}
+	s.Info.Cookie = d.u64()
+	s.Info.NetnsCookie = d.u64()
+	s.Info.Protocol = int(d.u8())
+	addr := netip.AddrFrom16([16]byte(d.take(16)))
+	if d.u8() == 1 {
+		addr = addr.Unmap()
+	}
+	s.Info.Local = netip.AddrPortFrom(addr, d.u16())
+	return s
+}
+
+// minRuleLen is the smallest encoded rule with its id.
+const minRuleLen = 4 + 2 + 2 + 2 + 1
+
+func (d *decoder) batch() (datapath.ServiceID, datapath.Batch) {
+	id := datapath.ServiceID(d.u32())
+	var b datapath.Batch
+	n := d.count(minRuleLen)
+	b.Add, b.AddIDs = make([]rules.Rule, n), make([]datapath.RuleID, n)
+	for i := range n {
+		b.AddIDs[i] = datapath.RuleID(d.u32())
+		b.Add[i] = d.rule()
+	}
+	b.Replace = make([]datapath.RuleUpdate, d.count(minRuleLen))
+	for i := range b.Replace {
+		b.Replace[i].ID = datapath.RuleID(d.u32())
+		b.Replace[i].Rule = d.rule()
+	}
+	b.Delete = make([]datapath.RuleID, d.count(4))
+	for i := range b.Delete {
+		b.Delete[i] = datapath.RuleID(d.u32())
+	}
+	return id, b
+}
+
+func (d *decoder) rule() rules.Rule {
+	var r rules.Rule
+	r.Condition.Offset = d.u16()
+	r.Condition.Pattern = d.bytes16()
+	r.ReplyLen = d.u16()
+	r.Processors = make([]rules.Processor, d.u8())
+	for i := range r.Processors {
+		p := &r.Processors[i]
+		p.Kind = rules.ProcessorKind(d.u8())
+		switch p.Kind {
+		case rules.ProcessorPut:
+			p.DstOffset = d.u16()
+			p.Bytes = d.bytes16()
+		case rules.ProcessorCopy:
+			p.SrcOffset, p.Length, p.DstOffset = d.u16(), d.u16(), d.u16()
+		default:
+			d.err = fmt.Errorf("processor kind %d", p.Kind)
+		}
+	}
+	return r
+}
