@@ -1,0 +1,108 @@
+// Command santad is Santa's daemon: it loads the data plane, attaches it to
+// the network interfaces and installs the rules applications send over its
+// Unix socket (docs/protocol.md). It runs in the foreground:
+//
+//	santad [-config FILE] [-socket PATH] [-interfaces lo,eth0] [-metrics-addr :9477] ...
+//
+// Settings come from the JSON file given by -config (docs/operations.md
+// names every key), then from the flags, which override the file. SIGINT
+// or SIGTERM stop santad; the data plane keeps answering, and the next
+// santad takes it over with every rule.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/santa-offload/santa/internal/daemon"
+)
+
+// overrides are the flags that override a configuration key, by flag name.
+var overrides = []struct {
+	name, usage string
+	set         func(*daemon.Config, string)
+}{
+	{"socket", "Unix socket `path` clients connect to", func(c *daemon.Config, v string) { c.Socket = v }},
+	{"socket-mode", "the socket's permission bits, in `octal`", func(c *daemon.Config, v string) { c.SocketMode = v }},
+	{"socket-group", "`group` (name or number) owning the socket", func(c *daemon.Config, v string) { c.SocketGroup = v }},
+	{"interfaces", "comma-separated `interfaces` to attach to (default: every interface that is up)",
+		func(c *daemon.Config, v string) { c.Interfaces = splitList(v) }},
+	{"state-dir", "`directory` of the journal", func(c *daemon.Config, v string) { c.StateDir = v }},
+	{"pin-path", "bpffs `directory` of the data plane's pins", func(c *daemon.Config, v string) { c.PinPath = v }},
+	{"metrics-addr", "serve Prometheus metrics at http://`addr`/metrics", func(c *daemon.Config, v string) { c.MetricsAddr = v }},
+}
+
+// config is santad's configuration and how much it logs.
+type config struct {
+	daemon daemon.Config
+	debug  bool
+}
+
+func main() {
+	cfg, err := parseFlags(flag.CommandLine, os.Args[1:])
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "santad: %v\n", err)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, cfg); err != nil {
+		fmt.Fprintf(os.Stderr, "santad: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+// parseFlags reads the configuration file, if any, and the flags over it.
+func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
+	configPath := fs.String("config", "", "JSON configuration `file`")
+	debug := fs.Bool("debug", false, "log every client's connection")
+	for _, o := range overrides {
+		fs.String(o.name, "", o.usage)
+	}
+	if err := fs.Parse(args); err != nil {
+		return config{}, err
+	}
+	if fs.NArg() > 0 {
+		return config{}, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	cfg := config{daemon: daemon.DefaultConfig(), debug: *debug}
+	if *configPath != "" {
+		var err error
+		if cfg.daemon, err = daemon.LoadConfig(*configPath); err != nil {
+			return cfg, err
+		}
+	}
+	fs.Visit(func(f *flag.Flag) {
+		for _, o := range overrides {
+			if o.name == f.Name {
+				o.set(&cfg.daemon, f.Value.String())
+			}
+		}
+	})
+	return cfg, nil
+}
+
+func run(ctx context.Context, cfg config) error {
+	level := slog.LevelInfo
+	if cfg.debug {
+		level = slog.LevelDebug
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	return daemon.Run(ctx, cfg.daemon, log)
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, name := range strings.Split(s, ",") {
+		if name = strings.TrimSpace(name); name != "" {
+			out = append(out, name)
+		}
+	}
+	return out
+}

@@ -1,0 +1,155 @@
+package daemon
+
+import (
+	"syscall"
+
+	"github.com/santa-offload/santa/internal/daemon/journal"
+	"github.com/santa-offload/santa/internal/datapath"
+	"github.com/santa-offload/santa/internal/protocol"
+	"github.com/santa-offload/santa/internal/rules"
+)
+
+// ADD_RULES, REPLACE_RULES and DELETE_RULES: one batch, applied at once
+// (txn 0) or added to a transaction. Either way it is checked at once, so
+// that a bad item is refused with its index.
+
+func (s *Server) addRules(sess *session, req *protocol.AddRules) protocol.Body {
+	if perr := checkRules(req.Rules); perr != nil {
+		return perr
+	}
+	return s.batch(sess, req.ServiceID, req.Txn, datapath.Batch{Add: req.Rules}, req.Rules, func(ids []uint32) protocol.Body {
+		return &protocol.AddRulesReply{RuleIDs: ids}
+	})
+}
+
+func (s *Server) replaceRules(sess *session, req *protocol.ReplaceRules) protocol.Body {
+	b := datapath.Batch{Replace: make([]datapath.RuleUpdate, len(req.Updates))}
+	items := make([]rules.Rule, len(req.Updates))
+	for i, u := range req.Updates {
+		b.Replace[i] = datapath.RuleUpdate{ID: datapath.RuleID(u.RuleID), Rule: u.Rule}
+		items[i] = u.Rule
+	}
+	if perr := checkRules(items); perr != nil {
+		return perr
+	}
+	return s.batch(sess, req.ServiceID, req.Txn, b, items, func([]uint32) protocol.Body {
+		return &protocol.ReplaceRulesReply{}
+	})
+}
+
+func (s *Server) deleteRules(sess *session, req *protocol.DeleteRules) protocol.Body {
+	b := datapath.Batch{Delete: make([]datapath.RuleID, len(req.RuleIDs))}
+	for i, id := range req.RuleIDs {
+		b.Delete[i] = datapath.RuleID(id)
+	}
+	return s.batch(sess, req.ServiceID, req.Txn, b, nil, func([]uint32) protocol.Body {
+		return &protocol.DeleteRulesReply{}
+	})
+}
+
+// checkRules refuses the first rule the data plane would refuse on its own.
+func checkRules(rs []rules.Rule) *protocol.Error {
+	for i, r := range rs {
+		if _, err := rules.Compile(r); err != nil {
+			return protocol.ErrorAt(syscall.EINVAL, uint32(i), "%v", err)
+		}
+	}
+	return nil
+}
+
+// batch applies b to a service now, or stages it in transaction txn.
+// items are the rules the request lists (for error indexes); reply makes
+// the answer from the ids of added rules.
+func (s *Server) batch(sess *session, svc, txnID uint32, b datapath.Batch, items []rules.Rule,
+	reply func([]uint32) protocol.Body) protocol.Body {
+	if txnID != 0 {
+		if perr := s.stage(sess, svc, txnID, b); perr != nil {
+			return perr
+		}
+		return reply([]uint32{})
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sv, perr := s.owned(sess, svc)
+	if perr != nil {
+		return perr
+	}
+	if perr := checkIDs(sv, b, nil); perr != nil {
+		return perr
+	}
+	ids, perr := s.apply(sess, sv, b, b.Add, items)
+	if perr != nil {
+		return perr
+	}
+	return reply(ids)
+}
+
+// checkIDs refuses an id of a replacement or deletion that is not a rule
+// of the service, or that the batch (or touched, a transaction) names
+// twice. Called with s.mu held.
+func checkIDs(sv *service, b datapath.Batch, touched map[datapath.RuleID]bool) *protocol.Error {
+	seen := map[datapath.RuleID]bool{}
+	check := func(i int, id datapath.RuleID) *protocol.Error {
+		if _, ok := sv.Rules[id]; !ok {
+			return protocol.ErrorAt(syscall.ENOENT, uint32(i), "service %d has no rule %d", sv.ID, id)
+		}
+		if seen[id] || touched[id] {
+			return protocol.ErrorAt(syscall.EINVAL, uint32(i), "rule %d is replaced or deleted twice", id)
+		}
+		seen[id] = true
+		return nil
+	}
+	for i, u := range b.Replace {
+		if perr := check(i, u.ID); perr != nil {
+			return perr
+		}
+	}
+	for i, id := range b.Delete {
+		if perr := check(i, id); perr != nil {
+			return perr
+		}
+	}
+	return nil
+}
+
+// apply makes one all-or-nothing change: quota, data plane, state,
+// journal, in that order, so that what the client hears of is saved. adds
+// are the rules of an ADD_RULES request (for the quota error's index),
+// items those of any request (for a duplicate's). Called with s.mu held.
+func (s *Server) apply(sess *session, sv *service, b datapath.Batch, adds, items []rules.Rule) ([]uint32, *protocol.Error) {
+	if len(b.Add)+len(b.Replace)+len(b.Delete) == 0 {
+		return []uint32{}, nil
+	}
+	if !sess.peer.Admin {
+		more := change(sv, b)
+		if perr := s.quotas.of(sv.UID).admit(sv.UID, s.st.usage[sv.UID], more, adds); perr != nil {
+			return nil, perr
+		}
+	}
+	ids, err := s.dp.Apply(sv.ID, b)
+	if err != nil {
+		return nil, batchError(err, sv, items)
+	}
+	b.AddIDs = ids
+	s.st.applied(sv, b)
+	if err := s.record(func(j *journal.Journal) error { return j.Apply(sv.ID, b) }); err != nil {
+		return nil, notSaved(err)
+	}
+	out := make([]uint32, len(ids))
+	for i, id := range ids {
+		out[i] = uint32(id)
+	}
+	return out, nil
+}
+
+// change is what b would change in the quota of sv's owner.
+func change(sv *service, b datapath.Batch) usage {
+	u := rulesUse(b.Add)
+	for _, r := range b.Replace {
+		u = u.plus(ruleUse(r.Rule)).minus(ruleUse(sv.Rules[r.ID]))
+	}
+	for _, id := range b.Delete {
+		u = u.minus(ruleUse(sv.Rules[id]))
+	}
+	return u
+}

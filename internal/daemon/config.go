@@ -1,0 +1,119 @@
+package daemon
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strconv"
+
+	"github.com/santa-offload/santa/internal/datapath"
+)
+
+// Config is santad's configuration: a JSON file (docs/operations.md names
+// every key), then flags over it.
+type Config struct {
+	// Socket is the Unix socket clients connect to.
+	Socket string `json:"socket"`
+	// SocketMode is the socket's permission bits, in octal ("0660").
+	SocketMode string `json:"socket_mode"`
+	// SocketGroup owns the socket: a group name or number. Empty: "santa"
+	// if that group exists, else santad's own group.
+	SocketGroup string `json:"socket_group"`
+	// Interfaces to attach the data plane to. Empty: every interface that
+	// is up when santad starts.
+	Interfaces []string `json:"interfaces"`
+	// PinPath is the bpffs directory of the data plane's pins.
+	PinPath string `json:"pin_path"`
+	// StateDir holds the journal and the lock file.
+	StateDir string `json:"state_dir"`
+	// CgroupPath is the cgroup v2 hierarchy whose sockets are watched.
+	CgroupPath string `json:"cgroup_path"`
+	// MaxRules and MaxServices are the host's capacities.
+	MaxRules    uint32 `json:"max_rules"`
+	MaxServices uint32 `json:"max_services"`
+	// ReplyTTL is the TTL / hop limit of the data plane's replies.
+	ReplyTTL uint8 `json:"reply_ttl"`
+	// QuotaRules and QuotaBytes bound what each non-admin uid installs
+	// (0: unlimited); Quotas overrides them per uid.
+	QuotaRules uint32           `json:"quota_rules"`
+	QuotaBytes uint64           `json:"quota_bytes"`
+	Quotas     map[string]Quota `json:"quotas"`
+	// MetricsAddr, if set, serves Prometheus metrics over HTTP there.
+	MetricsAddr string `json:"metrics_addr"`
+}
+
+// Quota bounds the rules of one uid: their number and their bytes
+// (pattern plus reply length). 0 is unlimited.
+type Quota struct {
+	Rules uint32 `json:"rules"`
+	Bytes uint64 `json:"bytes"`
+}
+
+// DefaultConfig is the configuration without a file or flags.
+func DefaultConfig() Config {
+	return Config{
+		Socket:      "/run/santa/santa.sock",
+		SocketMode:  "0660",
+		PinPath:     datapath.DefaultPinPath,
+		StateDir:    "/run/santa/state",
+		CgroupPath:  datapath.DefaultCgroupPath,
+		MaxRules:    1 << 20,
+		MaxServices: 4096,
+		ReplyTTL:    64,
+		QuotaRules:  65536,
+		QuotaBytes:  64 << 20,
+	}
+}
+
+// LoadConfig reads a JSON configuration file over the defaults; a key the
+// file leaves out keeps its default, an unknown key is an error.
+func LoadConfig(path string) (Config, error) {
+	cfg := DefaultConfig()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return cfg, fmt.Errorf("reading config: %w", err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&cfg); err != nil {
+		return cfg, fmt.Errorf("parsing config %s: %w", path, err)
+	}
+	return cfg, nil
+}
+
+// check refuses settings santad cannot run with.
+func (c Config) check() error {
+	if c.Socket == "" || c.StateDir == "" || c.PinPath == "" || c.CgroupPath == "" {
+		return fmt.Errorf("socket, state_dir, pin_path and cgroup_path must be set")
+	}
+	if _, err := c.socketMode(); err != nil {
+		return err
+	}
+	if c.MaxRules == 0 || c.MaxServices == 0 || c.ReplyTTL == 0 {
+		return fmt.Errorf("max_rules, max_services and reply_ttl must be at least 1")
+	}
+	_, err := c.quotas()
+	return err
+}
+
+func (c Config) socketMode() (os.FileMode, error) {
+	m, err := strconv.ParseUint(c.SocketMode, 8, 32)
+	if err != nil || m > 0o777 {
+		return 0, fmt.Errorf("socket_mode %q is not octal permission bits like 0660", c.SocketMode)
+	}
+	return os.FileMode(m), nil
+}
+
+// quotas is the quota policy the configuration describes.
+func (c Config) quotas() (quotaPolicy, error) {
+	p := quotaPolicy{def: Quota{Rules: c.QuotaRules, Bytes: c.QuotaBytes}, byUID: map[uint32]Quota{}}
+	for uid, q := range c.Quotas {
+		n, err := strconv.ParseUint(uid, 10, 32)
+		if err != nil {
+			return p, fmt.Errorf("quotas: key %q is not a uid", uid)
+		}
+		p.byUID[uint32(n)] = q
+	}
+	return p, nil
+}

@@ -1,0 +1,178 @@
+package daemon
+
+import (
+	"errors"
+	"net"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/santa-offload/santa/internal/protocol"
+)
+
+// A connection is served by one goroutine: requests are read, handled and
+// answered one at a time, so replies come in request order, and whatever a
+// client sends can only end its own connection.
+
+// maxFDs is the most file descriptors one message can carry (SCM_MAX_FD).
+// The control buffer takes them all, so that every one is closed here.
+const maxFDs = 253
+
+// session is a connection's state.
+type session struct {
+	peer    Peer
+	hello   bool // HELLO done
+	client  string
+	txns    map[uint32]*txn
+	lastTxn uint32
+}
+
+// Serve answers a connection until the client closes it, it breaks the
+// protocol, or the server shuts down.
+func (s *Server) Serve(c *net.UnixConn, peer Peer) {
+	if !s.track(c) {
+		c.Close()
+		return
+	}
+	defer s.untrack(c)
+	sess := &session{peer: peer, txns: map[uint32]*txn{}}
+	log := s.log.With("uid", peer.UID, "pid", peer.PID)
+	raw, err := c.SyscallConn()
+	if err != nil {
+		return
+	}
+	buf := make([]byte, protocol.MaxMessage+1)
+	oob := make([]byte, unix.CmsgSpace(4*maxFDs))
+	for {
+		n, fds, err := receive(raw, buf, oob)
+		if err != nil || n == 0 {
+			return // closed by either side
+		}
+		seq, reply, done := s.respond(sess, buf, n, fds)
+		closeFDs(fds)
+		msg, err := protocol.Encode(seq, reply)
+		if err != nil {
+			log.Error("encoding a reply", "reply", reply.Type(), "err", err)
+			msg, _ = protocol.Encode(seq, protocol.Errorf(syscall.EIO, "santad could not encode its reply: %v", err))
+		}
+		if _, err := c.Write(msg); err != nil {
+			return
+		}
+		if done {
+			if e, ok := reply.(*protocol.Error); ok {
+				log.Info("closing a connection that broke the protocol", "client", sess.client, "err", e)
+			}
+			return
+		}
+	}
+}
+
+// respond handles the n-byte datagram in buf and says whether the
+// connection must close after the reply.
+func (s *Server) respond(sess *session, buf []byte, n int, fds []int) (seq uint32, reply protocol.Body, done bool) {
+	if n > protocol.MaxMessage {
+		h, _, _ := protocol.Decode(buf[:protocol.HeaderLen]) // for its seq
+		return h.Seq, protocol.Errorf(syscall.EMSGSIZE, "message is %d bytes; the limit is %d", n, protocol.MaxMessage), true
+	}
+	h, req, err := protocol.Decode(buf[:n])
+	var bad *protocol.Error
+	if err != nil {
+		bad = err.(*protocol.Error) // Decode's errors all are
+	}
+	switch {
+	case bad != nil && (bad.Code == syscall.EPROTO || bad.Code == syscall.EMSGSIZE):
+		return h.Seq, bad, true
+	case h.Type.IsReply():
+		return h.Seq, protocol.Errorf(syscall.EPROTO, "%v is a reply, not a request", h.Type), true
+	case !sess.hello && h.Type != protocol.TypeHello:
+		return h.Seq, protocol.Errorf(syscall.EPROTO, "the first request must be HELLO, not %v", h.Type), true
+	case bad != nil:
+		return h.Seq, bad, false
+	}
+	return h.Seq, s.handle(sess, req, fds), false
+}
+
+// receive reads one datagram into buf with the descriptors it carries.
+// MSG_TRUNC makes n the datagram's real length, so that one longer than
+// buf is told from one that fills it.
+func receive(raw syscall.RawConn, buf, oob []byte) (n int, fds []int, err error) {
+	var oobn int
+	var rerr error
+	err = raw.Read(func(fd uintptr) bool {
+		n, oobn, _, _, rerr = unix.Recvmsg(int(fd), buf, oob, unix.MSG_TRUNC|unix.MSG_CMSG_CLOEXEC)
+		return !errors.Is(rerr, unix.EAGAIN)
+	})
+	if err == nil {
+		err = rerr
+	}
+	if oobn > 0 {
+		fds = rights(oob[:oobn])
+	}
+	return n, fds, err
+}
+
+// rights are the descriptors of every SCM_RIGHTS message in oob.
+func rights(oob []byte) []int {
+	msgs, err := unix.ParseSocketControlMessage(oob)
+	if err != nil {
+		return nil
+	}
+	var fds []int
+	for _, m := range msgs {
+		if got, err := unix.ParseUnixRights(&m); err == nil {
+			fds = append(fds, got...)
+		}
+	}
+	return fds
+}
+
+// closeFDs closes what a message carried, but for what a handler took
+// (marked -1): santad keeps no client's descriptor.
+func closeFDs(fds []int) {
+	for _, fd := range fds {
+		if fd >= 0 {
+			unix.Close(fd)
+		}
+	}
+}
+
+// track registers an open connection; false once the server shuts down.
+func (s *Server) track(c *net.UnixConn) bool {
+	s.connMu.Lock()
+	defer s.connMu.Unlock()
+	if s.conns == nil {
+		return false
+	}
+	s.conns[c] = true
+	s.wg.Add(1)
+	return true
+}
+
+func (s *Server) untrack(c *net.UnixConn) {
+	s.connMu.Lock()
+	if s.conns != nil {
+		delete(s.conns, c)
+	}
+	s.connMu.Unlock()
+	c.Close()
+	s.wg.Done()
+}
+
+// closeConns ends every connection and waits for their goroutines; open
+// transactions are dropped with them.
+func (s *Server) closeConns() {
+	s.connMu.Lock()
+	for c := range s.conns {
+		c.Close()
+	}
+	s.conns = nil
+	s.connMu.Unlock()
+	s.wg.Wait()
+}
+
+// connections is how many clients are connected.
+func (s *Server) connections() int {
+	s.connMu.Lock()
+	defer s.connMu.Unlock()
+	return len(s.conns)
+}

@@ -1,0 +1,64 @@
+package daemon
+
+import (
+	"bytes"
+	"errors"
+	"syscall"
+
+	"github.com/santa-offload/santa/internal/datapath"
+	"github.com/santa-offload/santa/internal/protocol"
+	"github.com/santa-offload/santa/internal/rules"
+)
+
+// dataplaneError is the ERROR reply for an error of the data plane.
+func dataplaneError(err error) *protocol.Error {
+	var limit *rules.LimitError
+	var dup *rules.DuplicateError
+	var errno syscall.Errno
+	code := syscall.EINVAL // a rule or batch the data plane refuses
+	switch {
+	case errors.Is(err, datapath.ErrUnknownService), errors.Is(err, datapath.ErrUnknownRule):
+		code = syscall.ENOENT
+	case errors.Is(err, datapath.ErrExists), errors.As(err, &dup):
+		code = syscall.EEXIST
+	case errors.Is(err, datapath.ErrCapacity):
+		code = syscall.ENOSPC
+	case errors.Is(err, datapath.ErrNotSupported):
+		code = syscall.EOPNOTSUPP
+	case errors.As(err, &limit):
+	case errors.As(err, &errno):
+		code = errno // the kernel's own refusal
+	}
+	return protocol.Errorf(code, "%v", err)
+}
+
+// batchError is dataplaneError for a batch whose items are the request's
+// rules: a duplicate condition then names the offending item, which the
+// data plane cannot (the ids it names were never handed out).
+func batchError(err error, sv *service, items []rules.Rule) *protocol.Error {
+	var dup *rules.DuplicateError
+	if !errors.As(err, &dup) || items == nil {
+		return dataplaneError(err)
+	}
+	var same []int // the items with the condition, in order
+	for i, r := range items {
+		if r.Condition.Offset == dup.Cond.Offset && bytes.Equal(r.Condition.Pattern, dup.Cond.Pattern) {
+			same = append(same, i)
+		}
+	}
+	if len(same) >= 2 {
+		return protocol.ErrorAt(syscall.EEXIST, uint32(same[1]), "rule %d of the batch has the same condition as rule %d of the batch (%d bytes at offset %d)",
+			same[1], same[0], len(dup.Cond.Pattern), dup.Cond.Offset)
+	}
+	if len(same) == 1 {
+		return protocol.ErrorAt(syscall.EEXIST, uint32(same[0]), "rule %d of the batch has the same condition as installed rule %d of service %d (%d bytes at offset %d)",
+			same[0], dup.First, sv.ID, len(dup.Cond.Pattern), dup.Cond.Offset)
+	}
+	return dataplaneError(err)
+}
+
+// notSaved answers a change the data plane and the state hold but the
+// journal could not take.
+func notSaved(err error) *protocol.Error {
+	return protocol.Errorf(syscall.EIO, "the change is made, but santad could not save it and would lose it if restarted: %v", err)
+}

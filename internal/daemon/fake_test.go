@@ -1,0 +1,139 @@
+package daemon
+
+import (
+	"bytes"
+	"fmt"
+	"sync"
+
+	"github.com/santa-offload/santa/internal/datapath"
+	"github.com/santa-offload/santa/internal/rules"
+)
+
+// fakeDP is a data plane in memory: services by socket cookie, rules with
+// ids handed out in order, duplicate conditions refused as the real one
+// refuses them. It restores too (Restorer), from what restorable says is
+// still open.
+type fakeDP struct {
+	mu         sync.Mutex
+	services   map[datapath.ServiceID]*fakeService
+	nextSvc    datapath.ServiceID
+	nextRule   datapath.RuleID
+	restorable map[uint64]bool // cookies of open sockets, for RestoreService
+}
+
+type fakeService struct {
+	cookie uint64
+	rules  map[datapath.RuleID]rules.Rule
+}
+
+func newFakeDP() *fakeDP {
+	return &fakeDP{services: map[datapath.ServiceID]*fakeService{}, restorable: map[uint64]bool{}}
+}
+
+func (f *fakeDP) AddService(fd int) (datapath.ServiceID, error) {
+	info, err := datapath.InspectSocket(fd)
+	if err != nil {
+		return 0, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for id, s := range f.services {
+		if s.cookie == info.Cookie {
+			return 0, fmt.Errorf("socket is already registered as service %d: %w", id, datapath.ErrExists)
+		}
+	}
+	id := f.nextSvc
+	f.nextSvc++
+	f.services[id] = &fakeService{cookie: info.Cookie, rules: map[datapath.RuleID]rules.Rule{}}
+	return id, nil
+}
+
+func (f *fakeDP) RestoreService(id datapath.ServiceID, info datapath.SocketInfo) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.restorable[info.Cookie] {
+		return datapath.ErrSocketClosed
+	}
+	f.services[id] = &fakeService{cookie: info.Cookie, rules: map[datapath.RuleID]rules.Rule{}}
+	return nil
+}
+
+func (f *fakeDP) RemoveService(id datapath.ServiceID) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.services[id] == nil {
+		return datapath.ErrUnknownService
+	}
+	delete(f.services, id)
+	return nil
+}
+
+func (f *fakeDP) Apply(id datapath.ServiceID, b datapath.Batch) ([]datapath.RuleID, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s := f.services[id]
+	if s == nil {
+		return nil, datapath.ErrUnknownService
+	}
+	next := map[datapath.RuleID]rules.Rule{}
+	for rid, r := range s.rules {
+		next[rid] = r
+	}
+	for _, rid := range b.Delete {
+		if _, ok := next[rid]; !ok {
+			return nil, datapath.ErrUnknownRule
+		}
+		delete(next, rid)
+	}
+	for _, u := range b.Replace {
+		if _, ok := next[u.ID]; !ok {
+			return nil, datapath.ErrUnknownRule
+		}
+		next[u.ID] = u.Rule
+	}
+	ids := b.AddIDs
+	if ids == nil {
+		for range b.Add {
+			ids = append(ids, f.nextRule)
+			f.nextRule++
+		}
+	}
+	for i, r := range b.Add {
+		for other, o := range next {
+			if o.Condition.Offset == r.Condition.Offset && bytes.Equal(o.Condition.Pattern, r.Condition.Pattern) {
+				return nil, &rules.DuplicateError{First: uint32(other), Second: uint32(ids[i]), Cond: r.Condition}
+			}
+		}
+		next[ids[i]] = r
+		f.nextRule = max(f.nextRule, ids[i]+1)
+	}
+	s.rules = next
+	return ids, nil
+}
+
+func (f *fakeDP) ServiceStats(id datapath.ServiceID) (datapath.ServiceStats, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.services[id] == nil {
+		return datapath.ServiceStats{}, datapath.ErrUnknownService
+	}
+	return datapath.ServiceStats{Matched: 3, Passed: 1}, nil
+}
+
+func (f *fakeDP) RuleStats(id datapath.RuleID) (datapath.RuleStats, error) {
+	return datapath.RuleStats{Hits: uint64(id)}, nil
+}
+
+func (f *fakeDP) PathStats() (datapath.PathStats, error) {
+	return datapath.PathStats{"answered": 3}, nil
+}
+
+// rulesOf is what the fake data plane runs for a service.
+func (f *fakeDP) rulesOf(id datapath.ServiceID) map[datapath.RuleID]rules.Rule {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if s := f.services[id]; s != nil {
+		return s.rules
+	}
+	return nil
+}

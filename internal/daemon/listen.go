@@ -1,0 +1,98 @@
+package daemon
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// defaultGroup owns the socket if it exists and no group is configured.
+const defaultGroup = "santa"
+
+// listen creates santad's SOCK_SEQPACKET socket with its mode and group.
+func listen(cfg Config) (*net.UnixListener, error) {
+	mode, err := cfg.socketMode()
+	if err != nil {
+		return nil, err
+	}
+	gid, err := socketGroup(cfg.SocketGroup)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(filepath.Dir(cfg.Socket), 0o755); err != nil {
+		return nil, fmt.Errorf("creating socket directory: %w", err)
+	}
+	if c, err := net.Dial("unixpacket", cfg.Socket); err == nil {
+		c.Close()
+		return nil, fmt.Errorf("another santad is serving %s", cfg.Socket)
+	}
+	// A socket file left by a santad that was killed.
+	if err := os.Remove(cfg.Socket); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("removing stale socket: %w", err)
+	}
+	// Nobody else may connect before the mode and group are set.
+	old := unix.Umask(0o177)
+	l, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: cfg.Socket, Net: "unixpacket"})
+	unix.Umask(old)
+	if err != nil {
+		return nil, fmt.Errorf("listening: %w", err)
+	}
+	if err := os.Chown(cfg.Socket, -1, gid); err != nil {
+		l.Close()
+		return nil, fmt.Errorf("setting the socket's group: %w", err)
+	}
+	if err := os.Chmod(cfg.Socket, mode); err != nil {
+		l.Close()
+		return nil, fmt.Errorf("setting the socket's mode: %w", err)
+	}
+	return l, nil
+}
+
+// socketGroup is the gid of a group name or number; for "", that of
+// defaultGroup if it exists, else -1 (santad's own).
+func socketGroup(name string) (int, error) {
+	if name == "" {
+		if g, err := user.LookupGroup(defaultGroup); err == nil {
+			return strconv.Atoi(g.Gid)
+		}
+		return -1, nil
+	}
+	if gid, err := strconv.Atoi(name); err == nil {
+		return gid, nil
+	}
+	g, err := user.LookupGroup(name)
+	if err != nil {
+		return 0, fmt.Errorf("socket group: %w", err)
+	}
+	return strconv.Atoi(g.Gid)
+}
+
+// Accept serves every connection on l until l is closed.
+func (s *Server) Accept(l *net.UnixListener) {
+	for {
+		c, err := l.AcceptUnix()
+		if errors.Is(err, net.ErrClosed) {
+			return
+		}
+		if err != nil {
+			// Out of descriptors, say: wait rather than spin.
+			s.log.Error("accepting a connection", "err", err)
+			time.Sleep(100 * time.Millisecond)
+			continue
+		}
+		peer, err := peerOf(c)
+		if err != nil {
+			s.log.Error("reading a client's credentials", "err", err)
+			c.Close()
+			continue
+		}
+		go s.Serve(c, peer)
+	}
+}

@@ -1,0 +1,128 @@
+package daemon
+
+import (
+	"errors"
+	"slices"
+
+	"github.com/santa-offload/santa/internal/datapath"
+	"github.com/santa-offload/santa/internal/protocol"
+	"github.com/santa-offload/santa/internal/rules"
+)
+
+// Room in one reply for the items of a LIST_RULES or RULE_STATS page: the
+// header, count and next take the rest.
+const pageRoom = protocol.MaxMessage - protocol.HeaderLen - 8
+
+// countersLen is the size of rule_counters on the wire.
+const countersLen = 20
+
+// listRules answers one page of a service's rules in rising id order: as
+// many as fit one reply, or max if fewer.
+func (s *Server) listRules(sess *session, req *protocol.ListRules) protocol.Body {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sv, perr := s.owned(sess, req.ServiceID)
+	if perr != nil {
+		return perr
+	}
+	r := &protocol.ListRulesReply{}
+	ids, room := page(sv, req.Start), pageRoom
+	for _, id := range ids {
+		rule := sv.Rules[id]
+		if n := entryLen(rule); n <= room && (req.Max == 0 || len(r.Rules) < int(req.Max)) {
+			room -= n
+			r.Rules = append(r.Rules, protocol.RuleEntry{RuleID: uint32(id), Rule: rule})
+			continue
+		}
+		r.Next = uint32(id)
+		return r
+	}
+	r.Next = protocol.LastPage
+	return r
+}
+
+// ruleStats answers one page of a service's rule counters.
+func (s *Server) ruleStats(sess *session, req *protocol.RuleStats) protocol.Body {
+	limit := pageRoom / countersLen
+	if req.Max != 0 && int(req.Max) < limit {
+		limit = int(req.Max)
+	}
+	s.mu.Lock()
+	sv, perr := s.owned(sess, req.ServiceID)
+	var ids []datapath.RuleID
+	if perr == nil {
+		ids = page(sv, req.Start)
+		ids = slices.Clone(ids[:min(len(ids), limit+1)])
+	}
+	s.mu.Unlock()
+	if perr != nil {
+		return perr
+	}
+	r := &protocol.RuleStatsReply{Next: protocol.LastPage}
+	if len(ids) > limit {
+		r.Next, ids = uint32(ids[limit]), ids[:limit]
+	}
+	for _, id := range ids {
+		st, err := s.dp.RuleStats(id)
+		if errors.Is(err, datapath.ErrUnknownRule) {
+			continue // deleted since
+		}
+		if err != nil {
+			return dataplaneError(err)
+		}
+		r.Counters = append(r.Counters, protocol.RuleCounters{RuleID: uint32(id), Hits: st.Hits, Bytes: st.Bytes})
+	}
+	return r
+}
+
+// page is a service's rule ids from start on. Called with s.mu held.
+func page(sv *service, start uint32) []datapath.RuleID {
+	ids := sv.ids()
+	i, _ := slices.BinarySearch(ids, datapath.RuleID(start))
+	return ids[i:]
+}
+
+// entryLen is the size of a rule with its id on the wire
+// (docs/protocol.md, "rule").
+func entryLen(r rules.Rule) int {
+	n := 4 + 2 + 2 + len(r.Condition.Pattern) + 2 + 1 + 1
+	for _, p := range r.Processors {
+		n += 2 // kind, reserved
+		if p.Kind == rules.ProcessorPut {
+			n += 2 + 2 + len(p.Bytes)
+		} else {
+			n += 6
+		}
+	}
+	return n
+}
+
+func (s *Server) serviceStats(sess *session, req *protocol.ServiceStats) protocol.Body {
+	s.mu.Lock()
+	sv, perr := s.owned(sess, req.ServiceID)
+	var use usage
+	if perr == nil {
+		use = sv.use
+	}
+	s.mu.Unlock()
+	if perr != nil {
+		return perr
+	}
+	st, err := s.dp.ServiceStats(sv.ID)
+	if err != nil {
+		return dataplaneError(err)
+	}
+	return &protocol.ServiceStatsReply{Matched: st.Matched, Passed: st.Passed, Fallback: st.Fallback, BadCsum: st.BadCsum,
+		Rules: uint32(use.rules), RuleBytes: uint64(use.bytes)}
+}
+
+func (s *Server) status() protocol.Body {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r := &protocol.StatusReply{Daemon: s.version, Capacity: s.capacity, Services: uint32(len(s.st.services)),
+		Interfaces: s.ifaces}
+	for _, sv := range s.st.services {
+		r.Rules += uint32(len(sv.Rules))
+	}
+	return r
+}

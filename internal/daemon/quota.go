@@ -1,0 +1,74 @@
+package daemon
+
+import (
+	"syscall"
+
+	"github.com/santa-offload/santa/internal/protocol"
+	"github.com/santa-offload/santa/internal/rules"
+)
+
+// Quotas count, per uid, the rules of the services that uid attached and
+// their bytes. They bind clients that are not admins.
+
+// quotaPolicy is every uid's quota.
+type quotaPolicy struct {
+	def   Quota
+	byUID map[uint32]Quota
+}
+
+func (p quotaPolicy) of(uid uint32) Quota {
+	if q, ok := p.byUID[uid]; ok {
+		return q
+	}
+	return p.def
+}
+
+// usage is rules and their bytes, or a change of them.
+type usage struct {
+	rules int64
+	bytes int64
+}
+
+func (u usage) plus(v usage) usage  { return usage{u.rules + v.rules, u.bytes + v.bytes} }
+func (u usage) minus(v usage) usage { return usage{u.rules - v.rules, u.bytes - v.bytes} }
+
+// ruleUse is what a rule counts against its owner's quota: one rule, and
+// its pattern and reply bytes.
+func ruleUse(r rules.Rule) usage {
+	return usage{1, int64(len(r.Condition.Pattern)) + int64(r.ReplyLen)}
+}
+
+func rulesUse(rs []rules.Rule) usage {
+	var u usage
+	for _, r := range rs {
+		u = u.plus(ruleUse(r))
+	}
+	return u
+}
+
+// admit refuses more on top of have if it breaks q, with a message naming
+// the quota. adds are the rules of an ADD_RULES request, if that is what
+// more is: the error's index is then the first rule beyond the quota.
+func (q Quota) admit(uid uint32, have, more usage, adds []rules.Rule) *protocol.Error {
+	after := have.plus(more)
+	overRules := q.Rules > 0 && after.rules > int64(q.Rules)
+	overBytes := q.Bytes > 0 && after.bytes > int64(q.Bytes)
+	if !overRules && !overBytes {
+		return nil
+	}
+	index := uint32(protocol.NoIndex)
+	sum := after.minus(rulesUse(adds)) // all but adds
+	for i, r := range adds {
+		sum = sum.plus(ruleUse(r))
+		if (overRules && sum.rules > int64(q.Rules)) || (overBytes && sum.bytes > int64(q.Bytes)) {
+			index = uint32(i)
+			break
+		}
+	}
+	if overRules {
+		return protocol.ErrorAt(syscall.EDQUOT, index, "quota of %d rules for uid %d exceeded: %d installed, %d more requested",
+			q.Rules, uid, have.rules, more.rules)
+	}
+	return protocol.ErrorAt(syscall.EDQUOT, index, "quota of %d bytes for uid %d exceeded: %d installed, %d more requested",
+		q.Bytes, uid, have.bytes, more.bytes)
+}

@@ -1,0 +1,60 @@
+package daemon
+
+import (
+	"errors"
+	"slices"
+
+	"github.com/santa-offload/santa/internal/daemon/journal"
+	"github.com/santa-offload/santa/internal/datapath"
+)
+
+// Restorer brings back an earlier santad's services: a *datapath.Datapath
+// opened with KeepLinks, between WatchSockets and EndRestore.
+type Restorer interface {
+	RestoreService(datapath.ServiceID, datapath.SocketInfo) error
+	Apply(datapath.ServiceID, datapath.Batch) ([]datapath.RuleID, error)
+	RemoveService(datapath.ServiceID) error
+}
+
+// Restore registers the journal's services whose sockets are still open,
+// with their rules under their old ids. Each service is restored under
+// s.mu, so that news of its socket closing meanwhile finds it in the
+// state. It returns how many services and rules came back.
+func (s *Server) Restore(r Restorer, saved map[datapath.ServiceID]*journal.Service) (services, rules int) {
+	ids := make([]datapath.ServiceID, 0, len(saved))
+	for id := range saved {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		if s.restoreOne(r, saved[id]) {
+			services++
+			rules += len(saved[id].Rules)
+		}
+	}
+	return services, rules
+}
+
+func (s *Server) restoreOne(r Restorer, js *journal.Service) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	log := s.log.With("service", js.ID, "addr", js.Info.Local, "owner_uid", js.UID, "rules", len(js.Rules))
+	err := r.RestoreService(js.ID, js.Info)
+	if errors.Is(err, datapath.ErrSocketClosed) {
+		log.Info("not restoring a service whose socket closed")
+		return false
+	}
+	if err != nil {
+		log.Error("restoring a service", "err", err)
+		return false
+	}
+	if len(js.Rules) > 0 {
+		if _, err := r.Apply(js.ID, js.Batch()); err != nil {
+			log.Error("restoring a service's rules; dropping the service", "err", err)
+			r.RemoveService(js.ID)
+			return false
+		}
+	}
+	s.st.add(js)
+	return true
+}

@@ -1,0 +1,147 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/santa-offload/santa/internal/daemon/journal"
+	"github.com/santa-offload/santa/internal/datapath"
+	"github.com/santa-offload/santa/internal/protocol"
+)
+
+// Run is santad: it loads the data plane (taking over an earlier run's,
+// with its services and rules, if the state directory holds a journal),
+// attaches it, and serves clients until ctx is done. On return the data
+// plane stays pinned and keeps answering; the next Run takes it over.
+func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
+	if err := cfg.check(); err != nil {
+		return err
+	}
+	unlock, err := lockState(cfg.StateDir)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	j, saved, err := journal.Open(cfg.StateDir)
+	if err != nil {
+		return err
+	}
+	defer j.Close()
+	if saved.Ignored > 0 {
+		log.Warn("ignored the journal's torn last record", "bytes", saved.Ignored)
+	}
+	// With a journal, the earlier run's links keep answering with its
+	// maps until this run has restored the rules and takes them over.
+	dp, err := datapath.Open(datapath.Options{PinPath: cfg.PinPath, MaxRules: cfg.MaxRules,
+		MaxServices: cfg.MaxServices, ReplyTTL: cfg.ReplyTTL, KeepLinks: saved.Existed})
+	if err != nil {
+		return fmt.Errorf("opening the data plane: %w", err)
+	}
+	defer dp.Close()
+	netns, err := ownNetns()
+	if err != nil {
+		return err
+	}
+	srv, err := NewServer(dp, j, cfg, netns, log)
+	if err != nil {
+		return err
+	}
+	if err := dp.WatchSockets(cfg.CgroupPath, srv.SocketClosed); err != nil {
+		return fmt.Errorf("watching sockets: %w", err)
+	}
+	if saved.Existed {
+		services, rules := srv.Restore(dp, saved.Services)
+		log.Info("restored", "services", services, "rules", rules, "journaled_services", len(saved.Services))
+	}
+	ifaces, err := attachInterfaces(dp, cfg.Interfaces, log)
+	if err != nil {
+		return err
+	}
+	srv.setInterfaces(ifaces)
+	if err := dp.DetachStale(); err != nil {
+		log.Warn("detaching an earlier run's links", "err", err)
+	}
+	for _, id := range dp.EndRestore() {
+		srv.dropped(id)
+	}
+	if err := srv.Snapshot(); err != nil {
+		return err
+	}
+
+	l, err := listen(cfg)
+	if err != nil {
+		return err
+	}
+	defer l.Close()
+	if cfg.MetricsAddr != "" {
+		stop, err := srv.serveMetrics(cfg.MetricsAddr)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
+	go srv.Accept(l)
+	if err := notify("READY=1"); err != nil {
+		log.Warn("notifying systemd", "err", err)
+	}
+	log.Info("ready", "socket", cfg.Socket, "interfaces", names(ifaces), "state_dir", cfg.StateDir,
+		"pin_path", cfg.PinPath, "metrics", cfg.MetricsAddr, "version", srv.version)
+
+	<-ctx.Done()
+	notify("STOPPING=1")
+	l.Close()
+	srv.closeConns()
+	log.Info("stopped; the data plane keeps answering")
+	return nil
+}
+
+// lockState makes sure one santad at a time uses a state directory: two
+// would write one journal.
+func lockState(dir string) (unlock func(), err error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("creating state directory: %w", err)
+	}
+	f, err := os.OpenFile(filepath.Join(dir, "lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("opening lock file: %w", err)
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			return nil, fmt.Errorf("another santad uses the state directory %s", dir)
+		}
+		return nil, fmt.Errorf("locking state directory: %w", err)
+	}
+	return func() { f.Close() }, nil
+}
+
+// ownNetns is the cookie of santad's network namespace: the one whose
+// sockets it can serve.
+func ownNetns() (uint64, error) {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return 0, fmt.Errorf("reading the network namespace: %w", err)
+	}
+	defer unix.Close(fd)
+	cookie, err := unix.GetsockoptUint64(fd, unix.SOL_SOCKET, unix.SO_NETNS_COOKIE)
+	if err != nil {
+		return 0, fmt.Errorf("reading the network namespace: %w", err)
+	}
+	return cookie, nil
+}
+
+// names lists interfaces for the log.
+func names(ifaces []protocol.Interface) string {
+	var out []string
+	for _, i := range ifaces {
+		out = append(out, i.Name)
+	}
+	return strings.Join(out, ",")
+}

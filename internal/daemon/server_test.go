@@ -1,0 +1,412 @@
+package daemon
+
+import (
+	"maps"
+	"net"
+	"os"
+	"reflect"
+	"syscall"
+	"testing"
+
+	"github.com/santa-offload/santa/internal/daemon/journal"
+	"github.com/santa-offload/santa/internal/datapath"
+	"github.com/santa-offload/santa/internal/protocol"
+	"github.com/santa-offload/santa/internal/rules"
+)
+
+func TestHello(t *testing.T) {
+	s := newTestServer(t, func(c *Config) {
+		c.QuotaRules = 10
+		c.Quotas = map[string]Quota{"1001": {Rules: 7, Bytes: 99}}
+	})
+	for _, tc := range []struct {
+		peer Peer
+		want protocol.HelloReply
+	}{
+		{alice, protocol.HelloReply{Version: 1, UID: 1000, GID: 100, PID: 11, QuotaRules: 10, QuotaBytes: 64 << 20}},
+		{bob, protocol.HelloReply{Version: 1, UID: 1001, GID: 100, PID: 12, QuotaRules: 7, QuotaBytes: 99}},
+		{admin, protocol.HelloReply{Version: 1, UID: 1002, GID: 100, PID: 13, Admin: true}},
+	} {
+		got := *s.connect(t, tc.peer, false).ok(&protocol.Hello{MinVersion: 1, MaxVersion: 3}).(*protocol.HelloReply)
+		tc.want.Daemon = s.version
+		if got != tc.want {
+			t.Errorf("HELLO of %+v = %+v, want %+v", tc.peer, got, tc.want)
+		}
+	}
+	c := s.connect(t, alice, false)
+	c.refused(&protocol.Hello{MinVersion: 2, MaxVersion: 5}, syscall.EPROTONOSUPPORT, "santad speaks version 1")
+	// Still open, still without HELLO: anything else now closes it.
+	c.refused(&protocol.Status{}, syscall.EPROTO, "the first request must be HELLO, not STATUS")
+	c.closed()
+}
+
+// What a client sends wrong ends at worst its own connection, never
+// another's; EPROTO and EMSGSIZE close it, other errors do not.
+func TestBadMessages(t *testing.T) {
+	s := newTestServer(t, nil)
+	other := s.connect(t, alice, true)
+	hello, _ := protocol.Encode(1, &protocol.Hello{MinVersion: 1, MaxVersion: 1})
+	detach, _ := protocol.Encode(1, &protocol.Detach{ServiceID: 1})
+	reply, _ := protocol.Encode(1, &protocol.DetachReply{})
+	withLen := func(msg []byte, n int) []byte {
+		msg = append([]byte(nil), msg...)
+		msg[8] = byte(n)
+		return msg
+	}
+	for _, tc := range []struct {
+		name  string
+		msg   []byte
+		code  syscall.Errno
+		close bool
+	}{
+		{"garbage", []byte("GET / HTTP/1.0\r\n\r\n"), syscall.EPROTO, true},
+		{"short", []byte{1, 2, 3}, syscall.EPROTO, true},
+		{"length field", withLen(detach, 30), syscall.EPROTO, true},
+		{"truncated body", withLen(detach[:18], 18), syscall.EBADMSG, false},
+		{"left over", withLen(append(detach, 0), 21), syscall.EBADMSG, false},
+		{"a reply", reply, syscall.EPROTO, true},
+		{"oversized", append(detach, make([]byte, protocol.MaxMessage)...), syscall.EMSGSIZE, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := s.connect(t, alice, false)
+			c.send(hello)
+			c.recv()
+			c.send(tc.msg)
+			e, ok := c.recv().(*protocol.Error)
+			if !ok || e.Code != tc.code {
+				t.Fatalf("reply %v, want %v", e, tc.code)
+			}
+			t.Logf("%s: %v", tc.name, e)
+			if tc.close {
+				c.closed()
+			} else {
+				c.ok(&protocol.Status{})
+			}
+			other.ok(&protocol.Status{})
+		})
+	}
+}
+
+// santad keeps no descriptor a client sends: not the attached socket, not
+// extra ones, not those sent with other requests.
+func TestDescriptors(t *testing.T) {
+	s := newTestServer(t, nil)
+	c := s.connect(t, alice, true)
+	u1, u2 := fdOf(t, udp(t)), fdOf(t, udp(t))
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer w.Close()
+	tcp, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tcp.Close()
+	unbound, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_DGRAM, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Close(unbound)
+
+	before := openFDs(t)
+	c.refused(&protocol.Attach{}, syscall.EBADF, "carries 0 file descriptors")
+	c.refused(&protocol.Attach{}, syscall.EBADF, "carries 2 file descriptors", u1, u2)
+	c.refused(&protocol.Attach{}, syscall.ENOTSOCK, "not a socket", int(r.Fd()))
+	c.refused(&protocol.Attach{}, syscall.EOPNOTSUPP, "UDP", fdOf(t, tcp.(*net.TCPListener)))
+	c.refused(&protocol.Attach{}, syscall.EINVAL, "not bound", unbound)
+	c.refused(&protocol.Attach{Flags: 1}, syscall.EINVAL, "flags", u1)
+	c.ok(&protocol.Status{}, u1, u2, int(w.Fd()))
+	c.ok(&protocol.Attach{}, u1)
+	c.refused(&protocol.Attach{}, syscall.EEXIST, "already registered", u1)
+	if after := openFDs(t); after != before {
+		t.Errorf("%d descriptors open before, %d after: santad kept some", before, after)
+	}
+}
+
+func TestOwnership(t *testing.T) {
+	s := newTestServer(t, nil)
+	a, b, root := s.connect(t, alice, true), s.connect(t, bob, true), s.connect(t, admin, true)
+	svc := a.attach()
+	ids := a.ok(&protocol.AddRules{ServiceID: svc, Rules: testRules("a", 2, 8)}).(*protocol.AddRulesReply).RuleIDs
+	mine := b.attach()
+
+	for _, req := range []protocol.Body{
+		&protocol.Detach{ServiceID: svc},
+		&protocol.AddRules{ServiceID: svc, Rules: testRules("b", 1, 8)},
+		&protocol.ReplaceRules{ServiceID: svc, Updates: []protocol.RuleEntry{{RuleID: ids[0], Rule: testRule("b", 8)}}},
+		&protocol.DeleteRules{ServiceID: svc, RuleIDs: ids[:1]},
+		&protocol.Begin{ServiceID: svc},
+		&protocol.ListRules{ServiceID: svc},
+		&protocol.RuleStats{ServiceID: svc},
+		&protocol.ServiceStats{ServiceID: svc},
+	} {
+		b.refused(req, syscall.EPERM, "belongs to uid 1000, not to uid 1001")
+	}
+	// Nor through a transaction on a service of its own.
+	txn := b.ok(&protocol.Begin{ServiceID: mine}).(*protocol.BeginReply).Txn
+	b.refused(&protocol.DeleteRules{ServiceID: mine, Txn: txn, RuleIDs: ids[:1]}, syscall.ENOENT, "has no rule")
+	b.refused(&protocol.AddRules{ServiceID: svc, Txn: txn, Rules: testRules("b", 1, 8)}, syscall.EINVAL, "not on service")
+	b.refused(&protocol.Detach{ServiceID: 4242}, syscall.ENOENT, "no service 4242")
+
+	list := func(c *conn) []uint32 {
+		var out []uint32
+		for _, si := range c.ok(&protocol.ListServices{}).(*protocol.ListServicesReply).Services {
+			out = append(out, si.ServiceID)
+		}
+		return out
+	}
+	if got := list(a); !reflect.DeepEqual(got, []uint32{svc}) {
+		t.Errorf("alice lists %v, want her own %d", got, svc)
+	}
+	if got := list(root); !reflect.DeepEqual(got, []uint32{svc, mine}) {
+		t.Errorf("the admin lists %v, want %d and %d", got, svc, mine)
+	}
+	root.ok(&protocol.DeleteRules{ServiceID: svc, RuleIDs: ids[:1]})
+	root.ok(&protocol.Detach{ServiceID: mine})
+	if got := list(b); len(got) != 0 {
+		t.Errorf("bob lists %v after the admin detached his service", got)
+	}
+}
+
+func TestQuotas(t *testing.T) {
+	s := newTestServer(t, func(c *Config) { c.QuotaRules, c.QuotaBytes = 10, 1000 })
+	a, root := s.connect(t, alice, true), s.connect(t, admin, true)
+	svc := a.attach()
+	a.ok(&protocol.AddRules{ServiceID: svc, Rules: testRules("a", 4, 8)}) // 4 rules, 4 × 16 bytes
+
+	e := a.refused(&protocol.AddRules{ServiceID: svc, Rules: testRules("b", 10, 8)}, syscall.EDQUOT,
+		"quota of 10 rules for uid 1000 exceeded: 4 installed, 10 more requested")
+	if e.Index != 6 {
+		t.Errorf("index %d, want 6: the first rule beyond the quota", e.Index)
+	}
+	a.refused(&protocol.AddRules{ServiceID: svc, Rules: testRules("c", 1, 1000)}, syscall.EDQUOT,
+		"quota of 1000 bytes for uid 1000 exceeded: 64 installed, 1008 more requested")
+
+	// A transaction counts what it holds with what is installed.
+	txn := a.ok(&protocol.Begin{ServiceID: svc}).(*protocol.BeginReply).Txn
+	a.ok(&protocol.AddRules{ServiceID: svc, Txn: txn, Rules: testRules("d", 5, 8)})
+	a.refused(&protocol.AddRules{ServiceID: svc, Txn: txn, Rules: testRules("e", 2, 8)}, syscall.EDQUOT,
+		"4 installed, 7 more requested")
+	// The admin has no quota, but what it adds counts against the owner's.
+	root.ok(&protocol.AddRules{ServiceID: svc, Rules: testRules("f", 3, 8)})
+	a.refused(&protocol.Commit{Txn: txn}, syscall.EDQUOT, "7 installed, 5 more requested")
+	a.refused(&protocol.Commit{Txn: txn}, syscall.ENOENT, "no transaction") // a refused commit ends it
+	// Deleting makes room.
+	del := a.ok(&protocol.ListRules{ServiceID: svc}).(*protocol.ListRulesReply).Rules
+	a.ok(&protocol.DeleteRules{ServiceID: svc, RuleIDs: []uint32{del[0].RuleID, del[1].RuleID}})
+	a.ok(&protocol.AddRules{ServiceID: svc, Rules: testRules("g", 5, 8)})
+	if got := s.st.usage[alice.UID]; got != (usage{10, 160}) {
+		t.Errorf("alice uses %+v, want 10 rules, 160 bytes", got)
+	}
+}
+
+func TestTransactions(t *testing.T) {
+	s := newTestServer(t, nil)
+	a := s.connect(t, alice, true)
+	svc := a.attach()
+	installed := a.ok(&protocol.AddRules{ServiceID: svc, Rules: testRules("old", 3, 8)}).(*protocol.AddRulesReply).RuleIDs
+
+	txn := a.ok(&protocol.Begin{ServiceID: svc}).(*protocol.BeginReply).Txn
+	if txn == 0 {
+		t.Fatal("transaction id 0")
+	}
+	bad := testRules("bad", 2, 8)
+	bad[1].ReplyLen = 0
+	e := a.refused(&protocol.AddRules{ServiceID: svc, Txn: txn, Rules: bad}, syscall.EINVAL, "reply length")
+	if e.Index != 1 {
+		t.Errorf("a bad rule in a transaction has index %d, want 1", e.Index)
+	}
+	if got := a.ok(&protocol.AddRules{ServiceID: svc, Txn: txn, Rules: testRules("new", 2, 8)}).(*protocol.AddRulesReply).RuleIDs; len(got) != 0 {
+		t.Errorf("ADD_RULES in a transaction gives ids %v", got)
+	}
+	a.ok(&protocol.ReplaceRules{ServiceID: svc, Txn: txn, Updates: []protocol.RuleEntry{{RuleID: installed[0], Rule: testRule("old0000000", 20)}}})
+	a.ok(&protocol.DeleteRules{ServiceID: svc, Txn: txn, RuleIDs: installed[1:2]})
+	a.refused(&protocol.DeleteRules{ServiceID: svc, Txn: txn, RuleIDs: installed[1:2]}, syscall.EINVAL, "twice")
+	if n := len(s.dp.rulesOf(datapath.ServiceID(svc))); n != 3 {
+		t.Fatalf("the data plane has %d rules before COMMIT, want the 3 installed", n)
+	}
+	// Other connections see neither the transaction nor its changes.
+	s.connect(t, alice, true).refused(&protocol.Commit{Txn: txn}, syscall.ENOENT, "no transaction")
+
+	added := a.ok(&protocol.Commit{Txn: txn}).(*protocol.CommitReply).RuleIDs
+	if len(added) != 2 {
+		t.Fatalf("COMMIT gives %v, want two ids", added)
+	}
+	got := s.dp.rulesOf(datapath.ServiceID(svc))
+	if len(got) != 4 || got[datapath.RuleID(installed[0])].ReplyLen != 20 {
+		t.Errorf("after COMMIT the data plane has %v", got)
+	}
+
+	for range maxTxns {
+		a.ok(&protocol.Begin{ServiceID: svc})
+	}
+	a.refused(&protocol.Begin{ServiceID: svc}, syscall.ENOSPC, "4 open transactions")
+	a.ok(&protocol.Abort{Txn: txn + 1})
+	a.refused(&protocol.Abort{Txn: txn + 1}, syscall.ENOENT, "no transaction")
+	a.ok(&protocol.Begin{ServiceID: svc})
+}
+
+// A transaction holds its service, not its id: when the socket closes and
+// the id names a new service, the transaction does not land there.
+func TestTransactionOutlivesService(t *testing.T) {
+	s := newTestServer(t, nil)
+	a := s.connect(t, alice, true)
+	svc := a.attach()
+	txn := a.ok(&protocol.Begin{ServiceID: svc}).(*protocol.BeginReply).Txn
+	a.ok(&protocol.AddRules{ServiceID: svc, Txn: txn, Rules: testRules("t", 1, 8)})
+	sv := s.st.services[datapath.ServiceID(svc)]
+	s.dp.RemoveService(sv.ID)
+	s.SocketClosed(sv.ID, sv.Info)
+	a.refused(&protocol.Commit{Txn: txn}, syscall.ENOENT, "has ended")
+}
+
+func TestDuplicateIndex(t *testing.T) {
+	s := newTestServer(t, nil)
+	a := s.connect(t, alice, true)
+	svc := a.attach()
+	a.ok(&protocol.AddRules{ServiceID: svc, Rules: testRules("r", 3, 8)})
+	batch := testRules("s", 4, 8)
+	batch[3] = testRules("r", 2, 8)[1]
+	e := a.refused(&protocol.AddRules{ServiceID: svc, Rules: batch}, syscall.EEXIST, "rule 3 of the batch has the same condition as installed rule")
+	batch[3] = batch[1]
+	e2 := a.refused(&protocol.AddRules{ServiceID: svc, Rules: batch}, syscall.EEXIST, "rule 3 of the batch has the same condition as rule 1 of the batch")
+	if e.Index != 3 || e2.Index != 3 {
+		t.Errorf("indexes %d, %d; want 3", e.Index, e2.Index)
+	}
+}
+
+// LIST_RULES pages hold as many rules as fit, in rising id order, and
+// together every rule once.
+func TestListRulesPages(t *testing.T) {
+	s := newTestServer(t, nil)
+	a := s.connect(t, alice, true)
+	svc := a.attach()
+	want := map[uint32]rules.Rule{}
+	for chunk := range 6 {
+		rs := testRules(string(rune('a'+chunk)), 150, 1400) // 150 × about 1430 bytes fit one message
+		ids := a.ok(&protocol.AddRules{ServiceID: svc, Rules: rs}).(*protocol.AddRulesReply).RuleIDs
+		for i, id := range ids {
+			want[id] = rs[i]
+		}
+	}
+	for _, max := range []uint32{0, 7} {
+		got := map[uint32]rules.Rule{}
+		pages := 0
+		for start := uint32(0); start != protocol.LastPage; pages++ {
+			page := a.ok(&protocol.ListRules{ServiceID: svc, Start: start, Max: max}).(*protocol.ListRulesReply)
+			for i, e := range page.Rules {
+				if e.RuleID < start || (i > 0 && e.RuleID <= page.Rules[i-1].RuleID) {
+					t.Fatalf("page from %d: rule %d out of order", start, e.RuleID)
+				}
+				got[e.RuleID] = e.Rule
+			}
+			if max > 0 && len(page.Rules) > int(max) {
+				t.Fatalf("page of %d rules; max is %d", len(page.Rules), max)
+			}
+			start = page.Next
+		}
+		if !maps.EqualFunc(got, want, func(a, b rules.Rule) bool { return reflect.DeepEqual(a, b) }) {
+			t.Errorf("max %d: %d pages hold %d rules, want %d", max, pages, len(got), len(want))
+		}
+		t.Logf("max %d: %d rules in %d pages", max, len(got), pages)
+	}
+	counters := a.ok(&protocol.RuleStats{ServiceID: svc, Max: 5}).(*protocol.RuleStatsReply)
+	if len(counters.Counters) != 5 || counters.Next != counters.Counters[4].RuleID+1 {
+		t.Errorf("RULE_STATS page: %+v", counters)
+	}
+}
+
+func TestEntryLen(t *testing.T) {
+	for _, r := range append(testRules("x", 2, 100), rules.Rule{
+		Condition:  rules.Condition{Offset: 3, Pattern: []byte("abc")},
+		Processors: []rules.Processor{rules.Copy(0, 2, 0), rules.Put(2, []byte("hello"))},
+		ReplyLen:   9,
+	}) {
+		empty, _ := protocol.Encode(0, &protocol.ListRulesReply{})
+		one, _ := protocol.Encode(0, &protocol.ListRulesReply{Rules: []protocol.RuleEntry{{Rule: r}}})
+		if got, want := entryLen(r), len(one)-len(empty); got != want {
+			t.Errorf("entryLen = %d; the encoder takes %d bytes", got, want)
+		}
+	}
+}
+
+// What the server acknowledged is what the journal replays, and a server
+// restored from it serves the same rules under the same ids.
+func TestJournalMatchesState(t *testing.T) {
+	s := newTestServer(t, nil)
+	a := s.connect(t, alice, true)
+	svc, gone := a.attach(), a.attach()
+	ids := a.ok(&protocol.AddRules{ServiceID: svc, Rules: testRules("j", 5, 8)}).(*protocol.AddRulesReply).RuleIDs
+	a.ok(&protocol.ReplaceRules{ServiceID: svc, Updates: []protocol.RuleEntry{{RuleID: ids[2], Rule: testRule("jj", 30)}}})
+	a.ok(&protocol.DeleteRules{ServiceID: svc, RuleIDs: ids[:1]})
+	a.ok(&protocol.AddRules{ServiceID: gone, Rules: testRules("g", 2, 8)})
+	a.ok(&protocol.Detach{ServiceID: gone})
+
+	j, rep, err := journal.Open(s.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	want := s.st.services[datapath.ServiceID(svc)].Service
+	if len(rep.Services) != 1 || !reflect.DeepEqual(*rep.Services[datapath.ServiceID(svc)], want) {
+		t.Fatalf("journal replays %+v, want service %+v", rep.Services, want)
+	}
+
+	// A restarted server restores it, if its socket is still open.
+	restarted := newTestServer(t, nil)
+	restarted.dp.restorable[want.Info.Cookie] = true
+	if n, r := restarted.Restore(restarted.dp, rep.Services); n != 1 || r != 4 {
+		t.Fatalf("restored %d services, %d rules; want 1, 4", n, r)
+	}
+	if got := restarted.dp.rulesOf(want.ID); !reflect.DeepEqual(got, want.Rules) {
+		t.Errorf("restored data plane has %v, want %v", got, want.Rules)
+	}
+	if got := restarted.st.usage[alice.UID]; got != s.st.usage[alice.UID] {
+		t.Errorf("restored usage %+v, want %+v", got, s.st.usage[alice.UID])
+	}
+	closed := newTestServer(t, nil)
+	if n, _ := closed.Restore(closed.dp, rep.Services); n != 0 {
+		t.Errorf("restored %d services whose sockets closed", n)
+	}
+}
+
+// The journal is compacted once it is past twice the size of a snapshot.
+func TestCompaction(t *testing.T) {
+	s := newTestServer(t, nil)
+	a := s.connect(t, alice, true)
+	svc := a.attach()
+	rs := testRules("c", 100, 1400)
+	ids := a.ok(&protocol.AddRules{ServiceID: svc, Rules: rs}).(*protocol.AddRulesReply).RuleIDs
+	for round := range 20 {
+		updates := make([]protocol.RuleEntry, len(ids))
+		for i, id := range ids {
+			updates[i] = protocol.RuleEntry{RuleID: id, Rule: rs[i]}
+			updates[i].Rule.ReplyLen = uint16(1300 + round)
+		}
+		a.ok(&protocol.ReplaceRules{ServiceID: svc, Updates: updates})
+		if size := s.journal.Size(); size > minCompact && size > 2*s.st.live {
+			t.Fatalf("journal is %d bytes, more than twice the %d of a snapshot", size, s.st.live)
+		}
+	}
+	if s.st.live <= 0 || s.journal.Size() < s.st.live {
+		t.Errorf("journal %d bytes, snapshot %d", s.journal.Size(), s.st.live)
+	}
+}
+
+func TestStatus(t *testing.T) {
+	s := newTestServer(t, func(c *Config) { c.MaxRules = 1234 })
+	s.setInterfaces([]protocol.Interface{{Ifindex: 1, Name: "lo", XDP: "generic", TC: true}})
+	a := s.connect(t, alice, true)
+	svc := a.attach()
+	a.ok(&protocol.AddRules{ServiceID: svc, Rules: testRules("s", 3, 8)})
+	st := a.ok(&protocol.Status{}).(*protocol.StatusReply)
+	if st.Rules != 3 || st.Capacity != 1234 || st.Services != 1 || len(st.Interfaces) != 1 || st.Daemon != s.version {
+		t.Errorf("STATUS = %+v", st)
+	}
+	ss := a.ok(&protocol.ServiceStats{ServiceID: svc}).(*protocol.ServiceStatsReply)
+	if *ss != (protocol.ServiceStatsReply{Matched: 3, Passed: 1, Rules: 3, RuleBytes: 3 * 16}) {
+		t.Errorf("SERVICE_STATS = %+v", ss)
+	}
+}

@@ -1,0 +1,138 @@
+package daemon
+
+import (
+	"errors"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/santa-offload/santa/internal/daemon/journal"
+	"github.com/santa-offload/santa/internal/datapath"
+	"github.com/santa-offload/santa/internal/protocol"
+	"github.com/santa-offload/santa/internal/rules"
+)
+
+// attach makes the socket passed along a service of the client's uid.
+//
+// Holding the descriptor is the proof of ownership: only a process that
+// opened the socket, or was handed it, can pass it, and such a process can
+// read the socket's requests and answer them anyway. The socket's own uid
+// is not checked, so that a server that binds a privileged port as root
+// and then drops privileges can still offload. The socket must be in
+// santad's network namespace: the data plane never sees another's packets.
+func (s *Server) attach(sess *session, req *protocol.Attach, fds []int) protocol.Body {
+	if len(fds) != 1 {
+		return protocol.Errorf(syscall.EBADF, "ATTACH carries %d file descriptors; it takes exactly one", len(fds))
+	}
+	if req.Flags != 0 {
+		return protocol.Errorf(syscall.EINVAL, "flags is %#x; it must be 0", req.Flags)
+	}
+	fd := fds[0]
+	// santad keeps no client's socket: once the socket is registered, the
+	// descriptor is closed, so that the application's close really closes it.
+	defer func() {
+		unix.Close(fd)
+		fds[0] = -1
+	}()
+	info, err := datapath.InspectSocket(fd)
+	switch {
+	case errors.Is(err, unix.ENOTSOCK):
+		return protocol.Errorf(syscall.ENOTSOCK, "the descriptor passed is not a socket")
+	case err != nil:
+		return protocol.Errorf(syscall.EOPNOTSUPP, "%v", err)
+	case info.Protocol != unix.IPPROTO_UDP:
+		return protocol.Errorf(syscall.EOPNOTSUPP, "socket protocol is %d; santad serves UDP (17) only", info.Protocol)
+	case info.Local.Port() == 0:
+		return protocol.Errorf(syscall.EINVAL, "the socket is not bound to a port")
+	case info.NetnsCookie != s.netns:
+		return protocol.Errorf(syscall.EOPNOTSUPP, "the socket is in another network namespace (cookie %d) than santad's (%d)",
+			info.NetnsCookie, s.netns)
+	}
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	id, err := s.dp.AddService(fd)
+	if err != nil {
+		return dataplaneError(err)
+	}
+	if old := s.st.services[id]; old != nil {
+		// Its socket closed and the id was reused before the news came.
+		s.forget(old, "socket closed")
+	}
+	sv := s.st.add(&journal.Service{ID: id, Info: info, UID: sess.peer.UID, GID: sess.peer.GID,
+		Rules: map[datapath.RuleID]rules.Rule{}})
+	if err := s.record(func(j *journal.Journal) error { return j.Attach(&sv.Service) }); err != nil {
+		return notSaved(err)
+	}
+	s.log.Info("service attached", "service", id, "addr", info.Local, "owner_uid", sess.peer.UID, "client", sess.client)
+	return serviceInfo(sv)
+}
+
+// detach removes a service and its rules.
+func (s *Server) detach(sess *session, req *protocol.Detach) protocol.Body {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sv, perr := s.owned(sess, req.ServiceID)
+	if perr != nil {
+		return perr
+	}
+	if err := s.dp.RemoveService(sv.ID); err != nil {
+		return dataplaneError(err)
+	}
+	s.st.remove(sv)
+	if err := s.record(func(j *journal.Journal) error { return j.Remove(sv.ID) }); err != nil {
+		return notSaved(err)
+	}
+	s.log.Info("service detached", "service", sv.ID, "rules", len(sv.Rules), "client", sess.client)
+	return &protocol.DetachReply{}
+}
+
+// owned is the service id names, if the client may touch it. Called with
+// s.mu held.
+func (s *Server) owned(sess *session, id uint32) (*service, *protocol.Error) {
+	sv := s.st.services[datapath.ServiceID(id)]
+	switch {
+	case sv == nil:
+		return nil, protocol.Errorf(syscall.ENOENT, "no service %d", id)
+	case !sess.peer.Admin && sv.UID != sess.peer.UID:
+		return nil, protocol.Errorf(syscall.EPERM, "service %d belongs to uid %d, not to uid %d", id, sv.UID, sess.peer.UID)
+	}
+	return sv, nil
+}
+
+// listServices lists the client's services, or all for an admin, by id.
+// The reply has no pages: it holds as many services as fit one message
+// (2730).
+func (s *Server) listServices(sess *session) protocol.Body {
+	const fit = (protocol.MaxMessage - protocol.HeaderLen - 4) / serviceLen
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r := &protocol.ListServicesReply{}
+	for sv := range s.st.journaled {
+		if len(r.Services) == fit {
+			break
+		}
+		if sess.peer.Admin || sv.UID == sess.peer.UID {
+			r.Services = append(r.Services, *serviceInfo(s.st.services[sv.ID]))
+		}
+	}
+	return r
+}
+
+// serviceLen is the size of a service on the wire.
+const serviceLen = 48
+
+func serviceInfo(sv *service) *protocol.ServiceInfo {
+	a := sv.Info.Local.Addr()
+	si := &protocol.ServiceInfo{ServiceID: uint32(sv.ID), Protocol: uint8(sv.Info.Protocol), Family: 6,
+		Port: sv.Info.Local.Port(), Cookie: sv.Info.Cookie, NetnsCookie: sv.Info.NetnsCookie,
+		OwnerUID: sv.UID, Rules: uint32(len(sv.Rules))}
+	if a.Is4() {
+		si.Family = 4
+		v4 := a.As4()
+		copy(si.Addr[:], v4[:])
+	} else {
+		si.Addr = a.As16()
+	}
+	return si
+}

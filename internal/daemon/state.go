@@ -1,0 +1,113 @@
+package daemon
+
+import (
+	"slices"
+
+	"github.com/santa-offload/santa/internal/daemon/journal"
+	"github.com/santa-offload/santa/internal/datapath"
+)
+
+// service is an attached socket as santad knows it.
+type service struct {
+	journal.Service                   // id, socket, owner, rules
+	use             usage             // what its rules count against the owner's quota
+	size            int64             // its bytes in a journal snapshot
+	sorted          []datapath.RuleID // the ids of Rules in rising order; nil when stale
+}
+
+// state is every service with its owner and rules: what the journal holds
+// and the data plane runs. The Server's mutex guards it.
+type state struct {
+	services map[datapath.ServiceID]*service
+	usage    map[uint32]usage // by owner uid
+	live     int64            // bytes of a journal snapshot of it all
+}
+
+func newState() state {
+	return state{services: map[datapath.ServiceID]*service{}, usage: map[uint32]usage{}}
+}
+
+// add makes s a service, with whatever rules it has.
+func (st *state) add(js *journal.Service) *service {
+	s := &service{Service: *js, size: journal.ServiceSize}
+	for _, r := range s.Rules {
+		s.use = s.use.plus(ruleUse(r))
+		s.size += journal.RuleSize(r)
+	}
+	st.services[s.ID] = s
+	st.charge(s, s.use, s.size)
+	return s
+}
+
+// remove forgets a service and its rules.
+func (st *state) remove(s *service) {
+	delete(st.services, s.ID)
+	st.charge(s, usage{-s.use.rules, -s.use.bytes}, -s.size)
+}
+
+// applied records a batch the data plane took; b.AddIDs are its new ids.
+func (st *state) applied(s *service, b datapath.Batch) {
+	var use usage
+	var size int64
+	drop := func(id datapath.RuleID) {
+		old := s.Rules[id]
+		use = use.minus(ruleUse(old))
+		size -= journal.RuleSize(old)
+	}
+	for _, id := range b.Delete {
+		drop(id)
+		delete(s.Rules, id)
+	}
+	for _, u := range b.Replace {
+		drop(u.ID)
+		s.Rules[u.ID] = u.Rule
+		use = use.plus(ruleUse(u.Rule))
+		size += journal.RuleSize(u.Rule)
+	}
+	for i, r := range b.Add {
+		s.Rules[b.AddIDs[i]] = r
+		use = use.plus(ruleUse(r))
+		size += journal.RuleSize(r)
+	}
+	if len(b.Add)+len(b.Delete) > 0 {
+		s.sorted = nil
+	}
+	s.use = s.use.plus(use)
+	s.size += size
+	st.charge(s, use, size)
+}
+
+func (st *state) charge(s *service, use usage, size int64) {
+	st.usage[s.UID] = st.usage[s.UID].plus(use)
+	if st.usage[s.UID] == (usage{}) {
+		delete(st.usage, s.UID)
+	}
+	st.live += size
+}
+
+// ids are a service's rule ids in rising order, sorted once per change of
+// the set: listing a large service page by page must not sort every page.
+func (s *service) ids() []datapath.RuleID {
+	if s.sorted == nil {
+		s.sorted = make([]datapath.RuleID, 0, len(s.Rules))
+		for id := range s.Rules {
+			s.sorted = append(s.sorted, id)
+		}
+		slices.Sort(s.sorted)
+	}
+	return s.sorted
+}
+
+// journaled lists the services for a journal snapshot, by id.
+func (st *state) journaled(yield func(*journal.Service) bool) {
+	ids := make([]datapath.ServiceID, 0, len(st.services))
+	for id := range st.services {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		if !yield(&st.services[id].Service) {
+			return
+		}
+	}
+}

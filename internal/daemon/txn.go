@@ -1,0 +1,120 @@
+package daemon
+
+import (
+	"syscall"
+
+	"github.com/santa-offload/santa/internal/datapath"
+	"github.com/santa-offload/santa/internal/protocol"
+)
+
+// maxTxns is how many transactions one connection may hold open.
+const maxTxns = 4
+
+// txn is an open transaction: batches checked but not applied. It holds
+// its service itself, not the id: ids are reused at once when a socket
+// closes, and a transaction must never land on the next socket.
+type txn struct {
+	svc     *service
+	batch   datapath.Batch
+	touched map[datapath.RuleID]bool // replaced or deleted
+}
+
+func (t *txn) items() int { return len(t.batch.Add) + len(t.batch.Replace) + len(t.batch.Delete) }
+
+func (s *Server) begin(sess *session, req *protocol.Begin) protocol.Body {
+	if len(sess.txns) >= maxTxns {
+		return protocol.Errorf(syscall.ENOSPC, "this connection has %d open transactions; the limit is %d", len(sess.txns), maxTxns)
+	}
+	s.mu.Lock()
+	sv, perr := s.owned(sess, req.ServiceID)
+	s.mu.Unlock()
+	if perr != nil {
+		return perr
+	}
+	for sess.lastTxn++; sess.lastTxn == 0 || sess.txns[sess.lastTxn] != nil; sess.lastTxn++ {
+	}
+	sess.txns[sess.lastTxn] = &txn{svc: sv, touched: map[datapath.RuleID]bool{}}
+	return &protocol.BeginReply{Txn: sess.lastTxn}
+}
+
+// open is the client's transaction id on service svc, still alive.
+// Called with s.mu held.
+func (s *Server) open(sess *session, id, svc uint32) (*txn, *protocol.Error) {
+	t := sess.txns[id]
+	switch {
+	case t == nil:
+		return nil, protocol.Errorf(syscall.ENOENT, "no transaction %d on this connection", id)
+	case svc != uint32(t.svc.ID):
+		return nil, protocol.Errorf(syscall.EINVAL, "transaction %d is on service %d, not on service %d", id, t.svc.ID, svc)
+	case s.st.services[t.svc.ID] != t.svc:
+		return nil, protocol.Errorf(syscall.ENOENT, "service %d of transaction %d has ended", t.svc.ID, id)
+	}
+	return t, nil
+}
+
+// stage checks b at once against the service as it is now and adds it to
+// the transaction. A transaction holds at most the host's rule capacity,
+// and, for a client that is not an admin, no more than the owner's quota
+// allows with what is installed now (COMMIT checks again).
+func (s *Server) stage(sess *session, svc, id uint32, b datapath.Batch) *protocol.Error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t, perr := s.open(sess, id, svc)
+	if perr != nil {
+		return perr
+	}
+	if perr := checkIDs(t.svc, b, t.touched); perr != nil {
+		return perr
+	}
+	if n := t.items() + len(b.Add) + len(b.Replace) + len(b.Delete); n > int(s.capacity) {
+		return protocol.Errorf(syscall.ENOSPC, "transaction %d would hold %d items; the host's rule capacity is %d", id, n, s.capacity)
+	}
+	if !sess.peer.Admin {
+		sv := t.svc
+		more := change(sv, t.batch).plus(change(sv, b))
+		if perr := s.quotas.of(sv.UID).admit(sv.UID, s.st.usage[sv.UID], more, b.Add); perr != nil {
+			return perr
+		}
+	}
+	t.batch.Add = append(t.batch.Add, b.Add...)
+	t.batch.Replace = append(t.batch.Replace, b.Replace...)
+	t.batch.Delete = append(t.batch.Delete, b.Delete...)
+	for _, u := range b.Replace {
+		t.touched[u.ID] = true
+	}
+	for _, id := range b.Delete {
+		t.touched[id] = true
+	}
+	return nil
+}
+
+// commit applies a transaction as one batch. Applied or refused, it ends.
+func (s *Server) commit(sess *session, req *protocol.Commit) protocol.Body {
+	t := sess.txns[req.Txn]
+	if t == nil {
+		return protocol.Errorf(syscall.ENOENT, "no transaction %d on this connection", req.Txn)
+	}
+	delete(sess.txns, req.Txn)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.st.services[t.svc.ID] != t.svc {
+		return protocol.Errorf(syscall.ENOENT, "service %d of transaction %d has ended", t.svc.ID, req.Txn)
+	}
+	// Rules replaced or deleted may have gone since they were staged.
+	if perr := checkIDs(t.svc, t.batch, nil); perr != nil {
+		return protocol.Errorf(perr.Code, "transaction %d: %s", req.Txn, perr.Message)
+	}
+	ids, perr := s.apply(sess, t.svc, t.batch, nil, nil)
+	if perr != nil {
+		return perr
+	}
+	return &protocol.CommitReply{RuleIDs: ids}
+}
+
+func (s *Server) abort(sess *session, req *protocol.Abort) protocol.Body {
+	if sess.txns[req.Txn] == nil {
+		return protocol.Errorf(syscall.ENOENT, "no transaction %d on this connection", req.Txn)
+	}
+	delete(sess.txns, req.Txn)
+	return &protocol.AbortReply{}
+}
