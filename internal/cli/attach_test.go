@@ -1,0 +1,133 @@
+package cli
+
+import (
+	"encoding/binary"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// openUDP opens a UDP socket on 127.0.0.1 and returns it with its fd and
+// SO_COOKIE.
+func openUDP(t *testing.T) (*net.UDPConn, int, uint64) {
+	conn, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	f, err := conn.File() // a dup of its own: the test's fd
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	cookie, err := unix.GetsockoptUint64(int(f.Fd()), unix.SOL_SOCKET, unix.SO_COOKIE)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return conn, int(f.Fd()), cookie
+}
+
+// attached checks that the fake was given the socket with cookie and that
+// santactl printed the service.
+func attached(t *testing.T, f *fake, conn *net.UDPConn, cookie uint64, stdout, stderr string, code int) {
+	t.Helper()
+	f.mu.Lock()
+	cookies := slices.Clone(f.cookies)
+	f.mu.Unlock()
+	if !slices.Equal(cookies, []uint64{cookie}) {
+		t.Errorf("the daemon got sockets with cookies %v, want %d", cookies, cookie)
+	}
+	want := fmt.Sprintf("ID  PROTO  ADDRESS          OWNER  RULES  COOKIE\n7   udp    %-15v  1000   0      %d\n", conn.LocalAddr(), cookie)
+	if stdout != want || stderr != "" || code != 0 {
+		t.Errorf("attach: stdout %q, stderr %q, exit status %d; want stdout %q", stdout, stderr, code, want)
+	}
+}
+
+// TestAttachPidFD attaches a socket of the test's own process by pid and
+// fd. pidfd_getfd (Linux 5.6) on one's own process needs no privilege.
+func TestAttachPidFD(t *testing.T) {
+	f, path := newFake(t)
+	conn, fd, cookie := openUDP(t)
+	stdout, stderr, code := santactl(t, path, "attach", "-pid", fmt.Sprint(os.Getpid()), "-fd", fmt.Sprint(fd))
+	attached(t, f, conn, cookie, stdout, stderr, code)
+}
+
+// TestAttachPort finds a socket of the test's own process by its port, in
+// this network namespace and then entering it by path. It needs root, as
+// attach -port does.
+func TestAttachPort(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("attach -port needs root")
+	}
+	for _, netns := range []string{"", "/proc/self/ns/net"} {
+		f, path := newFake(t)
+		conn, _, cookie := openUDP(t)
+		addr := conn.LocalAddr().(*net.UDPAddr)
+		args := []string{"attach", "-port", fmt.Sprint(addr.Port), "-addr", "127.0.0.1"}
+		if netns != "" {
+			args = append(args, "-netns", netns)
+		}
+		stdout, stderr, code := santactl(t, path, args...)
+		attached(t, f, conn, cookie, stdout, stderr, code)
+	}
+}
+
+func TestAttachErrors(t *testing.T) {
+	_, path := newFake(t)
+	usage := "usage: santactl [-socket PATH] [-json] attach -pid PID -fd FD | -port PORT [-addr ADDR] [-netns PATH]\n"
+	tests := []struct {
+		args   []string
+		stderr string
+		code   int
+	}{
+		{[]string{"attach"}, "santactl: attach: give -pid and -fd, or -port\n" + usage, 2},
+		{[]string{"attach", "-pid", "1"}, "santactl: attach: give both -pid and -fd\n" + usage, 2},
+		{[]string{"attach", "-pid", "1", "-fd", "3", "-port", "53"}, "santactl: attach: give -pid and -fd, or -port\n" + usage, 2},
+		{[]string{"attach", "-pid", "1", "-fd", "3", "-addr", "::1"}, "santactl: attach: -addr and -netns go with -port\n" + usage, 2},
+		{[]string{"attach", "-port", "70000"}, "santactl: attach: -port 70000 is not a port\n" + usage, 2},
+		{[]string{"attach", "-pid", fmt.Sprint(os.Getpid()), "-fd", "999999"},
+			fmt.Sprintf("santactl: attach: take fd 999999 of process %d: bad file descriptor\n", os.Getpid()), 1},
+	}
+	if os.Geteuid() == 0 {
+		tests = append(tests, struct {
+			args   []string
+			stderr string
+			code   int
+		}{[]string{"attach", "-port", "9", "-addr", "127.0.0.9"}, "santactl: attach: no UDP socket is bound to 127.0.0.9:9\n", 1})
+	}
+	for _, tt := range tests {
+		stdout, stderr, code := santactl(t, path, tt.args...)
+		if stdout != "" || stderr != tt.stderr || code != tt.code {
+			t.Errorf("%q: stdout %q, stderr %q, exit status %d; want stderr %q, status %d", tt.args, stdout, stderr, code, tt.stderr, tt.code)
+		}
+	}
+}
+
+func TestParseUDPTable(t *testing.T) {
+	// The kernel prints each 32-bit word of an address as a number in the
+	// host's byte order.
+	word := func(b ...byte) string { return fmt.Sprintf("%08X", binary.NativeEndian.Uint32(b)) }
+	table := "   sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode ref pointer drops\n" +
+		"  123: " + word(127, 0, 0, 1) + ":1E61 00000000:0000 07 00000000:00000000 00:00000000 00000000     0        0 31452 2 0000000000000000 0\n" +
+		"  124: " + word(0x20, 0x01, 0x0d, 0xb8) + word(0, 0, 0, 0) + word(0, 0, 0, 0) + word(0, 0, 0, 1) + ":0035 " +
+		strings.Repeat("0", 32) + ":0000 07 00000000:00000000 00:00000000 00000000   101        0 99 2 0000000000000000 0\n"
+	got, err := parseUDPTable(strings.NewReader(table))
+	want := []udpSocket{
+		{netip.MustParseAddrPort("127.0.0.1:7777"), 31452},
+		{netip.MustParseAddrPort("[2001:db8::1]:53"), 99},
+	}
+	if err != nil || !slices.Equal(got, want) {
+		t.Errorf("parseUDPTable gives %v, %v; want %v", got, err, want)
+	}
+	for _, bad := range []string{"  0: 0100007F:1E61\n", "  0: 0100007F 00000000:0000 07 0:0 0:0 0 0 0 1\n", "  0: 0100007F:1E61 00000000:0000 07 0:0 0:0 0 0 0 x\n"} {
+		if _, err := parseUDPTable(strings.NewReader("header\n" + bad)); err == nil {
+			t.Errorf("parseUDPTable accepts %q", bad)
+		}
+	}
+}

@@ -1,0 +1,100 @@
+package cli
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+
+	"github.com/santa-offload/santa/client"
+	"github.com/santa-offload/santa/internal/rules"
+)
+
+// deleteOptions name the rules by id, or by the conditions of a rule
+// file: a service's conditions are unique, so they name its rules too,
+// and "delete -f" undoes "add" with the same file.
+type deleteOptions struct {
+	file string
+}
+
+func (o *deleteOptions) flags(fs *flag.FlagSet) {
+	fs.StringVar(&o.file, "f", "", "delete the rules with the conditions of the rule file at `FILE` (- for stdin)")
+}
+
+func (o *deleteOptions) run(ctx context.Context, e *env, args []string) error {
+	if err := wantArgs(args, 1, len(args)); err != nil {
+		return err
+	}
+	service, err := parseID("SERVICE", args[0])
+	if err != nil {
+		return err
+	}
+	if (o.file == "") == (len(args) == 1) {
+		return usagef("give RULE_IDs or -f FILE")
+	}
+	var ids []uint32
+	for _, a := range args[1:] {
+		id, err := parseID("RULE_ID", a)
+		if err != nil {
+			return err
+		}
+		ids = append(ids, id)
+	}
+	c, err := e.connect(ctx)
+	if err != nil {
+		return err
+	}
+	if o.file != "" {
+		rs, err := e.readRuleFile(o.file)
+		if err != nil {
+			return err
+		}
+		if ids, err = idsOf(c, service, rs); err != nil {
+			return fmt.Errorf("%s: %w", fileName(o.file), err)
+		}
+	}
+	_, err = inTxn(c, service, ids, idSize, (*client.Txn).DeleteRules,
+		func(i int) string { return fmt.Sprintf("rule id %d", ids[i]) })
+	if err != nil {
+		return err
+	}
+	return e.show(deleted{ruleIDs{ServiceID: service, RuleIDs: ids}})
+}
+
+// condition is a rule's condition as a map key.
+type condition struct {
+	offset  uint16
+	pattern string
+}
+
+// idsOf finds the ids of the service's rules with the conditions of rs.
+func idsOf(c *client.Client, service uint32, rs []rules.Rule) ([]uint32, error) {
+	byCondition := make(map[condition]uint32)
+	for e, err := range c.Rules(service) {
+		if err != nil {
+			return nil, err
+		}
+		byCondition[condition{e.Rule.Condition.Offset, string(e.Rule.Condition.Pattern)}] = e.RuleID
+	}
+	ids := make([]uint32, len(rs))
+	for i, r := range rs {
+		id, ok := byCondition[condition{r.Condition.Offset, string(r.Condition.Pattern)}]
+		if !ok {
+			return nil, fmt.Errorf("rule %d: service %d has no rule with the condition %s at %d",
+				i, service, quote(r.Condition.Pattern), r.Condition.Offset)
+		}
+		ids[i] = id
+	}
+	return ids, nil
+}
+
+type deleted struct{ ruleIDs }
+
+func (v deleted) table(w io.Writer) error {
+	noun := "rules"
+	if len(v.RuleIDs) == 1 {
+		noun = "rule"
+	}
+	_, err := fmt.Fprintf(w, "deleted %d %s of service %d\n", len(v.RuleIDs), noun, v.ServiceID)
+	return err
+}

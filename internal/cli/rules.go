@@ -1,0 +1,99 @@
+package cli
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/santa-offload/santa/client"
+	"github.com/santa-offload/santa/internal/rules"
+)
+
+// Escaped bytes in the rules table are cut after this many characters.
+const (
+	patternWidth = 40
+	putWidth     = 16
+)
+
+type rulesOptions struct{}
+
+func (*rulesOptions) flags(*flag.FlagSet) {}
+
+// run takes "SERVICE", "list SERVICE", "SERVICE RULE_ID" or
+// "show SERVICE RULE_ID".
+func (*rulesOptions) run(ctx context.Context, e *env, args []string) error {
+	verb := ""
+	if len(args) > 0 && (args[0] == "list" || args[0] == "show") {
+		verb, args = args[0], args[1:]
+	}
+	min, max := 1, 2
+	switch verb {
+	case "list":
+		max = 1
+	case "show":
+		min = 2
+	}
+	if err := wantArgs(args, min, max); err != nil {
+		return err
+	}
+	service, err := parseID("SERVICE", args[0])
+	if err != nil {
+		return err
+	}
+	if len(args) == 1 {
+		return listRules(ctx, e, service)
+	}
+	id, err := parseID("RULE_ID", args[1])
+	if err != nil {
+		return err
+	}
+	return showRule(ctx, e, service, id)
+}
+
+func listRules(ctx context.Context, e *env, service uint32) error {
+	c, err := e.connect(ctx)
+	if err != nil {
+		return err
+	}
+	v := ruleList{ruleFile: ruleFile{Rules: []jsonRule{}}}
+	for entry, err := range c.Rules(service) {
+		if err != nil {
+			return err
+		}
+		v.Rules = append(v.Rules, newJSONRule(entry))
+		v.entries = append(v.entries, entry)
+	}
+	return e.show(v)
+}
+
+// ruleList is a service's rules. Its JSON is a rule file.
+type ruleList struct {
+	ruleFile
+	entries []client.RuleEntry
+}
+
+func (v ruleList) table(w io.Writer) error {
+	t := newTable(w, "ID", "OFFSET", "PATTERN", "REPLY", "PROCESSORS")
+	for _, e := range v.entries {
+		var procs []string
+		for _, p := range e.Rule.Processors {
+			procs = append(procs, describe(p, putWidth))
+		}
+		t.row(e.RuleID, e.Rule.Condition.Offset, quoteUpTo(e.Rule.Condition.Pattern, patternWidth), e.Rule.ReplyLen, strings.Join(procs, ", "))
+	}
+	return t.flush()
+}
+
+// describe tells what a processor does, with a put's bytes cut after
+// width escaped characters.
+func describe(p rules.Processor, width int) string {
+	switch p.Kind {
+	case rules.ProcessorPut:
+		return fmt.Sprintf("put %s at %d", quoteUpTo(p.Bytes, width), p.DstOffset)
+	case rules.ProcessorCopy:
+		return fmt.Sprintf("copy %d bytes from %d to %d", p.Length, p.SrcOffset, p.DstOffset)
+	}
+	return p.Kind.String()
+}

@@ -1,0 +1,100 @@
+package cli
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"slices"
+)
+
+type statsOptions struct {
+	top int
+}
+
+func (o *statsOptions) flags(fs *flag.FlagSet) {
+	fs.IntVar(&o.top, "top", 0, "show only the `N` rules with the most hits (0: all)")
+}
+
+func (o *statsOptions) run(ctx context.Context, e *env, args []string) error {
+	if err := wantArgs(args, 1, 1); err != nil {
+		return err
+	}
+	service, err := parseID("SERVICE", args[0])
+	if err != nil {
+		return err
+	}
+	if o.top < 0 {
+		return usagef("-top %d is negative", o.top)
+	}
+	c, err := e.connect(ctx)
+	if err != nil {
+		return err
+	}
+	s, err := c.ServiceStats(service)
+	if err != nil {
+		return err
+	}
+	counters, err := ruleCounters(c, service)
+	if err != nil {
+		return err
+	}
+	v := statsView{
+		ServiceID: service, Matched: s.Matched, Passed: s.Passed, Fallback: s.Fallback,
+		BadCsum: s.BadCsum, Rules: s.Rules, RuleBytes: s.RuleBytes,
+		RuleCounters: []ruleCountersView{},
+	}
+	for _, rc := range counters {
+		v.RuleCounters = append(v.RuleCounters, newRuleCountersView(rc))
+	}
+	slices.SortFunc(v.RuleCounters, byHits)
+	if o.top > 0 {
+		v.RuleCounters = v.RuleCounters[:min(o.top, len(v.RuleCounters))]
+	}
+	want := make(map[uint32]bool, len(v.RuleCounters))
+	for _, rc := range v.RuleCounters {
+		want[rc.ID] = true
+	}
+	conds, err := conditionsOf(c, service, want)
+	if err != nil {
+		return err
+	}
+	for i, rc := range v.RuleCounters {
+		if cond, ok := conds[rc.ID]; ok {
+			v.RuleCounters[i].setCondition(cond)
+		}
+	}
+	return e.show(v)
+}
+
+type statsView struct {
+	ServiceID    uint32             `json:"service_id"`
+	Matched      uint64             `json:"matched"`
+	Passed       uint64             `json:"passed"`
+	Fallback     uint64             `json:"fallback"`
+	BadCsum      uint64             `json:"bad_csum"`
+	Rules        uint32             `json:"rules"`
+	RuleBytes    uint64             `json:"rule_bytes"`
+	RuleCounters []ruleCountersView `json:"rule_counters"` // most hits first
+}
+
+func (v statsView) table(w io.Writer) error {
+	t := newTable(w)
+	t.row("service", v.ServiceID)
+	t.row("matched", v.Matched)
+	t.row("passed", v.Passed)
+	t.row("fallback", v.Fallback)
+	t.row("bad checksum", v.BadCsum)
+	t.row("rules", v.Rules)
+	t.row("rule bytes", v.RuleBytes)
+	if err := t.flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(w)
+	t = newTable(w, "RULE", "HITS", "BYTES", "OFFSET", "PATTERN")
+	for _, rc := range v.RuleCounters {
+		off, pattern := rc.offsetAndPattern()
+		t.row(rc.ID, rc.Hits, rc.Bytes, off, pattern)
+	}
+	return t.flush()
+}
