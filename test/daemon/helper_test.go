@@ -1,0 +1,160 @@
+package daemon
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/santa-offload/santa/client"
+	"github.com/santa-offload/santa/internal/protocol"
+	"github.com/santa-offload/santa/internal/rules"
+)
+
+// helperEnv, when set, makes this test binary a client of santad instead:
+//
+//	daemon.test SOCKET app          attach a new UDP socket, install pingRule,
+//	                                print "ready service=S port=P", sleep
+//	daemon.test SOCKET ops OP...    run each OP, print "OP RESULT MESSAGE"
+//
+// RESULT is "ok" or the errno's name. OPs: hello, services, attach-fd:N
+// (the inherited descriptor N), attach-new (a new socket of its own, from
+// then on "mine"), detach:S, add:S:COUNT:REPLYLEN, delete:S:RULE, list:S,
+// begin:S and stats:S, where S is a service id or "mine".
+const helperEnv = "SANTA_DAEMON_TEST_HELPER"
+
+func runHelper(args []string) int {
+	if len(args) < 2 {
+		fmt.Fprintln(os.Stderr, "helper: want SOCKET MODE ...")
+		return 2
+	}
+	c, err := client.Dial(args[0])
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "helper:", err)
+		return 1
+	}
+	defer c.Close()
+	switch args[1] {
+	case "app":
+		err = app(c)
+	case "ops":
+		h := &opsHelper{c: c}
+		for i, op := range args[2:] {
+			msg, err := h.run(i, op)
+			result := "ok"
+			var e *client.Error
+			if errors.As(err, &e) {
+				result, msg = protocol.ErrnoName(e.Code), e.Message
+			} else if err != nil {
+				result, msg = "FAILED", err.Error()
+			}
+			fmt.Printf("%s %s %s\n", op, result, msg)
+		}
+	default:
+		err = fmt.Errorf("unknown mode %q", args[1])
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "helper:", err)
+		return 1
+	}
+	return 0
+}
+
+// app is an application that offloads pingRule and never reads its
+// socket, until it is killed.
+func app(c *client.Client) error {
+	u, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		return err
+	}
+	svc, err := c.Attach(u)
+	if err != nil {
+		return err
+	}
+	if _, err := c.AddRules(svc.ServiceID, []rules.Rule{pingRule}); err != nil {
+		return err
+	}
+	fmt.Printf("ready service=%d port=%d\n", svc.ServiceID, svc.Port)
+	time.Sleep(time.Hour)
+	runtime.KeepAlive(u)
+	return nil
+}
+
+type opsHelper struct {
+	c    *client.Client
+	mine uint32
+	keep []*net.UDPConn // sockets attached: they must stay open
+}
+
+func (h *opsHelper) run(i int, op string) (string, error) {
+	f := strings.Split(op, ":")
+	num := func(k int) uint32 {
+		if k >= len(f) {
+			return 0
+		}
+		if f[k] == "mine" {
+			return h.mine
+		}
+		n, _ := strconv.ParseUint(f[k], 10, 32)
+		return uint32(n)
+	}
+	switch f[0] {
+	case "hello":
+		s := h.c.Session()
+		return fmt.Sprintf("uid=%d admin=%t quota_rules=%d quota_bytes=%d", s.UID, s.Admin, s.QuotaRules, s.QuotaBytes), nil
+	case "services":
+		svcs, err := h.c.Services()
+		var ids []string
+		for _, s := range svcs {
+			ids = append(ids, strconv.Itoa(int(s.ServiceID)))
+		}
+		return "ids=" + strings.Join(ids, ","), err
+	case "attach-fd":
+		s, err := h.c.AttachFD(int(num(1)))
+		return fmt.Sprintf("service=%d", s.ServiceID), err
+	case "attach-new":
+		u, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+		if err != nil {
+			return "", err
+		}
+		h.keep = append(h.keep, u)
+		s, err := h.c.Attach(u)
+		h.mine = s.ServiceID
+		return fmt.Sprintf("service=%d", s.ServiceID), err
+	case "detach":
+		return "", h.c.Detach(num(1))
+	case "add":
+		rs := make([]rules.Rule, num(2))
+		for k := range rs {
+			rs[k] = rules.Rule{
+				Condition:  rules.Condition{Pattern: []byte(fmt.Sprintf("op%02d-%04d", i, k))},
+				Processors: []rules.Processor{rules.Put(0, []byte("R"))},
+				ReplyLen:   uint16(num(3)),
+			}
+		}
+		ids, err := h.c.AddRules(num(1), rs)
+		return fmt.Sprintf("ids=%v", ids), err
+	case "delete":
+		return "", h.c.DeleteRules(num(1), []uint32{num(2)})
+	case "list":
+		n := 0
+		for _, err := range h.c.Rules(num(1)) {
+			if err != nil {
+				return "", err
+			}
+			n++
+		}
+		return fmt.Sprintf("rules=%d", n), nil
+	case "begin":
+		_, err := h.c.Begin(num(1))
+		return "", err
+	case "stats":
+		_, err := h.c.ServiceStats(num(1))
+		return "", err
+	}
+	return "", fmt.Errorf("unknown op %q", op)
+}
