@@ -51,6 +51,7 @@ type Datapath struct {
 	rules    map[RuleID]*installedRule
 	svcIDs   idPool
 	ruleIDs  idPool
+	reserved map[RuleID]bool // rule ids taken by ReserveRuleIDs, not yet landed
 	slots    idPool
 	indexIDs uint32
 	pending  retiredRules // waiting for a grace period, see reclaim.go
@@ -102,6 +103,7 @@ func Open(opts Options) (*Datapath, error) {
 		rules:    make(map[RuleID]*installedRule),
 		svcIDs:   newIDPool(0, opts.MaxServices),
 		ruleIDs:  newIDPool(0, opts.MaxRules),
+		reserved: make(map[RuleID]bool),
 		// Slot 0 means "no candidate" in index nodes.
 		slots: newIDPool(1, opts.MaxRules+1),
 	}

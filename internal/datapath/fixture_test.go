@@ -34,7 +34,14 @@ const (
 
 func openTest(t testing.TB) *Datapath {
 	t.Helper()
-	d, err := Open(Options{NoPin: true, MaxRules: 1 << 14, MaxServices: 256})
+	return openTestWith(t, Options{MaxRules: 1 << 14, MaxServices: 256})
+}
+
+// openTestWith opens an unpinned data plane with opts.
+func openTestWith(t testing.TB, opts Options) *Datapath {
+	t.Helper()
+	opts.NoPin = true
+	d, err := Open(opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -79,8 +79,9 @@ func (d *Datapath) DeleteRules(ids []RuleID) error {
 // Batch is one all-or-nothing change of a service's rules.
 type Batch struct {
 	Add []rules.Rule
-	// AddIDs, if set, are the ids the added rules get (restoring a saved
-	// rule set); they must be free. Otherwise ids are assigned.
+	// AddIDs, if set, are the ids the added rules get: reserved by
+	// ReserveRuleIDs, or free (restoring a saved rule set). Otherwise ids
+	// are assigned.
 	AddIDs  []RuleID
 	Replace []RuleUpdate
 	Delete  []RuleID
@@ -225,10 +226,52 @@ func (d *Datapath) newRuleID() (RuleID, error) {
 }
 
 func (d *Datapath) claimRuleID(id RuleID) (RuleID, error) {
+	if d.reserved[id] {
+		delete(d.reserved, id)
+		return id, nil
+	}
 	if err := d.ruleIDs.claim(uint32(id)); err != nil {
 		return 0, fmt.Errorf("rule id %d: %w", id, err)
 	}
 	return id, nil
+}
+
+// ReserveRuleIDs takes n rule ids for rules still to come, a transaction's,
+// so that their owner learns them before the rules land: Apply with them
+// as Batch.AddIDs lands rules under them. ReleaseRuleIDs gives back what
+// did not land. Reserved ids count against the rule capacity.
+func (d *Datapath) ReserveRuleIDs(n int) ([]RuleID, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	ids := make([]RuleID, 0, n)
+	for range n {
+		id, err := d.newRuleID()
+		if err != nil {
+			for _, got := range ids {
+				d.ruleIDs.put(uint32(got))
+			}
+			return nil, err
+		}
+		ids = append(ids, id)
+	}
+	for _, id := range ids {
+		d.reserved[id] = true
+	}
+	return ids, nil
+}
+
+// ReleaseRuleIDs gives back the ids of ids that are still reserved; those
+// that rules landed under (and those a refused Apply gave back already)
+// are left alone, so it is safe to call after any Apply.
+func (d *Datapath) ReleaseRuleIDs(ids []RuleID) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, id := range ids {
+		if d.reserved[id] {
+			delete(d.reserved, id)
+			d.ruleIDs.put(uint32(id))
+		}
+	}
 }
 
 // unprepare gives back what prepare handed out for rules that did not land:

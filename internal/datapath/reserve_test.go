@@ -1,0 +1,78 @@
+package datapath
+
+import (
+	"errors"
+	"slices"
+	"testing"
+
+	"github.com/santa-offload/santa/internal/rules"
+)
+
+// A transaction's ids are known before its rules land: rules land under
+// the reserved ids, a refused batch lands none, and what did not land is
+// given back.
+func TestReservedRuleIDs(t *testing.T) {
+	d := openTest(t)
+	svc := register(t, d, boundUDP(t, "127.0.0.1:0"))
+	ids, err := d.ReserveRuleIDs(3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := d.AddRule(svc, hello())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if slices.Contains(ids, first) {
+		t.Fatalf("rule %d was given a reserved id (%v)", first, ids)
+	}
+
+	// Refused: a duplicate condition. The ids stay reserved.
+	dup := []rules.Rule{numbered(1), hello(), numbered(3)}
+	if _, err := d.Apply(svc, Batch{Add: dup, AddIDs: ids}); err == nil {
+		t.Fatal("a batch with a duplicate condition lands")
+	}
+	got, err := d.Apply(svc, Batch{Add: []rules.Rule{numbered(1), numbered(2), numbered(3)}, AddIDs: ids})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got, ids) {
+		t.Fatalf("rules landed under ids %v, want the reserved %v", got, ids)
+	}
+	d.ReleaseRuleIDs(ids) // landed: nothing to give back
+	installed, err := d.Rules(svc)
+	if err != nil || len(installed) != 4 {
+		t.Fatalf("service holds %d rules (%v), want 4", len(installed), err)
+	}
+
+	// Released ids are handed out again; landed ones never.
+	spare, err := d.ReserveRuleIDs(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.ReleaseRuleIDs(spare)
+	next, err := d.AddRule(svc, numbered(4))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(spare, next) {
+		t.Errorf("rule got id %d, want one of the released %v", next, spare)
+	}
+}
+
+// Reserved ids count against the capacity.
+func TestReserveBeyondCapacity(t *testing.T) {
+	d := openTestWith(t, Options{MaxRules: 4})
+	if _, err := d.ReserveRuleIDs(5); !errors.Is(err, ErrCapacity) {
+		t.Fatalf("reserving 5 of 4 gives %v, want ErrCapacity", err)
+	}
+	if _, err := d.ReserveRuleIDs(4); err != nil {
+		t.Fatalf("reserving all 4 after a refusal: %v", err)
+	}
+}
+
+// numbered is a rule whose condition is "rule-N".
+func numbered(n int) rules.Rule {
+	r := hello()
+	r.Condition.Pattern = []byte{'r', 'u', 'l', 'e', '-', byte('0' + n)}
+	return r
+}
