@@ -177,14 +177,19 @@ func TestTxn(t *testing.T) {
 	if err != nil || txn.ID() != fakeTxn {
 		t.Fatalf("Begin gives %v, %v", txn, err)
 	}
+	var ids []uint32
 	for _, r := range []rules.Rule{rule("a", "A"), rule("b", "B")} {
-		if err := txn.AddRules([]rules.Rule{r}); err != nil {
+		got, err := txn.AddRules([]rules.Rule{r})
+		if err != nil {
 			t.Fatal(err)
 		}
+		ids = append(ids, got...)
 	}
-	ids, err := txn.Commit()
-	if err != nil || !slices.Equal(ids, []uint32{1, 2}) {
-		t.Fatalf("Commit gives %v, %v; want ids 1, 2", ids, err)
+	if !slices.Equal(ids, []uint32{1, 2}) {
+		t.Fatalf("AddRules in a transaction gives ids %v; want 1, 2", ids)
+	}
+	if added, err := txn.Commit(); err != nil || added != 2 {
+		t.Fatalf("Commit gives %d, %v; want 2 added", added, err)
 	}
 	txn, err = c.Begin(fakeService)
 	if err != nil {
@@ -196,7 +201,7 @@ func TestTxn(t *testing.T) {
 	if err := txn.ReplaceRules([]RuleEntry{{RuleID: 1, Rule: rule("x", "X")}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := txn.AddRules([]rules.Rule{rule("c", "C")}); err != nil {
+	if _, err := txn.AddRules([]rules.Rule{rule("c", "C")}); err != nil {
 		t.Fatal(err)
 	}
 	if err := txn.Abort(); err != nil {

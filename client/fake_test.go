@@ -21,9 +21,9 @@ type fake struct {
 	mu      sync.Mutex
 	rules   []RuleEntry // by rising id
 	nextID  uint32
-	pending []rules.Rule // added in the open transaction
-	cookies []uint64     // SO_COOKIE of each socket attached
-	client  string       // the name HELLO gave
+	pending []RuleEntry // added in the open transaction, with their ids
+	cookies []uint64    // SO_COOKIE of each socket attached
+	client  string      // the name HELLO gave
 }
 
 const (
@@ -121,10 +121,18 @@ func (f *fake) handle(req protocol.Body, fds []int) protocol.Body {
 			}
 		}
 		if req.Txn != 0 {
-			f.pending = append(f.pending, req.Rules...)
-			return &protocol.AddRulesReply{}
+			// ids now, rules at COMMIT, as santad does
+			ids := f.newIDs(len(req.Rules))
+			for i, r := range req.Rules {
+				f.pending = append(f.pending, RuleEntry{RuleID: ids[i], Rule: r})
+			}
+			return &protocol.AddRulesReply{RuleIDs: ids}
 		}
-		return &protocol.AddRulesReply{RuleIDs: f.add(req.Rules)}
+		ids := f.newIDs(len(req.Rules))
+		for i, r := range req.Rules {
+			f.rules = append(f.rules, RuleEntry{RuleID: ids[i], Rule: r})
+		}
+		return &protocol.AddRulesReply{RuleIDs: ids}
 	case *protocol.ReplaceRules:
 		if req.Txn == fakeTxn {
 			return &protocol.ReplaceRulesReply{}
@@ -152,10 +160,12 @@ func (f *fake) handle(req protocol.Body, fds []int) protocol.Body {
 	case *protocol.Begin:
 		return &protocol.BeginReply{Txn: fakeTxn}
 	case *protocol.Commit:
-		ids := f.add(f.pending)
+		f.rules = append(f.rules, f.pending...)
+		added := len(f.pending)
 		f.pending = nil
-		return &protocol.CommitReply{RuleIDs: ids}
+		return &protocol.CommitReply{Added: uint32(added)}
 	case *protocol.Abort:
+		f.nextID -= uint32(len(f.pending)) // given back, as santad does
 		f.pending = nil
 		return &protocol.AbortReply{}
 	case *protocol.ListServices:
@@ -201,12 +211,12 @@ func serviceOf(req protocol.Body) (uint32, bool) {
 	return 0, false
 }
 
-func (f *fake) add(rs []rules.Rule) []uint32 {
-	var ids []uint32
-	for _, r := range rs {
+// newIDs hands out n rule ids.
+func (f *fake) newIDs(n int) []uint32 {
+	ids := make([]uint32, n)
+	for i := range ids {
 		f.nextID++
-		f.rules = append(f.rules, RuleEntry{RuleID: f.nextID, Rule: r})
-		ids = append(ids, f.nextID)
+		ids[i] = f.nextID
 	}
 	return ids
 }

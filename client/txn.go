@@ -28,10 +28,10 @@ func (c *Client) Begin(service uint32) (*Txn, error) {
 // ID is the daemon's id of the transaction.
 func (t *Txn) ID() uint32 { return t.id }
 
-// AddRules adds rules to the transaction; Commit gives their ids.
-func (t *Txn) AddRules(rs []rules.Rule) error {
-	_, err := t.c.addRules(t.service, t.id, rs)
-	return err
+// AddRules adds rules to the transaction and returns the ids they will
+// have once Commit lands them.
+func (t *Txn) AddRules(rs []rules.Rule) ([]uint32, error) {
+	return t.c.addRules(t.service, t.id, rs)
 }
 
 // ReplaceRules adds replacements to the transaction.
@@ -44,14 +44,14 @@ func (t *Txn) DeleteRules(ids []uint32) error {
 	return t.c.deleteRules(t.service, t.id, ids)
 }
 
-// Commit applies the transaction and returns the ids of the rules it
-// added, in the order they were added.
-func (t *Txn) Commit() ([]uint32, error) {
+// Commit applies the transaction, all of it or nothing, and returns how
+// many rules it added (their ids came from AddRules).
+func (t *Txn) Commit() (added int, err error) {
 	r, err := call[*protocol.CommitReply](t.c, &protocol.Commit{Txn: t.id}, nil)
 	if err != nil {
-		return nil, fmt.Errorf("commit transaction %d: %w", t.id, err)
+		return 0, fmt.Errorf("commit transaction %d: %w", t.id, err)
 	}
-	return r.RuleIDs, nil
+	return int(r.Added), nil
 }
 
 // Abort drops the transaction.

@@ -113,15 +113,17 @@ func install(c *client.Client, svc uint32, rs []rules.Rule, chunk int) ([]uint32
 	if err != nil {
 		return nil, err
 	}
+	var ids []uint32
 	for part := range slices.Chunk(rs, chunk) {
-		if err := txn.AddRules(part); err != nil {
+		got, err := txn.AddRules(part)
+		if err != nil {
 			return nil, err
 		}
+		ids = append(ids, got...)
 	}
 	streamed := time.Now()
-	ids, err := txn.Commit()
-	if err != nil {
-		return nil, err
+	if added, err := txn.Commit(); err != nil || added != len(rs) {
+		return nil, fmt.Errorf("commit: %d of %d rules added: %v", added, len(rs), err)
 	}
 	done := time.Now()
 	n := len(rs)

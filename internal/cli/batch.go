@@ -55,23 +55,26 @@ func batches[T any](items []T, size func(T) int) iter.Seq2[int, []T] {
 // all or nothing, however many there are. send adds a batch to the
 // transaction. A refusal names its item with name, given the item's index
 // in items; COMMIT's index is taken to count the items the same way, as
-// the transaction holds them in that order. It returns COMMIT's rule ids.
+// the transaction holds them in that order. It returns the rule ids send
+// was given for the batches (those of added rules), once COMMIT lands them.
 func inTxn[T any](c *client.Client, service uint32, items []T, size func(T) int,
-	send func(*client.Txn, []T) error, name func(index int) string) ([]uint32, error) {
+	send func(*client.Txn, []T) ([]uint32, error), name func(index int) string) ([]uint32, error) {
 	txn, err := c.Begin(service)
 	if err != nil {
 		return nil, err
 	}
+	var ids []uint32
 	for start, batch := range batches(items, size) {
-		if err := send(txn, batch); err != nil {
+		got, err := send(txn, batch)
+		if err != nil {
 			// The daemon keeps a refused transaction open; closing the
 			// connection would abort it too, but not before run ends.
 			txn.Abort()
 			return nil, refused(err, func(i int) string { return name(start + i) })
 		}
+		ids = append(ids, got...)
 	}
-	ids, err := txn.Commit()
-	if err != nil {
+	if _, err := txn.Commit(); err != nil {
 		return nil, refused(err, name)
 	}
 	return ids, nil

@@ -53,7 +53,8 @@ func (o *deleteOptions) run(ctx context.Context, e *env, args []string) error {
 			return fmt.Errorf("%s: %w", fileName(o.file), err)
 		}
 	}
-	_, err = inTxn(c, service, ids, idSize, (*client.Txn).DeleteRules,
+	deleteBatch := func(t *client.Txn, ids []uint32) ([]uint32, error) { return nil, t.DeleteRules(ids) }
+	_, err = inTxn(c, service, ids, idSize, deleteBatch,
 		func(i int) string { return fmt.Sprintf("rule id %d", ids[i]) })
 	if err != nil {
 		return err

@@ -39,6 +39,7 @@ type fakeService struct {
 type fakeTxn struct {
 	service uint32
 	adds    []rules.Rule
+	addIDs  []uint32 // given out when staged, as santad does
 	deletes []uint32
 }
 
@@ -76,7 +77,11 @@ func (f *fake) addService(info client.ServiceInfo, stats client.ServiceStats, rs
 	f.nextService++
 	s := &fakeService{info: info, stats: stats, counters: map[uint32]client.RuleCounters{}}
 	f.services[info.ServiceID] = s
-	f.install(s, rs)
+	ids := make([]uint32, len(rs))
+	for i := range ids {
+		ids[i] = f.newRuleID()
+	}
+	f.install(s, rs, ids)
 	return info.ServiceID
 }
 
@@ -104,18 +109,21 @@ func (f *fake) rulesOf(service uint32) []client.RuleEntry {
 	return slices.Clone(f.services[service].rules)
 }
 
-func (f *fake) install(s *fakeService, rs []rules.Rule) []uint32 {
-	var ids []uint32
-	for _, r := range rs {
+// install puts rules rs in s under ids.
+func (f *fake) install(s *fakeService, rs []rules.Rule, ids []uint32) {
+	for i, r := range rs {
 		// A copy of its own, as santad keeps: the fakes of different
 		// tests would otherwise encode the same processors.
 		r.Processors = slices.Clone(r.Processors)
-		s.rules = append(s.rules, client.RuleEntry{RuleID: f.nextRule, Rule: r})
-		s.counters[f.nextRule] = client.RuleCounters{RuleID: f.nextRule}
-		ids = append(ids, f.nextRule)
-		f.nextRule++
+		s.rules = append(s.rules, client.RuleEntry{RuleID: ids[i], Rule: r})
+		s.counters[ids[i]] = client.RuleCounters{RuleID: ids[i]}
 	}
-	return ids
+}
+
+// newRuleID is the next rule id.
+func (f *fake) newRuleID() uint32 {
+	f.nextRule++
+	return f.nextRule - 1
 }
 
 func (f *fake) serve(conn *net.UnixConn) {
@@ -282,8 +290,9 @@ func (f *fake) addRules(req *protocol.AddRules) protocol.Body {
 			return protocol.ErrorAt(syscall.EEXIST, uint32(i), "a rule has the condition %q at %d already", r.Condition.Pattern, r.Condition.Offset)
 		}
 		txn.adds = append(txn.adds, r)
+		txn.addIDs = append(txn.addIDs, f.newRuleID())
 	}
-	return &protocol.AddRulesReply{}
+	return &protocol.AddRulesReply{RuleIDs: txn.addIDs[len(txn.addIDs)-len(req.Rules):]}
 }
 
 func (f *fake) deleteRules(req *protocol.DeleteRules) protocol.Body {
@@ -314,7 +323,8 @@ func (f *fake) commit(id uint32) protocol.Body {
 			delete(s.counters, id)
 		}
 	}
-	return &protocol.CommitReply{RuleIDs: f.install(s, txn.adds)}
+	f.install(s, txn.adds, txn.addIDs)
+	return &protocol.CommitReply{Added: uint32(len(txn.adds))}
 }
 
 func (s *fakeService) find(id uint32) int {

@@ -63,10 +63,11 @@ func checkRules(rs []rules.Rule) *protocol.Error {
 func (s *Server) batch(sess *session, svc, txnID uint32, b datapath.Batch, items []rules.Rule,
 	reply func([]uint32) protocol.Body) protocol.Body {
 	if txnID != 0 {
-		if perr := s.stage(sess, svc, txnID, b); perr != nil {
+		ids, perr := s.stage(sess, svc, txnID, b)
+		if perr != nil {
 			return perr
 		}
-		return reply([]uint32{})
+		return reply(ids)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -135,11 +136,16 @@ func (s *Server) apply(sess *session, sv *service, b datapath.Batch, adds, items
 	if err := s.record(func(j *journal.Journal) error { return j.Apply(sv.ID, b) }); err != nil {
 		return nil, notSaved(err)
 	}
+	return wireIDs(ids), nil
+}
+
+// wireIDs are rule ids as the protocol carries them.
+func wireIDs(ids []datapath.RuleID) []uint32 {
 	out := make([]uint32, len(ids))
 	for i, id := range ids {
 		out[i] = uint32(id)
 	}
-	return out, nil
+	return out
 }
 
 // change is what b would change in the quota of sv's owner.

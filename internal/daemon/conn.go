@@ -36,6 +36,7 @@ func (s *Server) Serve(c *net.UnixConn, peer Peer) {
 	}
 	defer s.untrack(c)
 	sess := &session{peer: peer, txns: map[uint32]*txn{}}
+	defer s.endAll(sess) // closing the connection aborts its transactions
 	log := s.log.With("uid", peer.UID, "pid", peer.PID)
 	raw, err := c.SyscallConn()
 	if err != nil {

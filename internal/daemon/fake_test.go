@@ -18,7 +18,8 @@ type fakeDP struct {
 	services   map[datapath.ServiceID]*fakeService
 	nextSvc    datapath.ServiceID
 	nextRule   datapath.RuleID
-	restorable map[uint64]bool // cookies of open sockets, for RestoreService
+	restorable map[uint64]bool   // cookies of open sockets, for RestoreService
+	released   []datapath.RuleID // what ReleaseRuleIDs was given
 }
 
 type fakeService struct {
@@ -109,6 +110,25 @@ func (f *fakeDP) Apply(id datapath.ServiceID, b datapath.Batch) ([]datapath.Rule
 	}
 	s.rules = next
 	return ids, nil
+}
+
+// ReserveRuleIDs hands out the next ids; the fake never reuses an id, so
+// releasing has nothing to give back but is recorded for the tests.
+func (f *fakeDP) ReserveRuleIDs(n int) ([]datapath.RuleID, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	ids := make([]datapath.RuleID, n)
+	for i := range ids {
+		ids[i] = f.nextRule
+		f.nextRule++
+	}
+	return ids, nil
+}
+
+func (f *fakeDP) ReleaseRuleIDs(ids []datapath.RuleID) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.released = append(f.released, ids...)
 }
 
 func (f *fakeDP) ServiceStats(id datapath.ServiceID) (datapath.ServiceStats, error) {

@@ -17,6 +17,8 @@ type Dataplane interface {
 	AddService(fd int) (datapath.ServiceID, error)
 	RemoveService(datapath.ServiceID) error
 	Apply(datapath.ServiceID, datapath.Batch) ([]datapath.RuleID, error)
+	ReserveRuleIDs(n int) ([]datapath.RuleID, error)
+	ReleaseRuleIDs([]datapath.RuleID)
 	ServiceStats(datapath.ServiceID) (datapath.ServiceStats, error)
 	RuleStats(datapath.RuleID) (datapath.RuleStats, error)
 	PathStats() (datapath.PathStats, error)

@@ -5,8 +5,12 @@ import (
 	"net"
 	"os"
 	"reflect"
+	"slices"
 	"syscall"
 	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/santa-offload/santa/internal/daemon/journal"
 	"github.com/santa-offload/santa/internal/datapath"
@@ -218,8 +222,9 @@ func TestTransactions(t *testing.T) {
 	if e.Index != 1 {
 		t.Errorf("a bad rule in a transaction has index %d, want 1", e.Index)
 	}
-	if got := a.ok(&protocol.AddRules{ServiceID: svc, Txn: txn, Rules: testRules("new", 2, 8)}).(*protocol.AddRulesReply).RuleIDs; len(got) != 0 {
-		t.Errorf("ADD_RULES in a transaction gives ids %v", got)
+	staged := a.ok(&protocol.AddRules{ServiceID: svc, Txn: txn, Rules: testRules("new", 2, 8)}).(*protocol.AddRulesReply).RuleIDs
+	if len(staged) != 2 {
+		t.Fatalf("ADD_RULES of 2 rules in a transaction gives ids %v", staged)
 	}
 	a.ok(&protocol.ReplaceRules{ServiceID: svc, Txn: txn, Updates: []protocol.RuleEntry{{RuleID: installed[0], Rule: testRule("old0000000", 20)}}})
 	a.ok(&protocol.DeleteRules{ServiceID: svc, Txn: txn, RuleIDs: installed[1:2]})
@@ -230,13 +235,17 @@ func TestTransactions(t *testing.T) {
 	// Other connections see neither the transaction nor its changes.
 	s.connect(t, alice, true).refused(&protocol.Commit{Txn: txn}, syscall.ENOENT, "no transaction")
 
-	added := a.ok(&protocol.Commit{Txn: txn}).(*protocol.CommitReply).RuleIDs
-	if len(added) != 2 {
-		t.Fatalf("COMMIT gives %v, want two ids", added)
+	if added := a.ok(&protocol.Commit{Txn: txn}).(*protocol.CommitReply).Added; added != 2 {
+		t.Fatalf("COMMIT says %d rules added, want 2", added)
 	}
 	got := s.dp.rulesOf(datapath.ServiceID(svc))
 	if len(got) != 4 || got[datapath.RuleID(installed[0])].ReplyLen != 20 {
 		t.Errorf("after COMMIT the data plane has %v", got)
+	}
+	for _, id := range staged {
+		if _, ok := got[datapath.RuleID(id)]; !ok {
+			t.Errorf("rule %d, staged by ADD_RULES, did not land under its id: %v", id, got)
+		}
 	}
 
 	for range maxTxns {
@@ -409,4 +418,54 @@ func TestStatus(t *testing.T) {
 	if *ss != (protocol.ServiceStatsReply{Matched: 3, Passed: 1, Rules: 3, RuleBytes: 3 * 16}) {
 		t.Errorf("SERVICE_STATS = %+v", ss)
 	}
+}
+
+// The ids a transaction was given for its added rules are given back
+// however it ends without landing them: aborted, refused at COMMIT, or
+// with its connection.
+func TestTransactionIDsGivenBack(t *testing.T) {
+	s := newTestServer(t, nil)
+	a := s.connect(t, alice, true)
+	svc := a.attach()
+	a.ok(&protocol.AddRules{ServiceID: svc, Rules: testRules("old", 1, 8)})
+	stage := func(c *conn, rs []rules.Rule) []datapath.RuleID {
+		t.Helper()
+		txn := c.ok(&protocol.Begin{ServiceID: svc}).(*protocol.BeginReply).Txn
+		var ids []datapath.RuleID
+		for _, id := range c.ok(&protocol.AddRules{ServiceID: svc, Txn: txn, Rules: rs}).(*protocol.AddRulesReply).RuleIDs {
+			ids = append(ids, datapath.RuleID(id))
+		}
+		return ids
+	}
+	givenBack := func(how string, ids []datapath.RuleID) {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			s.dp.mu.Lock()
+			ok := len(s.dp.released) >= len(ids) && slices.Equal(s.dp.released[len(s.dp.released)-len(ids):], ids)
+			s.dp.mu.Unlock()
+			if ok {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: ids %v were not given back", how, ids)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+
+	ids := stage(a, testRules("a", 2, 8))
+	a.ok(&protocol.Abort{Txn: 1})
+	givenBack("aborted", ids)
+
+	// The first rule's condition is installed already: COMMIT refuses.
+	dup := append(testRules("b", 1, 8), testRules("old", 1, 8)...)
+	ids = stage(a, dup)
+	a.refused(&protocol.Commit{Txn: 2}, syscall.EEXIST, "same condition")
+	givenBack("refused", ids)
+
+	b := s.connect(t, alice, true)
+	ids = stage(b, testRules("c", 3, 8))
+	unix.Close(b.fd)
+	givenBack("connection closed", ids)
 }

@@ -12,11 +12,29 @@ const maxTxns = 4
 
 // txn is an open transaction: batches checked but not applied. It holds
 // its service itself, not the id: ids are reused at once when a socket
-// closes, and a transaction must never land on the next socket.
+// closes, and a transaction must never land on the next socket. Its added
+// rules have their ids from the start (batch.AddIDs, reserved in the data
+// plane), so that COMMIT's reply need not carry them: a million ids would
+// not fit in one message.
 type txn struct {
 	svc     *service
 	batch   datapath.Batch
 	touched map[datapath.RuleID]bool // replaced or deleted
+}
+
+// end drops the transaction, giving back the ids of rules that did not land.
+func (s *Server) end(sess *session, id uint32) {
+	if t := sess.txns[id]; t != nil {
+		delete(sess.txns, id)
+		s.dp.ReleaseRuleIDs(t.batch.AddIDs)
+	}
+}
+
+// endAll drops a closing connection's transactions.
+func (s *Server) endAll(sess *session) {
+	for id := range sess.txns {
+		s.end(sess, id)
+	}
 }
 
 func (t *txn) items() int { return len(t.batch.Add) + len(t.batch.Replace) + len(t.batch.Delete) }
@@ -53,29 +71,35 @@ func (s *Server) open(sess *session, id, svc uint32) (*txn, *protocol.Error) {
 }
 
 // stage checks b at once against the service as it is now and adds it to
-// the transaction. A transaction holds at most the host's rule capacity,
-// and, for a client that is not an admin, no more than the owner's quota
-// allows with what is installed now (COMMIT checks again).
-func (s *Server) stage(sess *session, svc, id uint32, b datapath.Batch) *protocol.Error {
+// the transaction; it returns the ids the added rules will have. A
+// transaction holds at most the host's rule capacity, and, for a client
+// that is not an admin, no more than the owner's quota allows with what is
+// installed now (COMMIT checks again).
+func (s *Server) stage(sess *session, svc, id uint32, b datapath.Batch) ([]uint32, *protocol.Error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	t, perr := s.open(sess, id, svc)
 	if perr != nil {
-		return perr
+		return nil, perr
 	}
 	if perr := checkIDs(t.svc, b, t.touched); perr != nil {
-		return perr
+		return nil, perr
 	}
 	if n := t.items() + len(b.Add) + len(b.Replace) + len(b.Delete); n > int(s.capacity) {
-		return protocol.Errorf(syscall.ENOSPC, "transaction %d would hold %d items; the host's rule capacity is %d", id, n, s.capacity)
+		return nil, protocol.Errorf(syscall.ENOSPC, "transaction %d would hold %d items; the host's rule capacity is %d", id, n, s.capacity)
 	}
 	if !sess.peer.Admin {
 		sv := t.svc
 		more := change(sv, t.batch).plus(change(sv, b))
 		if perr := s.quotas.of(sv.UID).admit(sv.UID, s.st.usage[sv.UID], more, b.Add); perr != nil {
-			return perr
+			return nil, perr
 		}
 	}
+	ids, err := s.dp.ReserveRuleIDs(len(b.Add))
+	if err != nil {
+		return nil, dataplaneError(err)
+	}
+	t.batch.AddIDs = append(t.batch.AddIDs, ids...)
 	t.batch.Add = append(t.batch.Add, b.Add...)
 	t.batch.Replace = append(t.batch.Replace, b.Replace...)
 	t.batch.Delete = append(t.batch.Delete, b.Delete...)
@@ -85,7 +109,7 @@ func (s *Server) stage(sess *session, svc, id uint32, b datapath.Batch) *protoco
 	for _, id := range b.Delete {
 		t.touched[id] = true
 	}
-	return nil
+	return wireIDs(ids), nil
 }
 
 // commit applies a transaction as one batch. Applied or refused, it ends.
@@ -94,9 +118,9 @@ func (s *Server) commit(sess *session, req *protocol.Commit) protocol.Body {
 	if t == nil {
 		return protocol.Errorf(syscall.ENOENT, "no transaction %d on this connection", req.Txn)
 	}
-	delete(sess.txns, req.Txn)
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	defer s.end(sess, req.Txn)
 	if s.st.services[t.svc.ID] != t.svc {
 		return protocol.Errorf(syscall.ENOENT, "service %d of transaction %d has ended", t.svc.ID, req.Txn)
 	}
@@ -108,13 +132,13 @@ func (s *Server) commit(sess *session, req *protocol.Commit) protocol.Body {
 	if perr != nil {
 		return perr
 	}
-	return &protocol.CommitReply{RuleIDs: ids}
+	return &protocol.CommitReply{Added: uint32(len(ids))}
 }
 
 func (s *Server) abort(sess *session, req *protocol.Abort) protocol.Body {
 	if sess.txns[req.Txn] == nil {
 		return protocol.Errorf(syscall.ENOENT, "no transaction %d on this connection", req.Txn)
 	}
-	delete(sess.txns, req.Txn)
+	s.end(sess, req.Txn)
 	return &protocol.AbortReply{}
 }

@@ -37,8 +37,9 @@ type DetachReply struct{ empty }
 
 func (*DetachReply) Type() Type { return TypeDetach | ReplyBit }
 
-// AddRulesReply holds the new rules' ids, in request order; none inside a
-// transaction, where COMMIT gives them.
+// AddRulesReply holds the new rules' ids, in request order. Inside a
+// transaction they are the ids the rules get if COMMIT lands them, held
+// for the transaction until it ends.
 type AddRulesReply struct {
 	RuleIDs []uint32
 }
@@ -64,14 +65,15 @@ type BeginReply struct {
 func (*BeginReply) Type() Type       { return TypeBegin | ReplyBit }
 func (b *BeginReply) fields(c codec) { c.u32("txn", &b.Txn) }
 
-// CommitReply holds the ids of the rules the transaction added, in the
-// order they were added.
+// CommitReply tells how many rules the transaction added. Their ids came
+// with the ADD_RULES replies that staged them: a large transaction's ids
+// would not fit in one message.
 type CommitReply struct {
-	RuleIDs []uint32
+	Added uint32
 }
 
 func (*CommitReply) Type() Type       { return TypeCommit | ReplyBit }
-func (m *CommitReply) fields(c codec) { u32s(c, "rule_ids", &m.RuleIDs) }
+func (m *CommitReply) fields(c codec) { c.u32("added", &m.Added) }
 
 // AbortReply is the empty reply to ABORT.
 type AbortReply struct{ empty }

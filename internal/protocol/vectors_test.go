@@ -93,7 +93,7 @@ var goVectors = []struct {
 	{"begin request", 11, &Begin{ServiceID: 3}},
 	{"begin reply", 11, &BeginReply{Txn: 9}},
 	{"commit request", 12, &Commit{Txn: 9}},
-	{"commit reply", 12, &CommitReply{RuleIDs: []uint32{5}}},
+	{"commit reply", 12, &CommitReply{Added: 5}},
 	{"commit reply, nothing added", 13, &CommitReply{}},
 	{"abort request", 14, &Abort{Txn: 9}},
 	{"abort reply", 14, &AbortReply{}},

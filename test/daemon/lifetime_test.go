@@ -100,13 +100,15 @@ func TestDaemonKilled(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	var ids []uint32
 	for chunk := range slices.Chunk(committed, 500) {
-		if err := txn.AddRules(chunk); err != nil {
+		got, err := txn.AddRules(chunk)
+		if err != nil {
 			t.Fatal(err)
 		}
+		ids = append(ids, got...)
 	}
-	ids, err := txn.Commit()
-	if err != nil {
+	if _, err := txn.Commit(); err != nil {
 		t.Fatal(err)
 	}
 	for i, id := range ids {
@@ -139,7 +141,7 @@ func TestDaemonKilled(t *testing.T) {
 	go func() {
 		i := 0
 		for chunk := range slices.Chunk(pending, 500) {
-			if err := txn2.AddRules(chunk); err != nil {
+			if _, err := txn2.AddRules(chunk); err != nil {
 				streamed <- err
 				return
 			}
