@@ -190,10 +190,18 @@ func portOf(u *net.UDPConn) uint16 { return u.LocalAddr().(*net.UDPAddr).AddrPor
 // (uid and gid 65534, no groups, no capabilities), with files as
 // descriptors 3, 4, ...; args are the mode and its arguments.
 func (e *env) helper(ctx context.Context, files []*os.File, args ...string) *exec.Cmd {
-	argv := append([]string{"--reuid=65534", "--regid=65534", "--clear-groups", "--", selfBin, e.d.Socket}, args...)
-	cmd := e.ns.Command(ctx, "setpriv", argv...)
-	cmd.Env = append(os.Environ(), helperEnv+"=1")
+	cmd := e.asNobody(ctx, selfBin, append([]string{e.d.Socket}, args...)...)
+	cmd.Env = append(cmd.Env, helperEnv+"=1")
 	cmd.ExtraFiles = files
+	return cmd
+}
+
+// asNobody runs name in the namespace as nobody (uid and gid 65534, no
+// groups, no capabilities): a client that is not an admin.
+func (e *env) asNobody(ctx context.Context, name string, args ...string) *exec.Cmd {
+	argv := append([]string{"--reuid=65534", "--regid=65534", "--clear-groups", "--", name}, args...)
+	cmd := e.ns.Command(ctx, "setpriv", argv...)
+	cmd.Env = os.Environ()
 	cmd.WaitDelay = 5 * time.Second
 	return cmd
 }
