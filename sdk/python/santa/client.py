@@ -136,8 +136,8 @@ class Client:
         self._apply(_DELETE, service_id, list(rule_ids))
 
     def transaction(self, service_id: int) -> Transaction:
-        """Sends BEGIN. As a context manager it commits on normal exit (ids
-        in `rule_ids`) and aborts on an exception."""
+        """Sends BEGIN. As a context manager it commits on normal exit and
+        aborts on an exception. Added rules' ids are known when staged."""
         return Transaction(self, service_id)
 
     def rules(self, service_id: int) -> Iterator[RuleEntry]:
@@ -183,8 +183,8 @@ class Client:
         if len(chunks) <= 1:
             return self._send(op, service_id, 0, chunks)
         with self.transaction(service_id) as txn:
-            self._send(op, service_id, txn.txn, chunks)
-        return txn.rule_ids
+            ids = self._send(op, service_id, txn.txn, chunks)
+        return ids
 
     def _send(self, op: _Batch[T], service_id: int, txn: int, chunks: list[list[T]]) -> list[int]:
         ids: list[int] = []
@@ -231,15 +231,19 @@ class Transaction:
         self._client = client
         self.service_id = service_id
         self.txn = client._call(BeginRequest(service_id), BeginReply).txn
+        # The ids of the rules added so far, in order: santad gives them
+        # when it stages the rules and holds them until the transaction ends.
         self.rule_ids: list[int] = []
         self._open = True
 
-    def add_rules(self, rules: Iterable[Rule]) -> None:
-        """Queues `rules`; their ids come with the commit."""
-        self._queue(_ADD, list(rules))
+    def add_rules(self, rules: Iterable[Rule]) -> list[int]:
+        """Queues `rules`; returns the ids they will have once committed."""
+        ids = self._queue(_ADD, list(rules))
+        self.rule_ids += ids
+        return ids
 
-    def add_rule(self, rule: Rule) -> None:
-        self.add_rules([rule])
+    def add_rule(self, rule: Rule) -> int:
+        return self.add_rules([rule])[0]
 
     def replace_rules(self, updates: Iterable[tuple[int, Rule]]) -> None:
         self._queue(_REPLACE, [RuleEntry(i, r) for i, r in updates])
@@ -247,11 +251,10 @@ class Transaction:
     def delete_rules(self, rule_ids: Iterable[int]) -> None:
         self._queue(_DELETE, list(rule_ids))
 
-    def commit(self) -> list[int]:
-        """Applies everything at once; returns the ids of the added rules."""
+    def commit(self) -> int:
+        """Applies everything at once; returns how many rules it added."""
         self._open = False
-        self.rule_ids = self._client._call(CommitRequest(self.txn), CommitReply).rule_ids
-        return self.rule_ids
+        return self._client._call(CommitRequest(self.txn), CommitReply).added
 
     def abort(self) -> None:
         self._open = False
@@ -278,8 +281,8 @@ class Transaction:
             # one; and santad drops the transaction with the connection anyway.
             pass
 
-    def _queue(self, op: _Batch[T], items: list[T]) -> None:
-        self._client._send(op, self.service_id, self.txn, _chunks(items, op.item_size))
+    def _queue(self, op: _Batch[T], items: list[T]) -> list[int]:
+        return self._client._send(op, self.service_id, self.txn, _chunks(items, op.item_size))
 
 
 @dataclass(frozen=True)

@@ -189,8 +189,11 @@ class CommitRequest(_Txn):
     pass
 
 
-class CommitReply(_RuleIds):
-    pass
+@dataclass(frozen=True)
+class CommitReply:
+    """How many rules the transaction added; their ids came with ADD_RULES."""
+
+    added: UInt32
 
 
 class AbortRequest(_Txn):

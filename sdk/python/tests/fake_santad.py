@@ -139,10 +139,9 @@ class FakeSanta:
             case CommitRequest(txn=txn):
                 sid, held = self._txn(txn)
                 del self.txns[txn]
-                ids: list[int] = []
-                for request in held:
-                    ids += self._apply(sid, request)
-                return CommitReply(ids)
+                for request, ids in held:
+                    self._apply(sid, request, ids)
+                return CommitReply(sum(len(ids) for _, ids in held))
             case AbortRequest(txn=txn):
                 self._txn(txn)
                 del self.txns[txn]
@@ -186,23 +185,24 @@ class FakeSanta:
         for i, rule in enumerate(getattr(body, "rules", [])):
             if not rule.pattern:
                 raise Refused(errno.EINVAL, "condition pattern is 0 bytes", i)
+        # Like santad: added rules get their ids now, in a transaction too.
+        ids = [next(self._ids) for _ in getattr(body, "rules", [])]
         if body.txn:
-            self._txn(body.txn)[1].append(body)
-            return _reply_to(body, [])
-        return _reply_to(body, self._apply(body.service_id, body))
+            self._txn(body.txn)[1].append((body, ids))
+        else:
+            self._apply(body.service_id, body, ids)
+        return _reply_to(body, ids)
 
-    def _apply(self, sid: int, body: Any) -> list[int]:
+    def _apply(self, sid: int, body: Any, ids: list[int]) -> None:
         rules = self.rules[sid]
         if isinstance(body, AddRulesRequest):
-            ids = [next(self._ids) for _ in body.rules]
             rules.update(zip(ids, body.rules))
-            return ids
+            return
         if isinstance(body, ReplaceRulesRequest):
             rules.update((u.rule_id, u.rule) for u in body.updates)
         else:
             for i in body.rule_ids:
                 rules.pop(i, None)
-        return []
 
     def _page(self, sid: int, start: int) -> tuple[list[int], int]:
         ids = sorted(i for i in self._service(sid) if i >= start)

@@ -120,15 +120,15 @@ class ClientTest(unittest.TestCase):
         old = self.client.add_rules(self.sid, rules(2))
         new = Rule.on(b"new", b"NEW")
         with self.client.transaction(self.sid) as txn:
-            txn.add_rule(Rule.on(b"a", b"A"))
+            a = txn.add_rule(Rule.on(b"a", b"A"))
             txn.replace_rules([(old[0], new)])
             txn.delete_rules([old[1]])
-            txn.add_rules([Rule.on(b"b", b"B")])
+            (b,) = txn.add_rules([Rule.on(b"b", b"B")])
             self.assertEqual(list(self.client.rules(self.sid))[0].rule, rules(1)[0])  # nothing yet
-        self.assertEqual(len(txn.rule_ids), 2)
+        self.assertEqual(txn.rule_ids, [a, b])
         self.assertEqual(
             {e.rule_id: e.rule.pattern for e in self.client.rules(self.sid)},
-            {old[0]: b"new", txn.rule_ids[0]: b"a", txn.rule_ids[1]: b"b"},
+            {old[0]: b"new", a: b"a", b: b"b"},
         )
 
     def test_transaction_aborts_on_exception(self) -> None:

@@ -42,7 +42,7 @@ EXAMPLES: list[Any] = [
     BeginRequest(7),
     BeginReply(3),
     CommitRequest(3),
-    CommitReply([4, 5]),
+    CommitReply(2),
     AbortRequest(3),
     AbortReply(),
     ListServicesRequest(),
