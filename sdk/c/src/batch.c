@@ -61,8 +61,9 @@ static int batch_check(struct santa_client *c, const struct batch *b, bool *one)
 
 /*
  * Sends the items as few messages as fit, all with transaction txn (0 only
- * if they fit one).  ids (txn 0 adds) receives the rule ids.  A daemon error
- * names its item by the index in this batch.
+ * if they fit one).  ids (adds; may be NULL) receives the rule ids: in a
+ * transaction, those santad holds for the rules until it ends.  A daemon
+ * error names its item by the index in this batch.
  */
 static int batch_send(struct santa_client *c, const struct batch *b, uint32_t txn, uint32_t *ids)
 {
@@ -90,7 +91,7 @@ static int batch_send(struct santa_client *c, const struct batch *b, uint32_t tx
 				c->err.index += (uint32_t)start;
 			return err;
 		}
-		if (b->type == SANTA_ADD_RULES && !txn) {
+		if (b->type == SANTA_ADD_RULES) {
 			if (rep.u.ids.count != count) {
 				santa_msg_release(&rep);
 				return santa_err_local(c, -EPROTO, SANTA_NO_INDEX,
@@ -120,29 +121,16 @@ static int txn_begin(struct santa_client *c, uint32_t service_id, uint32_t *txn)
 	return 0;
 }
 
-static int txn_commit(struct santa_client *c, uint32_t txn, uint32_t **ids, size_t *cnt)
+static int txn_commit(struct santa_client *c, uint32_t txn, size_t *added)
 {
 	struct santa_msg req = { .type = SANTA_COMMIT, .u.txn.txn = txn }, rep;
-	uint32_t *copy = NULL, n;
 	int err = santa_call(c, &req, -1, &rep);
 
 	if (err)
 		return err;
-	n = rep.u.ids.count;
-	if (ids && n) {
-		copy = malloc(n * sizeof(*copy));
-		if (!copy) {
-			santa_msg_release(&rep);
-			return santa_err_local(c, -ENOMEM, SANTA_NO_INDEX,
-					 "out of memory (the transaction was committed)");
-		}
-		memcpy(copy, rep.u.ids.rule_ids, n * sizeof(*copy));
-	}
+	if (added)
+		*added = rep.u.commit.added;
 	santa_msg_release(&rep);
-	if (ids)
-		*ids = copy;
-	if (cnt)
-		*cnt = n;
 	return 0;
 }
 
@@ -165,8 +153,8 @@ static void txn_abort_quietly(struct santa_client *c, uint32_t txn)
 /* A whole batch, all or nothing: one message, or a transaction of several. */
 static int batch_apply(struct santa_client *c, const struct batch *b, uint32_t *ids)
 {
-	uint32_t txn, *committed = NULL;
-	size_t cnt = 0;
+	uint32_t txn, *staged = NULL;
+	size_t added = 0;
 	bool one;
 	int err;
 
@@ -178,32 +166,32 @@ static int batch_apply(struct santa_client *c, const struct batch *b, uint32_t *
 	if (one)
 		return batch_send(c, b, 0, ids);
 
+	/* the ids come piece by piece: the caller's array is written only
+	 * once the whole batch has landed */
+	if (ids) {
+		staged = calloc(b->n, sizeof(*staged));
+		if (!staged)
+			return santa_err_local(c, -ENOMEM, SANTA_NO_INDEX, "out of memory for %zu ids", b->n);
+	}
 	err = txn_begin(c, b->service_id, &txn);
-	if (err)
-		return err;
-	err = batch_send(c, b, txn, NULL);
-	if (!err)
-		err = txn_commit(c, txn, b->type == SANTA_ADD_RULES ? &committed : NULL, &cnt);
-	if (err) {
-		/* a failed COMMIT may leave the transaction open: drop it */
-		txn_abort_quietly(c, txn);
-		return err;
+	if (!err) {
+		err = batch_send(c, b, txn, staged);
+		if (!err)
+			err = txn_commit(c, txn, &added);
+		if (err) /* a failed COMMIT may leave the transaction open: drop it */
+			txn_abort_quietly(c, txn);
 	}
-	if (b->type == SANTA_ADD_RULES) {
-		if (cnt != b->n) {
-			free(committed);
-			return santa_err_local(c, -EPROTO, SANTA_NO_INDEX,
-					 "santad committed %zu ids for %zu rules", cnt, b->n);
-		}
-		if (ids)
-			memcpy(ids, committed, cnt * sizeof(*ids));
-		free(committed);
-	}
-	return 0;
+	if (!err && b->type == SANTA_ADD_RULES && added != b->n)
+		err = santa_err_local(c, -EPROTO, SANTA_NO_INDEX,
+				      "santad committed %zu rules of %zu", added, b->n);
+	if (!err && ids)
+		memcpy(ids, staged, b->n * sizeof(*ids));
+	free(staged);
+	return err;
 }
 
-/* Stages a batch in the caller's transaction. */
-static int batch_stage(struct santa_client *c, const struct batch *b, uint32_t txn)
+/* Stages a batch in the caller's transaction; ids as for batch_send. */
+static int batch_stage(struct santa_client *c, const struct batch *b, uint32_t txn, uint32_t *ids)
 {
 	bool one;
 	int err;
@@ -213,7 +201,7 @@ static int batch_stage(struct santa_client *c, const struct batch *b, uint32_t t
 	if (!b->n)
 		return 0;
 	err = batch_check(c, b, &one);
-	return err ? err : batch_send(c, b, txn, NULL);
+	return err ? err : batch_send(c, b, txn, ids);
 }
 
 int santa_add_rules(struct santa_client *client, uint32_t service_id,
@@ -271,12 +259,12 @@ int santa_txn_begin(struct santa_client *client, uint32_t service_id, uint32_t *
 }
 
 int santa_txn_add_rules(struct santa_client *client, uint32_t service_id, uint32_t txn,
-			const struct santa_rule *const *rules, size_t n)
+			const struct santa_rule *const *rules, size_t n, uint32_t *ids)
 {
 	struct batch b = { SANTA_ADD_RULES, service_id, NULL, rules, n };
 
 	SANTA_ENTER(client);
-	return batch_stage(client, &b, txn);
+	return batch_stage(client, &b, txn, ids);
 }
 
 int santa_txn_replace_rules(struct santa_client *client, uint32_t service_id, uint32_t txn,
@@ -286,7 +274,7 @@ int santa_txn_replace_rules(struct santa_client *client, uint32_t service_id, ui
 	struct batch b = { SANTA_REPLACE_RULES, service_id, rule_ids, rules, n };
 
 	SANTA_ENTER(client);
-	return batch_stage(client, &b, txn);
+	return batch_stage(client, &b, txn, NULL);
 }
 
 int santa_txn_delete_rules(struct santa_client *client, uint32_t service_id, uint32_t txn,
@@ -295,17 +283,15 @@ int santa_txn_delete_rules(struct santa_client *client, uint32_t service_id, uin
 	struct batch b = { SANTA_DELETE_RULES, service_id, rule_ids, NULL, n };
 
 	SANTA_ENTER(client);
-	return batch_stage(client, &b, txn);
+	return batch_stage(client, &b, txn, NULL);
 }
 
-int santa_txn_commit(struct santa_client *client, uint32_t txn, uint32_t **ids, size_t *cnt)
+int santa_txn_commit(struct santa_client *client, uint32_t txn, size_t *added)
 {
 	SANTA_ENTER(client);
-	if (ids)
-		*ids = NULL;
-	if (cnt)
-		*cnt = 0;
-	return txn_commit(client, txn, ids, cnt);
+	if (added)
+		*added = 0;
+	return txn_commit(client, txn, added);
 }
 
 int santa_txn_abort(struct santa_client *client, uint32_t txn)

@@ -109,8 +109,10 @@ struct santa_msg {
 			const uint32_t *rule_ids;
 			const struct santa_rule *const *rules;
 		} batch;
-		/* ADD_RULES and COMMIT replies */
+		/* ADD_RULES reply (in a transaction too: the ids held for it) */
 		struct { uint32_t count; const uint32_t *rule_ids; } ids;
+		/* COMMIT reply */
+		struct { uint32_t added; } commit;
 		/* BEGIN reply, COMMIT and ABORT requests */
 		struct { uint32_t txn; } txn;
 		/* LIST_SERVICES reply */

@@ -516,10 +516,12 @@ static void w_reply(struct wbuf *w, const struct santa_msg *m, uint16_t type)
 		w_service(w, &m->u.service);
 		break;
 	case SANTA_ADD_RULES:
-	case SANTA_COMMIT:
 		w_u32(w, m->u.ids.count);
 		for (i = 0; i < m->u.ids.count && !w->err; i++)
 			w_u32(w, m->u.ids.rule_ids[i]);
+		break;
+	case SANTA_COMMIT:
+		w_u32(w, m->u.commit.added);
 		break;
 	case SANTA_BEGIN:
 		w_u32(w, m->u.txn.txn);
@@ -733,9 +735,11 @@ static void r_reply(struct rbuf *r, struct santa_msg *m, uint16_t type)
 		r_service(r, &m->u.service);
 		break;
 	case SANTA_ADD_RULES:
-	case SANTA_COMMIT:
 		m->u.ids.count = r_count32(r, 0, 4);
 		r_ids(r, m, m->u.ids.count, &m->u.ids.rule_ids);
+		break;
+	case SANTA_COMMIT:
+		m->u.commit.added = r_u32(r);
 		break;
 	case SANTA_BEGIN:
 		m->u.txn.txn = r_u32(r);

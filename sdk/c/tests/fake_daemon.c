@@ -180,17 +180,16 @@ static bool batch_ok(struct reply *r, struct fservice *s, const struct santa_msg
 	return true;
 }
 
-static uint32_t add_rule(struct fake_daemon *d, struct fservice *s, const struct santa_rule *rule)
+static void add_rule(struct fservice *s, uint32_t id, const struct santa_rule *rule)
 {
 	struct frule *rules = realloc(s->rules, (s->n + 1) * sizeof(*rules));
 
 	if (!rules)
 		abort();
 	s->rules = rules;
-	rules[s->n].id = d->next_rule++;
+	rules[s->n].id = id;
 	rules[s->n].rule = santa_rule__clone(rule);
 	s->svc.rules = (uint32_t)++s->n;
-	return rules[s->n - 1].id;
 }
 
 static void replace_rule(struct fservice *s, uint32_t id, const struct santa_rule *rule)
@@ -240,7 +239,9 @@ static struct ftxn *find_txn(struct conn *c, uint32_t id)
 	return NULL;
 }
 
-static void stage(struct ftxn *t, const struct santa_msg *q, uint16_t type)
+/* Like santad, an added rule gets its id when staged: ids receives them. */
+static void stage(struct fake_daemon *d, struct ftxn *t, const struct santa_msg *q, uint16_t type,
+		  uint32_t *ids)
 {
 	uint32_t i;
 
@@ -252,7 +253,7 @@ static void stage(struct ftxn *t, const struct santa_msg *q, uint16_t type)
 
 		o->kind = type == SANTA_ADD_RULES ? OP_ADD : type == SANTA_REPLACE_RULES ? OP_REPLACE
 											: OP_DELETE;
-		o->id = type == SANTA_ADD_RULES ? 0 : q->u.batch.rule_ids[i];
+		o->id = type == SANTA_ADD_RULES ? (ids[i] = d->next_rule++) : q->u.batch.rule_ids[i];
 		o->rule = type == SANTA_DELETE_RULES ? NULL : santa_rule__clone(q->u.batch.rules[i]);
 	}
 }
@@ -356,13 +357,11 @@ static void do_batch(struct conn *c, struct reply *r, const struct santa_msg *q,
 	}
 	if (!batch_ok(r, s, q, type))
 		return;
-	if (t) {
-		stage(t, q, type);
-		return; /* ids come with COMMIT */
-	}
-	for (i = 0; i < q->u.batch.count; i++) {
+	if (t)
+		stage(d, t, q, type, ids);
+	for (i = 0; !t && i < q->u.batch.count; i++) {
 		if (type == SANTA_ADD_RULES)
-			ids[i] = add_rule(d, s, q->u.batch.rules[i]);
+			add_rule(s, ids[i] = d->next_rule++, q->u.batch.rules[i]);
 		else if (type == SANTA_REPLACE_RULES)
 			replace_rule(s, q->u.batch.rule_ids[i], q->u.batch.rules[i]);
 		else
@@ -374,7 +373,7 @@ static void do_batch(struct conn *c, struct reply *r, const struct santa_msg *q,
 	}
 }
 
-static void do_commit(struct conn *c, struct reply *r, uint32_t id, uint32_t *ids)
+static void do_commit(struct conn *c, struct reply *r, uint32_t id)
 {
 	struct fake_daemon *d = c->d;
 	struct ftxn *t = find_txn(c, id);
@@ -404,16 +403,16 @@ static void do_commit(struct conn *c, struct reply *r, uint32_t id, uint32_t *id
 	for (i = 0; i < t->n; i++) {
 		struct op *o = &t->ops[i];
 
-		if (o->kind == OP_ADD)
-			ids[n++] = add_rule(d, s, o->rule);
-		else if (o->kind == OP_REPLACE && find_rule(s, o->id))
+		if (o->kind == OP_ADD) {
+			add_rule(s, o->id, o->rule);
+			n++;
+		} else if (o->kind == OP_REPLACE && find_rule(s, o->id))
 			replace_rule(s, o->id, o->rule);
 		else if (o->kind == OP_DELETE)
 			delete_rule(s, o->id);
 	}
 	txn_free(t);
-	r->m.u.ids.count = n;
-	r->m.u.ids.rule_ids = ids;
+	r->m.u.commit.added = n;
 }
 
 /* Items of a page: from start, at most page_max (and max), rising ids. */
@@ -507,13 +506,9 @@ static void handle(struct conn *c, const struct santa_msg *q, int *fds, int nfd,
 		c->txns[i].service_id = s->svc.service_id;
 		r->m.u.txn.txn = c->txns[i].id;
 		return;
-	case SANTA_COMMIT: {
-		struct ftxn *t = find_txn(c, q->u.txn.txn);
-
-		bufs[0] = calloc((t ? t->n : 0) + 1, sizeof(uint32_t));
-		do_commit(c, r, q->u.txn.txn, bufs[0]);
+	case SANTA_COMMIT:
+		do_commit(c, r, q->u.txn.txn);
 		return;
-	}
 	case SANTA_ABORT: {
 		struct ftxn *t = find_txn(c, q->u.txn.txn);
 
@@ -809,6 +804,18 @@ size_t fake_rule_count(struct fake_daemon *d)
 		n += d->services[i].n;
 	pthread_mutex_unlock(&d->lock);
 	return n;
+}
+
+bool fake_has_rule(struct fake_daemon *d, uint32_t id)
+{
+	bool found = false;
+	size_t i;
+
+	pthread_mutex_lock(&d->lock);
+	for (i = 0; i < d->nservices && !found; i++)
+		found = find_rule(&d->services[i], id) != NULL;
+	pthread_mutex_unlock(&d->lock);
+	return found;
 }
 
 void fake_free(struct fake_daemon *d)

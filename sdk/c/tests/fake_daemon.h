@@ -33,6 +33,8 @@ int fake_serve(struct fake_daemon *d, int fd);
 int fake_listen(struct fake_daemon *d, const char *path);
 struct fake_stats fake_stats(struct fake_daemon *d);
 size_t fake_rule_count(struct fake_daemon *d);
+/* Whether some service holds a rule with this id. */
+bool fake_has_rule(struct fake_daemon *d, uint32_t id);
 /* Stops every thread (connections see EOF) and frees everything. */
 void fake_free(struct fake_daemon *d);
 

@@ -311,7 +311,7 @@ static void test_errors(void)
 	CHECK(err == -EINVAL && e->index == 1, "NULL rule: %d", err);
 	CHECK(!santa_rule__new(0, "x", 70000, 1) && errno == EINVAL, "70000-byte pattern");
 	CHECK(santa_add_rules(c, svc.service_id, batch, 0, NULL) == 0, "empty batch");
-	CHECK(santa_txn_add_rules(c, svc.service_id, 0, batch, 1) == -EINVAL, "txn 0");
+	CHECK(santa_txn_add_rules(c, svc.service_id, 0, batch, 1, NULL) == -EINVAL, "txn 0");
 
 	CHECK(strstr(santa_strerror(-EDQUOT), "quota") && strstr(santa_strerror(EPROTONOSUPPORT), "version"),
 	      "strerror texts");
@@ -470,7 +470,7 @@ static void test_txn(void)
 	struct santa_rule *a = listing1(), *b = santa_rule__new(1, "ello", 4, 2);
 	struct santa_rule *b2 = santa_rule__new(0, "Hi", 2, 2);
 	const struct santa_rule *both[2] = { b2, b };
-	uint32_t txn = 0, first = 0, *ids = NULL;
+	uint32_t txn = 0, first = 0, ids[2] = { 0, 0 };
 	struct santa_service svc;
 	size_t n = 0;
 	uint16_t port;
@@ -483,18 +483,19 @@ static void test_txn(void)
 	CHECK_OK(santa_txn_begin(c, svc.service_id, &txn));
 	CHECK(txn != 0, "txn 0");
 	CHECK_OK(santa_txn_delete_rules(c, svc.service_id, txn, &first, 1));
-	CHECK_OK(santa_txn_add_rules(c, svc.service_id, txn, both, 2));
+	CHECK_OK(santa_txn_add_rules(c, svc.service_id, txn, both, 2, ids));
+	CHECK(ids[0] && ids[0] != first && ids[1] != ids[0], "staging gave ids %u, %u", ids[0], ids[1]);
 	CHECK(fake_rule_count(d) == 1, "staged rules applied early");
-	CHECK_OK(santa_txn_commit(c, txn, &ids, &n));
-	CHECK(n == 2 && ids && ids[0] != first && ids[1] != ids[0], "commit gave %zu ids", n);
+	CHECK_OK(santa_txn_commit(c, txn, &n));
+	CHECK(n == 2, "commit added %zu rules", n);
 	CHECK(fake_rule_count(d) == 2, "%zu rules after commit", fake_rule_count(d));
-	free(ids);
+	CHECK(fake_has_rule(d, ids[0]) && fake_has_rule(d, ids[1]), "rules not under their staged ids");
 
 	CHECK_OK(santa_txn_begin(c, svc.service_id, &txn));
 	err = santa_txn_replace_rules(c, svc.service_id, txn, &first, both, 1);
 	CHECK(err == -ENOENT, "replacing a deleted rule: %d", err);
 	CHECK_OK(santa_txn_abort(c, txn));
-	err = santa_txn_commit(c, txn, NULL, NULL);
+	err = santa_txn_commit(c, txn, NULL);
 	CHECK(err == -ENOENT, "commit after abort: %d", err);
 
 	santa_rule__free(a);

@@ -411,8 +411,10 @@ static bool build_reply(struct obj *b, struct santa_msg *m, uint16_t type)
 			b->used[i] = true; /* checked by build_service */
 		break;
 	case SANTA_ADD_RULES:
-	case SANTA_COMMIT:
 		m->u.ids.rule_ids = u32_list(b, "rule_ids", &m->u.ids.count);
+		break;
+	case SANTA_COMMIT:
+		m->u.commit.added = (uint32_t)u(b, "added", UINT32_MAX);
 		break;
 	case SANTA_BEGIN:
 		m->u.txn.txn = (uint32_t)u(b, "txn", UINT32_MAX);
@@ -672,8 +674,10 @@ static bool msg_eq(const struct santa_msg *w, const struct santa_msg *g)
 		return bytes_eq("daemon", w->u.hello_reply.daemon, g->u.hello_reply.daemon);
 	case SANTA_ATTACH | SANTA_REPLY:
 		return service_eq(&w->u.service, &g->u.service);
-	case SANTA_ADD_RULES | SANTA_REPLY:
 	case SANTA_COMMIT | SANTA_REPLY:
+		EQ(u.commit.added);
+		return true;
+	case SANTA_ADD_RULES | SANTA_REPLY:
 		EQ(u.ids.count);
 		return rules_eq(w->u.ids.count, w->u.ids.rule_ids, g->u.ids.rule_ids, NULL, NULL);
 	case SANTA_LIST_SERVICES | SANTA_REPLY:

@@ -195,19 +195,20 @@ SANTA_API int santa_delete_rules(struct santa_client *client, uint32_t service_i
  * messages): abort the transaction then. */
 SANTA_API int santa_txn_begin(struct santa_client *client, uint32_t service_id,
 			      uint32_t *txn);
+/* ids (may be NULL) receives the n ids the rules will have once committed:
+ * santad holds them for the transaction until it ends. */
 SANTA_API int santa_txn_add_rules(struct santa_client *client, uint32_t service_id,
 				  uint32_t txn, const struct santa_rule *const *rules,
-				  size_t n);
+				  size_t n, uint32_t *ids);
 SANTA_API int santa_txn_replace_rules(struct santa_client *client, uint32_t service_id,
 				      uint32_t txn, const uint32_t *rule_ids,
 				      const struct santa_rule *const *rules, size_t n);
 SANTA_API int santa_txn_delete_rules(struct santa_client *client, uint32_t service_id,
 				     uint32_t txn, const uint32_t *rule_ids, size_t n);
-/* Applies everything staged.  ids/cnt (may be NULL) receive the ids of the
- * added rules in staging order as a malloc()ed array: free() it.  After a
- * failed commit, santa_txn_abort() makes sure the transaction is gone. */
-SANTA_API int santa_txn_commit(struct santa_client *client, uint32_t txn,
-			       uint32_t **ids, size_t *cnt);
+/* Applies everything staged, all or nothing.  added (may be NULL) receives
+ * how many rules it added; their ids came from santa_txn_add_rules().  After
+ * a failed commit, santa_txn_abort() makes sure the transaction is gone. */
+SANTA_API int santa_txn_commit(struct santa_client *client, uint32_t txn, size_t *added);
 SANTA_API int santa_txn_abort(struct santa_client *client, uint32_t txn);
 
 /* ---- reading rules back (paged under the hood) ---- */
