@@ -1,0 +1,164 @@
+#!/usr/bin/env python3
+"""Every operation of the SDK against a live santad, checked in the kernel.
+
+    live.py SOCKET
+
+Run in a network namespace where santad serves lo, as any user
+(test/daemon/sdk_test.go runs it as nobody). A UDP socket on 127.0.0.1 plays
+the application: rules go onto it, and a second socket asks. A request the
+kernel answers never reaches the application; one it does not, does. Prints
+a line per step and "live: ok"; exits 1 at the first failure. Not a unittest
+module: it needs a real santad.
+"""
+
+from __future__ import annotations
+
+import errno
+import socket
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from santa import Client, Copy, Put, Rule, SantaError  # noqa: E402
+
+TIMEOUT = 1.0
+
+
+class Failed(Exception):
+    pass
+
+
+def check(ok: bool, what: str) -> None:
+    if not ok:
+        raise Failed(what)
+
+
+def step(what: str) -> None:
+    print(f"live: {what}", flush=True)
+
+
+class Peer:
+    """The application's socket and a client of it."""
+
+    def __init__(self) -> None:
+        self.app = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.app.bind(("127.0.0.1", 0))
+        self.app.settimeout(TIMEOUT)
+        self.client = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.client.connect(self.app.getsockname())
+        self.client.settimeout(TIMEOUT)
+
+    def kernel_answers(self, request: bytes, reply: bytes) -> None:
+        """The kernel answers `request` with exactly `reply`."""
+        self.client.send(request)
+        try:
+            got = self.client.recv(2048)
+        except TimeoutError:
+            raise Failed(f"{request!r}: no reply within {TIMEOUT} s") from None
+        check(got == reply, f"{request!r}: got {got!r}, want {reply!r}")
+
+    def app_receives(self, request: bytes) -> None:
+        """`request` is not answered by the kernel: it reaches the application."""
+        self.client.send(request)
+        try:
+            got = self.app.recv(2048)
+        except TimeoutError:
+            raise Failed(f"{request!r} neither answered nor delivered") from None
+        check(got == request, f"the application got {got!r}, want {request!r}")
+        self.client.settimeout(0.1)
+        try:
+            raise Failed(f"{request!r} was answered by the kernel too: {self.client.recv(2048)!r}")
+        except TimeoutError:
+            pass
+        finally:
+            self.client.settimeout(TIMEOUT)
+
+
+def refused(code: int, call: object) -> None:
+    try:
+        call()  # type: ignore[operator]
+    except SantaError as e:
+        check(e.code == code and bool(e.message), f"refused with {e}, want {errno.errorcode[code]}")
+        return
+    raise Failed(f"not refused; want {errno.errorcode[code]}")
+
+
+def run(path: str) -> None:
+    peer = Peer()
+    with Client.connect(path, name="live.py") as c:
+        step(f"hello: uid {c.hello.uid}, admin {c.hello.admin}")
+        svc = c.attach(peer.app)
+        sid = svc.service_id
+        check(svc.port == peer.app.getsockname()[1], f"attached port {svc.port}")
+        step(f"attach: service {sid}")
+
+        ping = c.add_rule(sid, Rule.on(b"ping", b"pong"))
+        peer.kernel_answers(b"ping", b"pong")
+        # A DNS-like rule: the reply begins with the request's 2-byte id.
+        echo = c.add_rule(sid, Rule(2, b"echo", 6, [Put(2, b"ECHO"), Copy(0, 2, 0)]))
+        peer.kernel_answers(b"\x12\x34echo", b"\x12\x34ECHO")
+        step(f"add: rules {ping} (put) and {echo} (put + copy) answered by the kernel")
+
+        c.replace_rules(sid, [(ping, Rule.on(b"ping", b"PONG!"))])
+        peer.kernel_answers(b"ping", b"PONG!")
+        step("replace: the new reply, same id")
+
+        batch = c.add_rules(sid, [Rule.on(b"b%d" % i, b"B%d" % i) for i in range(3)])
+        for i in range(3):
+            peer.kernel_answers(b"b%d" % i, b"B%d" % i)
+        step(f"batch: rules {batch}")
+
+        with c.transaction(sid) as txn:
+            staged = txn.add_rules([Rule.on(b"t%d" % i, b"T%d" % i) for i in range(3)])
+            txn.replace_rules([(batch[0], Rule.on(b"b0", b"B0 again"))])
+            peer.app_receives(b"t0")  # staged, not applied
+        check(len(staged) == 3 and staged == txn.rule_ids, f"staged ids {staged}")
+        for i in range(3):
+            peer.kernel_answers(b"t%d" % i, b"T%d" % i)
+        peer.kernel_answers(b"b0", b"B0 again")
+        step(f"transaction: ids {staged} known when staged, applied at commit")
+
+        c.delete_rules(sid, [batch[1]])
+        peer.app_receives(b"b1")
+        step("delete: the request reaches the application")
+
+        listed = {e.rule_id: e.rule for e in c.rules(sid)}
+        want = {ping, echo, batch[0], batch[2], *staged}
+        check(set(listed) == want, f"rules {sorted(listed)}, want {sorted(want)}")
+        check(listed[ping] == Rule.on(b"ping", b"PONG!"), f"rule {ping} reads back {listed[ping]}")
+        step(f"rules: {len(listed)} listed, contents as installed")
+
+        hits = {rc.rule_id: rc.hits for rc in c.rule_stats(sid)}
+        check(hits[ping] == 2 and hits[echo] == 1 and hits[staged[0]] == 1, f"hits {hits}")
+        stats = c.service_stats(sid)
+        check(stats.matched == 10 and stats.passed >= 2 and stats.rules == 7, f"service stats {stats}")
+        step(f"stats: rule hits {hits}, service matched {stats.matched}")
+
+        services = [s.service_id for s in c.services()]
+        check(sid in services, f"services {services}")
+        status = c.status()
+        check(status.rules >= 7 and any(i.name == "lo" for i in status.interfaces), f"status {status}")
+        step(f"services and status: {status.daemon}, {status.rules} rules on the host")
+
+        refused(errno.EEXIST, lambda: c.attach(peer.app))
+        refused(errno.ENOENT, lambda: c.delete_rules(sid, [0xFFFFFFF0]))
+        step("errors: EEXIST for a second attach, ENOENT for an unknown rule")
+
+        c.detach(sid)
+        peer.app_receives(b"ping")
+        step("detach: everything reaches the application again")
+    print("live: ok", flush=True)
+
+
+def main() -> None:
+    if len(sys.argv) != 2:
+        sys.exit("usage: live.py SOCKET")
+    try:
+        run(sys.argv[1])
+    except (Failed, SantaError, OSError) as e:
+        sys.exit(f"live: FAILED: {e}")
+
+
+if __name__ == "__main__":
+    main()
