@@ -37,7 +37,7 @@ bench: build
 	bash bench/run-all.sh
 
 demo: build
-	bash examples/hello/demo.sh
+	bash examples/demo.sh
 
 clean:
 	rm -f $(VMLINUX) internal/datapath/santa_bpfel.* internal/xdppass/xdppass_bpfel.*
