@@ -1,8 +1,6 @@
 package client
 
 import (
-	"net"
-	"path/filepath"
 	"slices"
 	"sync"
 	"syscall"
@@ -11,6 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/santa-offload/santa/internal/protocol"
+	"github.com/santa-offload/santa/internal/protocol/protocoltest"
 	"github.com/santa-offload/santa/internal/rules"
 )
 
@@ -32,69 +31,14 @@ const (
 	pageSize    = 2
 )
 
-// serve starts handle on a unixpacket socket in a temporary directory and
-// returns its path. Each connection is served by handle, request by request.
-func serve(t *testing.T, handle func(protocol.Body, []int) protocol.Body) string {
-	path := filepath.Join(t.TempDir(), "santa.sock")
-	l, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: path, Net: "unixpacket"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
-	go func() {
-		for {
-			conn, err := l.AcceptUnix()
-			if err != nil {
-				return
-			}
-			go answer(conn, handle)
-		}
-	}()
-	return path
-}
-
-func answer(conn *net.UnixConn, handle func(protocol.Body, []int) protocol.Body) {
-	defer conn.Close()
-	buf := make([]byte, protocol.MaxMessage)
-	oob := make([]byte, unix.CmsgSpace(4*4))
-	for {
-		n, oobn, _, _, err := conn.ReadMsgUnix(buf, oob)
-		if err != nil || n == 0 {
-			return
-		}
-		h, req, err := protocol.Decode(buf[:n])
-		var reply protocol.Body
-		if err != nil {
-			reply = err.(*protocol.Error)
-		} else {
-			reply = handle(req, receivedFDs(oob[:oobn]))
-		}
-		msg, err := protocol.Encode(h.Seq, reply)
-		if err != nil {
-			return
-		}
-		if _, err := conn.Write(msg); err != nil {
-			return
-		}
-	}
-}
-
-func receivedFDs(oob []byte) []int {
-	msgs, _ := unix.ParseSocketControlMessage(oob)
-	var fds []int
-	for _, m := range msgs {
-		got, _ := unix.ParseUnixRights(&m)
-		fds = append(fds, got...)
-	}
-	return fds
+// serve serves handle as a fake santad and returns its socket's path.
+func serve(t *testing.T, handle protocoltest.Handler) string {
+	return protocoltest.Serve(t, nil, handle)
 }
 
 func (f *fake) handle(req protocol.Body, fds []int) protocol.Body {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	for _, fd := range fds {
-		defer unix.Close(fd)
-	}
 	if id, ok := serviceOf(req); ok && id != fakeService {
 		return protocol.Errorf(syscall.ENOENT, "no service %d", id)
 	}

@@ -2,8 +2,6 @@ package cli
 
 import (
 	"cmp"
-	"net"
-	"path/filepath"
 	"slices"
 	"sync"
 	"syscall"
@@ -13,6 +11,7 @@ import (
 
 	"github.com/santa-offload/santa/client"
 	"github.com/santa-offload/santa/internal/protocol"
+	"github.com/santa-offload/santa/internal/protocol/protocoltest"
 	"github.com/santa-offload/santa/internal/rules"
 )
 
@@ -51,21 +50,9 @@ const fakePage = 2
 // directory and returns it with the socket's path.
 func newFake(t *testing.T) (*fake, string) {
 	f := &fake{services: map[uint32]*fakeService{}, txns: map[uint32]*fakeTxn{}, nextService: 7, nextRule: 1, nextTxn: 1}
-	path := filepath.Join(t.TempDir(), "santa.sock")
-	l, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: path, Net: "unixpacket"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
-	go func() {
-		for {
-			conn, err := l.AcceptUnix()
-			if err != nil {
-				return
-			}
-			go f.serve(conn)
-		}
-	}()
+	// Encoded under f.mu too: the reply shares the fake's rules, and
+	// Encode writes to the processors it encodes.
+	path := protocoltest.Serve(t, &f.mu, f.handle)
 	return f, path
 }
 
@@ -124,50 +111,6 @@ func (f *fake) install(s *fakeService, rs []rules.Rule, ids []uint32) {
 func (f *fake) newRuleID() uint32 {
 	f.nextRule++
 	return f.nextRule - 1
-}
-
-func (f *fake) serve(conn *net.UnixConn) {
-	defer conn.Close()
-	buf := make([]byte, protocol.MaxMessage)
-	oob := make([]byte, unix.CmsgSpace(4*4))
-	for {
-		n, oobn, _, _, err := conn.ReadMsgUnix(buf, oob)
-		if err != nil || n == 0 {
-			return
-		}
-		fds := receivedFDs(oob[:oobn])
-		h, req, err := protocol.Decode(buf[:n])
-		f.mu.Lock()
-		var reply protocol.Body
-		if err != nil {
-			reply = err.(*protocol.Error)
-		} else {
-			reply = f.handle(req, fds)
-		}
-		// Encoded under the lock: the reply shares the fake's rules, and
-		// Encode writes to the processors it encodes.
-		msg, err := protocol.Encode(h.Seq, reply)
-		f.mu.Unlock()
-		for _, fd := range fds {
-			unix.Close(fd)
-		}
-		if err != nil {
-			return
-		}
-		if _, err := conn.Write(msg); err != nil {
-			return
-		}
-	}
-}
-
-func receivedFDs(oob []byte) []int {
-	msgs, _ := unix.ParseSocketControlMessage(oob)
-	var fds []int
-	for _, m := range msgs {
-		got, _ := unix.ParseUnixRights(&m)
-		fds = append(fds, got...)
-	}
-	return fds
 }
 
 // handle answers a request; f.mu is held.
