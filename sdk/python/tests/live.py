@@ -49,22 +49,22 @@ class Peer:
         self.client.connect(self.app.getsockname())
         self.client.settimeout(TIMEOUT)
 
-    def kernel_answers(self, request: bytes, reply: bytes) -> None:
-        """The kernel answers `request` with exactly `reply`."""
+    def ask(self, request: bytes, on: socket.socket) -> bytes:
+        """Sends `request` and returns what arrives on `on`."""
         self.client.send(request)
         try:
-            got = self.client.recv(2048)
+            return on.recv(2048)
         except TimeoutError:
-            raise Failed(f"{request!r}: no reply within {TIMEOUT} s") from None
+            raise Failed(f"{request!r}: nothing arrived within {TIMEOUT} s") from None
+
+    def kernel_answers(self, request: bytes, reply: bytes) -> None:
+        """The kernel answers `request` with exactly `reply`."""
+        got = self.ask(request, self.client)
         check(got == reply, f"{request!r}: got {got!r}, want {reply!r}")
 
     def app_receives(self, request: bytes) -> None:
         """`request` is not answered by the kernel: it reaches the application."""
-        self.client.send(request)
-        try:
-            got = self.app.recv(2048)
-        except TimeoutError:
-            raise Failed(f"{request!r} neither answered nor delivered") from None
+        got = self.ask(request, self.app)
         check(got == request, f"the application got {got!r}, want {request!r}")
         self.client.settimeout(0.1)
         try:
