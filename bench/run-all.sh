@@ -6,13 +6,16 @@
 #       rule sets x reply sizes x request mixes, interleaved over rounds.
 #   (b) bench/udp-e2e: Santa vs a userspace recvmmsg/sendmmsg responder in
 #       the two-namespace veth rig (bench/rig.sh), interleaved A B A B.
+#   (c) bench/daemon: a real santad: 1M rules installed in one transaction,
+#       and how soon a single REPLACE_RULES is answered by the kernel.
 #
 # Environment:
 #   BENCH_QUICK=1     skip the 1M-rule set and shorten (b): about 3 minutes
 #                     instead of about 9
-#   BENCH_ONLY=a|b    run only one part
+#   BENCH_ONLY=a|b|c  run only one part
 #   DP_RULES, DP_SIZES, DP_ROUNDS, DP_K            override (a)
 #   E2E_RULES, E2E_SIZES, E2E_ROUNDS, E2E_DURATION override (b)
+#   DAEMON_RULES, DAEMON_UPDATES, DAEMON_ROUNDS    override (c)
 #   SERVER_CPU (1), CLIENT_CPU (0)
 set -euo pipefail
 
@@ -39,6 +42,9 @@ dp_rounds=${DP_ROUNDS:-7}
 dp_k=${DP_K:-5000}
 e2e_rules=${E2E_RULES:-100000}
 e2e_rounds=${E2E_ROUNDS:-3}
+daemon_rules=${DAEMON_RULES:-1000000}
+daemon_updates=${DAEMON_UPDATES:-200}
+daemon_rounds=${DAEMON_ROUNDS:-3}
 
 bin=$(mktemp -d /tmp/santa-bench.XXXXXX)
 cleanup() {
@@ -49,6 +55,7 @@ trap cleanup EXIT
 
 go build -o "$bin/dpbench" ./bench/dataplane/cmd/dpbench
 go build -o "$bin/udp-e2e" ./bench/udp-e2e
+go build -o "$bin/daemon" ./bench/daemon
 
 start=$(date +%s)
 {
@@ -67,6 +74,14 @@ if [ -z "$only" ] || [ "$only" = b ]; then
 	bash bench/rig.sh down "$rig" 2>/dev/null || true
 	timeout 15m taskset -c "$client_cpu" "$bin/udp-e2e" -rig "$rig" -rules "$e2e_rules" -sizes "$e2e_sizes" \
 		-rounds "$e2e_rounds" -duration "$e2e_duration" -server-cpu "$server_cpu" -client-cpu "$client_cpu"
+fi
+
+if [ -z "$only" ] || [ "$only" = c ]; then
+	echo "== (c) santad: install and update visibility" >&2
+	for round in $(seq "$daemon_rounds"); do
+		echo "# round $round of $daemon_rounds" >&2
+		timeout 10m "$bin/daemon" -rules "$daemon_rules" -updates "$daemon_updates"
+	done
 fi
 
 echo "# run-all took $(($(date +%s) - start)) s" >&2
