@@ -50,6 +50,12 @@ func rulesUse(rs []rules.Rule) usage {
 // the quota. adds are the rules of an ADD_RULES request, if that is what
 // more is: the error's index is then the first rule beyond the quota.
 func (q Quota) admit(uid uint32, have, more usage, adds []rules.Rule) *protocol.Error {
+	return q.admitHolding(uid, have, 0, more, adds)
+}
+
+// admitHolding is admit where held of the rules in have are not installed
+// but held for the uid's open transactions (their ids are reserved).
+func (q Quota) admitHolding(uid uint32, have usage, held int64, more usage, adds []rules.Rule) *protocol.Error {
 	after := have.plus(more)
 	overRules := q.Rules > 0 && after.rules > int64(q.Rules)
 	overBytes := q.Bytes > 0 && after.bytes > int64(q.Bytes)
@@ -64,6 +70,10 @@ func (q Quota) admit(uid uint32, have, more usage, adds []rules.Rule) *protocol.
 			index = uint32(i)
 			break
 		}
+	}
+	if overRules && held > 0 {
+		return protocol.ErrorAt(syscall.EDQUOT, index, "quota of %d rules for uid %d exceeded: %d installed, %d held by open transactions, %d more requested",
+			q.Rules, uid, have.rules-held, held, more.rules)
 	}
 	if overRules {
 		return protocol.ErrorAt(syscall.EDQUOT, index, "quota of %d rules for uid %d exceeded: %d installed, %d more requested",

@@ -38,6 +38,7 @@ type Server struct {
 	// journal, all before the reply. Reads take it too.
 	mu      sync.Mutex
 	st      state
+	held    map[uint32]int64 // by owner uid: rule ids reserved by open transactions
 	journal *journal.Journal
 	ifaces  []protocol.Interface
 
@@ -58,7 +59,7 @@ func NewServer(dp Dataplane, j *journal.Journal, cfg Config, netns uint64, log *
 		return nil, err
 	}
 	return &Server{dp: dp, log: log, quotas: q, capacity: cfg.MaxRules, netns: netns, version: Version(),
-		st: newState(), journal: j, conns: map[*net.UnixConn]bool{}}, nil
+		st: newState(), held: map[uint32]int64{}, journal: j, conns: map[*net.UnixConn]bool{}}, nil
 }
 
 // record writes a change, already made to the state, to the journal. If

@@ -469,3 +469,26 @@ func TestTransactionIDsGivenBack(t *testing.T) {
 	unix.Close(b.fd)
 	givenBack("connection closed", ids)
 }
+
+// A uid's open transactions hold rule ids, which count against the host's
+// capacity: together they may hold no more than the uid's quota.
+func TestTransactionsShareTheQuota(t *testing.T) {
+	s := newTestServer(t, func(c *Config) { c.QuotaRules = 5 })
+	a := s.connect(t, alice, true)
+	svc := a.attach()
+	first := a.ok(&protocol.Begin{ServiceID: svc}).(*protocol.BeginReply).Txn
+	a.ok(&protocol.AddRules{ServiceID: svc, Txn: first, Rules: testRules("a", 3, 8)})
+	second := a.ok(&protocol.Begin{ServiceID: svc}).(*protocol.BeginReply).Txn
+	a.refused(&protocol.AddRules{ServiceID: svc, Txn: second, Rules: testRules("b", 3, 8)}, syscall.EDQUOT,
+		"quota of 5 rules for uid 1000 exceeded: 0 installed, 3 held by open transactions, 3 more requested")
+	a.ok(&protocol.Abort{Txn: first})
+	a.ok(&protocol.AddRules{ServiceID: svc, Txn: second, Rules: testRules("b", 3, 8)})
+	if added := a.ok(&protocol.Commit{Txn: second}).(*protocol.CommitReply).Added; added != 3 {
+		t.Fatalf("COMMIT added %d rules, want 3", added)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.held) != 0 {
+		t.Errorf("after every transaction ended, santad still holds ids for %v", s.held)
+	}
+}

@@ -22,16 +22,24 @@ type txn struct {
 	touched map[datapath.RuleID]bool // replaced or deleted
 }
 
-// end drops the transaction, giving back the ids of rules that did not land.
+// end drops the transaction, giving back the ids of rules that did not
+// land. Called with s.mu held.
 func (s *Server) end(sess *session, id uint32) {
-	if t := sess.txns[id]; t != nil {
-		delete(sess.txns, id)
-		s.dp.ReleaseRuleIDs(t.batch.AddIDs)
+	t := sess.txns[id]
+	if t == nil {
+		return
+	}
+	delete(sess.txns, id)
+	s.dp.ReleaseRuleIDs(t.batch.AddIDs)
+	if s.held[t.svc.UID] -= int64(len(t.batch.AddIDs)); s.held[t.svc.UID] == 0 {
+		delete(s.held, t.svc.UID)
 	}
 }
 
 // endAll drops a closing connection's transactions.
 func (s *Server) endAll(sess *session) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	for id := range sess.txns {
 		s.end(sess, id)
 	}
@@ -74,7 +82,9 @@ func (s *Server) open(sess *session, id, svc uint32) (*txn, *protocol.Error) {
 // the transaction; it returns the ids the added rules will have. A
 // transaction holds at most the host's rule capacity, and, for a client
 // that is not an admin, no more than the owner's quota allows with what is
-// installed now (COMMIT checks again).
+// installed now and what the owner's other open transactions hold: their
+// reserved ids count against the host's capacity, so a uid may not hold
+// more than its quota (COMMIT checks again).
 func (s *Server) stage(sess *session, svc, id uint32, b datapath.Batch) ([]uint32, *protocol.Error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -88,10 +98,12 @@ func (s *Server) stage(sess *session, svc, id uint32, b datapath.Batch) ([]uint3
 	if n := t.items() + len(b.Add) + len(b.Replace) + len(b.Delete); n > int(s.capacity) {
 		return nil, protocol.Errorf(syscall.ENOSPC, "transaction %d would hold %d items; the host's rule capacity is %d", id, n, s.capacity)
 	}
+	sv := t.svc
 	if !sess.peer.Admin {
-		sv := t.svc
 		more := change(sv, t.batch).plus(change(sv, b))
-		if perr := s.quotas.of(sv.UID).admit(sv.UID, s.st.usage[sv.UID], more, b.Add); perr != nil {
+		others := s.held[sv.UID] - int64(len(t.batch.AddIDs)) // this one's are in more
+		have := s.st.usage[sv.UID].plus(usage{rules: others})
+		if perr := s.quotas.of(sv.UID).admitHolding(sv.UID, have, others, more, b.Add); perr != nil {
 			return nil, perr
 		}
 	}
@@ -99,6 +111,7 @@ func (s *Server) stage(sess *session, svc, id uint32, b datapath.Batch) ([]uint3
 	if err != nil {
 		return nil, dataplaneError(err)
 	}
+	s.held[sv.UID] += int64(len(ids))
 	t.batch.AddIDs = append(t.batch.AddIDs, ids...)
 	t.batch.Add = append(t.batch.Add, b.Add...)
 	t.batch.Replace = append(t.batch.Replace, b.Replace...)
@@ -139,6 +152,8 @@ func (s *Server) abort(sess *session, req *protocol.Abort) protocol.Body {
 	if sess.txns[req.Txn] == nil {
 		return protocol.Errorf(syscall.ENOENT, "no transaction %d on this connection", req.Txn)
 	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	s.end(sess, req.Txn)
 	return &protocol.AbortReply{}
 }
