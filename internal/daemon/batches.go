@@ -123,7 +123,7 @@ func (s *Server) apply(sess *session, sv *service, b datapath.Batch, adds, items
 	}
 	if !sess.peer.Admin {
 		more := change(sv, b)
-		if perr := s.quotas.of(sv.UID).admit(sv.UID, s.st.usage[sv.UID], more, adds); perr != nil {
+		if perr := s.quotas.of(sv.UID).admit(sv.UID, s.st.usage[sv.UID], 0, more, adds); perr != nil {
 			return nil, perr
 		}
 	}

@@ -47,15 +47,11 @@ func rulesUse(rs []rules.Rule) usage {
 }
 
 // admit refuses more on top of have if it breaks q, with a message naming
-// the quota. adds are the rules of an ADD_RULES request, if that is what
-// more is: the error's index is then the first rule beyond the quota.
-func (q Quota) admit(uid uint32, have, more usage, adds []rules.Rule) *protocol.Error {
-	return q.admitHolding(uid, have, 0, more, adds)
-}
-
-// admitHolding is admit where held of the rules in have are not installed
-// but held for the uid's open transactions (their ids are reserved).
-func (q Quota) admitHolding(uid uint32, have usage, held int64, more usage, adds []rules.Rule) *protocol.Error {
+// the quota. held of the rules in have are not installed but held for the
+// uid's open transactions (their ids are reserved). adds are the rules of
+// an ADD_RULES request, if that is what more is: the error's index is then
+// the first rule beyond the quota.
+func (q Quota) admit(uid uint32, have usage, held int64, more usage, adds []rules.Rule) *protocol.Error {
 	after := have.plus(more)
 	overRules := q.Rules > 0 && after.rules > int64(q.Rules)
 	overBytes := q.Bytes > 0 && after.bytes > int64(q.Bytes)

@@ -103,7 +103,7 @@ func (s *Server) stage(sess *session, svc, id uint32, b datapath.Batch) ([]uint3
 		more := change(sv, t.batch).plus(change(sv, b))
 		others := s.held[sv.UID] - int64(len(t.batch.AddIDs)) // this one's are in more
 		have := s.st.usage[sv.UID].plus(usage{rules: others})
-		if perr := s.quotas.of(sv.UID).admitHolding(sv.UID, have, others, more, b.Add); perr != nil {
+		if perr := s.quotas.of(sv.UID).admit(sv.UID, have, others, more, b.Add); perr != nil {
 			return nil, perr
 		}
 	}
