@@ -217,11 +217,10 @@ func (f *fake) attach(fds []int) protocol.Body {
 // addRules holds rules in a transaction, refusing a condition the service
 // or the transaction has already, as santad does.
 func (f *fake) addRules(req *protocol.AddRules) protocol.Body {
-	txn := f.txns[req.Txn]
-	if txn == nil || txn.service != req.ServiceID {
-		return protocol.Errorf(syscall.ENOENT, "no transaction %d on service %d", req.Txn, req.ServiceID)
+	txn, s, perr := f.open(req.Txn, req.ServiceID)
+	if perr != nil {
+		return perr
 	}
-	s := f.services[txn.service]
 	for i, r := range req.Rules {
 		if err := r.Validate(rules.DefaultUDPLimits); err != nil {
 			return protocol.ErrorAt(syscall.EINVAL, uint32(i), "%v", err)
@@ -238,12 +237,20 @@ func (f *fake) addRules(req *protocol.AddRules) protocol.Body {
 	return &protocol.AddRulesReply{RuleIDs: txn.addIDs[len(txn.addIDs)-len(req.Rules):]}
 }
 
-func (f *fake) deleteRules(req *protocol.DeleteRules) protocol.Body {
-	txn := f.txns[req.Txn]
-	if txn == nil || txn.service != req.ServiceID {
-		return protocol.Errorf(syscall.ENOENT, "no transaction %d on service %d", req.Txn, req.ServiceID)
+// open is transaction id on service, and the service.
+func (f *fake) open(id, service uint32) (*fakeTxn, *fakeService, *protocol.Error) {
+	txn := f.txns[id]
+	if txn == nil || txn.service != service {
+		return nil, nil, protocol.Errorf(syscall.ENOENT, "no transaction %d on service %d", id, service)
 	}
-	s := f.services[txn.service]
+	return txn, f.services[service], nil
+}
+
+func (f *fake) deleteRules(req *protocol.DeleteRules) protocol.Body {
+	txn, s, perr := f.open(req.Txn, req.ServiceID)
+	if perr != nil {
+		return perr
+	}
 	for i, id := range req.RuleIDs {
 		if s.find(id) < 0 {
 			return protocol.ErrorAt(syscall.ENOENT, uint32(i), "no rule %d", id)
