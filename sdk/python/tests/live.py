@@ -16,6 +16,7 @@ from __future__ import annotations
 import errno
 import socket
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -75,9 +76,9 @@ class Peer:
             self.client.settimeout(TIMEOUT)
 
 
-def refused(code: int, call: object) -> None:
+def refused(code: int, call: Callable[[], object]) -> None:
     try:
-        call()  # type: ignore[operator]
+        call()
     except SantaError as e:
         check(e.code == code and bool(e.message), f"refused with {e}, want {errno.errorcode[code]}")
         return
