@@ -229,9 +229,11 @@ int santa_sock_release(struct bpf_sock *sk)
 	return 1; /* sock_release cannot veto; 1 is "continue" */
 }
 
-/* Keep the counter enums in BTF, so bpf2go generates their Go constants. */
+/* Keep the enums in BTF, so bpf2go generates their Go constants. */
 const enum santa_path *unused_santa_path __attribute__((unused));
 const enum santa_service_counter *unused_santa_service_counter __attribute__((unused));
 const enum santa_meta_verdict *unused_santa_meta_verdict __attribute__((unused));
+const enum santa_rule_class *unused_santa_rule_class __attribute__((unused));
+const enum santa_slot_layout *unused_santa_slot_layout __attribute__((unused));
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";

@@ -36,15 +36,43 @@ static __always_inline struct santa_rule *santa_answering_rule(void *ctx, int xd
 	return rule;
 }
 
+/* Stores the reply template of the rule in slot at off. The rule is looked
+ * up again in its class's map: only that map's value type tells the
+ * verifier how long the template may be. It is the element matching just
+ * read, so the lookup hits the cache. */
+static __always_inline long santa_store_template(void *ctx, int xdp, __u32 off, __u32 slot, __u32 len)
+{
+	struct santa_rule_small *small;
+	struct santa_rule_medium *medium;
+	struct santa_rule_large *large;
+
+	if (len == 0)
+		return -1;
+	switch (slot >> SANTA_SLOT_CLASS_SHIFT) {
+	case SANTA_RULE_SMALL:
+		small = bpf_map_lookup_elem(&rules_small, &slot);
+		if (!small || len > SANTA_SMALL_REPLY)
+			return -1;
+		return santa_store(ctx, xdp, off, small->reply, len);
+	case SANTA_RULE_MEDIUM:
+		medium = bpf_map_lookup_elem(&rules_medium, &slot);
+		if (!medium || len > SANTA_MEDIUM_REPLY)
+			return -1;
+		return santa_store(ctx, xdp, off, medium->reply, len);
+	default:
+		large = bpf_map_lookup_elem(&rules_large, &slot);
+		if (!large || len > SANTA_MAX_UDP_REPLY)
+			return -1;
+		return santa_store(ctx, xdp, off, large->reply, len);
+	}
+}
+
 /* Writes the reply payload over the (already resized) packet: the template,
  * then the copy pieces from the request in s. */
 static __always_inline int santa_store_payload(void *ctx, int xdp, const struct santa_pkt *pkt,
 					       struct santa_rule *rule, struct santa_scratch *s)
 {
-	__u32 reply_len = rule->reply_len;
-
-	if (reply_len == 0 || reply_len > SANTA_MAX_UDP_REPLY ||
-	    santa_store(ctx, xdp, pkt->payload_off, rule->reply, reply_len))
+	if (santa_store_template(ctx, xdp, pkt->payload_off, rule->slot, rule->reply_len))
 		return -1;
 	for (int i = 0; i < SANTA_MAX_COPIES; i++) {
 		struct santa_copy *c = &rule->copies[i];

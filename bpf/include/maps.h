@@ -33,15 +33,34 @@ struct {
 	__type(value, struct santa_index_node);
 } rule_index SEC(".maps");
 
-/* Rule bodies by slot. Allocated on demand: a rule's reply area is large and
- * most hosts hold far fewer rules than the capacity. */
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__uint(max_entries, SANTA_DEFAULT_MAX_RULES); /* load time */
-	__type(key, __u32);
-	__type(value, struct santa_rule);
-} rules SEC(".maps");
+/* Rule bodies by slot, one map per size class (santa_abi.h). Allocated on
+ * demand: most hosts hold far fewer rules than the capacity. */
+#define SANTA_RULES_MAP(name, body)                                   \
+	struct {                                                      \
+		__uint(type, BPF_MAP_TYPE_HASH);                      \
+		__uint(map_flags, BPF_F_NO_PREALLOC);                 \
+		__uint(max_entries, SANTA_DEFAULT_MAX_RULES); /* load time */ \
+		__type(key, __u32);                                   \
+		__type(value, body);                                  \
+	} name SEC(".maps")
+
+SANTA_RULES_MAP(rules_small, struct santa_rule_small);
+SANTA_RULES_MAP(rules_medium, struct santa_rule_medium);
+SANTA_RULES_MAP(rules_large, struct santa_rule_large);
+
+/* The rule in a slot, from its class's map. Matching reads only the part
+ * every class shares. */
+static __always_inline struct santa_rule *santa_rule_at(__u32 slot)
+{
+	switch (slot >> SANTA_SLOT_CLASS_SHIFT) {
+	case SANTA_RULE_SMALL:
+		return bpf_map_lookup_elem(&rules_small, &slot);
+	case SANTA_RULE_MEDIUM:
+		return bpf_map_lookup_elem(&rules_medium, &slot);
+	default:
+		return bpf_map_lookup_elem(&rules_large, &slot);
+	}
+}
 
 /* Hits and reply bytes per rule id. */
 struct {

@@ -64,12 +64,22 @@ __noinline int santa_rule_applies(struct santa_scratch *s, struct santa_rule *ru
 	return 1;
 }
 
-/* The first candidate of a node that applies (they are sorted best first),
- * or NULL. */
-static __always_inline struct santa_rule *santa_node_best(struct santa_scratch *s,
-							  struct santa_index_node *node,
-							  __u32 service_id, __u32 plen)
+/* A rule the walk found, by value: scalars, so that the verifier does not
+ * follow a pointer into one of three rule maps through every step of the
+ * walk. slot is SANTA_SLOT_NONE while nothing was found. */
+struct santa_found {
+	__u32 slot;
+	__u32 rule_id;
+	__u32 cond_len;
+};
+
+/* The first candidate of a node that applies (they are sorted best first)
+ * goes to *found. Returns whether there was one. */
+__noinline int santa_node_best(struct santa_scratch *s, struct santa_index_node *node,
+			       __u32 service_id, __u32 plen, struct santa_found *found)
 {
+	if (!node || !found)
+		return 0;
 #pragma unroll
 	for (int i = 0; i < SANTA_NODE_SLOTS; i++) {
 		__u32 slot = node->slots[i];
@@ -77,34 +87,37 @@ static __always_inline struct santa_rule *santa_node_best(struct santa_scratch *
 
 		if (slot == SANTA_SLOT_NONE)
 			break;
-		rule = bpf_map_lookup_elem(&rules, &slot);
+		rule = santa_rule_at(slot);
 		/* A slot read while the node was being replaced may name another
 		 * rule: the owner check and the full compare keep that harmless. */
-		if (rule && rule->service_id == service_id && santa_rule_applies(s, rule, plen))
-			return rule;
+		if (rule && rule->service_id == service_id && santa_rule_applies(s, rule, plen)) {
+			found->slot = slot;
+			found->rule_id = rule->rule_id;
+			found->cond_len = rule->cond_len;
+			return 1;
+		}
 	}
-	return NULL;
+	return 0;
 }
 
 /* The best rule of one region: the deepest node's applicable candidate,
- * because a deeper node only holds longer conditions. Inlined so the rule
- * pointer reaches the caller without a second lookup. */
-static __always_inline struct santa_rule *santa_match_region(struct santa_scratch *s,
-							     struct santa_service *svc, __u32 r,
-							     __u32 plen)
+ * because a deeper node only holds longer conditions. */
+static __always_inline void santa_match_region(struct santa_scratch *s, struct santa_service *svc,
+					       __u32 r, __u32 plen, struct santa_found *best)
 {
 	struct santa_index_key key = {};
 	struct santa_index_node *node;
-	struct santa_rule *best = NULL, *rule;
+	struct santa_found found;
 	__u32 end, off, len;
 
+	best->slot = SANTA_SLOT_NONE;
 	if (r >= SANTA_MAX_REGIONS)
-		return NULL;
+		return;
 	off = svc->regions[r].off;
 	len = svc->regions[r].len;
 	end = off + len;
 	if (len == 0 || len > SANTA_MAX_REGION_LEN || end > plen || end > SANTA_MAX_COND_END)
-		return NULL;
+		return;
 
 	key.index_id = svc->index_id;
 	key.region = r;
@@ -116,20 +129,18 @@ static __always_inline struct santa_rule *santa_match_region(struct santa_scratc
 		node = bpf_map_lookup_elem(&rule_index, &key);
 		if (!node)
 			break;
-		rule = santa_node_best(s, node, svc->id, plen);
-		if (rule)
-			best = rule;
+		if (santa_node_best(s, node, svc->id, plen, &found))
+			*best = found;
 		next = node->next_end;
 		if (next <= key.end || next > plen || next - key.end > SANTA_MAX_EXTEND_LEN)
 			break;
 		key.hash = santa_fnv(s, key.end, next - key.end, key.hash);
 		key.end = next;
 	}
-	return best;
 }
 
 /* Most specific first: the longer condition, then the lower rule id. */
-static __always_inline int santa_more_specific(const struct santa_rule *a, const struct santa_rule *b)
+static __always_inline int santa_more_specific(const struct santa_found *a, const struct santa_found *b)
 {
 	return a->cond_len > b->cond_len || (a->cond_len == b->cond_len && a->rule_id < b->rule_id);
 }
@@ -138,18 +149,19 @@ static __always_inline int santa_more_specific(const struct santa_rule *a, const
 static __always_inline struct santa_rule *santa_match(struct santa_scratch *s,
 						      struct santa_service *svc, __u32 plen)
 {
-	struct santa_rule *best = NULL;
+	struct santa_found best = { .slot = SANTA_SLOT_NONE }, found;
 
 	for (__u32 r = 0; r < SANTA_MAX_REGIONS; r++) {
-		struct santa_rule *rule;
-
 		if (r >= svc->nregions)
 			break;
-		rule = santa_match_region(s, svc, r, plen);
-		if (rule && (!best || santa_more_specific(rule, best)))
-			best = rule;
+		santa_match_region(s, svc, r, plen, &found);
+		if (found.slot != SANTA_SLOT_NONE &&
+		    (best.slot == SANTA_SLOT_NONE || santa_more_specific(&found, &best)))
+			best = found;
 	}
-	return best;
+	if (best.slot == SANTA_SLOT_NONE)
+		return NULL;
+	return santa_rule_at(best.slot);
 }
 
 #endif /* SANTA_MATCH_H */

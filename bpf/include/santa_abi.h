@@ -89,13 +89,15 @@ struct santa_copy {
 };
 
 /*
- * A rule as the data plane sees it, stored under a slot number. A slot is
- * written only while no index node refers to it and reused only after an RCU
- * grace period, so a reader always sees one complete rule.
+ * A rule as matching sees it, stored under a slot number: the start of its
+ * size class's body (below). A slot is written only while no index node
+ * refers to it and reused only after an RCU grace period, so a reader always
+ * sees one complete rule.
  */
 struct santa_rule {
 	__u32 rule_id;    /* stable across replace: index into rule_stats */
 	__u32 service_id; /* a candidate of another service never answers */
+	__u32 slot;       /* where it is stored: the reply is read from there */
 	__u16 cond_off;
 	__u16 cond_len;
 	__u16 reply_len;
@@ -107,9 +109,49 @@ struct santa_rule {
 	__u32 reply_csum;
 	struct santa_copy copies[SANTA_MAX_COPIES];
 	__u8 cond[SANTA_MAX_COND_LEN];
-	/* Put processors applied in order; zero at copy destinations. */
+};
+
+/*
+ * Rule bodies come in three size classes by reply length, each in a map of
+ * its own, so that a rule costs the memory and install time its reply
+ * needs, not those of the largest reply. A slot's top bits name its class.
+ * The reply capacities fill the kernel's 512-, 1024- and 2048-byte
+ * allocations exactly: a hash map element adds 64 bytes to its value
+ * (element header, key and the allocator's link).
+ */
+#define SANTA_SMALL_REPLY 104
+#define SANTA_MEDIUM_REPLY 616
+
+enum santa_rule_class {
+	SANTA_RULE_SMALL = 0,
+	SANTA_RULE_MEDIUM = 1,
+	SANTA_RULE_LARGE = 2,
+};
+
+/* An enum, not a #define, so that user space gets it through BTF. */
+enum santa_slot_layout {
+	SANTA_SLOT_CLASS_SHIFT = 30,
+};
+
+/* Put processors applied in order; zero at copy destinations. */
+struct santa_rule_small {
+	struct santa_rule rule;
+	__u8 reply[SANTA_SMALL_REPLY];
+};
+
+struct santa_rule_medium {
+	struct santa_rule rule;
+	__u8 reply[SANTA_MEDIUM_REPLY];
+};
+
+struct santa_rule_large {
+	struct santa_rule rule;
 	__u8 reply[SANTA_MAX_UDP_REPLY];
 };
+
+_Static_assert(sizeof(struct santa_rule_small) + 64 == 512, "small rules fill a 512-byte allocation");
+_Static_assert(sizeof(struct santa_rule_medium) + 64 == 1024, "medium rules fill a 1024-byte allocation");
+_Static_assert(sizeof(struct santa_rule_large) + 64 <= 2048, "large rules fit a 2048-byte allocation");
 
 /* Per-CPU, per-service packet counters (service_stats). */
 enum santa_service_counter {

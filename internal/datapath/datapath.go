@@ -74,6 +74,9 @@ func Open(opts Options) (*Datapath, error) {
 	if opts.MaxRules == 0 {
 		opts.MaxRules = 1 << 20
 	}
+	if opts.MaxRules >= 1<<slotClassShift {
+		return nil, fmt.Errorf("a rule capacity of %d is too large: a slot number has %d bits", opts.MaxRules, slotClassShift)
+	}
 	if opts.MaxServices == 0 {
 		opts.MaxServices = 4096
 	}
@@ -90,7 +93,9 @@ func Open(opts Options) (*Datapath, error) {
 	}
 	spec.Maps["services"].MaxEntries = opts.MaxServices
 	spec.Maps["service_stats"].MaxEntries = opts.MaxServices
-	spec.Maps["rules"].MaxEntries = opts.MaxRules
+	for _, m := range []string{"rules_small", "rules_medium", "rules_large"} {
+		spec.Maps[m].MaxEntries = opts.MaxRules
+	}
 	spec.Maps["rule_index"].MaxEntries = opts.MaxRules
 	spec.Maps["rule_stats"].MaxEntries = opts.MaxRules
 	if err := spec.Variables["santa_reply_ttl"].Set(opts.ReplyTTL); err != nil {
@@ -145,7 +150,8 @@ func (d *Datapath) pin(dir string, keepLinks bool) error {
 		return err
 	}
 	pins := map[string]interface{ Pin(string) error }{
-		"services": d.objs.Services, "rule_index": d.objs.RuleIndex, "rules": d.objs.Rules,
+		"services": d.objs.Services, "rule_index": d.objs.RuleIndex,
+		"rules_small": d.objs.RulesSmall, "rules_medium": d.objs.RulesMedium, "rules_large": d.objs.RulesLarge,
 		"rule_stats": d.objs.RuleStats, "service_stats": d.objs.ServiceStats,
 		"path_stats": d.objs.PathStats, "closed_sockets": d.objs.ClosedSockets,
 		"prog_santa_udp": d.objs.SantaUdp, "prog_santa_udp_tc": d.objs.SantaUdpTc,

@@ -13,50 +13,6 @@ import (
 // syscall, small enough that a batch of rule bodies stays a few MiB.
 const batchSize = 2048
 
-// writeBodies stores compiled rules in their (unused) slots.
-func (d *Datapath) writeBodies(rs []*installedRule) error {
-	for start := 0; start < len(rs); start += batchSize {
-		chunk := rs[start:min(start+batchSize, len(rs))]
-		keys := make([]uint32, len(chunk))
-		vals := make([]santaSantaRule, len(chunk))
-		for i, r := range chunk {
-			keys[i] = r.slot
-			vals[i] = ruleValue(r)
-		}
-		if _, err := d.objs.Rules.BatchUpdate(keys, vals, nil); err != nil {
-			return fmt.Errorf("writing rules: %w", err)
-		}
-	}
-	return nil
-}
-
-func (d *Datapath) deleteBodies(rs []*installedRule) error {
-	keys := make([]uint32, len(rs))
-	for i, r := range rs {
-		keys[i] = r.slot
-	}
-	return batchDelete(d.objs.Rules, keys, "rules")
-}
-
-func ruleValue(r *installedRule) santaSantaRule {
-	c := r.compiled
-	v := santaSantaRule{
-		RuleId:    uint32(r.id),
-		ServiceId: uint32(r.svc.id),
-		CondOff:   r.rule.Condition.Offset,
-		CondLen:   uint16(len(r.rule.Condition.Pattern)),
-		ReplyLen:  uint16(len(c.Template)),
-		Ncopies:   uint8(len(c.Copies)),
-		ReplyCsum: c.Csum,
-	}
-	for i, p := range c.Copies {
-		v.Copies[i] = santaSantaCopy{Src: p.Src, Dst: p.Dst, Len: p.Len}
-	}
-	copy(v.Cond[:], r.rule.Condition.Pattern)
-	copy(v.Reply[:], c.Template)
-	return v
-}
-
 // updateIndex turns a service's index from old into next: new entries first
 // (nothing refers to them yet), then changed ones, so a reader always finds
 // either node version of a key. A removed entry that new packets could still

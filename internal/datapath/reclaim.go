@@ -75,15 +75,13 @@ func (d *Datapath) reclaim() {
 		d.mu.Unlock()
 		return
 	}
-	bodies := make([]uint32, len(batch.slots))
-	copy(bodies, batch.slots)
-	batchDelete(d.objs.Rules, bodies, "rules")
+	d.deleteBodies(batch.slots)
 
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	batchDelete(d.objs.RuleIndex, d.unusedIndexKeys(batch.index), "index entries")
 	for _, s := range batch.slots {
-		d.slots.put(s)
+		d.slots.put(slotNumber(s))
 	}
 	for _, id := range batch.ids {
 		// Zeroed here, once no program can bump them, so that adding a

@@ -152,6 +152,14 @@ func (d *Datapath) Rules(id ServiceID) (map[RuleID]rules.Rule, error) {
 	return out, nil
 }
 
+func slotsOf(rs []*installedRule) []uint32 {
+	out := make([]uint32, len(rs))
+	for i, r := range rs {
+		out[i] = r.slot
+	}
+	return out
+}
+
 // serviceOf is the service a rule belongs to.
 func (d *Datapath) serviceOf(id RuleID) (ServiceID, error) {
 	d.mu.Lock()
@@ -205,11 +213,13 @@ func (d *Datapath) prepare(svc *service, rs []rules.Rule, idOf func(int) (RuleID
 			return fail(i, err)
 		}
 		ir := &installedRule{svc: svc, rule: r, compiled: c}
-		if ir.slot, err = d.slots.get(); err != nil {
+		number, err := d.slots.get()
+		if err != nil {
 			return fail(i, fmt.Errorf("rule capacity of %d reached: %w", d.slots.limit-1, err))
 		}
+		ir.slot = classSlot(number, classOf(len(c.Template)))
 		if ir.id, err = idOf(i); err != nil {
-			d.slots.put(ir.slot)
+			d.slots.put(number)
 			return fail(i, err)
 		}
 		out = append(out, ir)
@@ -278,7 +288,7 @@ func (d *Datapath) ReleaseRuleIDs(ids []RuleID) {
 // their slots, and their ids unless they replace installed rules.
 func (d *Datapath) unprepare(svc *service, fresh []*installedRule) {
 	for _, r := range fresh {
-		d.slots.put(r.slot)
+		d.slots.put(slotNumber(r.slot))
 		if _, replacing := svc.rules[r.id]; !replacing {
 			d.ruleIDs.put(uint32(r.id))
 		}
@@ -311,7 +321,7 @@ func (d *Datapath) commit(svc *service, fresh, replaced, deleted []*installedRul
 	}
 
 	if err := d.writeBodies(fresh); err != nil {
-		d.deleteBodies(fresh)
+		d.deleteBodies(slotsOf(fresh))
 		return abort(err)
 	}
 	if change.Full {
@@ -322,7 +332,7 @@ func (d *Datapath) commit(svc *service, fresh, replaced, deleted []*installedRul
 	}
 	if err != nil {
 		// The index is as before (or a fresh generation was dropped).
-		d.deleteBodies(fresh)
+		d.deleteBodies(slotsOf(fresh))
 		return abort(err)
 	}
 	svc.index.Apply(change)

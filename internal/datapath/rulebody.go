@@ -1,0 +1,127 @@
+package datapath
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/cilium/ebpf"
+)
+
+// Rule bodies live in one map per size class of their reply (santa_abi.h),
+// so that a rule costs the kernel memory and install time its reply needs.
+// A slot's top bits name the class; the rest is its number in d.slots.
+
+const slotClassShift = uint32(santaSantaSlotLayoutSANTA_SLOT_CLASS_SHIFT)
+
+const (
+	smallRule  = santaSantaRuleClassSANTA_RULE_SMALL
+	mediumRule = santaSantaRuleClassSANTA_RULE_MEDIUM
+	largeRule  = santaSantaRuleClassSANTA_RULE_LARGE
+)
+
+// classOf is the smallest class whose bodies hold a reply of n bytes.
+func classOf(n int) santaSantaRuleClass {
+	switch {
+	case n <= len(santaSantaRuleSmall{}.Reply):
+		return smallRule
+	case n <= len(santaSantaRuleMedium{}.Reply):
+		return mediumRule
+	}
+	return largeRule
+}
+
+func classSlot(number uint32, c santaSantaRuleClass) uint32 {
+	return number | uint32(c)<<slotClassShift
+}
+
+func slotNumber(slot uint32) uint32 { return slot & (1<<slotClassShift - 1) }
+
+func slotClass(slot uint32) santaSantaRuleClass { return santaSantaRuleClass(slot >> slotClassShift) }
+
+// bodies is the map of a class's rule bodies.
+func (d *Datapath) bodies(c santaSantaRuleClass) *ebpf.Map {
+	switch c {
+	case smallRule:
+		return d.objs.RulesSmall
+	case mediumRule:
+		return d.objs.RulesMedium
+	}
+	return d.objs.RulesLarge
+}
+
+// writeBodies stores compiled rules in their (unused) slots.
+func (d *Datapath) writeBodies(rs []*installedRule) error {
+	byClass := map[santaSantaRuleClass][]*installedRule{}
+	for _, r := range rs {
+		c := slotClass(r.slot)
+		byClass[c] = append(byClass[c], r)
+	}
+	return errors.Join(
+		writeClass(d.objs.RulesSmall, byClass[smallRule], func(r *installedRule) (v santaSantaRuleSmall) {
+			v.Rule = ruleHead(r)
+			copy(v.Reply[:], r.compiled.Template)
+			return v
+		}),
+		writeClass(d.objs.RulesMedium, byClass[mediumRule], func(r *installedRule) (v santaSantaRuleMedium) {
+			v.Rule = ruleHead(r)
+			copy(v.Reply[:], r.compiled.Template)
+			return v
+		}),
+		writeClass(d.objs.RulesLarge, byClass[largeRule], func(r *installedRule) (v santaSantaRuleLarge) {
+			v.Rule = ruleHead(r)
+			copy(v.Reply[:], r.compiled.Template)
+			return v
+		}),
+	)
+}
+
+// writeClass writes the bodies of rules of one class in batches.
+func writeClass[V any](m *ebpf.Map, rs []*installedRule, body func(*installedRule) V) error {
+	keys := make([]uint32, 0, min(len(rs), batchSize))
+	vals := make([]V, 0, cap(keys))
+	for chunk := range slices.Chunk(rs, batchSize) {
+		keys, vals = keys[:0], vals[:0]
+		for _, r := range chunk {
+			keys = append(keys, r.slot)
+			vals = append(vals, body(r))
+		}
+		if _, err := m.BatchUpdate(keys, vals, nil); err != nil {
+			return fmt.Errorf("writing rules: %w", err)
+		}
+	}
+	return nil
+}
+
+// deleteBodies deletes the bodies in slots, ignoring those already gone.
+func (d *Datapath) deleteBodies(slots []uint32) error {
+	byClass := map[santaSantaRuleClass][]uint32{}
+	for _, s := range slots {
+		byClass[slotClass(s)] = append(byClass[slotClass(s)], s)
+	}
+	var errs []error
+	for c, keys := range byClass {
+		errs = append(errs, batchDelete(d.bodies(c), keys, "rules"))
+	}
+	return errors.Join(errs...)
+}
+
+// ruleHead is what matching reads of a rule: all of it but the reply.
+func ruleHead(r *installedRule) santaSantaRule {
+	c := r.compiled
+	v := santaSantaRule{
+		RuleId:    uint32(r.id),
+		ServiceId: uint32(r.svc.id),
+		Slot:      r.slot,
+		CondOff:   r.rule.Condition.Offset,
+		CondLen:   uint16(len(r.rule.Condition.Pattern)),
+		ReplyLen:  uint16(len(c.Template)),
+		Ncopies:   uint8(len(c.Copies)),
+		ReplyCsum: c.Csum,
+	}
+	for i, p := range c.Copies {
+		v.Copies[i] = santaSantaCopy{Src: p.Src, Dst: p.Dst, Len: p.Len}
+	}
+	copy(v.Cond[:], r.rule.Condition.Pattern)
+	return v
+}
