@@ -89,9 +89,13 @@ func buildIndex(regions []Region, entries []Entry) (*indexBuilder, error) {
 	b := &indexBuilder{
 		regions: regions,
 		pending: make([]map[IndexKey]*pendingNode, MaxCondEnd+1),
-		index:   map[IndexKey]IndexNode{},
+		// About one node per entry: sized once, not grown a million times.
+		index:  make(map[IndexKey]IndexNode, len(entries)),
+		byRoot: make(map[IndexKey][]Entry, len(entries)),
 	}
-	for _, e := range entries {
+	roots := make([]IndexKey, len(entries))
+	perEnd := make([]int, MaxCondEnd+1)
+	for i, e := range entries {
 		if e.Slot == SlotNone {
 			return nil, fmt.Errorf("rule %d: slot %d is reserved for the end of a slot list", e.ID, SlotNone)
 		}
@@ -103,7 +107,17 @@ func buildIndex(regions []Region, entries []Entry) (*indexBuilder, error) {
 			return nil, fmt.Errorf("rule %d: no region starts at offset %d and fits its %d-byte pattern",
 				e.ID, e.Cond.Offset, len(e.Cond.Pattern))
 		}
-		b.add(key, 0, e, key, false)
+		roots[i] = key
+		perEnd[key.End]++
+		b.byRoot[key] = append(b.byRoot[key], e)
+	}
+	for end, n := range perEnd {
+		if n > 0 {
+			b.pending[end] = make(map[IndexKey]*pendingNode, n)
+		}
+	}
+	for i, e := range entries {
+		b.add(roots[i], 0, e, roots[i], false)
 	}
 	// A child ends after its parent, so splitting nodes in order of End
 	// gathers every entry of a node, whichever parents they come from,
@@ -130,7 +144,8 @@ type indexBuilder struct {
 	regions []Region
 	pending []map[IndexKey]*pendingNode // by End
 	index   map[IndexKey]IndexNode
-	shared  map[IndexKey]bool // nodes below more than one root
+	shared  map[IndexKey]bool    // nodes below more than one root
+	byRoot  map[IndexKey][]Entry // the entries below each root
 }
 
 func (b *indexBuilder) add(key IndexKey, depth int, e Entry, root IndexKey, shared bool) {

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+
+	"github.com/santa-offload/santa/internal/maputil"
 )
 
 // ServiceIndex is one service's indexed conditions, kept up to date change
@@ -63,7 +65,6 @@ type IndexChange struct {
 	add     []Entry
 	remove  []uint32
 	built   *indexBuilder
-	rebuilt []Entry // !Full: the entries below the touched roots
 	touched map[IndexKey]bool
 	levels  map[indexLevel]int // !Full: the change of s.levels
 }
@@ -216,7 +217,7 @@ func (s *ServiceIndex) planTouched(c *IndexChange, removing map[uint32]bool) (bo
 			}
 		}
 	}
-	c.Index, c.built, c.rebuilt = b.index, b, entries
+	c.Index, c.built = b.index, b
 	c.levels = map[indexLevel]int{}
 	countLevels(c.levels, c.Old, -1)
 	countLevels(c.levels, c.Index, 1)
@@ -236,7 +237,7 @@ func (s *ServiceIndex) planFull(c *IndexChange, removing map[uint32]bool) error 
 		return err
 	}
 	c.Full, c.Index, c.Old, c.built = true, b.index, nil, b
-	c.rebuilt, c.touched, c.levels = nil, nil, nil
+	c.touched, c.levels = nil, nil
 	return nil
 }
 
@@ -271,6 +272,8 @@ func (s *ServiceIndex) Apply(c *IndexChange) {
 		delete(s.conds, condKey{e.Cond.Offset, string(e.Cond.Pattern)})
 		s.countLen(e.Cond, -1)
 	}
+	s.entries = maputil.Reserve(s.entries, len(c.add))
+	s.conds = maputil.Reserve(s.conds, len(c.add))
 	for _, e := range c.add {
 		s.entries[e.ID] = e
 		s.conds[condKey{e.Cond.Offset, string(e.Cond.Pattern)}] = e.ID
@@ -278,13 +281,9 @@ func (s *ServiceIndex) Apply(c *IndexChange) {
 	}
 	s.regions = c.Regions
 	if c.Full {
-		s.index, s.shared = c.built.index, c.built.shared
-		s.byRoot = map[IndexKey][]Entry{}
+		s.index, s.shared, s.byRoot = c.built.index, c.built.shared, c.built.byRoot
 		s.levels = map[indexLevel]int{}
 		countLevels(s.levels, s.index, 1)
-		for _, e := range s.entries {
-			s.addToRoot(e)
-		}
 	} else {
 		for k := range c.Old {
 			delete(s.index, k)
@@ -301,9 +300,7 @@ func (s *ServiceIndex) Apply(c *IndexChange) {
 		for root := range c.touched {
 			delete(s.byRoot, root)
 		}
-		for _, e := range c.rebuilt {
-			s.addToRoot(e)
-		}
+		maps.Copy(s.byRoot, c.built.byRoot)
 	}
 }
 
@@ -331,11 +328,6 @@ func (s *ServiceIndex) sharedNode(k IndexKey) {
 		s.shared = map[IndexKey]bool{}
 	}
 	s.shared[k] = true
-}
-
-func (s *ServiceIndex) addToRoot(e Entry) {
-	key, _ := RootKey(s.regions, e.Cond)
-	s.byRoot[key] = append(s.byRoot[key], e)
 }
 
 func (s *ServiceIndex) countLen(c Condition, n int) {
