@@ -26,16 +26,15 @@ func Compile(r Rule) (Compiled, error) {
 		return Compiled{}, err
 	}
 	tmpl := make([]byte, r.ReplyLen)
-	// last[j] is the index of the processor that writes reply byte j last,
-	// -1 if none does.
-	last := make([]int, r.ReplyLen)
-	for j := range last {
-		last[j] = -1
-	}
+	// last[j] is 1 + the index of the processor that writes reply byte j
+	// last, 0 if none does (bytes: MaxProcessors is far below 255).
+	var lastBuf [MaxUDPReply]uint8
+	last := lastBuf[:r.ReplyLen]
 	for i, p := range r.Processors {
 		dst := int(p.DstOffset)
-		for j := dst; j < dst+p.span(); j++ {
-			last[j] = i
+		written := last[dst : dst+p.span()]
+		for j := range written {
+			written[j] = uint8(i + 1)
 		}
 		if p.Kind == ProcessorPut {
 			copy(tmpl[dst:], p.Bytes)
@@ -43,14 +42,14 @@ func Compile(r Rule) (Compiled, error) {
 	}
 	var pieces []CopyPiece
 	for j := 0; j < len(last); {
-		i := last[j]
+		i := int(last[j]) - 1
 		if i < 0 || r.Processors[i].Kind != ProcessorCopy {
 			j++
 			continue
 		}
 		// A run of bytes last written by one copy reads a contiguous source.
 		start := j
-		for j < len(last) && last[j] == i {
+		for j < len(last) && int(last[j]) == i+1 {
 			tmpl[j] = 0
 			j++
 		}

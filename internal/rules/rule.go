@@ -108,27 +108,28 @@ func (r Rule) Validate(l Limits) error {
 }
 
 func (p Processor) validate(i, replyLen int, l Limits) error {
-	name := fmt.Sprintf("processors[%d] (%s)", i, p.Kind)
+	// Named only on error: a million-rule batch validates every processor.
+	name := func(field string) string { return fmt.Sprintf("processors[%d] (%s)%s", i, p.Kind, field) }
 	switch p.Kind {
 	case ProcessorPut:
 		if len(p.Bytes) == 0 {
-			return tooSmall(name, "bytes", 0, 1)
+			return tooSmall(name(""), "bytes", 0, 1)
 		}
 	case ProcessorCopy:
 		if p.Length == 0 {
-			return tooSmall(name+" length", "bytes", 0, 1)
+			return tooSmall(name(" length"), "bytes", 0, 1)
 		}
 		if int(p.Length) > l.MaxCopyLen {
-			return tooBig(name+" length", "bytes", int(p.Length), l.MaxCopyLen)
+			return tooBig(name(" length"), "bytes", int(p.Length), l.MaxCopyLen)
 		}
 		if end := int(p.SrcOffset) + int(p.Length); end > l.MaxCondEnd {
-			return tooBig(name+" source end (src + length)", "", end, l.MaxCondEnd)
+			return tooBig(name(" source end (src + length)"), "", end, l.MaxCondEnd)
 		}
 	default:
 		return fmt.Errorf("processors[%d] has unknown kind %d", i, uint8(p.Kind))
 	}
 	if end := int(p.DstOffset) + p.span(); end > replyLen {
-		e := tooBig(name+" end (dst + length)", "", end, replyLen)
+		e := tooBig(name(" end (dst + length)"), "", end, replyLen)
 		e.LimitName = "the reply length"
 		return e
 	}
