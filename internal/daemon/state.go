@@ -5,6 +5,7 @@ import (
 
 	"github.com/santa-offload/santa/internal/daemon/journal"
 	"github.com/santa-offload/santa/internal/datapath"
+	"github.com/santa-offload/santa/internal/maputil"
 )
 
 // service is an attached socket as santad knows it.
@@ -64,6 +65,7 @@ func (st *state) applied(s *service, b datapath.Batch) {
 		use = use.plus(ruleUse(u.Rule))
 		size += journal.RuleSize(u.Rule)
 	}
+	s.Rules = maputil.Reserve(s.Rules, len(b.Add))
 	for i, r := range b.Add {
 		s.Rules[b.AddIDs[i]] = r
 		use = use.plus(ruleUse(r))

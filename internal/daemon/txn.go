@@ -19,6 +19,7 @@ const maxTxns = 4
 type txn struct {
 	svc     *service
 	batch   datapath.Batch
+	use     usage                    // what batch changes in the owner's quota, as staged
 	touched map[datapath.RuleID]bool // replaced or deleted
 }
 
@@ -99,8 +100,8 @@ func (s *Server) stage(sess *session, svc, id uint32, b datapath.Batch) ([]uint3
 		return nil, protocol.Errorf(syscall.ENOSPC, "transaction %d would hold %d items; the host's rule capacity is %d", id, n, s.capacity)
 	}
 	sv := t.svc
+	more := t.use.plus(change(sv, b))
 	if !sess.peer.Admin {
-		more := change(sv, t.batch).plus(change(sv, b))
 		others := s.held[sv.UID] - int64(len(t.batch.AddIDs)) // this one's are in more
 		have := s.st.usage[sv.UID].plus(usage{rules: others})
 		if perr := s.quotas.of(sv.UID).admit(sv.UID, have, others, more, b.Add); perr != nil {
@@ -112,6 +113,7 @@ func (s *Server) stage(sess *session, svc, id uint32, b datapath.Batch) ([]uint3
 		return nil, dataplaneError(err)
 	}
 	s.held[sv.UID] += int64(len(ids))
+	t.use = more
 	t.batch.AddIDs = append(t.batch.AddIDs, ids...)
 	t.batch.Add = append(t.batch.Add, b.Add...)
 	t.batch.Replace = append(t.batch.Replace, b.Replace...)

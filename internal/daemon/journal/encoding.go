@@ -107,6 +107,18 @@ func RuleSize(r rules.Rule) int64 {
 	return int64(n)
 }
 
+// batchLen is the length of b's batch record payload.
+func batchLen(b datapath.Batch) int64 {
+	n := int64(1 + 4 + 3*4 + 4*len(b.Delete))
+	for _, r := range b.Add {
+		n += RuleSize(r)
+	}
+	for _, u := range b.Replace {
+		n += RuleSize(u.Rule)
+	}
+	return n
+}
+
 // ServiceSize is what a service takes in a snapshot besides its rules: its
 // attach record and the frame of its batch record.
 const ServiceSize = frameLen + attachLen + frameLen + 1 + 4 + 3*4

@@ -202,7 +202,8 @@ func (j *Journal) Remove(id datapath.ServiceID) error {
 
 // Apply records a batch the data plane took; b.AddIDs are the ids it gave.
 func (j *Journal) Apply(id datapath.ServiceID, b datapath.Batch) error {
-	e := newRecord()
+	// Sized up front: a million-rule batch is a record of some 100 MB.
+	e := &encoder{b: make([]byte, frameLen, frameLen+batchLen(b))}
 	e.batch(id, b)
 	return j.append(e)
 }

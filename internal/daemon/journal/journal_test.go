@@ -180,3 +180,19 @@ func TestNotAJournal(t *testing.T) {
 		t.Fatal("Open accepts a file that is not a journal")
 	}
 }
+
+// A batch record's buffer is sized before it is written: the size must be
+// exact, or a million-rule batch grows its buffer again and again.
+func TestBatchLen(t *testing.T) {
+	b := datapath.Batch{
+		Add:     []rules.Rule{rule("four", "4"), rule("five", "55555")},
+		AddIDs:  []datapath.RuleID{5, 6},
+		Replace: []datapath.RuleUpdate{{ID: 1, Rule: rule("two", "II")}},
+		Delete:  []datapath.RuleID{0, 3},
+	}
+	e := &encoder{}
+	e.batch(1, b)
+	if got, want := batchLen(b), int64(len(e.b)); got != want {
+		t.Fatalf("batchLen = %d, the record's payload is %d bytes", got, want)
+	}
+}
