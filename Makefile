@@ -5,7 +5,7 @@ GO       ?= go
 PKGS     := clang llvm libbpf-dev bpftool iproute2 ethtool gcc make pkg-config python3
 VMLINUX  := bpf/include/vmlinux.h
 BPF_SRC  := $(wildcard bpf/*.bpf.c bpf/include/*.h)
-GEN      := internal/datapath/santa_bpfel.go internal/xdppass/xdppass_bpfel.go
+GEN      := internal/datapath/santa_bpfel.go internal/xdppass/xdppass_bpfel.go bench/gen/gen_bpfel.go
 
 .PHONY: setup build test bench demo clean
 
@@ -22,7 +22,7 @@ $(VMLINUX):
 	bpftool btf dump file /sys/kernel/btf/vmlinux format c > $@.tmp && mv $@.tmp $@
 
 $(GEN) &: $(VMLINUX) $(filter-out $(VMLINUX),$(BPF_SRC))
-	$(GO) generate ./internal/datapath/ ./internal/xdppass/
+	$(GO) generate ./internal/datapath/ ./internal/xdppass/ ./bench/gen/
 
 build: setup $(GEN)
 	$(GO) build ./...
@@ -40,4 +40,4 @@ demo: build
 	bash examples/demo.sh
 
 clean:
-	rm -f $(VMLINUX) internal/datapath/santa_bpfel.* internal/xdppass/xdppass_bpfel.*
+	rm -f $(VMLINUX) internal/datapath/santa_bpfel.* internal/xdppass/xdppass_bpfel.* bench/gen/gen_bpfel.*
