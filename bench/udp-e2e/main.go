@@ -26,7 +26,6 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -37,6 +36,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	dp "github.com/santa-offload/santa/bench/dataplane"
+	"github.com/santa-offload/santa/bench/gen"
+	"github.com/santa-offload/santa/bench/rig"
 	"github.com/santa-offload/santa/internal/datapath"
 	"github.com/santa-offload/santa/internal/rules"
 	"github.com/santa-offload/santa/internal/xdppass"
@@ -48,10 +49,7 @@ var responderSrc []byte
 //go:embed csrc/client.c
 var clientSrc []byte
 
-const (
-	serverIP = "10.77.0.1"
-	port     = 5353
-)
+const port = 5353
 
 type config struct {
 	rig                  string
@@ -66,6 +64,8 @@ type config struct {
 	serverCPU, clientCPU int
 	respBatch            int
 	modes                []string
+	client               string
+	rates                []float64
 }
 
 func main() {
@@ -75,7 +75,7 @@ func main() {
 	flag.StringVar(&c.rigScript, "rig-script", "bench/rig.sh", "path of rig.sh")
 	flag.IntVar(&c.nrules, "rules", 100000, "DNS rules installed (Santa) and loaded (responder)")
 	flag.StringVar(&sizes, "sizes", "512", "reply payload sizes")
-	flag.StringVar(&mixes, "mixes", "hot,uniform", "request mixes: hot (1024 names), uniform (all names)")
+	flag.StringVar(&mixes, "mixes", "hot,uniform", "request mixes: hot (1024 names), uniform (all names), zipf (all names, Zipf s=0.99)")
 	flag.IntVar(&c.rounds, "rounds", 3, "interleaved rounds (A B per round, order alternating)")
 	flag.DurationVar(&c.duration, "duration", 2*time.Second, "send time per run")
 	flag.IntVar(&c.max, "max", 5000000, "at most this many requests per run")
@@ -85,8 +85,20 @@ func main() {
 	flag.IntVar(&c.clientCPU, "client-cpu", 0, "client CPU (load client, client veth NAPI, this process)")
 	flag.IntVar(&c.respBatch, "responder-batch", 64, "responder recvmmsg/sendmmsg batch")
 	modes := flag.String("modes", "user,santa", "modes to run: user (responder alone), santa (XDP + responder)")
+	flag.StringVar(&c.client, "client", "c", "load client: c (sendmmsg, closed loop with a window) or xdp (bench/gen, open loop)")
+	rates := flag.String("rates", "0", "-client xdp: offered loads, requests/s (0: as fast as it sends)")
 	flag.Parse()
 	c.modes = strings.Split(*modes, ",")
+	if c.client != "c" && c.client != "xdp" {
+		fatal(fmt.Errorf("-client %q: want c or xdp", c.client))
+	}
+	for _, r := range strings.Split(*rates, ",") {
+		v, err := strconv.ParseFloat(r, 64)
+		if err != nil || v < 0 || (v > 0 && c.client != "xdp") {
+			fatal(fmt.Errorf("-rates: %q is not an offered load (requests/s, 0 for open loop; other loads need -client xdp)", r))
+		}
+		c.rates = append(c.rates, v)
+	}
 	var err error
 	if c.sizes, err = dp.ParseInts(sizes); err != nil {
 		fatal(err)
@@ -104,7 +116,7 @@ func main() {
 func run(c config) (err error) {
 	// Everything of ours (this process's threads, and thereby the children
 	// until they pin themselves) stays off the server CPU.
-	if err := pinAllThreads(c.clientCPU); err != nil {
+	if err := rig.PinAllThreads(c.clientCPU); err != nil {
 		return err
 	}
 	tmp, err := os.MkdirTemp("", "santa-udp-e2e-")
@@ -120,30 +132,33 @@ func run(c config) (err error) {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	if err := rigCmd(c, "up", "--threaded-napi", "--server-cpu", fmt.Sprint(c.serverCPU),
-		"--client-cpu", fmt.Sprint(c.clientCPU)); err != nil {
+	r := rig.Rig{Name: c.rig, Script: c.rigScript}
+	if err := r.Up(c.serverCPU, c.clientCPU); err != nil {
 		return err
 	}
 	defer func() {
-		if derr := rigCmd(c, "down"); derr != nil && err == nil {
+		if derr := r.Down(); derr != nil && err == nil {
 			err = derr
 		}
 	}()
-	srvNS, cliNS := c.rig+"-srv", c.rig+"-cli"
-	srvDev, cliDev := c.rig+"-s", c.rig+"-c"
+	srvNS, cliNS := r.ServerNS(), r.ClientNS()
+	srvDev, cliDev := r.ServerDev(), r.ClientDev()
 
-	// veth delivers XDP_TX frames only to a peer that runs XDP.
-	var pass link.Link
-	if err := inNetns(cliNS, func() error {
-		var err error
-		pass, err = xdppass.Attach(cliDev)
-		return err
-	}); err != nil {
-		return err
+	// veth delivers XDP_TX frames only to a peer that runs XDP; the
+	// generator brings its own (the reply counter).
+	if c.client == "c" {
+		var pass link.Link
+		if err := rig.InNetns(cliNS, func() error {
+			var err error
+			pass, err = xdppass.Attach(cliDev)
+			return err
+		}); err != nil {
+			return err
+		}
+		defer pass.Close()
 	}
-	defer pass.Close()
 
-	idle, err := idleBusy(c.serverCPU, time.Second)
+	idle, err := rig.IdleBusy(c.serverCPU, time.Second)
 	if err != nil {
 		return err
 	}
@@ -151,7 +166,7 @@ func run(c config) (err error) {
 
 	rng := rand.New(rand.NewPCG(7, 7))
 	for _, size := range c.sizes {
-		if err := runSize(ctx, c, rng, tmp, responder, client, size, srvNS, cliNS, srvDev); err != nil {
+		if err := runSize(ctx, c, rng, tmp, responder, client, size, srvNS, cliNS, srvDev, cliDev); err != nil {
 			return err
 		}
 	}
@@ -159,7 +174,8 @@ func run(c config) (err error) {
 }
 
 type sample struct {
-	repliesPerSec float64
+	repliesPerSec float64 // good replies that reached the client
+	servedPerSec  float64 // replies sent by the server (Santa and responder)
 	serverUSPer   float64 // server CPU busy µs per good reply
 	serverBusyPct float64
 	clientBusyPct float64
@@ -172,37 +188,17 @@ type sample struct {
 }
 
 func runSize(ctx context.Context, c config, rng *rand.Rand, tmp, responderBin, clientBin string, size int,
-	srvNS, cliNS, srvDev string) error {
+	srvNS, cliNS, srvDev, cliDev string) error {
 	names := dp.Name
 	// The rule set, for the responder; Santa gets the same rules.
 	rulesFile := filepath.Join(tmp, fmt.Sprintf("rules-%d.bin", size))
 	if err := writeRules(rulesFile, c.nrules, size, names); err != nil {
 		return err
 	}
-	reqFiles := map[string]string{}
-	for _, mix := range c.mixes {
-		var picks []int
-		switch mix {
-		case "hot":
-			perm := rng.Perm(c.nrules)
-			picks = perm[:min(1024, c.nrules)]
-		case "uniform":
-			for range 1 << 18 {
-				picks = append(picks, rng.IntN(c.nrules))
-			}
-		default:
-			return fmt.Errorf("unknown mix %q", mix)
-		}
-		reqFiles[mix] = filepath.Join(tmp, fmt.Sprintf("req-%s.bin", mix))
-		if err := writeRequests(reqFiles[mix], picks, names); err != nil {
-			return err
-		}
-	}
-
 	// The service socket, bound in the server namespace; the responder
 	// inherits it as fd 3 and Santa registers the very same socket.
 	var sockFD int
-	if err := inNetns(srvNS, func() error {
+	if err := rig.InNetns(srvNS, func() error {
 		fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
 		if err != nil {
 			return err
@@ -232,7 +228,7 @@ func runSize(ctx context.Context, c config, rng *rand.Rand, tmp, responderBin, c
 		return err
 	}
 	defer d.Close()
-	id := fmt.Sprintf("rules=%s/reply=%d", dp.Human(c.nrules), size)
+	id := fmt.Sprintf("client=%s/rules=%s/reply=%d", c.client, dp.Human(c.nrules), size)
 
 	attached := false
 	setMode := func(santa bool) error {
@@ -243,7 +239,7 @@ func runSize(ctx context.Context, c config, rng *rand.Rand, tmp, responderBin, c
 			attached = false
 			return d.Detach(srvDev)
 		}
-		return inNetns(srvNS, func() error {
+		return rig.InNetns(srvNS, func() error {
 			att, err := d.Attach(srvDev)
 			if err != nil {
 				return err
@@ -257,17 +253,17 @@ func runSize(ctx context.Context, c config, rng *rand.Rand, tmp, responderBin, c
 	}
 	defer setMode(false)
 
-	runOnce := func(mode, mix string, dur time.Duration) (sample, error) {
+	runOnce := func(mode string, send sender, dur time.Duration) (sample, error) {
 		if err := setMode(mode == "santa"); err != nil {
 			return sample{}, err
 		}
 		time.Sleep(50 * time.Millisecond)
-		tasks := append([]int{resp.cmd.Process.Pid}, napiThreads(srvDev)...)
+		tasks := append([]int{resp.cmd.Process.Pid}, rig.NapiThreads(srvDev)...)
 		before, err := snapshot(resp, d, svc, tasks)
 		if err != nil {
 			return sample{}, err
 		}
-		out, err := runClient(ctx, clientBin, cliNS, reqFiles[mix], size, c, dur)
+		out, err := send(dur)
 		if err != nil {
 			return sample{}, err
 		}
@@ -284,41 +280,37 @@ func runSize(ctx context.Context, c config, rng *rand.Rand, tmp, responderBin, c
 		return smp, err
 	}
 
-	// Warm up both paths (caches, NAPI threads, socket buffers).
-	for _, mode := range c.modes {
-		if _, err := runOnce(mode, c.mixes[0], 300*time.Millisecond); err != nil {
-			return fmt.Errorf("warm-up (%s): %w", mode, err)
-		}
-	}
-
+	// One mix after the other (a generator owns the client veth's XDP
+	// hook while it is open), the modes interleaved within each.
 	got := map[string][]sample{}
-	for round := range c.rounds {
-		order := slices.Clone(c.modes)
-		if round%2 == 1 {
-			slices.Reverse(order)
+	var cells []string
+	for _, mix := range c.mixes {
+		load, done, err := openLoad(ctx, c, mix, rng, tmp, clientBin, cliNS, cliDev, size)
+		if err != nil {
+			return fmt.Errorf("mix %s: %w", mix, err)
 		}
-		for _, mix := range c.mixes {
-			for _, mode := range order {
-				if err := ctx.Err(); err != nil {
-					return err
-				}
-				s, err := runOnce(mode, mix, c.duration)
-				if err != nil {
-					return fmt.Errorf("%s/%s round %d: %w", mode, mix, round, err)
-				}
-				key := mix + "/" + mode
-				got[key] = append(got[key], s)
-				fmt.Fprintf(os.Stderr, "  %s round %d %-14s %9.0f replies/s %7.2f µs/reply server (tasks %7.2f, busy %5.1f%%), client busy %5.1f%%, sent %d good %d santa %d (fallback to TC %d) user %d stalls %d\n",
-					id, round, key, s.repliesPerSec, s.serverUSPer, s.taskUSPer, s.serverBusyPct, s.clientBusyPct, s.sent, s.good, s.xdpAnswered, s.xdpFallback, s.userAnswered, s.stalls)
+		for _, rate := range c.rates {
+			cell := "mix=" + mix
+			if c.client == "xdp" {
+				cell += "/rate=" + gen.RateName(rate)
+			}
+			cells = append(cells, cell)
+			if err = runCell(ctx, c, id, cell, load(rate), runOnce, got); err != nil {
+				break
 			}
 		}
+		done()
+		if err != nil {
+			return err
+		}
 	}
 
-	for _, mix := range c.mixes {
+	for _, cell := range cells {
 		for _, mode := range c.modes {
-			ss := got[mix+"/"+mode]
-			name := fmt.Sprintf("e2e/%s/mix=%s/mode=%s", id, mix, mode)
+			ss := got[cell+"/"+mode]
+			name := fmt.Sprintf("e2e/%s/%s/mode=%s", id, cell, mode)
 			stat(name+"/replies_per_s", ss, func(s sample) float64 { return s.repliesPerSec }, "replies/s")
+			stat(name+"/served_per_s", ss, func(s sample) float64 { return s.servedPerSec }, "replies/s")
 			stat(name+"/server_us_per_reply", ss, func(s sample) float64 { return s.serverUSPer }, "us/reply")
 			stat(name+"/server_task_us_per_reply", ss, func(s sample) float64 { return s.taskUSPer }, "us/reply")
 			stat(name+"/server_cpu_busy", ss, func(s sample) float64 { return s.serverBusyPct }, "%")
@@ -332,15 +324,46 @@ func runSize(ctx context.Context, c config, rng *rand.Rand, tmp, responderBin, c
 				}, "%")
 			}
 		}
-		u := median(got[mix+"/user"], func(s sample) float64 { return s.serverUSPer })
-		s := median(got[mix+"/santa"], func(s sample) float64 { return s.serverUSPer })
+		u := median(got[cell+"/user"], func(s sample) float64 { return s.serverUSPer })
+		s := median(got[cell+"/santa"], func(s sample) float64 { return s.serverUSPer })
 		if u > 0 {
-			result(fmt.Sprintf("e2e/%s/mix=%s/server_cost_ratio_santa_vs_user", id, mix), s/u, "ratio")
+			result(fmt.Sprintf("e2e/%s/%s/server_cost_ratio_santa_vs_user", id, cell), s/u, "ratio")
 		}
-		u = median(got[mix+"/user"], func(s sample) float64 { return s.taskUSPer })
-		s = median(got[mix+"/santa"], func(s sample) float64 { return s.taskUSPer })
+		u = median(got[cell+"/user"], func(s sample) float64 { return s.taskUSPer })
+		s = median(got[cell+"/santa"], func(s sample) float64 { return s.taskUSPer })
 		if u > 0 {
-			result(fmt.Sprintf("e2e/%s/mix=%s/server_task_cost_ratio_santa_vs_user", id, mix), s/u, "ratio")
+			result(fmt.Sprintf("e2e/%s/%s/server_task_cost_ratio_santa_vs_user", id, cell), s/u, "ratio")
+		}
+	}
+	return nil
+}
+
+// runCell warms both paths up (caches, NAPI threads, socket buffers), then
+// runs the modes A B B A ... for c.rounds rounds.
+func runCell(ctx context.Context, c config, id, cell string, send sender,
+	runOnce func(string, sender, time.Duration) (sample, error), got map[string][]sample) error {
+	for _, mode := range c.modes {
+		if _, err := runOnce(mode, send, 300*time.Millisecond); err != nil {
+			return fmt.Errorf("warm-up (%s/%s): %w", cell, mode, err)
+		}
+	}
+	for round := range c.rounds {
+		order := slices.Clone(c.modes)
+		if round%2 == 1 {
+			slices.Reverse(order)
+		}
+		for _, mode := range order {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			s, err := runOnce(mode, send, c.duration)
+			if err != nil {
+				return fmt.Errorf("%s/%s round %d: %w", cell, mode, round, err)
+			}
+			key := cell + "/" + mode
+			got[key] = append(got[key], s)
+			fmt.Fprintf(os.Stderr, "  %s round %d %-14s %9.0f replies/s %7.2f µs/reply server (tasks %7.2f, busy %5.1f%%), client busy %5.1f%%, sent %d good %d santa %d (fallback to TC %d) user %d stalls %d\n",
+				id, round, key, s.repliesPerSec, s.serverUSPer, s.taskUSPer, s.serverBusyPct, s.clientBusyPct, s.sent, s.good, s.xdpAnswered, s.xdpFallback, s.userAnswered, s.stalls)
 		}
 	}
 	return nil
@@ -353,7 +376,9 @@ func toSample(out map[string]uint64, c config, userAnswered, xdpAnswered uint64)
 	}
 	s := sample{sent: out["sent"], good: out["good"], stalls: out["stalls"],
 		xdpAnswered: xdpAnswered, userAnswered: userAnswered}
-	s.repliesPerSec = float64(s.good) / (float64(out["send_ns"]) / 1e9)
+	secs := float64(out["send_ns"]) / 1e9
+	s.repliesPerSec = float64(s.good) / secs
+	s.servedPerSec = float64(xdpAnswered+userAnswered) / secs
 	busy := float64(out[fmt.Sprintf("cpu%d_busy", c.serverCPU)])
 	total := float64(out[fmt.Sprintf("cpu%d_total", c.serverCPU)])
 	cbusy := float64(out[fmt.Sprintf("cpu%d_busy", c.clientCPU)])
@@ -524,7 +549,7 @@ func (p *responderProc) stop() {
 func runClient(ctx context.Context, bin, ns, reqFile string, size int, c config, dur time.Duration) (map[string]uint64, error) {
 	ctx, cancel := context.WithTimeout(ctx, dur+30*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "ip", "netns", "exec", ns, bin, serverIP, fmt.Sprint(port), reqFile,
+	cmd := exec.CommandContext(ctx, "ip", "netns", "exec", ns, bin, rig.ServerIPv4, fmt.Sprint(port), reqFile,
 		fmt.Sprint(size), fmt.Sprint(c.clientCPU), fmt.Sprint(dur.Milliseconds()), fmt.Sprint(c.max),
 		fmt.Sprint(c.batch), fmt.Sprint(c.window))
 	cmd.Stderr = os.Stderr
@@ -550,72 +575,6 @@ func keyValues(line string) map[string]uint64 {
 	return out
 }
 
-// inNetns runs fn on a thread that has entered the named network namespace.
-// The thread is never unlocked, so it ends with the goroutine and no other
-// goroutine runs in that namespace by accident.
-func inNetns(ns string, fn func() error) error {
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		f, err := os.Open(filepath.Join("/run/netns", ns))
-		if err != nil {
-			errc <- err
-			return
-		}
-		defer f.Close()
-		if err := unix.Setns(int(f.Fd()), unix.CLONE_NEWNET); err != nil {
-			errc <- fmt.Errorf("entering netns %s: %w", ns, err)
-			return
-		}
-		errc <- fn()
-	}()
-	return <-errc
-}
-
-// pinAllThreads sets the affinity of every thread of this process.
-func pinAllThreads(cpu int) error {
-	var set unix.CPUSet
-	set.Set(cpu)
-	tasks, err := os.ReadDir("/proc/self/task")
-	if err != nil {
-		return err
-	}
-	for _, t := range tasks {
-		tid, err := strconv.Atoi(t.Name())
-		if err != nil {
-			continue
-		}
-		if err := unix.SchedSetaffinity(tid, &set); err != nil && !errors.Is(err, unix.ESRCH) {
-			return err
-		}
-	}
-	return nil
-}
-
-// napiThreads are the pids of dev's threaded-NAPI kthreads ("napi/<dev>-<id>",
-// cut to 15 characters).
-func napiThreads(dev string) []int {
-	prefix := "napi/" + dev + "-"
-	if len(prefix) > 15 {
-		prefix = prefix[:15]
-	}
-	var out []int
-	dirs, _ := os.ReadDir("/proc")
-	for _, e := range dirs {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		comm, err := os.ReadFile(filepath.Join("/proc", e.Name(), "comm"))
-		if err == nil && strings.HasPrefix(strings.TrimSpace(string(comm)), prefix) {
-			out = append(out, pid)
-		}
-	}
-	return out
-}
-
-// taskTime sums the CPU time (ns, /proc/PID/schedstat) of tasks: unlike
-// /proc/stat it does not count other people's work on the server CPU.
 // counters is what a run is measured by, read before and after it.
 type counters struct {
 	responder map[string]uint64     // the userspace responder's own counts
@@ -632,70 +591,8 @@ func snapshot(resp *responderProc, d *datapath.Datapath, svc datapath.ServiceID,
 	if c.service, err = d.ServiceStats(svc); err != nil {
 		return c, err
 	}
-	c.taskNS, err = taskTime(tasks)
+	c.taskNS, err = rig.TaskTime(tasks)
 	return c, err
-}
-
-func taskTime(pids []int) (uint64, error) {
-	var sum uint64
-	for _, pid := range pids {
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/schedstat", pid))
-		if err != nil {
-			return 0, err
-		}
-		f := strings.Fields(string(b))
-		if len(f) == 0 {
-			return 0, fmt.Errorf("empty schedstat for %d", pid)
-		}
-		n, err := strconv.ParseUint(f[0], 10, 64)
-		if err != nil {
-			return 0, err
-		}
-		sum += n
-	}
-	return sum, nil
-}
-
-// idleBusy is the server CPU's busy share while nothing of ours runs.
-func idleBusy(cpu int, d time.Duration) (float64, error) {
-	b0, t0, err := procStat(cpu)
-	if err != nil {
-		return 0, err
-	}
-	time.Sleep(d)
-	b1, t1, err := procStat(cpu)
-	if err != nil {
-		return 0, err
-	}
-	if t1 == t0 {
-		return 0, nil
-	}
-	return 100 * float64(b1-b0) / float64(t1-t0), nil
-}
-
-func procStat(cpu int) (busy, total uint64, err error) {
-	b, err := os.ReadFile("/proc/stat")
-	if err != nil {
-		return 0, 0, err
-	}
-	prefix := fmt.Sprintf("cpu%d ", cpu)
-	for _, l := range strings.Split(string(b), "\n") {
-		if !strings.HasPrefix(l, prefix) {
-			continue
-		}
-		f := strings.Fields(l)[1:]
-		v := make([]uint64, len(f))
-		for i := range f {
-			v[i], _ = strconv.ParseUint(f[i], 10, 64)
-		}
-		if len(v) < 8 {
-			break
-		}
-		busy = v[0] + v[1] + v[2] + v[5] + v[6]
-		total = busy + v[3] + v[4] + v[7]
-		return busy, total, nil
-	}
-	return 0, 0, fmt.Errorf("no %q line in /proc/stat", prefix)
 }
 
 func buildC(dir string) (responder, client string, err error) {
@@ -713,15 +610,6 @@ func buildC(dir string) (responder, client string, err error) {
 		}
 	}
 	return filepath.Join(dir, "responder"), filepath.Join(dir, "client"), nil
-}
-
-func rigCmd(c config, args ...string) error {
-	cmd := exec.Command("bash", append([]string{c.rigScript, args[0], c.rig}, args[1:]...)...)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("rig.sh %s: %v\n%s", args[0], err, out)
-	}
-	return nil
 }
 
 func median(ss []sample, f func(sample) float64) float64 {

@@ -1,0 +1,127 @@
+package rig
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// UserHZ is the unit of /proc/stat's tick counts, which Linux fixes at 100.
+const UserHZ = 100
+
+// PinAllThreads sets the affinity of every thread of this process; threads
+// made later inherit it.
+func PinAllThreads(cpu int) error {
+	var set unix.CPUSet
+	set.Set(cpu)
+	tasks, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		return err
+	}
+	for _, t := range tasks {
+		tid, err := strconv.Atoi(t.Name())
+		if err != nil {
+			continue
+		}
+		if err := unix.SchedSetaffinity(tid, &set); err != nil && !errors.Is(err, unix.ESRCH) {
+			return err
+		}
+	}
+	return nil
+}
+
+// CPUTicks are a CPU's busy and total ticks so far (/proc/stat, UserHZ).
+// Busy is user, nice, system, irq and softirq time; total adds idle, iowait
+// and steal.
+func CPUTicks(cpu int) (busy, total uint64, err error) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, 0, err
+	}
+	prefix := fmt.Sprintf("cpu%d ", cpu)
+	for _, l := range strings.Split(string(b), "\n") {
+		if !strings.HasPrefix(l, prefix) {
+			continue
+		}
+		f := strings.Fields(l)[1:]
+		v := make([]uint64, len(f))
+		for i := range f {
+			v[i], _ = strconv.ParseUint(f[i], 10, 64)
+		}
+		if len(v) < 8 {
+			break
+		}
+		busy = v[0] + v[1] + v[2] + v[5] + v[6]
+		total = busy + v[3] + v[4] + v[7]
+		return busy, total, nil
+	}
+	return 0, 0, fmt.Errorf("no %q line in /proc/stat", prefix)
+}
+
+// IdleBusy is a CPU's busy share (%) over d while nothing of ours runs: the
+// idle check before a run.
+func IdleBusy(cpu int, d time.Duration) (float64, error) {
+	b0, t0, err := CPUTicks(cpu)
+	if err != nil {
+		return 0, err
+	}
+	time.Sleep(d)
+	b1, t1, err := CPUTicks(cpu)
+	if err != nil {
+		return 0, err
+	}
+	if t1 == t0 {
+		return 0, nil
+	}
+	return 100 * float64(b1-b0) / float64(t1-t0), nil
+}
+
+// NapiThreads are the pids of dev's threaded-NAPI kthreads
+// ("napi/<dev>-<id>", cut to 15 characters).
+func NapiThreads(dev string) []int {
+	prefix := "napi/" + dev + "-"
+	if len(prefix) > 15 {
+		prefix = prefix[:15]
+	}
+	var out []int
+	dirs, _ := os.ReadDir("/proc")
+	for _, e := range dirs {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		comm, err := os.ReadFile(filepath.Join("/proc", e.Name(), "comm"))
+		if err == nil && strings.HasPrefix(strings.TrimSpace(string(comm)), prefix) {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// TaskTime sums the CPU time (ns, /proc/PID/schedstat) of tasks: unlike
+// /proc/stat it does not count other people's work on the same CPU.
+func TaskTime(pids []int) (uint64, error) {
+	var sum uint64
+	for _, pid := range pids {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/schedstat", pid))
+		if err != nil {
+			return 0, err
+		}
+		f := strings.Fields(string(b))
+		if len(f) == 0 {
+			return 0, fmt.Errorf("empty schedstat for %d", pid)
+		}
+		n, err := strconv.ParseUint(f[0], 10, 64)
+		if err != nil {
+			return 0, err
+		}
+		sum += n
+	}
+	return sum, nil
+}

@@ -1,0 +1,89 @@
+// Package rig is the Go side of bench/rig.sh, the two-namespace veth rig of
+// the end-to-end benchmarks: it brings the rig up and down and runs code in
+// its namespaces, and it measures what a run costs each CPU.
+package rig
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+
+	"golang.org/x/sys/unix"
+)
+
+// The rig's fixed addresses (see bench/rig.sh).
+var (
+	ServerMAC = [6]byte{0x02, 0x77, 0, 0, 0, 1}
+	ClientMAC = [6]byte{0x02, 0x77, 0, 0, 0, 2}
+)
+
+const (
+	ServerIPv4 = "10.77.0.1"
+	ClientIPv4 = "10.77.0.2"
+)
+
+// Rig is one rig, named Name: namespaces Name-srv and Name-cli joined by
+// veths Name-s and Name-c.
+type Rig struct {
+	Name, Script string
+}
+
+func (r Rig) ServerNS() string  { return r.Name + "-srv" }
+func (r Rig) ClientNS() string  { return r.Name + "-cli" }
+func (r Rig) ServerDev() string { return r.Name + "-s" }
+func (r Rig) ClientDev() string { return r.Name + "-c" }
+
+// Up creates the rig with threaded NAPI on both veths, pinned to the server
+// and the client CPU.
+func (r Rig) Up(serverCPU, clientCPU int) error {
+	return r.script("up", "--threaded-napi", "--server-cpu", fmt.Sprint(serverCPU),
+		"--client-cpu", fmt.Sprint(clientCPU))
+}
+
+// Down removes the rig and everything in it.
+func (r Rig) Down() error { return r.script("down") }
+
+func (r Rig) script(cmd string, args ...string) error {
+	out, err := exec.Command("bash", append([]string{r.Script, cmd, r.Name}, args...)...).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("rig.sh %s: %v\n%s", cmd, err, out)
+	}
+	return nil
+}
+
+// OnDev runs fn in namespace ns with the index of its device dev: what
+// is attached to an interface by index must be attached from its namespace.
+func OnDev(ns, dev string, fn func(ifindex int) error) error {
+	return InNetns(ns, func() error {
+		iface, err := net.InterfaceByName(dev)
+		if err != nil {
+			return err
+		}
+		return fn(iface.Index)
+	})
+}
+
+// InNetns runs fn on a thread that has entered the named network namespace.
+// The thread is never unlocked, so it ends with the goroutine and no other
+// goroutine runs in that namespace by accident.
+func InNetns(ns string, fn func() error) error {
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		f, err := os.Open(filepath.Join("/run/netns", ns))
+		if err != nil {
+			errc <- err
+			return
+		}
+		defer f.Close()
+		if err := unix.Setns(int(f.Fd()), unix.CLONE_NEWNET); err != nil {
+			errc <- fmt.Errorf("entering netns %s: %w", ns, err)
+			return
+		}
+		errc <- fn()
+	}()
+	return <-errc
+}
