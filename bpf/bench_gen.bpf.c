@@ -73,13 +73,39 @@ struct {
 	__type(value, struct gen_counters);
 } counters SEC(".maps");
 
-/* Where this CPU is in the sequence. */
+/* This CPU's sender: where it is in the sequence, and when its next
+ * request is due if sending is paced. */
+struct gen_cursor {
+	__u32 pos;
+	__u32 pad;
+	__u64 due_ns;
+};
+
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, __u32);
-	__type(value, __u32);
+	__type(value, struct gen_cursor);
 } cursor SEC(".maps");
+
+/* Pacing, set by user space between test runs: a request every interval_ns
+ * (0: as fast as the CPU goes). A run that is not due drops its frame, so
+ * one long test run paces itself: short runs would each pay the kernel's
+ * setup of a page pool, which grows with the pools still draining. */
+struct gen_pace {
+	__u64 interval_ns;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct gen_pace);
+} pace SEC(".maps");
+
+/* How far a paced sender may fall behind before it forgets the debt: it
+ * then sends at most this many requests back to back to catch up. */
+#define GEN_MAX_BURST 32
 
 /* FNV-1a 32 of every expected reply payload (gen_check). */
 struct {
@@ -111,16 +137,26 @@ SEC("xdp")
 int gen_send(struct xdp_md *ctx)
 {
 	struct gen_counters *c = gen_counters();
+	struct gen_cursor *cur;
+	struct gen_pace *p;
 	struct gen_frame *f;
-	__u32 zero = 0, *pos, *idx, at, len;
+	__u32 zero = 0, *idx, at, len;
 
 	if (!c)
 		return XDP_DROP;
-	pos = bpf_map_lookup_elem(&cursor, &zero);
-	if (!pos)
+	cur = bpf_map_lookup_elem(&cursor, &zero);
+	p = bpf_map_lookup_elem(&pace, &zero);
+	if (!cur || !p)
 		return XDP_DROP;
-	at = *pos & gen_seq_mask;
-	*pos += 1;
+	if (p->interval_ns) {
+		__u64 now = bpf_ktime_get_ns(), late = GEN_MAX_BURST * p->interval_ns;
+
+		if (now < cur->due_ns)
+			return XDP_DROP; /* not due: no request this run */
+		cur->due_ns = (now - cur->due_ns > late ? now - late : cur->due_ns) + p->interval_ns;
+	}
+	at = cur->pos & gen_seq_mask;
+	cur->pos += 1;
 	idx = bpf_map_lookup_elem(&sequence, &at);
 	if (!idx)
 		goto fail;

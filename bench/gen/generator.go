@@ -5,6 +5,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
+	"strconv"
 	"time"
 
 	"github.com/cilium/ebpf"
@@ -40,6 +42,7 @@ type Config struct {
 type Generator struct {
 	objs    genObjects
 	count   link.Link
+	held    *holder
 	ifindex int
 	first   []byte
 }
@@ -88,6 +91,9 @@ func Open(c Config) (*Generator, error) {
 		g.objs.Close()
 		return nil, fmt.Errorf("attaching the reply counter: %w", err)
 	}
+	if g.held, err = hold(g.objs.GenSend); err != nil {
+		return nil, errors.Join(err, g.count.Close(), g.objs.Close())
+	}
 	return g, nil
 }
 
@@ -131,10 +137,15 @@ func (g *Generator) fill(c Config) error {
 	if _, err := g.objs.Sequence.BatchUpdate(at, seq, nil); err != nil {
 		return fmt.Errorf("writing the request sequence: %w", err)
 	}
-	for _, p := range c.Expected {
-		if err := g.objs.Expected.Update(rules.FNV1a(rules.FNVOffset, p), uint8(1), ebpf.UpdateAny); err != nil {
-			return fmt.Errorf("writing expected replies: %w", err)
-		}
+	if len(c.Expected) == 0 {
+		return nil
+	}
+	hashes := make([]uint32, len(c.Expected))
+	for i, p := range c.Expected {
+		hashes[i] = rules.FNV1a(rules.FNVOffset, p)
+	}
+	if _, err := g.objs.Expected.BatchUpdate(hashes, make([]uint8, len(hashes)), nil); err != nil {
+		return fmt.Errorf("writing expected replies: %w", err)
 	}
 	return nil
 }
@@ -144,11 +155,9 @@ type xdpMd struct {
 	Data, DataEnd, DataMeta, IngressIfindex, RxQueueIndex, EgressIfindex uint32
 }
 
-// Send transmits n requests as fast as the calling thread's CPU can.
-func (g *Generator) Send(n uint32) error {
-	if n == 0 {
-		return nil
-	}
+// run runs the sender n times on the calling thread's CPU: n requests,
+// unless sending is paced.
+func (g *Generator) run(n uint32) error {
 	_, err := g.objs.GenSend.Run(&ebpf.RunOptions{
 		Data:      g.first,
 		Repeat:    n,
@@ -157,36 +166,42 @@ func (g *Generator) Send(n uint32) error {
 		BatchSize: 256,
 	})
 	if err != nil {
-		return fmt.Errorf("sending %d requests: %w", n, err)
+		return fmt.Errorf("running the sender: %w", err)
 	}
 	return nil
 }
 
-// Run sends for d: open loop (as fast as possible) if rate is 0, else at
-// rate requests per second, in slices of a millisecond. It stops early if
-// ctx ends. It returns the time it took.
+// Run sends from the calling thread's CPU for d: open loop (as fast as the
+// CPU goes) if rate is 0, else rate requests per second, paced by the
+// sender program itself. It stops early if ctx ends. It returns the time it
+// took.
 func (g *Generator) Run(ctx context.Context, d time.Duration, rate float64) (time.Duration, error) {
+	var p genGenPace
+	if rate > 0 {
+		p.IntervalNs = uint64(max(1, math.Round(1e9/rate)))
+	}
+	if err := g.objs.Pace.Update(uint32(0), p, ebpf.UpdateAny); err != nil {
+		return 0, fmt.Errorf("setting the pace: %w", err)
+	}
 	start := time.Now()
-	var sent float64
 	for {
 		elapsed := time.Since(start)
 		if elapsed >= d || ctx.Err() != nil {
 			return elapsed, ctx.Err()
 		}
-		n := uint32(1 << 16) // about 20–40 ms of open-loop sending
-		if rate > 0 {
-			due := rate*elapsed.Seconds() - sent
-			if due < 1 {
-				time.Sleep(time.Millisecond)
-				continue
-			}
-			n = uint32(min(due, 1<<16))
-		}
-		if err := g.Send(n); err != nil {
+		// A few ms per test run: each run costs the kernel a page pool.
+		if err := g.run(1 << 16); err != nil {
 			return time.Since(start), err
 		}
-		sent += float64(n)
 	}
+}
+
+// RateName names an offered load in results: requests/s, or "open" for 0.
+func RateName(rate float64) string {
+	if rate == 0 {
+		return "open"
+	}
+	return strconv.FormatFloat(rate, 'f', 0, 64)
 }
 
 // Counters sums the per-CPU counters.
@@ -210,7 +225,7 @@ func (g *Generator) Counters() (Counters, error) {
 
 // Close detaches the reply counter and releases the programs and maps.
 func (g *Generator) Close() error {
-	return errors.Join(g.count.Close(), g.objs.Close())
+	return errors.Join(g.held.release(), g.count.Close(), g.objs.Close())
 }
 
 func boolByte(b bool) uint8 {

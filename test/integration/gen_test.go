@@ -2,18 +2,16 @@ package integration
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"net"
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/santa-offload/santa/bench/gen"
-)
-
-// The rig's MAC addresses (bench/rig.sh).
-var (
-	serverMAC = [6]byte{0x02, 0x77, 0, 0, 0, 1}
-	clientMAC = [6]byte{0x02, 0x77, 0, 0, 0, 2}
+	benchrig "github.com/santa-offload/santa/bench/rig"
 )
 
 // TestGenerator: the benchmark's XDP generator sends every request it is
@@ -34,7 +32,7 @@ func TestGenerator(t *testing.T) {
 		{"IPv6", "[fd77::2]:40000", net.JoinHostPort(serverIPv6, "7777")},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ends := gen.Endpoints{SrcMAC: clientMAC, DstMAC: serverMAC,
+			ends := gen.Endpoints{SrcMAC: benchrig.ClientMAC, DstMAC: benchrig.ServerMAC,
 				Src: netip.MustParseAddrPort(tc.src), Dst: netip.MustParseAddrPort(tc.dst)}
 			// Hello is answered by the kernel, "Hi" by hello itself; only
 			// the kernel's reply is expected, so hello's count as bad.
@@ -53,19 +51,20 @@ func TestGenerator(t *testing.T) {
 				if err != nil {
 					return err
 				}
-				defer g.Close()
 				if _, err := g.Run(context.Background(), d, rate); err != nil {
+					g.Close()
 					return err
 				}
 				time.Sleep(200 * time.Millisecond) // the last replies
 				got, err = g.Counters()
-				return err
+				return errors.Join(err, g.Close(), noParkedVeth())
 			})
 			if err != nil {
 				t.Fatal(err)
 			}
 			t.Logf("counters: %+v", got)
-			if float64(got.Sent) < rate*d.Seconds()*0.9 || got.SendErrors != 0 {
+			// Paced: the rate, give or take the first burst and timing.
+			if want := rate * d.Seconds(); float64(got.Sent) < want*0.9 || float64(got.Sent) > want*1.1+32 || got.SendErrors != 0 {
 				t.Errorf("sent %d requests (%d errors) in %v at %d/s", got.Sent, got.SendErrors, d, rate)
 			}
 			if got.ReplyOK+got.ReplyBad != got.Replies {
@@ -94,4 +93,18 @@ func TestGenerator(t *testing.T) {
 	if total.ReplyOK == 0 || total.ReplyBad == 0 {
 		t.Errorf("%d kernel and %d application replies: want both", total.ReplyOK, total.ReplyBad)
 	}
+}
+
+// noParkedVeth: a closed generator leaves no veth of its own behind.
+func noParkedVeth() error {
+	ifaces, err := net.Interfaces()
+	if err != nil {
+		return err
+	}
+	for _, i := range ifaces {
+		if strings.HasPrefix(i.Name, "gh") {
+			return fmt.Errorf("the generator left %s behind", i.Name)
+		}
+	}
+	return nil
 }

@@ -1,0 +1,80 @@
+package gen
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"runtime"
+	"sync/atomic"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+	"golang.org/x/sys/unix"
+)
+
+// Each BPF_PROG_TEST_RUN of an XDP program adds it to the kernel's XDP
+// dispatcher and takes it out again, and each change waits for an RCU grace
+// period: measured here, two waits of about 10 ms per call, which left the
+// sending thread idle two thirds of the time. A program attached to some
+// interface stays in the dispatcher, and a test run then only counts a
+// reference. So the sender is attached (generic XDP) to a veth pair of its
+// own, which is down and carries nothing.
+
+// holder is the parked veth pair that keeps a program in the dispatcher,
+// in the network namespace of the thread that made it.
+type holder struct {
+	name  string
+	netns *os.File
+	xdp   link.Link
+}
+
+// holders numbers the pairs of this process.
+var holders atomic.Uint32
+
+func hold(prog *ebpf.Program) (*holder, error) {
+	netns, err := os.Open("/proc/thread-self/ns/net")
+	if err != nil {
+		return nil, err
+	}
+	name := fmt.Sprintf("gh%d.%d", os.Getpid(), holders.Add(1))
+	if out, err := exec.Command("ip", "link", "add", name, "type", "veth", "peer", "name", name+"p").CombinedOutput(); err != nil {
+		netns.Close()
+		return nil, fmt.Errorf("adding the parked veth %s: %v: %s", name, err, out)
+	}
+	h := &holder{name: name, netns: netns}
+	iface, err := net.InterfaceByName(name)
+	if err == nil {
+		h.xdp, err = link.AttachXDP(link.XDPOptions{Program: prog, Interface: iface.Index, Flags: link.XDPGenericMode})
+	}
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("parking the sender on %s: %w", name, err), h.release())
+	}
+	return h, nil
+}
+
+// release detaches the program and removes the pair (both ends go), from
+// a thread in the pair's namespace, which may not be the caller's.
+func (h *holder) release() error {
+	var err error
+	if h.xdp != nil {
+		err = h.xdp.Close()
+	}
+	done := make(chan error, 1)
+	go func() {
+		// The thread is never unlocked: it ends with the goroutine, and no
+		// other goroutine runs in the pair's namespace by accident.
+		runtime.LockOSThread()
+		if err := unix.Setns(int(h.netns.Fd()), unix.CLONE_NEWNET); err != nil {
+			done <- fmt.Errorf("entering the parked veth's namespace: %w", err)
+			return
+		}
+		if out, err := exec.Command("ip", "link", "del", h.name).CombinedOutput(); err != nil {
+			done <- fmt.Errorf("removing the parked veth %s: %v: %s", h.name, err, out)
+			return
+		}
+		done <- nil
+	}()
+	return errors.Join(err, <-done, h.netns.Close())
+}
