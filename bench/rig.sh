@@ -20,6 +20,9 @@
 # --server-cpu N   pins the server veth's NAPI kthreads to CPU N.
 # --client-cpu N   also makes the client veth's NAPI threaded (GRO on) and
 #                  pins its kthreads to CPU N (where XDP_TX replies arrive).
+#                  They run SCHED_FIFO there: a load generator busy on that
+#                  CPU must not keep the replies waiting until the veth's
+#                  ring overflows.
 #                  Both CPU options need --threaded-napi: without it veth NAPI
 #                  runs in the sender's softirq and there is nothing to pin.
 #
@@ -62,9 +65,10 @@ napi_threads() {
 	done | sort
 }
 
-# threaded NETNS DEV CPU: threaded NAPI on DEV, its kthreads pinned to CPU.
+# threaded NETNS DEV CPU [FIFO]: threaded NAPI on DEV, its kthreads pinned
+# to CPU, and real-time (SCHED_FIFO) if FIFO is given.
 threaded() {
-	local ns=$1 dev=$2 cpu=$3 before pids pid
+	local ns=$1 dev=$2 cpu=$3 fifo=${4:-} before pids pid
 	# veth creates its NAPI only with XDP or GRO on. With GRO it exists
 	# from now on: XDP attach/detach no longer replaces it (and its thread).
 	run ip netns exec "$ns" ethtool -K "$dev" gro on
@@ -77,6 +81,7 @@ threaded() {
 	[ -n "$pids" ] || die "no napi/$dev-* kthread appeared after enabling threaded NAPI"
 	for pid in $pids; do
 		run taskset -p -c "$cpu" "$pid"
+		if [ -n "$fifo" ]; then run chrt -f -p 50 "$pid"; fi
 		say "napi kthread $pid ($(cat "/proc/$pid/comm")) pinned to CPU $cpu"
 	done
 }
@@ -103,7 +108,7 @@ up() {
 	done
 	if [ "$threaded_napi" = 1 ]; then
 		threaded "$srv" "$s" "$server_cpu"
-		if [ -n "$client_cpu" ]; then threaded "$cli" "$c" "$client_cpu"; fi
+		if [ -n "$client_cpu" ]; then threaded "$cli" "$c" "$client_cpu" fifo; fi
 	fi
 	say "rig $name up: $srv/$s $SRV_IP4 $SRV_IP6 <-> $cli/$c $CLI_IP4 $CLI_IP6"
 }
