@@ -1,0 +1,227 @@
+// Command genrate measures bench/gen, the XDP load generator, in the rig
+// (bench/rig.sh): how many requests per second one client core sends, what
+// each costs that core, and how many reach the server veth. On the server
+// side a second generator instance only counts the requests (gen_count on
+// their destination port) and drops them, so the figure is the generator's
+// and the veth's, not a server's.
+//
+// Needs root, iproute2, ethtool. The rig is removed on exit.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"net/netip"
+	"os"
+	"os/signal"
+	"slices"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	dp "github.com/santa-offload/santa/bench/dataplane"
+	"github.com/santa-offload/santa/bench/gen"
+	"github.com/santa-offload/santa/bench/rig"
+)
+
+const (
+	clientPort = 40000
+	serverPort = 5353
+)
+
+type config struct {
+	r                    rig.Rig
+	requests             int
+	pop                  gen.Popularity
+	rate                 float64
+	rounds               int
+	duration             time.Duration
+	serverCPU, clientCPU int
+}
+
+func main() {
+	var c config
+	var pop string
+	flag.StringVar(&c.r.Name, "rig", "sbgen", "rig name (namespaces NAME-srv, NAME-cli)")
+	flag.StringVar(&c.r.Script, "rig-script", "bench/rig.sh", "path of rig.sh")
+	flag.IntVar(&c.requests, "requests", 1000, "distinct DNS queries sent")
+	flag.StringVar(&pop, "popularity", "uniform", "uniform or zipf:S")
+	flag.Float64Var(&c.rate, "rate", 0, "requests per second; 0 sends open loop")
+	flag.IntVar(&c.rounds, "rounds", 5, "runs")
+	flag.DurationVar(&c.duration, "duration", 2*time.Second, "send time per run")
+	flag.IntVar(&c.serverCPU, "server-cpu", 1, "server CPU (server veth NAPI)")
+	flag.IntVar(&c.clientCPU, "client-cpu", 0, "client CPU (the generator, client veth NAPI)")
+	flag.Parse()
+	var err error
+	if c.pop, err = gen.ParsePopularity(pop); err == nil {
+		err = run(c)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "genrate:", err)
+		os.Exit(1)
+	}
+}
+
+func run(c config) (err error) {
+	if err := rig.PinAllThreads(c.clientCPU); err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := c.r.Up(c.serverCPU, c.clientCPU); err != nil {
+		return err
+	}
+	defer func() {
+		if derr := c.r.Down(); derr != nil && err == nil {
+			err = derr
+		}
+	}()
+	idle, err := rig.IdleBusy(c.serverCPU, time.Second)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("RESULT name=gen/idle_server_cpu_busy value=%.3f unit=%%\n", idle)
+
+	requests := queries(c.requests)
+	var g, sink *gen.Generator
+	err = rig.OnDev(c.r.ClientNS(), c.r.ClientDev(), func(ifindex int) error {
+		var err error
+		g, err = gen.Open(gen.Config{Ifindex: ifindex, Requests: requests, ReplyPort: clientPort,
+			Popularity: c.pop, Seed: 1})
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	defer g.Close()
+	// The sink: a generator that never sends, whose reply counter counts
+	// what arrives for the server port.
+	err = rig.OnDev(c.r.ServerNS(), c.r.ServerDev(), func(ifindex int) error {
+		var err error
+		sink, err = gen.Open(gen.Config{Ifindex: ifindex, Requests: requests[:1], ReplyPort: serverPort,
+			Popularity: gen.Uniform, SequenceLen: 1})
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("server-side counter: %w", err)
+	}
+	defer sink.Close()
+
+	var samples []sample
+	for round := range c.rounds {
+		s, err := measure(ctx, c, g, sink)
+		if err != nil {
+			return fmt.Errorf("round %d: %w", round, err)
+		}
+		fmt.Fprintf(os.Stderr, "  round %d: %.0f sent/s, %.0f arrived/s, %.3f µs of the client thread per request, client CPU %.1f%% busy, server CPU %.1f%% busy\n",
+			round, s.sentPerSec, s.arrivedPerSec, s.threadUSPer, s.clientBusy, s.serverBusy)
+		samples = append(samples, s)
+	}
+	id := fmt.Sprintf("gen/requests=%s/popularity=%s/rate=%s", dp.Human(c.requests), c.pop, gen.RateName(c.rate))
+	report(id+"/sent_per_s", samples, func(s sample) float64 { return s.sentPerSec }, "requests/s")
+	report(id+"/arrived_per_s", samples, func(s sample) float64 { return s.arrivedPerSec }, "requests/s")
+	report(id+"/client_thread_us_per_request", samples, func(s sample) float64 { return s.threadUSPer }, "us/request")
+	report(id+"/client_cpu_busy", samples, func(s sample) float64 { return s.clientBusy }, "%")
+	report(id+"/server_cpu_busy", samples, func(s sample) float64 { return s.serverBusy }, "%")
+	return nil
+}
+
+// queries are n DNS queries from the client to the server, as frames.
+func queries(n int) [][]byte {
+	ends := gen.Endpoints{SrcMAC: rig.ClientMAC, DstMAC: rig.ServerMAC,
+		Src: netip.AddrPortFrom(netip.MustParseAddr(rig.ClientIPv4), clientPort),
+		Dst: netip.AddrPortFrom(netip.MustParseAddr(rig.ServerIPv4), serverPort)}
+	payloads := make([][]byte, n)
+	for i := range payloads {
+		payloads[i] = dp.DNSQuery(uint16(i), dp.Name(i))
+	}
+	return gen.UDPFrames(ends, payloads)
+}
+
+type sample struct {
+	sentPerSec, arrivedPerSec float64
+	threadUSPer               float64 // CPU time of the sending thread per request sent
+	clientBusy, serverBusy    float64 // % of each CPU
+}
+
+// measure runs the generator once for c.duration.
+func measure(ctx context.Context, c config, g, sink *gen.Generator) (sample, error) {
+	g0, err := g.Counters()
+	if err != nil {
+		return sample{}, err
+	}
+	s0, err := sink.Counters()
+	if err != nil {
+		return sample{}, err
+	}
+	cb0, ct0, err := rig.CPUTicks(c.clientCPU)
+	if err != nil {
+		return sample{}, err
+	}
+	sb0, st0, err := rig.CPUTicks(c.serverCPU)
+	if err != nil {
+		return sample{}, err
+	}
+	var took, cpu time.Duration
+	err = rig.InNetns(c.r.ClientNS(), func() error {
+		before := threadCPU()
+		var err error
+		took, err = g.Run(ctx, c.duration, c.rate)
+		cpu = threadCPU() - before
+		return err
+	})
+	if err != nil {
+		return sample{}, err
+	}
+	time.Sleep(20 * time.Millisecond) // frames still in flight
+	cb1, ct1, err := rig.CPUTicks(c.clientCPU)
+	if err != nil {
+		return sample{}, err
+	}
+	sb1, st1, err := rig.CPUTicks(c.serverCPU)
+	if err != nil {
+		return sample{}, err
+	}
+	g1, err := g.Counters()
+	if err != nil {
+		return sample{}, err
+	}
+	s1, err := sink.Counters()
+	if err != nil {
+		return sample{}, err
+	}
+	sent := g1.Sent - g0.Sent
+	if g1.SendErrors != g0.SendErrors {
+		return sample{}, fmt.Errorf("%d requests could not be written", g1.SendErrors-g0.SendErrors)
+	}
+	s := sample{
+		sentPerSec:    float64(sent) / took.Seconds(),
+		arrivedPerSec: float64(s1.Replies-s0.Replies) / took.Seconds(),
+		clientBusy:    100 * float64(cb1-cb0) / float64(max(1, ct1-ct0)),
+		serverBusy:    100 * float64(sb1-sb0) / float64(max(1, st1-st0)),
+	}
+	if sent > 0 {
+		s.threadUSPer = float64(cpu.Nanoseconds()) / 1e3 / float64(sent)
+	}
+	return s, nil
+}
+
+// threadCPU is the calling thread's CPU time, user and system.
+func threadCPU() time.Duration {
+	var ru unix.Rusage
+	if err := unix.Getrusage(unix.RUSAGE_THREAD, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+func report(name string, ss []sample, f func(sample) float64, unit string) {
+	xs := make([]float64, len(ss))
+	for i, s := range ss {
+		xs[i] = f(s)
+	}
+	fmt.Printf("RESULT name=%s value=%.3f unit=%s range=%.3f..%.3f runs=%d\n", name, dp.MedianF(xs), unit,
+		slices.Min(xs), slices.Max(xs), len(xs))
+}
