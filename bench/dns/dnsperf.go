@@ -1,0 +1,55 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"regexp"
+	"strconv"
+
+	"github.com/santa-offload/santa/bench/rig"
+)
+
+var dnsperfQPS = regexp.MustCompile(`Queries per second:\s+([0-9.]+)`)
+
+// runDnsperf runs dnsperf (one thread, pinned to the client CPU) against
+// the server alone for c.dnsperf, asking for every name in turn, and
+// reports its queries per second and the server CPU per query.
+func runDnsperf(ctx context.Context, c config, id, dir string) error {
+	qfile := dir + "/dnsperf.queries"
+	if err := writeDnsperfQueries(qfile, c.names); err != nil {
+		return err
+	}
+	b0, _, err := rig.CPUTicks(c.serverCPU)
+	if err != nil {
+		return err
+	}
+	secs := strconv.FormatFloat(c.dnsperf.Seconds(), 'f', -1, 64)
+	cmd := exec.CommandContext(ctx, "ip", "netns", "exec", c.r.ClientNS(), "taskset", "-c", fmt.Sprint(c.clientCPU),
+		"dnsperf", "-s", rig.ServerIPv4, "-d", qfile, "-l", secs, "-c", "1", "-T", "1", "-q", "500", "-t", "1")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("dnsperf: %v\n%s", err, out)
+	}
+	b1, _, err := rig.CPUTicks(c.serverCPU)
+	if err != nil {
+		return err
+	}
+	m := dnsperfQPS.FindSubmatch(out)
+	if m == nil {
+		return fmt.Errorf("no queries per second in dnsperf's output:\n%s", out)
+	}
+	qps, _ := strconv.ParseFloat(string(m[1]), 64)
+	// Over dnsperf's sending time: it also starts up and waits for late
+	// replies, when the server has nothing to do.
+	busy := 100 * float64(b1-b0) / (c.dnsperf.Seconds() * rig.UserHZ)
+	fmt.Fprintf(os.Stderr, "  %s dnsperf: %.0f queries/s, server CPU %.1f%% busy\n", id, qps, busy)
+	fmt.Printf("RESULT name=%s/client=dnsperf/queries_per_s value=%.3f unit=queries/s\n", id, qps)
+	fmt.Printf("RESULT name=%s/client=dnsperf/server_cpu_busy value=%.3f unit=%%\n", id, busy)
+	if qps > 0 {
+		us := float64(b1-b0) / rig.UserHZ * 1e6 / (qps * c.dnsperf.Seconds())
+		fmt.Printf("RESULT name=%s/client=dnsperf/server_us_per_query value=%.3f unit=us/query\n", id, us)
+	}
+	return nil
+}
