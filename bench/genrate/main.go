@@ -19,8 +19,6 @@ import (
 	"syscall"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	dp "github.com/santa-offload/santa/bench/dataplane"
 	"github.com/santa-offload/santa/bench/gen"
 	"github.com/santa-offload/santa/bench/rig"
@@ -146,45 +144,14 @@ type sample struct {
 	clientBusy, serverBusy    float64 // % of each CPU
 }
 
-// measure runs the generator once for c.duration.
+// measure runs the generator once for c.duration; the sink's count is what
+// arrived.
 func measure(ctx context.Context, c config, g, sink *gen.Generator) (sample, error) {
-	g0, err := g.Counters()
-	if err != nil {
-		return sample{}, err
-	}
 	s0, err := sink.Counters()
 	if err != nil {
 		return sample{}, err
 	}
-	cb0, ct0, err := rig.CPUTicks(c.clientCPU)
-	if err != nil {
-		return sample{}, err
-	}
-	sb0, st0, err := rig.CPUTicks(c.serverCPU)
-	if err != nil {
-		return sample{}, err
-	}
-	var took, cpu time.Duration
-	err = rig.InNetns(c.r.ClientNS(), func() error {
-		before := threadCPU()
-		var err error
-		took, err = g.Run(ctx, c.duration, c.rate)
-		cpu = threadCPU() - before
-		return err
-	})
-	if err != nil {
-		return sample{}, err
-	}
-	time.Sleep(20 * time.Millisecond) // frames still in flight
-	cb1, ct1, err := rig.CPUTicks(c.clientCPU)
-	if err != nil {
-		return sample{}, err
-	}
-	sb1, st1, err := rig.CPUTicks(c.serverCPU)
-	if err != nil {
-		return sample{}, err
-	}
-	g1, err := g.Counters()
+	m, err := c.r.Measure(ctx, g, c.duration, c.rate, c.clientCPU, c.serverCPU)
 	if err != nil {
 		return sample{}, err
 	}
@@ -192,29 +159,12 @@ func measure(ctx context.Context, c config, g, sink *gen.Generator) (sample, err
 	if err != nil {
 		return sample{}, err
 	}
-	sent := g1.Sent - g0.Sent
-	if g1.SendErrors != g0.SendErrors {
-		return sample{}, fmt.Errorf("%d requests could not be written", g1.SendErrors-g0.SendErrors)
-	}
-	s := sample{
-		sentPerSec:    float64(sent) / took.Seconds(),
-		arrivedPerSec: float64(s1.Replies-s0.Replies) / took.Seconds(),
-		clientBusy:    100 * float64(cb1-cb0) / float64(max(1, ct1-ct0)),
-		serverBusy:    100 * float64(sb1-sb0) / float64(max(1, st1-st0)),
-	}
-	if sent > 0 {
-		s.threadUSPer = float64(cpu.Nanoseconds()) / 1e3 / float64(sent)
+	s := sample{sentPerSec: m.PerSec(m.Sent), arrivedPerSec: m.PerSec(s1.Replies - s0.Replies),
+		clientBusy: m.ClientBusyPct(), serverBusy: m.ServerBusyPct()}
+	if m.Sent > 0 {
+		s.threadUSPer = float64(m.SendCPU.Nanoseconds()) / 1e3 / float64(m.Sent)
 	}
 	return s, nil
-}
-
-// threadCPU is the calling thread's CPU time, user and system.
-func threadCPU() time.Duration {
-	var ru unix.Rusage
-	if err := unix.Getrusage(unix.RUSAGE_THREAD, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func report(name string, ss []sample, f func(sample) float64, unit string) {

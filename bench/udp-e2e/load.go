@@ -49,7 +49,9 @@ func openLoad(ctx context.Context, c config, mix string, rng *rand.Rand, tmp, cl
 			return nil, nil, err
 		}
 		load := func(rate float64) sender {
-			return func(dur time.Duration) (map[string]uint64, error) { return runGen(ctx, g, cliNS, c, dur, rate) }
+			return func(dur time.Duration) (map[string]uint64, error) {
+				return runGen(ctx, g, rig.Rig{Name: c.rig}, c, dur, rate)
+			}
 		}
 		return load, func() { g.Close() }, nil
 	}
@@ -102,43 +104,15 @@ func openGen(cliNS, cliDev string, picked []int, pop gen.Popularity, size int) (
 }
 
 // runGen sends for dur at rate and reports as a sender.
-func runGen(ctx context.Context, g *gen.Generator, cliNS string, c config, dur time.Duration, rate float64) (map[string]uint64, error) {
-	before, err := g.Counters()
+func runGen(ctx context.Context, g *gen.Generator, r rig.Rig, c config, dur time.Duration, rate float64) (map[string]uint64, error) {
+	m, err := r.Measure(ctx, g, dur, rate, c.clientCPU, c.serverCPU)
 	if err != nil {
 		return nil, err
 	}
-	cpus := []int{c.clientCPU, c.serverCPU}
-	busy0, total0 := make([]uint64, 2), make([]uint64, 2)
-	for i, cpu := range cpus {
-		if busy0[i], total0[i], err = rig.CPUTicks(cpu); err != nil {
-			return nil, err
-		}
-	}
-	var took time.Duration
-	if err := rig.InNetns(cliNS, func() error {
-		var err error
-		took, err = g.Run(ctx, dur, rate)
-		return err
-	}); err != nil {
-		return nil, err
-	}
-	time.Sleep(20 * time.Millisecond) // replies still in flight
-	out := map[string]uint64{"send_ns": uint64(took.Nanoseconds()), "hz": rig.UserHZ}
-	for i, cpu := range cpus {
-		busy, total, err := rig.CPUTicks(cpu)
-		if err != nil {
-			return nil, err
-		}
-		out[fmt.Sprintf("cpu%d_busy", cpu)] = busy - busy0[i]
-		out[fmt.Sprintf("cpu%d_total", cpu)] = total - total0[i]
-	}
-	after, err := g.Counters()
-	if err != nil {
-		return nil, err
-	}
-	out["sent"] = after.Sent - before.Sent
-	out["replies"] = after.Replies - before.Replies
-	out["good"] = after.ReplyOK - before.ReplyOK
-	out["bad"] = after.ReplyBad - before.ReplyBad
-	return out, nil
+	return map[string]uint64{
+		"send_ns": uint64(m.Took.Nanoseconds()), "hz": rig.UserHZ,
+		"sent": m.Sent, "replies": m.Replies, "good": m.Good, "bad": m.Bad,
+		fmt.Sprintf("cpu%d_busy", c.clientCPU): m.ClientBusy, fmt.Sprintf("cpu%d_total", c.clientCPU): m.ClientTotal,
+		fmt.Sprintf("cpu%d_busy", c.serverCPU): m.ServerBusy, fmt.Sprintf("cpu%d_total", c.serverCPU): m.ServerTotal,
+	}, nil
 }

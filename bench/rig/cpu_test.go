@@ -1,0 +1,30 @@
+package rig
+
+import "testing"
+
+func TestCPUTicks(t *testing.T) {
+	busy, total, err := CPUTicks(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if total == 0 || busy > total {
+		t.Errorf("CPU 0: busy %d of %d ticks", busy, total)
+	}
+	if _, _, err := CPUTicks(1 << 20); err == nil {
+		t.Error("a CPU that does not exist has ticks")
+	}
+}
+
+func TestSampleRates(t *testing.T) {
+	s := Sample{Took: 2e9, ServerBusy: 50, ServerTotal: 200}
+	if got := s.PerSec(1000); got != 500 {
+		t.Errorf("PerSec(1000) over 2 s = %v, want 500", got)
+	}
+	if got := s.ServerBusyPct(); got != 25 {
+		t.Errorf("ServerBusyPct = %v, want 25", got)
+	}
+	// 50 ticks at 100 Hz = 0.5 s of the server CPU for 1000 replies.
+	if got := s.ServerUSPer(1000); got != 500 {
+		t.Errorf("ServerUSPer(1000) = %v µs, want 500", got)
+	}
+}
