@@ -5,9 +5,11 @@ GO       ?= go
 PKGS     := clang llvm libbpf-dev bpftool iproute2 ethtool gcc make pkg-config python3
 VMLINUX  := bpf/include/vmlinux.h
 BPF_SRC  := $(wildcard bpf/*.bpf.c bpf/include/*.h)
+# The real peers of the benchmarks (bench/dns, ...), not needed for tests.
+BENCH_PKGS := bind9 knot nsd dnsperf memcached nginx-light wrk python3-matplotlib
 GEN      := internal/datapath/santa_bpfel.go internal/xdppass/xdppass_bpfel.go bench/gen/gen_bpfel.go
 
-.PHONY: setup build test bench demo clean
+.PHONY: setup bench-deps build test bench report demo clean
 
 # Idempotent: installs only missing Debian packages, then Go modules.
 setup:
@@ -16,6 +18,14 @@ setup:
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
 	fi
 	$(GO) mod download
+
+# The benchmark peers; their Debian services are not started (no systemd
+# here) and each benchmark runs its own instances in the rig.
+bench-deps:
+	@missing=$$(for p in $(BENCH_PKGS); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
+	fi
 
 # CO-RE: compiled once against the running kernel's BTF.
 $(VMLINUX):
@@ -33,8 +43,16 @@ test: build
 	python3 -m unittest discover -s sdk/python/tests -t sdk/python
 	$(MAKE) -C sdk/c test
 
-bench: build
-	bash bench/run-all.sh
+# Runs every benchmark, keeps the RESULT lines in bench/results/latest.txt
+# and regenerates the generated part of docs/benchmarks.md with its plots.
+bench: build bench-deps
+	mkdir -p bench/results
+	bash -o pipefail -c 'bash bench/run-all.sh | tee bench/results/latest.txt'
+	$(MAKE) report
+
+# Debian's python3 (not a pyenv one), for Debian's matplotlib.
+report:
+	/usr/bin/python3 bench/report/report.py bench/results/latest.txt docs/benchmarks.md docs/img
 
 demo: build
 	bash examples/demo.sh

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# run-all.sh: Santa's benchmarks. Prints every RESULT line on stdout (progress
-# and tables go to stderr). Needs root; `make bench` builds first.
+# run-all.sh: Santa's benchmarks. Prints the machine, the settings and every
+# RESULT line on stdout (progress goes to stderr). Needs root; `make bench`
+# builds first and turns the output into docs/benchmarks.md (bench/report).
 #
 #   (a) bench/dataplane/cmd/dpbench: XDP ns/packet through BPF_PROG_TEST_RUN,
 #       rule sets x reply sizes x request mixes, interleaved over rounds.
@@ -8,14 +9,18 @@
 #       the two-namespace veth rig (bench/rig.sh), interleaved A B A B.
 #   (c) bench/daemon: a real santad: 1M rules installed in one transaction,
 #       and how soon a single REPLACE_RULES is answered by the kernel.
+#   (d) bench/genrate: the XDP load generator's own rate in the rig.
+#   (e) bench/dns: BIND, Knot and NSD alone and with Santa answering the
+#       top-N names on their own sockets; dnsperf against each alone.
 #
 # Environment:
 #   BENCH_QUICK=1     skip the 1M-rule set and shorten (b): about 3 minutes
 #                     instead of about 9
-#   BENCH_ONLY=a|b|c  run only one part
+#   BENCH_ONLY=a|b|c|d|e  run only one part
 #   DP_RULES, DP_SIZES, DP_ROUNDS, DP_K            override (a)
 #   E2E_RULES, E2E_SIZES, E2E_ROUNDS, E2E_DURATION override (b)
 #   DAEMON_RULES, DAEMON_UPDATES, DAEMON_ROUNDS    override (c)
+#   DNS_SERVERS, DNS_NAMES, DNS_ROUNDS             override (e)
 #   SERVER_CPU (1), CLIENT_CPU (0)
 set -euo pipefail
 
@@ -45,6 +50,9 @@ e2e_rounds=${E2E_ROUNDS:-3}
 daemon_rules=${DAEMON_RULES:-1000000}
 daemon_updates=${DAEMON_UPDATES:-200}
 daemon_rounds=${DAEMON_ROUNDS:-3}
+dns_servers=${DNS_SERVERS:-bind,knot,nsd}
+dns_names=${DNS_NAMES:-1000}
+dns_rounds=${DNS_ROUNDS:-3}
 
 bin=$(mktemp -d /tmp/santa-bench.XXXXXX)
 cleanup() {
@@ -56,12 +64,16 @@ trap cleanup EXIT
 go build -o "$bin/dpbench" ./bench/dataplane/cmd/dpbench
 go build -o "$bin/udp-e2e" ./bench/udp-e2e
 go build -o "$bin/daemon" ./bench/daemon
+go build -o "$bin/genrate" ./bench/genrate
+go build -o "$bin/dns" ./bench/dns
 
 start=$(date +%s)
 {
 	echo "# $(date -u +%Y-%m-%dT%H:%M:%SZ) $(uname -r) $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) CPUs, $(awk '/MemTotal/ {printf "%.1f GiB", $2/1048576}' /proc/meminfo)"
-	echo "# quick=$quick dp_rules=$dp_rules dp_sizes=$dp_sizes dp_rounds=$dp_rounds dp_k=$dp_k e2e_rules=$e2e_rules e2e_sizes=$e2e_sizes e2e_rounds=$e2e_rounds e2e_duration=$e2e_duration"
-} >&2
+	echo "# commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD 2>/dev/null || echo ' (with uncommitted changes)')"
+	echo "# command: BENCH_QUICK=$quick BENCH_ONLY=$only bash bench/run-all.sh"
+	echo "# quick=$quick dp_rules=$dp_rules dp_sizes=$dp_sizes dp_rounds=$dp_rounds dp_k=$dp_k e2e_rules=$e2e_rules e2e_sizes=$e2e_sizes e2e_rounds=$e2e_rounds e2e_duration=$e2e_duration dns_servers=$dns_servers dns_names=$dns_names dns_rounds=$dns_rounds"
+} | tee /dev/stderr
 
 if [ -z "$only" ] || [ "$only" = a ]; then
 	echo "== (a) data plane through BPF_PROG_TEST_RUN" >&2
@@ -82,6 +94,21 @@ if [ -z "$only" ] || [ "$only" = c ]; then
 		echo "# round $round of $daemon_rounds" >&2
 		timeout 10m "$bin/daemon" -rules "$daemon_rules" -updates "$daemon_updates"
 	done
+fi
+
+if [ -z "$only" ] || [ "$only" = d ]; then
+	echo "== (d) the load generator" >&2
+	bash bench/rig.sh down "$rig" 2>/dev/null || true
+	for rate in 0 1000000 3000000; do
+		timeout 5m "$bin/genrate" -rig "$rig" -rate "$rate" -server-cpu "$server_cpu" -client-cpu "$client_cpu"
+	done
+fi
+
+if [ -z "$only" ] || [ "$only" = e ]; then
+	echo "== (e) DNS servers, alone and with Santa" >&2
+	bash bench/rig.sh down "$rig" 2>/dev/null || true
+	timeout 30m "$bin/dns" -rig "$rig" -servers "$dns_servers" -names "$dns_names" -rounds "$dns_rounds" \
+		-server-cpu "$server_cpu" -client-cpu "$client_cpu"
 fi
 
 echo "# run-all took $(($(date +%s) - start)) s" >&2
