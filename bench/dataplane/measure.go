@@ -142,3 +142,19 @@ func Human(n int) string {
 	}
 	return fmt.Sprint(n)
 }
+
+// Summary prints the RESULT line of a figure measured once per run: the
+// median of f over the runs, with their range, and returns the median.
+func Summary[S any](name string, runs []S, f func(S) float64, unit string) float64 {
+	if len(runs) == 0 {
+		return 0
+	}
+	xs := make([]float64, len(runs))
+	for i, r := range runs {
+		xs[i] = f(r)
+	}
+	med := MedianF(xs)
+	fmt.Printf("RESULT name=%s value=%.3f unit=%s range=%.3f..%.3f runs=%d\n", name, med, unit,
+		slices.Min(xs), slices.Max(xs), len(xs))
+	return med
+}

@@ -28,6 +28,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	dp "github.com/santa-offload/santa/bench/dataplane"
 	"github.com/santa-offload/santa/bench/gen"
 	"github.com/santa-offload/santa/bench/rig"
@@ -43,6 +45,7 @@ type config struct {
 	rounds               int
 	duration             time.Duration
 	dnsperf              time.Duration
+	rcvbuf               int
 	serverCPU, clientCPU int
 }
 
@@ -70,6 +73,7 @@ func parseFlags() (config, error) {
 	flag.IntVar(&c.rounds, "rounds", 3, "interleaved rounds")
 	flag.DurationVar(&c.duration, "duration", time.Second, "send time per run")
 	flag.DurationVar(&c.dnsperf, "dnsperf", 10*time.Second, "dnsperf run per server (0: none)")
+	flag.IntVar(&c.rcvbuf, "rcvbuf", 4<<20, "the servers' socket receive buffer, bytes (0: their own)")
 	flag.IntVar(&c.serverCPU, "server-cpu", 1, "server CPU (server, server veth NAPI)")
 	flag.IntVar(&c.clientCPU, "client-cpu", 0, "client CPU (generator, dnsperf, client veth NAPI)")
 	flag.Parse()
@@ -110,9 +114,6 @@ func parseFlags() (config, error) {
 }
 
 func run(c config) (err error) {
-	if err := rig.PinAllThreads(c.clientCPU); err != nil {
-		return err
-	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	tmp, err := os.MkdirTemp("", "santa-dns-")
@@ -120,18 +121,11 @@ func run(c config) (err error) {
 		return err
 	}
 	defer os.RemoveAll(tmp)
-	if err := c.r.Up(c.serverCPU, c.clientCPU); err != nil {
-		return err
-	}
-	defer func() {
-		if derr := c.r.Down(); derr != nil && err == nil {
-			err = derr
-		}
-	}()
-	idle, err := rig.IdleBusy(c.serverCPU, time.Second)
+	idle, err := c.r.Start(c.serverCPU, c.clientCPU)
 	if err != nil {
 		return err
 	}
+	defer c.r.Stop(&err)
 	fmt.Printf("RESULT name=dns/idle_server_cpu_busy value=%.3f unit=%%\n", idle)
 	for _, s := range c.servers {
 		if err := runServer(ctx, c, servers[s], tmp); err != nil {
@@ -170,6 +164,20 @@ func runServer(ctx context.Context, c config, s server, tmp string) error {
 	}
 	defer srv.stop()
 	fmt.Fprintf(os.Stderr, "%s: serving %d names (ready in %v)\n", s.name, c.names, time.Since(t0).Round(time.Millisecond))
+	// The server's own sockets: Santa attaches its rules to them, and their
+	// receive buffer is raised for every measurement alike.
+	fds, err := serverSockets(srv.pid(), net.ParseIP(rig.ServerIPv4), 53)
+	if err != nil {
+		return err
+	}
+	defer closeAll(fds)
+	if c.rcvbuf > 0 {
+		for _, fd := range fds {
+			if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, c.rcvbuf); err != nil {
+				return fmt.Errorf("raising the server's receive buffer: %w", err)
+			}
+		}
+	}
 	id := fmt.Sprintf("dns/server=%s/names=%s", s.name, dp.Human(c.names))
 
 	if c.dnsperf > 0 {
@@ -185,7 +193,7 @@ func runServer(ctx context.Context, c config, s server, tmp string) error {
 	if err != nil {
 		return fmt.Errorf("capturing the server's replies: %w", err)
 	}
-	o, err := newOffloader(c, srv.pid(), replies)
+	o, err := newOffloader(c, fds, replies)
 	if err != nil {
 		return err
 	}
@@ -239,10 +247,10 @@ func sweep(ctx context.Context, c config, id string, pop gen.Popularity, replies
 		}
 		for _, n := range c.offload {
 			name := fmt.Sprintf("%s/offload=%d/rate=%s", id, n, gen.RateName(rate))
-			med := report(name+"/replies_per_s", got[n], func(s sample) float64 { return s.replies }, "replies/s")
-			report(name+"/server_us_per_reply", got[n], func(s sample) float64 { return s.serverUSPer }, "us/reply")
-			report(name+"/server_cpu_busy", got[n], func(s sample) float64 { return s.serverBusy }, "%")
-			report(name+"/answered_by_santa", got[n], func(s sample) float64 { return s.bySanta }, "%")
+			med := dp.Summary(name+"/replies_per_s", got[n], func(s sample) float64 { return s.replies }, "replies/s")
+			dp.Summary(name+"/server_us_per_reply", got[n], func(s sample) float64 { return s.serverUSPer }, "us/reply")
+			dp.Summary(name+"/server_cpu_busy", got[n], func(s sample) float64 { return s.serverBusy }, "%")
+			dp.Summary(name+"/answered_by_santa", got[n], func(s sample) float64 { return s.bySanta }, "%")
 			peak[n] = max(peak[n], med)
 		}
 	}
@@ -303,15 +311,4 @@ func measure(ctx context.Context, c config, g *gen.Generator, o *offloader, rate
 		s.bySanta = 100 * float64(santa) / float64(m.Replies)
 	}
 	return s, nil
-}
-
-func report(name string, ss []sample, f func(sample) float64, unit string) float64 {
-	xs := make([]float64, len(ss))
-	for i, s := range ss {
-		xs[i] = f(s)
-	}
-	med := dp.MedianF(xs)
-	fmt.Printf("RESULT name=%s value=%.3f unit=%s range=%.3f..%.3f runs=%d\n", name, med, unit,
-		slices.Min(xs), slices.Max(xs), len(xs))
-	return med
 }

@@ -30,9 +30,7 @@ func serverSockets(pid int, ip net.IP, port int) ([]int, error) {
 	for inode := range inodes {
 		fd, err := grabSocket(inode)
 		if err != nil {
-			for _, f := range fds {
-				unix.Close(f)
-			}
+			closeAll(fds)
 			return nil, err
 		}
 		fds = append(fds, fd)
@@ -158,28 +156,24 @@ func offloadRule(i int, reply []byte) rules.Rule {
 }
 
 // offloader keeps the top n names of the zone offloaded to Santa on the
-// server's sockets: rules for names 0..n-1 on each, XDP attached to the
+// server's sockets (fds: copies, which the caller keeps open): rules for names 0..n-1 on each, XDP attached to the
 // server veth while n > 0.
 type offloader struct {
 	c        config
 	d        *datapath.Datapath
 	svcs     []datapath.ServiceID
-	fds      []int
 	replies  [][]byte
 	ids      [][]datapath.RuleID // per service, rule of name i at i
 	attached bool
 }
 
-func newOffloader(c config, pid int, replies [][]byte) (*offloader, error) {
-	fds, err := serverSockets(pid, net.ParseIP(rig.ServerIPv4), 53)
-	if err != nil {
-		return nil, err
-	}
+func newOffloader(c config, fds []int, replies [][]byte) (*offloader, error) {
 	maxRules := uint32(1024)
 	for maxRules < uint32(2*len(fds)*len(replies)) {
 		maxRules <<= 1
 	}
-	o := &offloader{c: c, fds: fds, replies: replies}
+	o := &offloader{c: c, replies: replies}
+	var err error
 	if o.d, err = datapath.Open(datapath.Options{NoPin: true, MaxRules: maxRules, MaxServices: 16}); err != nil {
 		o.close()
 		return nil, err
@@ -262,7 +256,10 @@ func (o *offloader) close() {
 		}
 		o.d.Close()
 	}
-	for _, fd := range o.fds {
+}
+
+func closeAll(fds []int) {
+	for _, fd := range fds {
 		unix.Close(fd)
 	}
 }

@@ -15,7 +15,6 @@ import (
 	"net/netip"
 	"os"
 	"os/signal"
-	"slices"
 	"syscall"
 	"time"
 
@@ -63,23 +62,13 @@ func main() {
 }
 
 func run(c config) (err error) {
-	if err := rig.PinAllThreads(c.clientCPU); err != nil {
-		return err
-	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := c.r.Up(c.serverCPU, c.clientCPU); err != nil {
-		return err
-	}
-	defer func() {
-		if derr := c.r.Down(); derr != nil && err == nil {
-			err = derr
-		}
-	}()
-	idle, err := rig.IdleBusy(c.serverCPU, time.Second)
+	idle, err := c.r.Start(c.serverCPU, c.clientCPU)
 	if err != nil {
 		return err
 	}
+	defer c.r.Stop(&err)
 	fmt.Printf("RESULT name=gen/idle_server_cpu_busy value=%.3f unit=%%\n", idle)
 
 	requests := queries(c.requests)
@@ -118,11 +107,11 @@ func run(c config) (err error) {
 		samples = append(samples, s)
 	}
 	id := fmt.Sprintf("gen/requests=%s/popularity=%s/rate=%s", dp.Human(c.requests), c.pop, gen.RateName(c.rate))
-	report(id+"/sent_per_s", samples, func(s sample) float64 { return s.sentPerSec }, "requests/s")
-	report(id+"/arrived_per_s", samples, func(s sample) float64 { return s.arrivedPerSec }, "requests/s")
-	report(id+"/client_thread_us_per_request", samples, func(s sample) float64 { return s.threadUSPer }, "us/request")
-	report(id+"/client_cpu_busy", samples, func(s sample) float64 { return s.clientBusy }, "%")
-	report(id+"/server_cpu_busy", samples, func(s sample) float64 { return s.serverBusy }, "%")
+	dp.Summary(id+"/sent_per_s", samples, func(s sample) float64 { return s.sentPerSec }, "requests/s")
+	dp.Summary(id+"/arrived_per_s", samples, func(s sample) float64 { return s.arrivedPerSec }, "requests/s")
+	dp.Summary(id+"/client_thread_us_per_request", samples, func(s sample) float64 { return s.threadUSPer }, "us/request")
+	dp.Summary(id+"/client_cpu_busy", samples, func(s sample) float64 { return s.clientBusy }, "%")
+	dp.Summary(id+"/server_cpu_busy", samples, func(s sample) float64 { return s.serverBusy }, "%")
 	return nil
 }
 
@@ -165,13 +154,4 @@ func measure(ctx context.Context, c config, g, sink *gen.Generator) (sample, err
 		s.threadUSPer = float64(m.SendCPU.Nanoseconds()) / 1e3 / float64(m.Sent)
 	}
 	return s, nil
-}
-
-func report(name string, ss []sample, f func(sample) float64, unit string) {
-	xs := make([]float64, len(ss))
-	for i, s := range ss {
-		xs[i] = f(s)
-	}
-	fmt.Printf("RESULT name=%s value=%.3f unit=%s range=%.3f..%.3f runs=%d\n", name, dp.MedianF(xs), unit,
-		slices.Min(xs), slices.Max(xs), len(xs))
 }

@@ -4,12 +4,14 @@
 package rig
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -41,6 +43,31 @@ func (r Rig) ClientDev() string { return r.Name + "-c" }
 func (r Rig) Up(serverCPU, clientCPU int) error {
 	return r.script("up", "--threaded-napi", "--server-cpu", fmt.Sprint(serverCPU),
 		"--client-cpu", fmt.Sprint(clientCPU))
+}
+
+// Start is how a benchmark begins: this process's threads (and thereby
+// the children it starts) move to the client CPU, the rig comes up, and
+// the server CPU's busy share while nothing runs is measured for a second
+// (the idle check, reported with the results). The caller takes the rig
+// Down.
+func (r Rig) Start(serverCPU, clientCPU int) (idleBusy float64, err error) {
+	if err := PinAllThreads(clientCPU); err != nil {
+		return 0, err
+	}
+	if err := r.Up(serverCPU, clientCPU); err != nil {
+		return 0, err
+	}
+	if idleBusy, err = IdleBusy(serverCPU, time.Second); err != nil {
+		return 0, errors.Join(err, r.Down())
+	}
+	return idleBusy, nil
+}
+
+// Stop is Down for a deferred call: it keeps the first error in *err.
+func (r Rig) Stop(err *error) {
+	if derr := r.Down(); derr != nil && *err == nil {
+		*err = derr
+	}
 }
 
 // Down removes the rig and everything in it.

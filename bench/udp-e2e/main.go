@@ -114,11 +114,6 @@ func main() {
 }
 
 func run(c config) (err error) {
-	// Everything of ours (this process's threads, and thereby the children
-	// until they pin themselves) stays off the server CPU.
-	if err := rig.PinAllThreads(c.clientCPU); err != nil {
-		return err
-	}
 	tmp, err := os.MkdirTemp("", "santa-udp-e2e-")
 	if err != nil {
 		return err
@@ -133,14 +128,11 @@ func run(c config) (err error) {
 	defer stop()
 
 	r := rig.Rig{Name: c.rig, Script: c.rigScript}
-	if err := r.Up(c.serverCPU, c.clientCPU); err != nil {
+	idle, err := r.Start(c.serverCPU, c.clientCPU)
+	if err != nil {
 		return err
 	}
-	defer func() {
-		if derr := r.Down(); derr != nil && err == nil {
-			err = derr
-		}
-	}()
+	defer r.Stop(&err)
 	srvNS, cliNS := r.ServerNS(), r.ClientNS()
 	srvDev, cliDev := r.ServerDev(), r.ClientDev()
 
@@ -158,10 +150,6 @@ func run(c config) (err error) {
 		defer pass.Close()
 	}
 
-	idle, err := rig.IdleBusy(c.serverCPU, time.Second)
-	if err != nil {
-		return err
-	}
 	result("e2e/idle_server_cpu_busy", idle, "%")
 
 	rng := rand.New(rand.NewPCG(7, 7))
@@ -309,17 +297,17 @@ func runSize(ctx context.Context, c config, rng *rand.Rand, tmp, responderBin, c
 		for _, mode := range c.modes {
 			ss := got[cell+"/"+mode]
 			name := fmt.Sprintf("e2e/%s/%s/mode=%s", id, cell, mode)
-			stat(name+"/replies_per_s", ss, func(s sample) float64 { return s.repliesPerSec }, "replies/s")
-			stat(name+"/served_per_s", ss, func(s sample) float64 { return s.servedPerSec }, "replies/s")
-			stat(name+"/server_us_per_reply", ss, func(s sample) float64 { return s.serverUSPer }, "us/reply")
-			stat(name+"/server_task_us_per_reply", ss, func(s sample) float64 { return s.taskUSPer }, "us/reply")
-			stat(name+"/server_cpu_busy", ss, func(s sample) float64 { return s.serverBusyPct }, "%")
-			stat(name+"/client_cpu_busy", ss, func(s sample) float64 { return s.clientBusyPct }, "%")
-			stat(name+"/answered_by_santa", ss, func(s sample) float64 {
+			dp.Summary(name+"/replies_per_s", ss, func(s sample) float64 { return s.repliesPerSec }, "replies/s")
+			dp.Summary(name+"/served_per_s", ss, func(s sample) float64 { return s.servedPerSec }, "replies/s")
+			dp.Summary(name+"/server_us_per_reply", ss, func(s sample) float64 { return s.serverUSPer }, "us/reply")
+			dp.Summary(name+"/server_task_us_per_reply", ss, func(s sample) float64 { return s.taskUSPer }, "us/reply")
+			dp.Summary(name+"/server_cpu_busy", ss, func(s sample) float64 { return s.serverBusyPct }, "%")
+			dp.Summary(name+"/client_cpu_busy", ss, func(s sample) float64 { return s.clientBusyPct }, "%")
+			dp.Summary(name+"/answered_by_santa", ss, func(s sample) float64 {
 				return 100 * float64(s.xdpAnswered) / max(1, float64(s.xdpAnswered+s.userAnswered))
 			}, "%")
 			if mode == "santa" {
-				stat(name+"/santa_answers_left_to_tc", ss, func(s sample) float64 {
+				dp.Summary(name+"/santa_answers_left_to_tc", ss, func(s sample) float64 {
 					return 100 * float64(s.xdpFallback) / max(1, float64(s.xdpAnswered))
 				}, "%")
 			}
@@ -618,18 +606,6 @@ func median(ss []sample, f func(sample) float64) float64 {
 		xs[i] = f(s)
 	}
 	return dp.MedianF(xs)
-}
-
-func stat(name string, ss []sample, f func(sample) float64, unit string) {
-	if len(ss) == 0 {
-		return
-	}
-	xs := make([]float64, len(ss))
-	for i, s := range ss {
-		xs[i] = f(s)
-	}
-	fmt.Printf("RESULT name=%s value=%s unit=%s range=%s..%s runs=%d\n", name, num(dp.MedianF(xs)), unit,
-		num(slices.Min(xs)), num(slices.Max(xs)), len(xs))
 }
 
 func result(name string, v float64, unit string) {
