@@ -168,7 +168,9 @@ def gen_section(results):
             f = fields(base)
             arrived = results.get(base + "/arrived_per_s", (0,))[0]
             us = results.get(base + "/client_thread_us_per_request", (0,))[0]
-            rows.append(f"| {f['rate']} | {f['requests']} | {f['popularity']} | {human(v)} ({extra}) | "
+            rng = re.search(r"range=(\S+)\.\.(\S+)", extra)
+            spread = f" ({human(float(rng.group(1)))}–{human(float(rng.group(2)))})" if rng else ""
+            rows.append(f"| {f['rate']} | {f['requests']} | {f['popularity']} | {human(v)}{spread} | "
                         f"{human(arrived)} | {us:.3f} |")
     if not rows:
         return []
