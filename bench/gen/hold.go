@@ -6,12 +6,12 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"runtime"
 	"sync/atomic"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
-	"golang.org/x/sys/unix"
+
+	"github.com/santa-offload/santa/internal/netns"
 )
 
 // Each BPF_PROG_TEST_RUN of an XDP program adds it to the kernel's XDP
@@ -25,25 +25,25 @@ import (
 // holder is the parked veth pair that keeps a program in the dispatcher,
 // in the network namespace of the thread that made it.
 type holder struct {
-	name  string
-	netns *os.File
-	xdp   link.Link
+	name string
+	ns   *os.File
+	xdp  link.Link
 }
 
 // holders numbers the pairs of this process.
 var holders atomic.Uint32
 
 func hold(prog *ebpf.Program) (*holder, error) {
-	netns, err := os.Open("/proc/thread-self/ns/net")
+	ns, err := os.Open("/proc/thread-self/ns/net")
 	if err != nil {
 		return nil, err
 	}
 	name := fmt.Sprintf("gh%d.%d", os.Getpid(), holders.Add(1))
 	if out, err := exec.Command("ip", "link", "add", name, "type", "veth", "peer", "name", name+"p").CombinedOutput(); err != nil {
-		netns.Close()
+		ns.Close()
 		return nil, fmt.Errorf("adding the parked veth %s: %v: %s", name, err, out)
 	}
-	h := &holder{name: name, netns: netns}
+	h := &holder{name: name, ns: ns}
 	iface, err := net.InterfaceByName(name)
 	if err == nil {
 		h.xdp, err = link.AttachXDP(link.XDPOptions{Program: prog, Interface: iface.Index, Flags: link.XDPGenericMode})
@@ -61,20 +61,11 @@ func (h *holder) release() error {
 	if h.xdp != nil {
 		err = h.xdp.Close()
 	}
-	done := make(chan error, 1)
-	go func() {
-		// The thread is never unlocked: it ends with the goroutine, and no
-		// other goroutine runs in the pair's namespace by accident.
-		runtime.LockOSThread()
-		if err := unix.Setns(int(h.netns.Fd()), unix.CLONE_NEWNET); err != nil {
-			done <- fmt.Errorf("entering the parked veth's namespace: %w", err)
-			return
-		}
+	derr := netns.In(h.ns, func() error {
 		if out, err := exec.Command("ip", "link", "del", h.name).CombinedOutput(); err != nil {
-			done <- fmt.Errorf("removing the parked veth %s: %v: %s", h.name, err, out)
-			return
+			return fmt.Errorf("removing the parked veth %s: %v: %s", h.name, err, out)
 		}
-		done <- nil
-	}()
-	return errors.Join(err, <-done, h.netns.Close())
+		return nil
+	})
+	return errors.Join(err, derr, h.ns.Close())
 }

@@ -7,13 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
 	"os/exec"
-	"path/filepath"
-	"runtime"
 	"time"
 
-	"golang.org/x/sys/unix"
+	"github.com/santa-offload/santa/internal/netns"
 )
 
 // The rig's fixed addresses (see bench/rig.sh).
@@ -93,24 +90,5 @@ func OnDev(ns, dev string, fn func(ifindex int) error) error {
 	})
 }
 
-// InNetns runs fn on a thread that has entered the named network namespace.
-// The thread is never unlocked, so it ends with the goroutine and no other
-// goroutine runs in that namespace by accident.
-func InNetns(ns string, fn func() error) error {
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		f, err := os.Open(filepath.Join("/run/netns", ns))
-		if err != nil {
-			errc <- err
-			return
-		}
-		defer f.Close()
-		if err := unix.Setns(int(f.Fd()), unix.CLONE_NEWNET); err != nil {
-			errc <- fmt.Errorf("entering netns %s: %w", ns, err)
-			return
-		}
-		errc <- fn()
-	}()
-	return <-errc
-}
+// InNetns runs fn in the named network namespace (internal/netns).
+func InNetns(ns string, fn func() error) error { return netns.Run(netns.Named(ns), fn) }

@@ -12,6 +12,8 @@ import (
 	"os"
 	"strconv"
 	"strings"
+
+	"github.com/santa-offload/santa/internal/netns"
 )
 
 // udpSocket is a line of /proc/net/udp or udp6: a socket's local address
@@ -91,11 +93,11 @@ func parseProcAddr(s string) (netip.AddrPort, error) {
 	return netip.AddrPortFrom(addr, uint16(port)), nil
 }
 
-// boundUDP is the UDP sockets of the network namespace at netns (this one
+// boundUDP is the UDP sockets of the network namespace at nsPath (this one
 // for "") bound to port, and to addr if it is valid.
-func boundUDP(netns string, port uint16, addr netip.Addr) ([]udpSocket, error) {
+func boundUDP(nsPath string, port uint16, addr netip.Addr) ([]udpSocket, error) {
 	var all []udpSocket
-	err := inNetns(netns, func() (err error) {
+	err := netns.Run(nsPath, func() (err error) {
 		all, err = readUDPTables()
 		return err
 	})

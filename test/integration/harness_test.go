@@ -23,8 +23,7 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
+	"github.com/santa-offload/santa/internal/netns"
 	"github.com/santa-offload/santa/internal/xdppass"
 )
 
@@ -168,28 +167,8 @@ func newNetns(t *testing.T, suffix string) string {
 	return ns
 }
 
-// inNetns runs f on an OS thread that has joined network namespace ns.
-// Sockets and links created by f stay in ns whichever thread uses them
-// later. The thread stays locked, so it ends with f instead of returning,
-// still in ns, to the runtime's pool.
-func inNetns(ns string, f func() error) error {
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		fd, err := unix.Open(filepath.Join("/run/netns", ns), unix.O_RDONLY|unix.O_CLOEXEC, 0)
-		if err != nil {
-			errc <- fmt.Errorf("opening netns %s: %w", ns, err)
-			return
-		}
-		defer unix.Close(fd)
-		if err := unix.Setns(fd, unix.CLONE_NEWNET); err != nil {
-			errc <- fmt.Errorf("joining netns %s: %w", ns, err)
-			return
-		}
-		errc <- f()
-	}()
-	return <-errc
-}
+// inNetns runs f in the rig's network namespace ns (internal/netns).
+func inNetns(ns string, f func() error) error { return netns.Run(netns.Named(ns), f) }
 
 // attachXDPPass runs xdp_pass on dev in ns, so that dev receives the XDP_TX
 // frames of its veth peer; cleanup detaches it.

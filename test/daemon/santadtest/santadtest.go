@@ -20,7 +20,7 @@ import (
 	"syscall"
 	"time"
 
-	"golang.org/x/sys/unix"
+	"github.com/santa-offload/santa/internal/netns"
 )
 
 const (
@@ -47,30 +47,11 @@ func NewNetns(name string) (*Netns, error) {
 // Delete removes the namespace.
 func (n *Netns) Delete() error { return command("ip", "netns", "del", n.Name) }
 
-func (n *Netns) path() string { return filepath.Join("/run/netns", n.Name) }
+func (n *Netns) path() string { return netns.Named(n.Name) }
 
-// Do runs f on an OS thread that has joined the namespace: sockets f
-// creates stay in it whichever thread uses them later. The thread stays
-// locked, so it ends with f rather than go back, still in the namespace,
-// to the runtime's pool.
-func (n *Netns) Do(f func() error) error {
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		fd, err := unix.Open(n.path(), unix.O_RDONLY|unix.O_CLOEXEC, 0)
-		if err != nil {
-			errc <- fmt.Errorf("opening netns %s: %w", n.Name, err)
-			return
-		}
-		defer unix.Close(fd)
-		if err := unix.Setns(fd, unix.CLONE_NEWNET); err != nil {
-			errc <- fmt.Errorf("joining netns %s: %w", n.Name, err)
-			return
-		}
-		errc <- f()
-	}()
-	return <-errc
-}
+// Do runs f in the namespace (internal/netns): sockets f creates stay in
+// it whichever thread uses them later.
+func (n *Netns) Do(f func() error) error { return netns.Run(n.path(), f) }
 
 // Command runs name in the namespace. nsenter joins the network namespace
 // only, so the process shares the host's mounts, /sys/fs/bpf among them:
