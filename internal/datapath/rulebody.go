@@ -58,33 +58,32 @@ func (d *Datapath) writeBodies(rs []*installedRule) error {
 		byClass[c] = append(byClass[c], r)
 	}
 	return errors.Join(
-		writeClass(d.objs.RulesSmall, byClass[smallRule], func(r *installedRule) (v santaSantaRuleSmall) {
-			v.Rule = ruleHead(r)
-			copy(v.Reply[:], r.compiled.Template)
-			return v
+		writeClass(d.objs.RulesSmall, byClass[smallRule], func(v *santaSantaRuleSmall) (*santaSantaRule, []byte) {
+			return &v.Rule, v.Reply[:]
 		}),
-		writeClass(d.objs.RulesMedium, byClass[mediumRule], func(r *installedRule) (v santaSantaRuleMedium) {
-			v.Rule = ruleHead(r)
-			copy(v.Reply[:], r.compiled.Template)
-			return v
+		writeClass(d.objs.RulesMedium, byClass[mediumRule], func(v *santaSantaRuleMedium) (*santaSantaRule, []byte) {
+			return &v.Rule, v.Reply[:]
 		}),
-		writeClass(d.objs.RulesLarge, byClass[largeRule], func(r *installedRule) (v santaSantaRuleLarge) {
-			v.Rule = ruleHead(r)
-			copy(v.Reply[:], r.compiled.Template)
-			return v
+		writeClass(d.objs.RulesLarge, byClass[largeRule], func(v *santaSantaRuleLarge) (*santaSantaRule, []byte) {
+			return &v.Rule, v.Reply[:]
 		}),
 	)
 }
 
-// writeClass writes the bodies of rules of one class in batches.
-func writeClass[V any](m *ebpf.Map, rs []*installedRule, body func(*installedRule) V) error {
+// writeClass writes the bodies of rules of one class in batches; parts
+// names a body's head and reply area.
+func writeClass[V any](m *ebpf.Map, rs []*installedRule, parts func(*V) (*santaSantaRule, []byte)) error {
 	keys := make([]uint32, 0, min(len(rs), batchSize))
 	vals := make([]V, 0, cap(keys))
 	for chunk := range slices.Chunk(rs, batchSize) {
 		keys, vals = keys[:0], vals[:0]
 		for _, r := range chunk {
+			var v V
+			head, reply := parts(&v)
+			*head = ruleHead(r)
+			copy(reply, r.compiled.Template)
 			keys = append(keys, r.slot)
-			vals = append(vals, body(r))
+			vals = append(vals, v)
 		}
 		if _, err := m.BatchUpdate(keys, vals, nil); err != nil {
 			return fmt.Errorf("writing rules: %w", err)
