@@ -273,16 +273,8 @@ func openGenerator(c config, pop gen.Popularity, replies [][]byte) (*gen.Generat
 		payloads[i] = query(uint16(i), i)
 		expected[i] = append([]byte{byte(i >> 8), byte(i)}, replies[i][2:]...)
 	}
-	frames := gen.UDPFrames(gen.Endpoints{SrcMAC: rig.ClientMAC, DstMAC: rig.ServerMAC,
-		Src: mustAddrPort(rig.ClientIPv4, clientPort), Dst: mustAddrPort(rig.ServerIPv4, 53)}, payloads)
-	var g *gen.Generator
-	err := rig.OnDev(c.r.ClientNS(), c.r.ClientDev(), func(ifindex int) error {
-		var err error
-		g, err = gen.Open(gen.Config{Ifindex: ifindex, Requests: frames, ReplyPort: clientPort,
-			Expected: expected, Popularity: pop, Seed: 1})
-		return err
-	})
-	return g, err
+	return c.r.OpenGenerator(gen.Config{Requests: rig.Requests(clientPort, 53, payloads), ReplyPort: clientPort,
+		Expected: expected, Popularity: pop, Seed: 1})
 }
 
 // clientPort is the generator's source port.

@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"fmt"
-	"net/netip"
 	"os"
 
 	"github.com/santa-offload/santa/internal/pkttest"
@@ -54,8 +53,4 @@ func writeDnsperfQueries(path string, n int) error {
 		return err
 	}
 	return f.Close()
-}
-
-func mustAddrPort(ip string, port uint16) netip.AddrPort {
-	return netip.AddrPortFrom(netip.MustParseAddr(ip), port)
 }

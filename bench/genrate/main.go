@@ -12,7 +12,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"net/netip"
 	"os"
 	"os/signal"
 	"syscall"
@@ -72,25 +71,12 @@ func run(c config) (err error) {
 	fmt.Printf("RESULT name=gen/idle_server_cpu_busy value=%.3f unit=%%\n", idle)
 
 	requests := queries(c.requests)
-	var g, sink *gen.Generator
-	err = rig.OnDev(c.r.ClientNS(), c.r.ClientDev(), func(ifindex int) error {
-		var err error
-		g, err = gen.Open(gen.Config{Ifindex: ifindex, Requests: requests, ReplyPort: clientPort,
-			Popularity: c.pop, Seed: 1})
-		return err
-	})
+	g, err := c.r.OpenGenerator(gen.Config{Requests: requests, ReplyPort: clientPort, Popularity: c.pop, Seed: 1})
 	if err != nil {
 		return err
 	}
 	defer g.Close()
-	// The sink: a generator that never sends, whose reply counter counts
-	// what arrives for the server port.
-	err = rig.OnDev(c.r.ServerNS(), c.r.ServerDev(), func(ifindex int) error {
-		var err error
-		sink, err = gen.Open(gen.Config{Ifindex: ifindex, Requests: requests[:1], ReplyPort: serverPort,
-			Popularity: gen.Uniform, SequenceLen: 1})
-		return err
-	})
+	sink, err := c.r.OpenSink(serverPort, requests[0])
 	if err != nil {
 		return fmt.Errorf("server-side counter: %w", err)
 	}
@@ -117,14 +103,11 @@ func run(c config) (err error) {
 
 // queries are n DNS queries from the client to the server, as frames.
 func queries(n int) [][]byte {
-	ends := gen.Endpoints{SrcMAC: rig.ClientMAC, DstMAC: rig.ServerMAC,
-		Src: netip.AddrPortFrom(netip.MustParseAddr(rig.ClientIPv4), clientPort),
-		Dst: netip.AddrPortFrom(netip.MustParseAddr(rig.ServerIPv4), serverPort)}
 	payloads := make([][]byte, n)
 	for i := range payloads {
 		payloads[i] = dp.DNSQuery(uint16(i), dp.Name(i))
 	}
-	return gen.UDPFrames(ends, payloads)
+	return rig.Requests(clientPort, serverPort, payloads)
 }
 
 type sample struct {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"net/netip"
 	"os"
 	"path/filepath"
 	"time"
@@ -20,16 +19,21 @@ import (
 // so the server is driven past saturation and the replies per second are
 // the server's.
 
-// A sender sends one mix for a while and reports what the C client prints:
-// sent, good (replies with the expected bytes), send_ns, hz and both CPUs'
-// busy and total ticks.
-type sender func(dur time.Duration) (map[string]uint64, error)
+// A sender sends one mix for a while and reports the run.
+type sender func(dur time.Duration) (loadRun, error)
+
+// loadRun is a load client's run: what it sent and got back, both CPUs'
+// ticks meanwhile, and (the C client) how often its window was full.
+type loadRun struct {
+	rig.Sample
+	stalls uint64
+}
 
 // openLoad prepares the load of one mix, a set of names and how often each
 // is asked for: hot (1024 names, uniform), uniform (all names) or zipf (all
 // names, Zipf s=0.99). load gives its sender at an offered rate (0: as fast
 // as the client goes); done releases it.
-func openLoad(ctx context.Context, c config, mix string, rng *rand.Rand, tmp, clientBin, cliNS, cliDev string,
+func openLoad(ctx context.Context, c config, mix string, rng *rand.Rand, tmp, clientBin string,
 	size int) (load func(rate float64) sender, done func(), err error) {
 	var picked []int
 	pop := gen.Uniform
@@ -44,13 +48,14 @@ func openLoad(ctx context.Context, c config, mix string, rng *rand.Rand, tmp, cl
 		return nil, nil, fmt.Errorf("unknown mix %q", mix)
 	}
 	if c.client == "xdp" {
-		g, err := openGen(cliNS, cliDev, picked, pop, size)
+		g, err := openGen(c.r, picked, pop, size)
 		if err != nil {
 			return nil, nil, err
 		}
 		load := func(rate float64) sender {
-			return func(dur time.Duration) (map[string]uint64, error) {
-				return runGen(ctx, g, rig.Rig{Name: c.rig}, c, dur, rate)
+			return func(dur time.Duration) (loadRun, error) {
+				m, err := c.r.Measure(ctx, g, dur, rate, c.clientCPU, c.serverCPU)
+				return loadRun{Sample: m}, err
 			}
 		}
 		return load, func() { g.Close() }, nil
@@ -64,8 +69,8 @@ func openLoad(ctx context.Context, c config, mix string, rng *rand.Rand, tmp, cl
 	if err := writeRequests(reqFile, picks, dp.Name); err != nil {
 		return nil, nil, err
 	}
-	send := func(dur time.Duration) (map[string]uint64, error) {
-		return runClient(ctx, clientBin, cliNS, reqFile, size, c, dur)
+	send := func(dur time.Duration) (loadRun, error) {
+		return runClient(ctx, clientBin, c.r.ClientNS(), reqFile, size, c, dur)
 	}
 	return func(float64) sender { return send }, func() { os.Remove(reqFile) }, nil
 }
@@ -77,7 +82,7 @@ const genPort = 40000
 // openGen loads the generator on the client veth with one request per
 // picked name (transaction id = its index) and the replies expected to
 // them, sent in the order pop draws.
-func openGen(cliNS, cliDev string, picked []int, pop gen.Popularity, size int) (*gen.Generator, error) {
+func openGen(r rig.Rig, picked []int, pop gen.Popularity, size int) (*gen.Generator, error) {
 	payloads := make([][]byte, len(picked))
 	expected := make([][]byte, len(picked))
 	for i, n := range picked {
@@ -90,29 +95,6 @@ func openGen(cliNS, cliDev string, picked []int, pop gen.Popularity, size int) (
 		reply[0], reply[1] = byte(txid>>8), byte(txid)
 		expected[i] = reply
 	}
-	ends := gen.Endpoints{SrcMAC: rig.ClientMAC, DstMAC: rig.ServerMAC,
-		Src: netip.AddrPortFrom(netip.MustParseAddr(rig.ClientIPv4), genPort),
-		Dst: netip.AddrPortFrom(netip.MustParseAddr(rig.ServerIPv4), port)}
-	var g *gen.Generator
-	err := rig.OnDev(cliNS, cliDev, func(ifindex int) error {
-		var err error
-		g, err = gen.Open(gen.Config{Ifindex: ifindex, Requests: gen.UDPFrames(ends, payloads),
-			ReplyPort: genPort, Expected: expected, Popularity: pop, Seed: 7})
-		return err
-	})
-	return g, err
-}
-
-// runGen sends for dur at rate and reports as a sender.
-func runGen(ctx context.Context, g *gen.Generator, r rig.Rig, c config, dur time.Duration, rate float64) (map[string]uint64, error) {
-	m, err := r.Measure(ctx, g, dur, rate, c.clientCPU, c.serverCPU)
-	if err != nil {
-		return nil, err
-	}
-	return map[string]uint64{
-		"send_ns": uint64(m.Took.Nanoseconds()), "hz": rig.UserHZ,
-		"sent": m.Sent, "replies": m.Replies, "good": m.Good, "bad": m.Bad,
-		fmt.Sprintf("cpu%d_busy", c.clientCPU): m.ClientBusy, fmt.Sprintf("cpu%d_total", c.clientCPU): m.ClientTotal,
-		fmt.Sprintf("cpu%d_busy", c.serverCPU): m.ServerBusy, fmt.Sprintf("cpu%d_total", c.serverCPU): m.ServerTotal,
-	}, nil
+	return r.OpenGenerator(gen.Config{Requests: rig.Requests(genPort, port, payloads), ReplyPort: genPort,
+		Expected: expected, Popularity: pop, Seed: 7})
 }

@@ -52,8 +52,7 @@ var clientSrc []byte
 const port = 5353
 
 type config struct {
-	rig                  string
-	rigScript            string
+	r                    rig.Rig
 	nrules               int
 	sizes                []int
 	mixes                []string
@@ -71,8 +70,8 @@ type config struct {
 func main() {
 	var c config
 	var sizes, mixes string
-	flag.StringVar(&c.rig, "rig", "sbe2e", "rig name (namespaces NAME-srv, NAME-cli)")
-	flag.StringVar(&c.rigScript, "rig-script", "bench/rig.sh", "path of rig.sh")
+	flag.StringVar(&c.r.Name, "rig", "sbe2e", "rig name (namespaces NAME-srv, NAME-cli)")
+	flag.StringVar(&c.r.Script, "rig-script", "bench/rig.sh", "path of rig.sh")
 	flag.IntVar(&c.nrules, "rules", 100000, "DNS rules installed (Santa) and loaded (responder)")
 	flag.StringVar(&sizes, "sizes", "512", "reply payload sizes")
 	flag.StringVar(&mixes, "mixes", "hot,uniform", "request mixes: hot (1024 names), uniform (all names), zipf (all names, Zipf s=0.99)")
@@ -127,22 +126,19 @@ func run(c config) (err error) {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	r := rig.Rig{Name: c.rig, Script: c.rigScript}
-	idle, err := r.Start(c.serverCPU, c.clientCPU)
+	idle, err := c.r.Start(c.serverCPU, c.clientCPU)
 	if err != nil {
 		return err
 	}
-	defer r.Stop(&err)
-	srvNS, cliNS := r.ServerNS(), r.ClientNS()
-	srvDev, cliDev := r.ServerDev(), r.ClientDev()
+	defer c.r.Stop(&err)
 
 	// veth delivers XDP_TX frames only to a peer that runs XDP; the
 	// generator brings its own (the reply counter).
 	if c.client == "c" {
 		var pass link.Link
-		if err := rig.InNetns(cliNS, func() error {
+		if err := rig.InNetns(c.r.ClientNS(), func() error {
 			var err error
-			pass, err = xdppass.Attach(cliDev)
+			pass, err = xdppass.Attach(c.r.ClientDev())
 			return err
 		}); err != nil {
 			return err
@@ -154,7 +150,7 @@ func run(c config) (err error) {
 
 	rng := rand.New(rand.NewPCG(7, 7))
 	for _, size := range c.sizes {
-		if err := runSize(ctx, c, rng, tmp, responder, client, size, srvNS, cliNS, srvDev, cliDev); err != nil {
+		if err := runSize(ctx, c, rng, tmp, responder, client, size); err != nil {
 			return err
 		}
 	}
@@ -175,8 +171,8 @@ type sample struct {
 	xdpFallback   uint64  // Santa: matched in XDP but left to TC
 }
 
-func runSize(ctx context.Context, c config, rng *rand.Rand, tmp, responderBin, clientBin string, size int,
-	srvNS, cliNS, srvDev, cliDev string) error {
+func runSize(ctx context.Context, c config, rng *rand.Rand, tmp, responderBin, clientBin string, size int) error {
+	srvNS, srvDev := c.r.ServerNS(), c.r.ServerDev()
 	names := dp.Name
 	// The rule set, for the responder; Santa gets the same rules.
 	rulesFile := filepath.Join(tmp, fmt.Sprintf("rules-%d.bin", size))
@@ -259,13 +255,13 @@ func runSize(ctx context.Context, c config, rng *rand.Rand, tmp, responderBin, c
 		if err != nil {
 			return sample{}, err
 		}
-		smp, err := toSample(out, c, after.responder["answered"]-before.responder["answered"],
+		smp := toSample(out, after.responder["answered"]-before.responder["answered"],
 			after.service.Matched-before.service.Matched)
 		smp.xdpFallback = after.service.Fallback - before.service.Fallback
 		if smp.good > 0 {
 			smp.taskUSPer = float64(after.taskNS-before.taskNS) / 1e3 / float64(smp.good)
 		}
-		return smp, err
+		return smp, nil
 	}
 
 	// One mix after the other (a generator owns the client veth's XDP
@@ -273,7 +269,7 @@ func runSize(ctx context.Context, c config, rng *rand.Rand, tmp, responderBin, c
 	got := map[string][]sample{}
 	var cells []string
 	for _, mix := range c.mixes {
-		load, done, err := openLoad(ctx, c, mix, rng, tmp, clientBin, cliNS, cliDev, size)
+		load, done, err := openLoad(ctx, c, mix, rng, tmp, clientBin, size)
 		if err != nil {
 			return fmt.Errorf("mix %s: %w", mix, err)
 		}
@@ -357,30 +353,16 @@ func runCell(ctx context.Context, c config, id, cell string, send sender,
 	return nil
 }
 
-func toSample(out map[string]uint64, c config, userAnswered, xdpAnswered uint64) (sample, error) {
-	hz := float64(out["hz"])
-	if hz == 0 || out["send_ns"] == 0 {
-		return sample{}, fmt.Errorf("client output incomplete: %v", out)
+func toSample(r loadRun, userAnswered, xdpAnswered uint64) sample {
+	return sample{
+		sent: r.Sent, good: r.Good, stalls: r.stalls,
+		xdpAnswered: xdpAnswered, userAnswered: userAnswered,
+		repliesPerSec: r.PerSec(r.Good),
+		servedPerSec:  r.PerSec(xdpAnswered + userAnswered),
+		serverUSPer:   r.ServerUSPer(r.Good),
+		serverBusyPct: r.ServerBusyPct(),
+		clientBusyPct: r.ClientBusyPct(),
 	}
-	s := sample{sent: out["sent"], good: out["good"], stalls: out["stalls"],
-		xdpAnswered: xdpAnswered, userAnswered: userAnswered}
-	secs := float64(out["send_ns"]) / 1e9
-	s.repliesPerSec = float64(s.good) / secs
-	s.servedPerSec = float64(xdpAnswered+userAnswered) / secs
-	busy := float64(out[fmt.Sprintf("cpu%d_busy", c.serverCPU)])
-	total := float64(out[fmt.Sprintf("cpu%d_total", c.serverCPU)])
-	cbusy := float64(out[fmt.Sprintf("cpu%d_busy", c.clientCPU)])
-	ctotal := float64(out[fmt.Sprintf("cpu%d_total", c.clientCPU)])
-	if s.good > 0 {
-		s.serverUSPer = busy / hz * 1e6 / float64(s.good)
-	}
-	if total > 0 {
-		s.serverBusyPct = 100 * busy / total
-	}
-	if ctotal > 0 {
-		s.clientBusyPct = 100 * cbusy / ctotal
-	}
-	return s, nil
 }
 
 // installSanta opens a data plane and installs the rule set on the socket.
@@ -534,7 +516,8 @@ func (p *responderProc) stop() {
 	}
 }
 
-func runClient(ctx context.Context, bin, ns, reqFile string, size int, c config, dur time.Duration) (map[string]uint64, error) {
+// runClient runs the C client for dur and reads its one line of counters.
+func runClient(ctx context.Context, bin, ns, reqFile string, size int, c config, dur time.Duration) (loadRun, error) {
 	ctx, cancel := context.WithTimeout(ctx, dur+30*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "ip", "netns", "exec", ns, bin, rig.ServerIPv4, fmt.Sprint(port), reqFile,
@@ -543,9 +526,18 @@ func runClient(ctx context.Context, bin, ns, reqFile string, size int, c config,
 	cmd.Stderr = os.Stderr
 	out, err := cmd.Output()
 	if err != nil {
-		return nil, fmt.Errorf("client: %w", err)
+		return loadRun{}, fmt.Errorf("client: %w", err)
 	}
-	return keyValues(strings.TrimSpace(string(out))), nil
+	kv := keyValues(strings.TrimSpace(string(out)))
+	if kv["hz"] != rig.UserHZ || kv["send_ns"] == 0 {
+		return loadRun{}, fmt.Errorf("client output incomplete or not in %d Hz ticks: %s", rig.UserHZ, out)
+	}
+	cpu := func(n int, what string) uint64 { return kv[fmt.Sprintf("cpu%d_%s", n, what)] }
+	return loadRun{Sample: rig.Sample{
+		Took: time.Duration(kv["send_ns"]), Sent: kv["sent"], Replies: kv["replies"], Good: kv["good"],
+		ClientBusy: cpu(c.clientCPU, "busy"), ClientTotal: cpu(c.clientCPU, "total"),
+		ServerBusy: cpu(c.serverCPU, "busy"), ServerTotal: cpu(c.serverCPU, "total"),
+	}, stalls: kv["stalls"]}, nil
 }
 
 func keyValues(line string) map[string]uint64 {
