@@ -20,6 +20,7 @@ import (
 	"flag"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"os/signal"
 	"slices"
@@ -33,6 +34,7 @@ import (
 	dp "github.com/santa-offload/santa/bench/dataplane"
 	"github.com/santa-offload/santa/bench/gen"
 	"github.com/santa-offload/santa/bench/rig"
+	"github.com/santa-offload/santa/internal/netns"
 )
 
 type config struct {
@@ -166,7 +168,7 @@ func runServer(ctx context.Context, c config, s server, tmp string) error {
 	fmt.Fprintf(os.Stderr, "%s: serving %d names (ready in %v)\n", s.name, c.names, time.Since(t0).Round(time.Millisecond))
 	// The server's own sockets: Santa attaches its rules to them, and their
 	// receive buffer is raised for every measurement alike.
-	fds, err := serverSockets(srv.pid(), net.ParseIP(rig.ServerIPv4), 53)
+	fds, err := serverSockets(netns.Named(c.r.ServerNS()), netip.MustParseAddr(rig.ServerIPv4), 53)
 	if err != nil {
 		return err
 	}

@@ -5,92 +5,43 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
-	"path/filepath"
-	"strconv"
-	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/santa-offload/santa/bench/rig"
 	"github.com/santa-offload/santa/internal/datapath"
+	"github.com/santa-offload/santa/internal/procsock"
 	"github.com/santa-offload/santa/internal/rules"
 )
 
 // serverSockets returns copies (pidfd_getfd) of every UDP socket bound to
-// ip:port in the namespace of process pid, from whichever process holds it:
-// the application's own sockets, which Santa's rules are attached to.
-func serverSockets(pid int, ip net.IP, port int) ([]int, error) {
-	inodes, err := udpInodes(pid, ip, port)
+// addr:port in the network namespace at nsPath, from whichever process
+// holds it: the application's own sockets, which Santa's rules attach to.
+func serverSockets(nsPath string, addr netip.Addr, port uint16) ([]int, error) {
+	sockets, err := procsock.BoundUDP(nsPath, port, addr)
 	if err != nil {
 		return nil, err
 	}
+	if len(sockets) == 0 {
+		return nil, fmt.Errorf("no UDP socket bound to %v", netip.AddrPortFrom(addr, port))
+	}
 	var fds []int
-	for inode := range inodes {
-		fd, err := grabSocket(inode)
+	for _, s := range sockets {
+		pid, n, err := procsock.Holder(s.Inode)
+		var fd int
+		if err == nil {
+			fd, err = procsock.TakeFD(pid, n)
+		}
 		if err != nil {
 			closeAll(fds)
 			return nil, err
 		}
 		fds = append(fds, fd)
 	}
-	if len(fds) == 0 {
-		return nil, fmt.Errorf("no UDP socket bound to %s:%d", ip, port)
-	}
 	return fds, nil
-}
-
-// udpInodes are the inodes of the UDP sockets bound to ip:port, from
-// /proc/PID/net/udp (the namespace of pid).
-func udpInodes(pid int, ip net.IP, port int) (map[string]bool, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/net/udp", pid))
-	if err != nil {
-		return nil, err
-	}
-	ip4 := ip.To4()
-	want := fmt.Sprintf("%08X:%04X", binary.LittleEndian.Uint32(ip4), port)
-	inodes := map[string]bool{}
-	for _, l := range strings.Split(string(b), "\n")[1:] {
-		f := strings.Fields(l)
-		if len(f) > 9 && f[1] == want {
-			inodes[f[9]] = true
-		}
-	}
-	return inodes, nil
-}
-
-// grabSocket finds a process holding socket inode and takes a copy of it.
-func grabSocket(inode string) (int, error) {
-	target := "socket:[" + inode + "]"
-	procs, err := os.ReadDir("/proc")
-	if err != nil {
-		return -1, err
-	}
-	for _, p := range procs {
-		pid, err := strconv.Atoi(p.Name())
-		if err != nil {
-			continue
-		}
-		fds, _ := os.ReadDir(filepath.Join("/proc", p.Name(), "fd"))
-		for _, f := range fds {
-			if l, _ := os.Readlink(filepath.Join("/proc", p.Name(), "fd", f.Name())); l != target {
-				continue
-			}
-			n, _ := strconv.Atoi(f.Name())
-			pidfd, err := unix.PidfdOpen(pid, 0)
-			if err != nil {
-				return -1, err
-			}
-			fd, err := unix.PidfdGetfd(pidfd, n, 0)
-			unix.Close(pidfd)
-			if err != nil {
-				return -1, fmt.Errorf("pidfd_getfd(%d, %d): %w", pid, n, err)
-			}
-			return fd, nil
-		}
-	}
-	return -1, fmt.Errorf("no process holds %s", target)
 }
 
 // captureReplies asks the server (from conn, in the client namespace) for

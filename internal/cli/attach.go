@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/santa-offload/santa/internal/procsock"
 )
 
 // attachOptions name a running server's socket by process and fd, or by
@@ -52,7 +54,7 @@ func (o *attachOptions) run(ctx context.Context, e *env, args []string) error {
 			return err
 		}
 	}
-	sock, err := takeFD(pid, fd)
+	sock, err := procsock.TakeFD(pid, fd)
 	if err != nil {
 		return err
 	}
@@ -80,7 +82,7 @@ func (o *attachOptions) find() (pid, fd int, err error) {
 			return 0, 0, usagef("-addr %q is not an IP address", o.addr)
 		}
 	}
-	sockets, err := boundUDP(o.netns, uint16(o.port), addr)
+	sockets, err := procsock.BoundUDP(o.netns, uint16(o.port), addr)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -92,11 +94,11 @@ func (o *attachOptions) find() (pid, fd int, err error) {
 		}
 		return 0, 0, fmt.Errorf("no UDP socket is bound to %s", where)
 	case 1:
-		return holder(sockets[0].inode)
+		return procsock.Holder(sockets[0].Inode)
 	}
 	var found []string
 	for _, s := range sockets {
-		found = append(found, fmt.Sprintf("%v (inode %d)", s.local, s.inode))
+		found = append(found, fmt.Sprintf("%v (inode %d)", s.Local, s.Inode))
 	}
 	return 0, 0, fmt.Errorf("%d UDP sockets are bound to port %d: %s; choose one with -addr, or use -pid and -fd",
 		len(sockets), o.port, strings.Join(found, ", "))

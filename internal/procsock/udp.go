@@ -1,4 +1,7 @@
-package cli
+// Package procsock finds sockets of running processes through /proc and
+// takes copies of them: how santactl attaches a server by its port, and how
+// the benchmarks give Santa a real server's socket.
+package procsock
 
 import (
 	"bufio"
@@ -16,18 +19,18 @@ import (
 	"github.com/santa-offload/santa/internal/netns"
 )
 
-// udpSocket is a line of /proc/net/udp or udp6: a socket's local address
+// UDPSocket is a line of /proc/net/udp or udp6: a socket's local address
 // and its inode, which names it in /proc/PID/fd.
-type udpSocket struct {
-	local netip.AddrPort
-	inode uint64
+type UDPSocket struct {
+	Local netip.AddrPort
+	Inode uint64
 }
 
 // readUDPTables reads the UDP sockets of the calling thread's network
 // namespace, IPv4 and IPv6. /proc/thread-self, not /proc/self, because a
-// thread may have left the process's namespace (inNetns).
-func readUDPTables() ([]udpSocket, error) {
-	var all []udpSocket
+// thread may have left the process's namespace (netns.Run).
+func readUDPTables() ([]UDPSocket, error) {
+	var all []UDPSocket
 	for _, name := range []string{"/proc/thread-self/net/udp", "/proc/thread-self/net/udp6"} {
 		f, err := os.Open(name)
 		if errors.Is(err, fs.ErrNotExist) { // no IPv6
@@ -50,8 +53,8 @@ func readUDPTables() ([]udpSocket, error) {
 //
 //	sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode ...
 //	0: 0100007F:1E61 00000000:0000 07 00000000:00000000 00:00000000 00000000     0        0 31452 ...
-func parseUDPTable(r io.Reader) ([]udpSocket, error) {
-	var sockets []udpSocket
+func parseUDPTable(r io.Reader) ([]UDPSocket, error) {
+	var sockets []UDPSocket
 	lines := bufio.NewScanner(r)
 	lines.Scan() // the header
 	for n := 2; lines.Scan(); n++ {
@@ -67,7 +70,7 @@ func parseUDPTable(r io.Reader) ([]udpSocket, error) {
 		if err != nil {
 			return nil, fmt.Errorf("line %d: inode %q: %w", n, f[9], err)
 		}
-		sockets = append(sockets, udpSocket{local: local, inode: inode})
+		sockets = append(sockets, UDPSocket{Local: local, Inode: inode})
 	}
 	return sockets, lines.Err()
 }
@@ -93,10 +96,10 @@ func parseProcAddr(s string) (netip.AddrPort, error) {
 	return netip.AddrPortFrom(addr, uint16(port)), nil
 }
 
-// boundUDP is the UDP sockets of the network namespace at nsPath (this one
+// BoundUDP is the UDP sockets of the network namespace at nsPath (this one
 // for "") bound to port, and to addr if it is valid.
-func boundUDP(nsPath string, port uint16, addr netip.Addr) ([]udpSocket, error) {
-	var all []udpSocket
+func BoundUDP(nsPath string, port uint16, addr netip.Addr) ([]UDPSocket, error) {
+	var all []UDPSocket
 	err := netns.Run(nsPath, func() (err error) {
 		all, err = readUDPTables()
 		return err
@@ -104,9 +107,9 @@ func boundUDP(nsPath string, port uint16, addr netip.Addr) ([]udpSocket, error) 
 	if err != nil {
 		return nil, err
 	}
-	var bound []udpSocket
+	var bound []UDPSocket
 	for _, s := range all {
-		if s.local.Port() == port && (!addr.IsValid() || s.local.Addr() == addr) {
+		if s.Local.Port() == port && (!addr.IsValid() || s.Local.Addr() == addr) {
 			bound = append(bound, s)
 		}
 	}

@@ -1,4 +1,4 @@
-package cli
+package procsock
 
 import (
 	"fmt"
@@ -7,11 +7,11 @@ import (
 	"strconv"
 )
 
-// holder finds a process holding the socket with the given inode, and the
+// Holder finds a process holding the socket with the given inode, and the
 // fd it holds it by: /proc/PID/fd/FD links to "socket:[INODE]". Of several
 // (a socket inherited across fork), the lowest pid is taken. Processes
 // that end or hide their fds meanwhile are skipped.
-func holder(inode uint64) (pid, fd int, err error) {
+func Holder(inode uint64) (pid, fd int, err error) {
 	procs, err := os.ReadDir("/proc")
 	if err != nil {
 		return 0, 0, err

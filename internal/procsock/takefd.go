@@ -1,4 +1,4 @@
-package cli
+package procsock
 
 import (
 	"fmt"
@@ -6,10 +6,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// takeFD duplicates file descriptor fd of process pid into this process
+// TakeFD duplicates file descriptor fd of process pid into this process
 // (pidfd_open and pidfd_getfd, Linux 5.6). The kernel asks for ptrace
 // access to the process: root, or its owner where ptrace is allowed.
-func takeFD(pid, fd int) (int, error) {
+func TakeFD(pid, fd int) (int, error) {
 	pidfd, err := unix.PidfdOpen(pid, 0)
 	if err != nil {
 		return -1, fmt.Errorf("open process %d: %w", pid, err)
