@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,7 +12,7 @@ import (
 	"syscall"
 	"time"
 
-	"golang.org/x/sys/unix"
+	"github.com/santa-offload/santa/bench/rig"
 )
 
 // A server is a DNS server from Debian's packages, run with one worker
@@ -167,18 +168,9 @@ func (r *running) kill() { r.cmd.Process.Kill() }
 // may set their own affinity when they start (Knot pins each UDP worker to
 // a CPU of its choosing), so the pin is applied again once they serve.
 func pinTree(pid, cpu int) error {
-	var set unix.CPUSet
-	set.Set(cpu)
 	for _, p := range append([]int{pid}, descendants(pid)...) {
-		tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", p))
-		if err != nil {
-			continue // ended meanwhile
-		}
-		for _, t := range tasks {
-			tid, _ := strconv.Atoi(t.Name())
-			if err := unix.SchedSetaffinity(tid, &set); err != nil && !errors.Is(err, unix.ESRCH) {
-				return fmt.Errorf("pinning thread %d of %d: %w", tid, p, err)
-			}
+		if err := rig.PinThreads(p, cpu); err != nil && !errors.Is(err, fs.ErrNotExist) { // ended meanwhile
+			return err
 		}
 	}
 	return nil

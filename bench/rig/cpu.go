@@ -17,10 +17,15 @@ const UserHZ = 100
 
 // PinAllThreads sets the affinity of every thread of this process; threads
 // made later inherit it.
-func PinAllThreads(cpu int) error {
+func PinAllThreads(cpu int) error { return PinThreads(os.Getpid(), cpu) }
+
+// PinThreads sets the affinity of every thread of process pid. Threads
+// that end meanwhile are skipped; a process that has ended is an error
+// (fs.ErrNotExist).
+func PinThreads(pid, cpu int) error {
 	var set unix.CPUSet
 	set.Set(cpu)
-	tasks, err := os.ReadDir("/proc/self/task")
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
 	if err != nil {
 		return err
 	}
@@ -30,7 +35,7 @@ func PinAllThreads(cpu int) error {
 			continue
 		}
 		if err := unix.SchedSetaffinity(tid, &set); err != nil && !errors.Is(err, unix.ESRCH) {
-			return err
+			return fmt.Errorf("pinning thread %d of %d: %w", tid, pid, err)
 		}
 	}
 	return nil
