@@ -5,12 +5,13 @@ import (
 	"encoding/binary"
 	"testing"
 
+	"github.com/santa-offload/santa/bench/scenario"
 	"github.com/santa-offload/santa/internal/rules"
 )
 
-// TestOffloadRule: the rule for name i answers exactly the query for name
+// TestRule: the rule for name i answers exactly the query for name
 // i, with the captured reply and the query's transaction id.
-func TestOffloadRule(t *testing.T) {
+func TestRule(t *testing.T) {
 	var refs []rules.RefRule
 	captured := map[int][]byte{}
 	for i := range 3 {
@@ -20,7 +21,7 @@ func TestOffloadRule(t *testing.T) {
 		binary.BigEndian.PutUint16(reply[6:], 1)
 		reply = append(reply, 0xc0, 0x0c, 0, 1, 0, 1, 0, 0, 0x0e, 0x10, 0, 4, 10, 0, 0, byte(i))
 		captured[i] = reply
-		refs = append(refs, rules.RefRule{ID: uint32(i), Rule: offloadRule(i, reply)})
+		refs = append(refs, rules.RefRule{ID: uint32(i), Rule: scenario.Rule(query, i, reply)})
 	}
 	for i := range 3 {
 		q := query(0xbeef, i)

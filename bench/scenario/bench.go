@@ -1,0 +1,217 @@
+package scenario
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"os"
+	"slices"
+
+	"golang.org/x/sys/unix"
+
+	dp "github.com/santa-offload/santa/bench/dataplane"
+	"github.com/santa-offload/santa/bench/gen"
+	"github.com/santa-offload/santa/bench/rig"
+	"github.com/santa-offload/santa/internal/netns"
+	"github.com/santa-offload/santa/internal/rules"
+)
+
+// Bench is a running server under test: copies of its sockets, its
+// replies to every item, and Santa ready to take items over.
+type Bench struct {
+	c       Config
+	fds     []int
+	replies [][]byte
+	o       *offloader
+}
+
+// Open takes the server's sockets (the server must be serving on
+// c.Port), captures its reply to every item and registers the sockets
+// with a data plane of its own, not yet attached: until a sweep offloads
+// items the server answers alone.
+func Open(c Config) (*Bench, error) {
+	if err := c.check(); err != nil {
+		return nil, err
+	}
+	b := &Bench{c: c}
+	var err error
+	b.fds, err = sockets(netns.Named(c.Rig.ServerNS()), netip.MustParseAddr(rig.ServerIPv4), c.Port)
+	if err != nil {
+		return nil, err
+	}
+	if c.RcvBuf > 0 {
+		for _, fd := range b.fds {
+			if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, c.RcvBuf); err != nil {
+				b.Close()
+				return nil, fmt.Errorf("raising the server's receive buffer: %w", err)
+			}
+		}
+	}
+	conn, err := Dial(c.Rig, c.Port)
+	if err != nil {
+		b.Close()
+		return nil, err
+	}
+	defer conn.Close()
+	all := make([]int, c.Items)
+	for i := range all {
+		all[i] = i
+	}
+	if b.replies, err = Capture(conn, c.Request, all); err != nil {
+		b.Close()
+		return nil, fmt.Errorf("capturing the server's replies: %w", err)
+	}
+	rule := func(i int) rules.Rule { return Rule(c.Request, i, b.replies[i]) }
+	if b.o, err = newOffloader(c.Rig, b.fds, c.Items, rule); err != nil {
+		b.Close()
+		return nil, err
+	}
+	return b, nil
+}
+
+// Close detaches Santa and lets the sockets go (the server keeps its own).
+func (b *Bench) Close() {
+	if b.o != nil {
+		b.o.close()
+	}
+	closeAll(b.fds)
+}
+
+// sample is one run of a sweep.
+type sample struct {
+	replies, received float64 // per s: good replies, all replies at the client
+	serverUSPer       float64 // server CPU busy µs per good reply
+	serverBusy        float64 // %
+	bySanta           float64 // % of the served replies
+}
+
+// Sweep measures every offered load of c.Rates with the items asked for
+// with popularity pop (item 0 the most popular); within a load, rounds
+// interleave the offload levels (order reversed every other round). It
+// prints RESULT lines named id/offload=N/rate=R/..., and per offload
+// level the peak over the loads and its ratio to the server alone.
+func (b *Bench) Sweep(ctx context.Context, id string, pop gen.Popularity) error {
+	c := b.c
+	g, err := b.openGenerator(c.Items, pop)
+	if err != nil {
+		return err
+	}
+	defer g.Close()
+	peak := map[int]float64{}
+	for _, rate := range c.Rates {
+		got := map[int][]sample{}
+		for round := range c.Rounds {
+			order := slices.Clone(c.Offload)
+			if round%2 == 1 {
+				slices.Reverse(order)
+			}
+			for _, n := range order {
+				s, err := b.run(ctx, g, n, rate)
+				if err != nil {
+					return err
+				}
+				got[n] = append(got[n], s)
+				fmt.Fprintf(os.Stderr, "  %s rate=%s offload=%d round %d: %s\n", id, gen.RateName(rate), n, round, s)
+			}
+		}
+		for _, n := range c.Offload {
+			med := summary(fmt.Sprintf("%s/offload=%d/rate=%s", id, n, gen.RateName(rate)), got[n])
+			peak[n] = max(peak[n], med)
+		}
+	}
+	for _, n := range c.Offload {
+		fmt.Printf("RESULT name=%s/offload=%d/peak_replies_per_s value=%.3f unit=replies/s\n", id, n, peak[n])
+		if peak[0] > 0 && n > 0 {
+			fmt.Printf("RESULT name=%s/offload=%d/peak_vs_server_alone value=%.3f unit=ratio\n", id, n, peak[n]/peak[0])
+		}
+	}
+	return nil
+}
+
+// RuleCounts is the paper's Figure 4: for each count k, Santa answers
+// every request from k rules (the first k items, asked for uniformly),
+// open loop, c.Rounds runs. RESULT lines are named id/rules=K/....
+func (b *Bench) RuleCounts(ctx context.Context, id string, counts []int) error {
+	for _, k := range counts {
+		if k < 1 || k > b.c.Items {
+			return fmt.Errorf("rule count %d: want 1 to %d", k, b.c.Items)
+		}
+		g, err := b.openGenerator(k, gen.Uniform)
+		if err != nil {
+			return err
+		}
+		var got []sample
+		for round := range b.c.Rounds {
+			s, err := b.run(ctx, g, k, 0)
+			if err != nil {
+				g.Close()
+				return err
+			}
+			got = append(got, s)
+			fmt.Fprintf(os.Stderr, "  %s rules=%d round %d: %s\n", id, k, round, s)
+		}
+		g.Close()
+		summary(fmt.Sprintf("%s/rules=%d", id, k), got)
+	}
+	return nil
+}
+
+// summary prints a configuration's RESULT lines and returns its median
+// replies/s.
+func summary(name string, got []sample) float64 {
+	med := dp.Summary(name+"/replies_per_s", got, func(s sample) float64 { return s.replies }, "replies/s")
+	dp.Summary(name+"/server_us_per_reply", got, func(s sample) float64 { return s.serverUSPer }, "us/reply")
+	dp.Summary(name+"/server_cpu_busy", got, func(s sample) float64 { return s.serverBusy }, "%")
+	dp.Summary(name+"/answered_by_santa", got, func(s sample) float64 { return s.bySanta }, "%")
+	return med
+}
+
+func (s sample) String() string {
+	return fmt.Sprintf("%8.0f replies/s (of %8.0f, %5.1f%% by Santa), %6.2f µs/reply server, busy %5.1f%%",
+		s.replies, s.received, s.bySanta, s.serverUSPer, s.serverBusy)
+}
+
+// openGenerator loads the generator with the request for each of the
+// first n items (item i with id i mod 2^16) in popularity order, and the
+// server's replies to them as the expected bytes.
+func (b *Bench) openGenerator(n int, pop gen.Popularity) (*gen.Generator, error) {
+	payloads := make([][]byte, n)
+	expected := make([][]byte, n)
+	for i := range payloads {
+		payloads[i] = b.c.Request(uint16(i), i)
+		expected[i] = append([]byte{byte(i >> 8), byte(i)}, b.replies[i][2:]...)
+	}
+	return b.c.Rig.OpenGenerator(gen.Config{Requests: rig.Requests(ClientPort, b.c.Port, payloads),
+		ReplyPort: ClientPort, Expected: expected, Popularity: pop, Seed: 1})
+}
+
+// run offloads the top n items and measures one run at rate.
+func (b *Bench) run(ctx context.Context, g *gen.Generator, n int, rate float64) (sample, error) {
+	if err := ctx.Err(); err != nil {
+		return sample{}, err
+	}
+	if err := b.o.set(n); err != nil {
+		return sample{}, err
+	}
+	before, err := b.o.answered()
+	if err != nil {
+		return sample{}, err
+	}
+	m, err := b.c.Rig.Measure(ctx, g, b.c.Duration, rate, b.c.ClientCPU, b.c.ServerCPU)
+	if err != nil {
+		return sample{}, err
+	}
+	after, err := b.o.answered()
+	if err != nil {
+		return sample{}, err
+	}
+	if m.Bad > 0 {
+		return sample{}, fmt.Errorf("%d replies differ from the server's own bytes", m.Bad)
+	}
+	s := sample{replies: m.PerSec(m.Good), received: m.PerSec(m.Replies), serverUSPer: m.ServerUSPer(m.Good),
+		serverBusy: m.ServerBusyPct()}
+	if m.Replies > 0 {
+		s.bySanta = 100 * float64(after-before) / float64(m.Replies)
+	}
+	return s, nil
+}

@@ -1,0 +1,67 @@
+// Package scenario runs the paper's offload scenarios in the rig
+// (bench/rig.sh) for any UDP server whose requests and replies carry a
+// 16-bit id in their first two bytes: DNS's transaction id, memcached's
+// UDP request id. The server runs in the server namespace; its replies to
+// every item are captured; the XDP generator (bench/gen) asks for the
+// items with a chosen popularity at a sweep of offered loads and checks
+// every reply against the server's own bytes; Santa takes the top n items
+// over on the server's very sockets (the paper's top-N offload sweep),
+// answering with the bytes the server would have sent.
+package scenario
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/santa-offload/santa/bench/rig"
+	"github.com/santa-offload/santa/internal/rules"
+)
+
+// Request is the request for item i with id in its first two bytes.
+type Request func(id uint16, i int) []byte
+
+// Config is a server under test and how to measure it.
+type Config struct {
+	Rig  rig.Rig
+	Port uint16 // the server's UDP port, on rig.ServerIPv4
+	// Request builds the requests; Items is how many items there are.
+	Request Request
+	Items   int
+	// Offload is the top-N sweep (0: the server alone); Rates the offered
+	// loads, requests/s (0: open loop).
+	Offload  []int
+	Rates    []float64
+	Rounds   int           // interleaved rounds
+	Duration time.Duration // send time per run
+	// RcvBuf, if not 0, is forced on the server's sockets
+	// (SO_RCVBUFFORCE), for every measurement alike.
+	RcvBuf               int
+	ServerCPU, ClientCPU int
+}
+
+// ClientPort is the generator's source port.
+const ClientPort = 40000
+
+// Rule answers the request for item i with reply, as the server replied
+// to it with id 0: the condition is the request from byte 2 on, the reply
+// its template with the request's id copied in.
+func Rule(request Request, i int, reply []byte) rules.Rule {
+	q := request(0, i)
+	return rules.Rule{
+		Condition:  rules.Condition{Offset: 2, Pattern: q[2:]},
+		Processors: []rules.Processor{rules.Put(2, reply[2:]), rules.Copy(0, 2, 0)},
+		ReplyLen:   uint16(len(reply)),
+	}
+}
+
+func (c Config) check() error {
+	if c.Items < 1 {
+		return fmt.Errorf("no items")
+	}
+	for _, n := range c.Offload {
+		if n < 0 || n > c.Items {
+			return fmt.Errorf("offload %d: want 0 to %d items", n, c.Items)
+		}
+	}
+	return nil
+}
