@@ -18,21 +18,21 @@ var dnsperfQPS = regexp.MustCompile(`Queries per second:\s+([0-9.]+)`)
 // reports its queries per second and the server CPU per query.
 func runDnsperf(ctx context.Context, c config, id, dir string) error {
 	qfile := dir + "/dnsperf.queries"
-	if err := writeDnsperfQueries(qfile, c.names); err != nil {
+	if err := writeDnsperfQueries(qfile, c.Items); err != nil {
 		return err
 	}
-	b0, _, err := rig.CPUTicks(c.serverCPU)
+	b0, _, err := rig.CPUTicks(c.ServerCPU)
 	if err != nil {
 		return err
 	}
 	secs := strconv.FormatFloat(c.dnsperf.Seconds(), 'f', -1, 64)
-	cmd := exec.CommandContext(ctx, "ip", "netns", "exec", c.r.ClientNS(), "taskset", "-c", fmt.Sprint(c.clientCPU),
+	cmd := exec.CommandContext(ctx, "ip", "netns", "exec", c.Rig.ClientNS(), "taskset", "-c", fmt.Sprint(c.ClientCPU),
 		"dnsperf", "-s", rig.ServerIPv4, "-d", qfile, "-l", secs, "-c", "1", "-T", "1", "-q", "500", "-t", "1")
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("dnsperf: %v\n%s", err, out)
 	}
-	b1, _, err := rig.CPUTicks(c.serverCPU)
+	b1, _, err := rig.CPUTicks(c.ServerCPU)
 	if err != nil {
 		return err
 	}

@@ -61,6 +61,14 @@ func Open(c Config) (*Bench, error) {
 		b.Close()
 		return nil, fmt.Errorf("capturing the server's replies: %w", err)
 	}
+	if c.Check != nil {
+		for i, r := range b.replies {
+			if err := c.Check(i, r); err != nil {
+				b.Close()
+				return nil, err
+			}
+		}
+	}
 	rule := func(i int) rules.Rule { return Rule(c.Request, i, b.replies[i]) }
 	if b.o, err = newOffloader(c.Rig, b.fds, c.Items, rule); err != nil {
 		b.Close()
@@ -83,6 +91,20 @@ type sample struct {
 	serverUSPer       float64 // server CPU busy µs per good reply
 	serverBusy        float64 // %
 	bySanta           float64 // % of the served replies
+}
+
+// Run is the whole scenario: a sweep for each popularity, then the rule
+// counts. RESULT lines are named id/popularity=P/... and id/rules=K/....
+func (b *Bench) Run(ctx context.Context, id string) error {
+	for _, pop := range b.c.Popularities {
+		if err := b.Sweep(ctx, id+"/popularity="+pop.String(), pop); err != nil {
+			return err
+		}
+	}
+	if len(b.c.RuleCounts) > 0 {
+		return b.RuleCounts(ctx, id, b.c.RuleCounts)
+	}
+	return nil
 }
 
 // Sweep measures every offered load of c.Rates with the items asked for

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/santa-offload/santa/bench/gen"
 	"github.com/santa-offload/santa/bench/rig"
 	"github.com/santa-offload/santa/internal/rules"
 )
@@ -27,12 +28,18 @@ type Config struct {
 	// Request builds the requests; Items is how many items there are.
 	Request Request
 	Items   int
-	// Offload is the top-N sweep (0: the server alone); Rates the offered
-	// loads, requests/s (0: open loop).
-	Offload  []int
-	Rates    []float64
-	Rounds   int           // interleaved rounds
-	Duration time.Duration // send time per run
+	// Popularities are the request mixes swept; Offload is the top-N sweep
+	// (0: the server alone); Rates the offered loads, requests/s (0: open
+	// loop); RuleCounts, if any, the rule-count sweep (Figure 4).
+	Popularities []gen.Popularity
+	Offload      []int
+	RuleCounts   []int
+	Rates        []float64
+	Rounds       int           // interleaved rounds
+	Duration     time.Duration // send time per run
+	// Check, if set, vets the server's captured reply to item i (with id
+	// 0) before rules are built from it.
+	Check func(i int, reply []byte) error
 	// RcvBuf, if not 0, is forced on the server's sockets
 	// (SO_RCVBUFFORCE), for every measurement alike.
 	RcvBuf               int

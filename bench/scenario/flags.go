@@ -1,0 +1,112 @@
+package scenario
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/santa-offload/santa/bench/gen"
+)
+
+// Defaults are a scenario command's defaults for the shared flags.
+type Defaults struct {
+	Rig, Popularity, Offload, Rates string
+}
+
+// Flags are the flags every scenario command has: the rig, the CPUs, the
+// sweeps and their timing.
+type Flags struct {
+	c                            Config
+	pops, offload, counts, rates string
+}
+
+// RegisterFlags defines the shared flags on flag.CommandLine.
+func RegisterFlags(d Defaults) *Flags {
+	f := &Flags{}
+	flag.StringVar(&f.c.Rig.Name, "rig", d.Rig, "rig name (namespaces NAME-srv, NAME-cli)")
+	flag.StringVar(&f.c.Rig.Script, "rig-script", "bench/rig.sh", "path of rig.sh")
+	flag.StringVar(&f.pops, "popularity", d.Popularity, "popularities: uniform, zipf:S")
+	flag.StringVar(&f.offload, "offload", d.Offload, "top-N offload sweep: items answered by Santa (all: every item)")
+	flag.StringVar(&f.counts, "rule-counts", "", "Figure 4: Santa answers every request from this many rules, open loop (all: every item)")
+	flag.StringVar(&f.rates, "rates", d.Rates, "offered loads, requests/s (0: open loop)")
+	flag.IntVar(&f.c.Rounds, "rounds", 3, "interleaved rounds")
+	flag.DurationVar(&f.c.Duration, "duration", time.Second, "send time per run")
+	flag.IntVar(&f.c.RcvBuf, "rcvbuf", 4<<20, "the server's socket receive buffer, bytes (0: its own)")
+	flag.IntVar(&f.c.ServerCPU, "server-cpu", 1, "server CPU (server, server veth NAPI)")
+	flag.IntVar(&f.c.ClientCPU, "client-cpu", 0, "client CPU (generator, classic client, client veth NAPI)")
+	return f
+}
+
+// Config is the flags' configuration, after flag.Parse, for a server of
+// items items on port with request.
+func (f *Flags) Config(items int, port uint16, request Request) (Config, error) {
+	c := f.c
+	c.Items, c.Port, c.Request = items, port, request
+	for _, p := range strings.Split(f.pops, ",") {
+		pop, err := gen.ParsePopularity(p)
+		if err != nil {
+			return c, err
+		}
+		c.Popularities = append(c.Popularities, pop)
+	}
+	var err error
+	if c.Offload, err = parseCounts("-offload", f.offload, 0, items); err != nil {
+		return c, err
+	}
+	if f.counts != "" {
+		if c.RuleCounts, err = parseCounts("-rule-counts", f.counts, 1, items); err != nil {
+			return c, err
+		}
+	}
+	for _, r := range strings.Split(f.rates, ",") {
+		v, err := strconv.ParseFloat(r, 64)
+		if err != nil || v < 0 {
+			return c, fmt.Errorf("-rates: %q is not a rate", r)
+		}
+		c.Rates = append(c.Rates, v)
+	}
+	return c, c.check()
+}
+
+// parseCounts parses a list of item counts from lo to items, "all" for
+// items.
+func parseCounts(flagName, list string, lo, items int) ([]int, error) {
+	var out []int
+	for _, s := range strings.Split(list, ",") {
+		n, err := strconv.Atoi(s)
+		if s == "all" {
+			n, err = items, nil
+		}
+		if err != nil || n < lo || n > items {
+			return nil, fmt.Errorf("%s: %q is not %d to %d or all", flagName, s, lo, items)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+// InRig brings the rig up (and idle), runs body with a context that
+// SIGINT and SIGTERM cancel and a temporary directory, and removes both
+// afterwards. The idle check's figure is the RESULT prefix/idle_server_cpu_busy.
+func (c Config) InRig(prefix string, body func(ctx context.Context, tmp string) error) (err error) {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	tmp, err := os.MkdirTemp("", "santa-"+prefix+"-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	idle, err := c.Rig.Start(c.ServerCPU, c.ClientCPU)
+	if err != nil {
+		return err
+	}
+	defer c.Rig.Stop(&err)
+	fmt.Printf("RESULT name=%s/idle_server_cpu_busy value=%.3f unit=%%\n", prefix, idle)
+	return body(ctx, tmp)
+}
