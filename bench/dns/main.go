@@ -39,7 +39,7 @@ type config struct {
 func main() {
 	c, err := parseFlags()
 	if err == nil {
-		err = c.InRig("dns", func(ctx context.Context, tmp string) error {
+		err = c.Rig.Run("dns", c.ServerCPU, c.ClientCPU, func(ctx context.Context, tmp string) error {
 			for _, s := range c.servers {
 				if err := runServer(ctx, c, servers[s], tmp); err != nil {
 					return fmt.Errorf("%s: %w", s, err)
@@ -97,7 +97,7 @@ func runServer(ctx context.Context, c config, s server, tmp string) error {
 	}
 	defer conn.Close()
 	t0 := time.Now()
-	srv, err := scenario.StartServer(s.name, argv, c.Rig.ServerNS(), c.ServerCPU, dir+"/server.log", func() error {
+	srv, err := rig.StartServer(s.name, argv, c.Rig.ServerNS(), c.ServerCPU, dir+"/server.log", func() error {
 		_, err := scenario.Capture(conn, query, []int{c.Items - 1})
 		return err
 	})

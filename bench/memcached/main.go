@@ -40,7 +40,7 @@ func main() {
 		c, err = f.Config(*keys, port, request)
 		c.Check = checkReply
 		if err == nil {
-			err = c.InRig("memcached", func(ctx context.Context, tmp string) error { return run(ctx, c, tmp) })
+			err = c.Rig.Run("memcached", c.ServerCPU, c.ClientCPU, func(ctx context.Context, tmp string) error { return run(ctx, c, tmp) })
 		}
 	}
 	if err != nil {
@@ -56,7 +56,7 @@ func run(ctx context.Context, c scenario.Config, tmp string) error {
 		"-t", "1", "-m", "2048", "-c", "1024"}
 	var conn net.Conn
 	t0 := time.Now()
-	srv, err := scenario.StartServer("memcached", argv, c.Rig.ServerNS(), c.ServerCPU, tmp+"/memcached.log", func() error {
+	srv, err := rig.StartServer("memcached", argv, c.Rig.ServerNS(), c.ServerCPU, tmp+"/memcached.log", func() error {
 		return rig.InNetns(c.Rig.ClientNS(), func() error {
 			var err error
 			conn, err = net.DialTimeout("tcp", addr, time.Second)

@@ -1,14 +1,10 @@
 package scenario
 
 import (
-	"context"
 	"flag"
 	"fmt"
-	"os"
-	"os/signal"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/santa-offload/santa/bench/gen"
@@ -89,24 +85,4 @@ func parseCounts(flagName, list string, lo, items int) ([]int, error) {
 		out = append(out, n)
 	}
 	return out, nil
-}
-
-// InRig brings the rig up (and idle), runs body with a context that
-// SIGINT and SIGTERM cancel and a temporary directory, and removes both
-// afterwards. The idle check's figure is the RESULT prefix/idle_server_cpu_busy.
-func (c Config) InRig(prefix string, body func(ctx context.Context, tmp string) error) (err error) {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	tmp, err := os.MkdirTemp("", "santa-"+prefix+"-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(tmp)
-	idle, err := c.Rig.Start(c.ServerCPU, c.ClientCPU)
-	if err != nil {
-		return err
-	}
-	defer c.Rig.Stop(&err)
-	fmt.Printf("RESULT name=%s/idle_server_cpu_busy value=%.3f unit=%%\n", prefix, idle)
-	return body(ctx, tmp)
 }

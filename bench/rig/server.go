@@ -1,4 +1,4 @@
-package scenario
+package rig
 
 import (
 	"errors"
@@ -11,8 +11,6 @@ import (
 	"strings"
 	"syscall"
 	"time"
-
-	"github.com/santa-offload/santa/bench/rig"
 )
 
 // Server is a server process from Debian's packages (BIND, memcached,
@@ -88,7 +86,7 @@ func (s *Server) kill() { s.cmd.Process.Kill() }
 // pinTree pins every thread of pid and of its descendants to cpu.
 func pinTree(pid, cpu int) error {
 	for _, p := range append([]int{pid}, descendants(pid)...) {
-		if err := rig.PinThreads(p, cpu); err != nil && !errors.Is(err, fs.ErrNotExist) { // ended meanwhile
+		if err := PinThreads(p, cpu); err != nil && !errors.Is(err, fs.ErrNotExist) { // ended meanwhile
 			return err
 		}
 	}
