@@ -1,0 +1,168 @@
+// Command http is the paper's HTTP scenario (section 5.7, Figure 8) in the
+// rig (bench/rig.sh): nginx from Debian's package, one worker pinned to
+// the server CPU, serves one file per reply size, with and without
+// sendfile; wrk, one thread pinned to the client CPU, keeps -connections
+// keep-alive connections busy for -duration per run. Runs are interleaved
+// over rounds; RESULT lines give medians and ranges of requests/s and of
+// server-core µs per request, with both CPUs' busy shares (wrk is often
+// the bottleneck on two cores).
+//
+// Santa's side of this scenario, nginx with its replies answered through
+// sockmap, waits for the TCP data plane; until then the baseline runs
+// alone.
+//
+// Needs root and the packages nginx-light and wrk (make bench-deps).
+// Everything it starts or creates is removed on exit.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"regexp"
+	"strconv"
+	"time"
+
+	dp "github.com/santa-offload/santa/bench/dataplane"
+	"github.com/santa-offload/santa/bench/rig"
+)
+
+type config struct {
+	r                    rig.Rig
+	sizes                []int
+	rounds               int
+	duration             time.Duration
+	connections          int
+	serverCPU, clientCPU int
+}
+
+func main() {
+	var c config
+	flag.StringVar(&c.r.Name, "rig", "sbhttp", "rig name (namespaces NAME-srv, NAME-cli)")
+	flag.StringVar(&c.r.Script, "rig-script", "bench/rig.sh", "path of rig.sh")
+	sizes := flag.String("sizes", "64,500,1000,2000,5000", "reply body sizes, bytes")
+	flag.IntVar(&c.rounds, "rounds", 3, "interleaved rounds")
+	flag.DurationVar(&c.duration, "duration", 5*time.Second, "wrk's time per run")
+	flag.IntVar(&c.connections, "connections", 64, "wrk's keep-alive connections")
+	flag.IntVar(&c.serverCPU, "server-cpu", 1, "server CPU (nginx, server veth NAPI)")
+	flag.IntVar(&c.clientCPU, "client-cpu", 0, "client CPU (wrk, client veth NAPI)")
+	flag.Parse()
+	var err error
+	if c.sizes, err = dp.ParseInts(*sizes); err == nil {
+		err = c.r.Run("http", c.serverCPU, c.clientCPU, func(ctx context.Context, tmp string) error { return run(ctx, c, tmp) })
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "http:", err)
+		os.Exit(1)
+	}
+}
+
+// sample is one wrk run.
+type sample struct {
+	perSec, serverUSPer, serverBusy, clientBusy float64
+}
+
+func run(ctx context.Context, c config, tmp string) error {
+	argv, err := nginxConfig(tmp, rig.ServerIPv4, c.sizes)
+	if err != nil {
+		return err
+	}
+	srv, err := rig.StartServer("nginx", argv, c.r.ServerNS(), c.serverCPU, tmp+"/nginx.log", func() error {
+		return rig.InNetns(c.r.ClientNS(), func() error {
+			conn, err := net.DialTimeout("tcp", fmt.Sprintf("%s:%d", rig.ServerIPv4, ports["on"]), time.Second)
+			if err == nil {
+				conn.Close()
+			}
+			return err
+		})
+	})
+	if err != nil {
+		return err
+	}
+	defer srv.Stop()
+	variants := []string{"off", "on"}
+	got := map[string][]sample{}
+	for round := range c.rounds {
+		for _, size := range c.sizes {
+			for _, sendfile := range variants {
+				s, err := wrk(ctx, c, ports[sendfile], size)
+				if err != nil {
+					return err
+				}
+				id := fmt.Sprintf("http/server=nginx/sendfile=%s/size=%d", sendfile, size)
+				got[id] = append(got[id], s)
+				fmt.Fprintf(os.Stderr, "  %s round %d: %8.0f requests/s, %6.2f µs/request server, busy server %5.1f%% client %5.1f%%\n",
+					id, round, s.perSec, s.serverUSPer, s.serverBusy, s.clientBusy)
+			}
+		}
+		variants[0], variants[1] = variants[1], variants[0]
+	}
+	for _, size := range c.sizes {
+		for _, sendfile := range []string{"off", "on"} {
+			id := fmt.Sprintf("http/server=nginx/sendfile=%s/size=%d", sendfile, size)
+			dp.Summary(id+"/requests_per_s", got[id], func(s sample) float64 { return s.perSec }, "requests/s")
+			dp.Summary(id+"/server_us_per_request", got[id], func(s sample) float64 { return s.serverUSPer }, "us/request")
+			dp.Summary(id+"/server_cpu_busy", got[id], func(s sample) float64 { return s.serverBusy }, "%")
+			dp.Summary(id+"/client_cpu_busy", got[id], func(s sample) float64 { return s.clientBusy }, "%")
+		}
+	}
+	return nil
+}
+
+var (
+	wrkRequests = regexp.MustCompile(`(\d+) requests in ([0-9.]+)(m?s)`)
+	wrkErrors   = regexp.MustCompile(`Socket errors|Non-2xx`)
+)
+
+// wrk runs wrk from the client namespace against port for the file of
+// size bytes, and reads both CPUs around it.
+func wrk(ctx context.Context, c config, port, size int) (sample, error) {
+	url := fmt.Sprintf("http://%s:%d/%d.bin", rig.ServerIPv4, port, size)
+	cb0, ct0, err := rig.CPUTicks(c.clientCPU)
+	if err != nil {
+		return sample{}, err
+	}
+	sb0, st0, err := rig.CPUTicks(c.serverCPU)
+	if err != nil {
+		return sample{}, err
+	}
+	cmd := exec.CommandContext(ctx, "ip", "netns", "exec", c.r.ClientNS(), "taskset", "-c", strconv.Itoa(c.clientCPU),
+		"wrk", "-t", "1", "-c", strconv.Itoa(c.connections), "-d", strconv.FormatFloat(c.duration.Seconds(), 'f', -1, 64)+"s",
+		"--timeout", "2s", url)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return sample{}, fmt.Errorf("wrk %s: %v\n%s", url, err, out)
+	}
+	cb1, ct1, err := rig.CPUTicks(c.clientCPU)
+	if err != nil {
+		return sample{}, err
+	}
+	sb1, st1, err := rig.CPUTicks(c.serverCPU)
+	if err != nil {
+		return sample{}, err
+	}
+	if wrkErrors.Match(out) {
+		return sample{}, fmt.Errorf("wrk %s saw errors:\n%s", url, out)
+	}
+	m := wrkRequests.FindSubmatch(out)
+	if m == nil {
+		return sample{}, fmt.Errorf("no request count in wrk's output:\n%s", out)
+	}
+	n, _ := strconv.ParseFloat(string(m[1]), 64)
+	took, _ := strconv.ParseFloat(string(m[2]), 64)
+	if string(m[3]) == "ms" {
+		took /= 1000
+	}
+	if n == 0 || took == 0 {
+		return sample{}, fmt.Errorf("wrk %s: no requests answered:\n%s", url, out)
+	}
+	return sample{
+		perSec:      n / took,
+		serverUSPer: float64(sb1-sb0) / rig.UserHZ * 1e6 / n,
+		serverBusy:  100 * float64(sb1-sb0) / float64(max(1, st1-st0)),
+		clientBusy:  100 * float64(cb1-cb0) / float64(max(1, ct1-ct0)),
+	}, nil
+}

@@ -1,0 +1,64 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+)
+
+// Ports nginx serves the same files on: without and with sendfile (the
+// paper's Figure 8 has both).
+var ports = map[string]int{"off": 8080, "on": 8081}
+
+// nginxConfig writes nginx's configuration into dir, one file of each size
+// in dir/www (size.bin, size bytes of body), and returns the command line
+// that runs it in the foreground. One worker; tuned as the paper's:
+// keep-alive for the whole run, no access log, open file cache.
+func nginxConfig(dir, ip string, sizes []int) ([]string, error) {
+	www := filepath.Join(dir, "www")
+	if err := os.MkdirAll(www, 0o755); err != nil {
+		return nil, err
+	}
+	for _, size := range sizes {
+		if err := os.WriteFile(filepath.Join(www, fmt.Sprintf("%d.bin", size)), body(size), 0o644); err != nil {
+			return nil, err
+		}
+	}
+	var servers bytes.Buffer
+	for _, sendfile := range []string{"off", "on"} {
+		fmt.Fprintf(&servers, "    server { listen %s:%d; root %s; sendfile %s; tcp_nopush %[4]s; }\n", ip, ports[sendfile], www, sendfile)
+	}
+	conf := filepath.Join(dir, "nginx.conf")
+	err := os.WriteFile(conf, fmt.Appendf(nil, `daemon off;
+user root;
+worker_processes 1;
+pid %[1]s/nginx.pid;
+error_log %[1]s/error.log warn;
+events { worker_connections 4096; }
+http {
+    access_log off;
+    keepalive_requests 1000000000;
+    keepalive_timeout 300s;
+    tcp_nodelay on;
+    open_file_cache max=64;
+    types { application/octet-stream bin; }
+    default_type application/octet-stream;
+    client_body_temp_path %[1]s/body;
+    proxy_temp_path %[1]s/proxy;
+    fastcgi_temp_path %[1]s/fastcgi;
+    uwsgi_temp_path %[1]s/uwsgi;
+    scgi_temp_path %[1]s/scgi;
+%[2]s}
+`, dir, servers.String()), 0o644)
+	return []string{"nginx", "-p", dir, "-c", conf}, err
+}
+
+// body is a reply body of size bytes.
+func body(size int) []byte {
+	b := make([]byte, size)
+	for i := range b {
+		b[i] = 'a' + byte(i%26)
+	}
+	return b
+}
