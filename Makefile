@@ -2,7 +2,8 @@
 # `make test` and `make demo` install what they need first (make setup).
 
 GO       ?= go
-PKGS     := clang llvm libbpf-dev bpftool iproute2 ethtool gcc make pkg-config python3
+# python3-matplotlib: bench/report's test; Debian's python3, not a pyenv one.
+PKGS     := clang llvm libbpf-dev bpftool iproute2 ethtool gcc make pkg-config python3 python3-matplotlib
 VMLINUX  := bpf/include/vmlinux.h
 BPF_SRC  := $(wildcard bpf/*.bpf.c bpf/include/*.h)
 # The real peers of the benchmarks (bench/dns, ...), not needed for tests.
@@ -41,6 +42,7 @@ build: setup $(GEN)
 test: build
 	$(GO) test -count=1 -timeout 30m ./...
 	python3 -m unittest discover -s sdk/python/tests -t sdk/python
+	/usr/bin/python3 -m unittest discover -s bench/report
 	$(MAKE) -C sdk/c test
 
 # Runs every benchmark, keeps the RESULT lines in bench/results/latest.txt

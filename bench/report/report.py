@@ -55,24 +55,20 @@ def human(v):
     return f"{v:.0f}"
 
 
-def dns_section(results, imgdir, rel):
-    """Tables and plots of bench/dns: the paper's Figure 6 (top-N offload)
-    and the load curves behind it."""
-    peak = defaultdict(dict)     # (server, names, pop) -> {offload: replies/s}
-    curve = defaultdict(dict)    # (server, names, pop, offload) -> {rate: replies/s}
-    cost = defaultdict(dict)     # (server, names, pop, offload) -> {rate: us/reply}
-    dnsperf = {}
+def offload_section(results, prefix, title, figure, imgdir, rel):
+    """Tables and plots of a bench/scenario command (bench/dns: the paper's
+    Figure 6; bench/memcached: Figure 7b): peak replies/s by top-N offload,
+    and the load curves behind it. A run is keyed by (server, items,
+    popularity); items are names or keys."""
+    peak = defaultdict(dict)     # key -> {offload: replies/s}
+    curve = defaultdict(dict)    # key + (offload,) -> {rate: replies/s}
+    cost = defaultdict(dict)     # key + (offload,) -> {rate: us/reply}
     for name, (v, _, _) in results.items():
-        if not name.startswith("dns/server="):
-            continue
         f = fields(name)
+        if not name.startswith(prefix + "/") or "popularity" not in f:
+            continue
         leaf = name.rsplit("/", 1)[1]
-        if f.get("client") == "dnsperf":
-            dnsperf.setdefault(f["server"], {})[leaf] = v
-            continue
-        if "popularity" not in f:
-            continue
-        key = (f["server"], f["names"], f["popularity"])
+        key = (f.get("server", prefix), f.get("names") or f.get("keys"), f["popularity"])
         off = int(f["offload"])
         if leaf == "peak_replies_per_s":
             peak[key][off] = v
@@ -82,19 +78,11 @@ def dns_section(results, imgdir, rel):
             cost[key + (off,)][f["rate"]] = v
     if not peak:
         return []
-    out = ["### DNS: BIND, Knot and NSD alone and with Santa (`bench/dns`)", ""]
-    if dnsperf:
-        out += ["dnsperf (one thread, client CPU) against each server alone:", "",
-                "| server | queries/s | server-core µs per query |", "|---|---|---|"]
-        for s, d in sorted(dnsperf.items()):
-            out.append(f"| {s} | {human(d.get('queries_per_s', 0))} | {d.get('server_us_per_query', 0):.2f} |")
-        out.append("")
-    out += ["Peak good replies/s over the offered loads (XDP generator), by top-N offload "
-            "(0: the server alone, Santa detached), and the ratio to the server alone:", "",
-            "| server | names | popularity | " + " | ".join(
-                f"offload {n}" for n in sorted({n for d in peak.values() for n in d})) + " |",
-            "|---|---|---|" + "---|" * len({n for d in peak.values() for n in d})]
     offs = sorted({n for d in peak.values() for n in d})
+    out = ["Peak good replies/s over the offered loads (XDP generator), by top-N offload "
+           "(0: the server alone, Santa detached), and the ratio to the server alone:", "",
+           "| server | items | popularity | " + " | ".join(f"offload {n}" for n in offs) + " |",
+           "|---|---|---|" + "---|" * len(offs)]
     for key in sorted(peak):
         d = peak[key]
         cells = []
@@ -108,23 +96,23 @@ def dns_section(results, imgdir, rel):
         out.append(f"| {key[0]} | {key[1]} | {key[2]} | " + " | ".join(cells) + " |")
     out.append("")
 
-    # Figure 6: peak replies/s against the offload level, one line per server.
+    # Peak replies/s against the offload level, one line per server.
     pops = sorted({k[2] for k in peak})
     fig, axes = plt.subplots(1, len(pops), figsize=(5 * len(pops), 3.6), squeeze=False)
     for ax, pop in zip(axes[0], pops):
         for key in sorted(k for k in peak if k[2] == pop):
             xs = sorted(peak[key])
             ax.plot([str(x) for x in xs], [peak[key][x] / 1e3 for x in xs], marker="o",
-                    label=f"{key[0]} ({key[1]} names)")
+                    label=f"{key[0]} ({key[1]} items)")
         ax.set_title(f"popularity {pop}")
-        ax.set_xlabel("names offloaded to Santa (top N)")
+        ax.set_xlabel("items offloaded to Santa (top N)")
         ax.set_ylabel("peak replies/s (thousands)")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(os.path.join(imgdir, "dns-offload.png"), dpi=100)
+    fig.savefig(os.path.join(imgdir, f"{prefix}-offload.png"), dpi=100)
     plt.close(fig)
-    out += [f"![DNS top-N offload]({rel}/dns-offload.png)", ""]
+    out += [f"![{title}: top-N offload ({figure})]({rel}/{prefix}-offload.png)", ""]
 
     # The load curves: good replies/s against the offered load.
     servers = sorted({k[0] for k in curve})
@@ -145,18 +133,112 @@ def dns_section(results, imgdir, rel):
             ax.grid(alpha=0.3)
             ax.legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(os.path.join(imgdir, "dns-load.png"), dpi=100)
+    fig.savefig(os.path.join(imgdir, f"{prefix}-load.png"), dpi=100)
     plt.close(fig)
-    out += [f"![DNS replies against offered load]({rel}/dns-load.png)", "",
+    out += [f"![{title}: replies against offered load]({rel}/{prefix}-load.png)", "",
             "Server-core µs per good reply at each offered load:", ""]
     rates = sorted({r for d in cost.values() for r in d}, key=rate_key)
-    out += ["| server | names | popularity | offload | " + " | ".join(rates) + " |",
+    out += ["| server | items | popularity | offload | " + " | ".join(rates) + " |",
             "|---|---|---|---|" + "---|" * len(rates)]
     for key in sorted(cost):
         out.append("| " + " | ".join(str(k) for k in key) + " | " +
                    " | ".join(f"{cost[key][r]:.2f}" if r in cost[key] else "" for r in rates) + " |")
     out.append("")
     return out
+
+
+def dnsperf_table(results):
+    """dnsperf against each DNS server alone (bench/dns)."""
+    dnsperf = defaultdict(dict)
+    for name, (v, _, _) in results.items():
+        f = fields(name)
+        if name.startswith("dns/") and f.get("client") == "dnsperf":
+            dnsperf[(f["server"], f["names"])][name.rsplit("/", 1)[1]] = v
+    if not dnsperf:
+        return []
+    out = ["dnsperf (one thread, client CPU) against each server alone:", "",
+           "| server | names | queries/s | server-core µs per query |", "|---|---|---|---|"]
+    for (s, n), d in sorted(dnsperf.items()):
+        out.append(f"| {s} | {n} | {human(d.get('queries_per_s', 0))} | {d.get('server_us_per_query', 0):.2f} |")
+    return out + [""]
+
+
+def rules_section(results, imgdir, rel):
+    """The paper's Figure 4: Santa answering every request from k rules
+    (-rule-counts), against the server's own peak in the same run."""
+    runs = defaultdict(dict)   # (prefix, server, items) -> {k: (replies/s, us/reply)}
+    alone = {}                 # (prefix, server, items) -> best peak of the server alone
+    for name, (v, _, _) in results.items():
+        f = fields(name)
+        prefix = name.split("/", 1)[0]
+        key = (prefix, f.get("server", prefix), f.get("names") or f.get("keys"))
+        if "rules" in f and name.endswith("/replies_per_s"):
+            us = results.get(name.rsplit("/", 1)[0] + "/server_us_per_reply", (0,))[0]
+            runs[key][int(f["rules"])] = (v, us)
+        elif f.get("offload") == "0" and name.endswith("/peak_replies_per_s"):
+            alone[key] = max(alone.get(key, 0), v)
+    if not runs:
+        return []
+    out = ["### Santa answering every request from k rules (paper's Figure 4)", "",
+           "Uniform requests over the first k items, all answered by Santa, open loop; "
+           "\"server alone\" is the server's best peak in the same run.", "",
+           "| scenario | server | items | rules | replies/s | server-core µs per reply | vs server alone |",
+           "|---|---|---|---|---|---|---|"]
+    fig, ax = plt.subplots(figsize=(6, 3.8))
+    for key in sorted(runs):
+        ks = sorted(runs[key])
+        for k in ks:
+            v, us = runs[key][k]
+            ratio = f"{v / alone[key]:.1f}x" if alone.get(key) else ""
+            out.append(f"| {key[0]} | {key[1]} | {key[2]} | {k} | {human(v)} | {us:.2f} | {ratio} |")
+        line, = ax.plot(ks, [runs[key][k][0] / 1e3 for k in ks], marker="o", label=f"Santa, {key[1]} ({key[2]})")
+        if alone.get(key):
+            ax.axhline(alone[key] / 1e3, linestyle="--", color=line.get_color(), label=f"{key[1]} alone")
+    ax.set_xscale("log")
+    ax.set_xlabel("rules installed (all requests answered by Santa)")
+    ax.set_ylabel("replies/s (thousands)")
+    ax.set_ylim(bottom=0)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(os.path.join(imgdir, "rules.png"), dpi=100)
+    plt.close(fig)
+    return out + ["", f"![replies/s against rules installed]({rel}/rules.png)", ""]
+
+
+def http_section(results, imgdir, rel):
+    """The paper's Figure 8 (bench/http): requests/s by reply size."""
+    runs = defaultdict(dict)   # variant -> {size: (req/s, us/request, server busy, client busy)}
+    for name, (v, _, _) in results.items():
+        if not (name.startswith("http/") and name.endswith("/requests_per_s")):
+            continue
+        f = fields(name)
+        base = name.rsplit("/", 1)[0]
+        variant = f["server"] + (", sendfile" if f.get("sendfile") == "on" else "")
+        runs[variant][int(f["size"])] = (v,) + tuple(
+            results.get(f"{base}/{leaf}", (0,))[0] for leaf in ("server_us_per_request", "server_cpu_busy",
+                                                                 "client_cpu_busy"))
+    if not runs:
+        return []
+    out = ["### HTTP: nginx and wrk (`bench/http`, the paper's Figure 8)", "",
+           "| server | reply body B | requests/s | server-core µs per request | server busy | client busy |",
+           "|---|---|---|---|---|---|"]
+    fig, ax = plt.subplots(figsize=(6, 3.8))
+    for variant in sorted(runs):
+        sizes = sorted(runs[variant])
+        for size in sizes:
+            v, us, sb, cb = runs[variant][size]
+            out.append(f"| {variant} | {size} | {human(v)} | {us:.2f} | {sb:.0f} % | {cb:.0f} % |")
+        ax.plot([str(x) for x in sizes], [runs[variant][x][0] / 1e3 for x in sizes], marker="o", label=variant)
+    ax.set_xlabel("reply body (bytes)")
+    ax.set_ylabel("requests/s (thousands)")
+    ax.set_ylim(bottom=0)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(os.path.join(imgdir, "http.png"), dpi=100)
+    plt.close(fig)
+    return out + ["", f"![HTTP requests/s by reply size]({rel}/http.png)", ""]
 
 
 def gen_section(results):
@@ -191,7 +273,16 @@ def main():
     out = [BEGIN, "", "## Generated by bench/report from the last `make bench`", ""]
     out += ["Machine and run (from bench/run-all.sh):", "", "```"] + header + ["```", ""]
     out += gen_section(results)
-    out += dns_section(results, imgdir, rel)
+    dns = offload_section(results, "dns", "DNS", "Figure 6", imgdir, rel)
+    if dns:
+        out += ["### DNS: BIND, Knot and NSD alone and with Santa (`bench/dns`, the paper's Figure 6)", ""]
+        out += dnsperf_table(results) + dns
+    memcached = offload_section(results, "memcached", "memcached", "Figure 7b", imgdir, rel)
+    if memcached:
+        out += ["### memcached UDP GETs alone and with Santa (`bench/memcached`, the paper's Figure 7b)", ""]
+        out += memcached
+    out += rules_section(results, imgdir, rel)
+    out += http_section(results, imgdir, rel)
     out.append(END)
     with open(doc_path) as f:
         doc = f.read()

@@ -1,0 +1,97 @@
+"""Tests of bench/report: a run's RESULT lines in, the generated part of a
+document and its plots out, the hand-written rest untouched."""
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+REPORT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "report.py")
+
+RESULTS = """\
+# 2026-11-23T12:00:00Z 6.18.0 Some CPU, 2 CPUs, 23.4 GiB
+# command: BENCH_QUICK=0 BENCH_ONLY= bash bench/run-all.sh
+progress lines are not results
+RESULT name=gen/requests=1000/popularity=uniform/rate=open/sent_per_s value=5500000 unit=requests/s range=4700000..6300000 runs=3
+RESULT name=gen/requests=1000/popularity=uniform/rate=open/arrived_per_s value=5400000 unit=requests/s
+RESULT name=gen/requests=1000/popularity=uniform/rate=open/client_thread_us_per_request value=0.18 unit=us/request
+RESULT name=dns/server=bind/names=1k/client=dnsperf/queries_per_s value=78000 unit=queries/s
+RESULT name=dns/server=bind/names=1k/client=dnsperf/server_us_per_query value=12.5 unit=us/query
+RESULT name=dns/server=bind/names=1k/popularity=zipf:1/offload=0/rate=open/replies_per_s value=50000 unit=replies/s range=1..2 runs=3
+RESULT name=dns/server=bind/names=1k/popularity=zipf:1/offload=0/rate=open/server_us_per_reply value=20 unit=us/reply range=1..2 runs=3
+RESULT name=dns/server=bind/names=1k/popularity=zipf:1/offload=1000/rate=open/replies_per_s value=1200000 unit=replies/s range=1..2 runs=3
+RESULT name=dns/server=bind/names=1k/popularity=zipf:1/offload=1000/rate=open/server_us_per_reply value=0.8 unit=us/reply range=1..2 runs=3
+RESULT name=dns/server=bind/names=1k/popularity=zipf:1/offload=0/peak_replies_per_s value=60000 unit=replies/s
+RESULT name=dns/server=bind/names=1k/popularity=zipf:1/offload=1000/peak_replies_per_s value=1200000 unit=replies/s
+RESULT name=dns/server=bind/names=1k/rules=1/replies_per_s value=1500000 unit=replies/s range=1..2 runs=3
+RESULT name=dns/server=bind/names=1k/rules=1/server_us_per_reply value=0.65 unit=us/reply range=1..2 runs=3
+RESULT name=dns/server=bind/names=1k/rules=1000/replies_per_s value=1300000 unit=replies/s range=1..2 runs=3
+RESULT name=dns/server=bind/names=1k/rules=1000/server_us_per_reply value=0.75 unit=us/reply range=1..2 runs=3
+RESULT name=memcached/keys=100k/popularity=zipf:1/offload=0/rate=open/replies_per_s value=95000 unit=replies/s range=1..2 runs=3
+RESULT name=memcached/keys=100k/popularity=zipf:1/offload=100000/rate=open/replies_per_s value=900000 unit=replies/s range=1..2 runs=3
+RESULT name=memcached/keys=100k/popularity=zipf:1/offload=0/peak_replies_per_s value=100000 unit=replies/s
+RESULT name=memcached/keys=100k/popularity=zipf:1/offload=100000/peak_replies_per_s value=900000 unit=replies/s
+RESULT name=http/server=nginx/sendfile=off/size=64/requests_per_s value=76000 unit=requests/s range=1..2 runs=3
+RESULT name=http/server=nginx/sendfile=off/size=64/server_us_per_request value=11.2 unit=us/request range=1..2 runs=3
+RESULT name=http/server=nginx/sendfile=on/size=64/requests_per_s value=58000 unit=requests/s range=1..2 runs=3
+"""
+
+DOC = """# Benchmarks
+
+Hand-written analysis that must stay.
+
+<!-- report:begin -->
+stale generated text
+<!-- report:end -->
+
+Trailing hand-written text.
+"""
+
+
+class ReportTest(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.TemporaryDirectory()
+        d = self.dir.name
+        self.results, self.doc, self.img = (os.path.join(d, "results.txt"), os.path.join(d, "doc.md"),
+                                            os.path.join(d, "img"))
+        with open(self.results, "w") as f:
+            f.write(RESULTS)
+        with open(self.doc, "w") as f:
+            f.write(DOC)
+        subprocess.run([sys.executable, REPORT, self.results, self.doc, self.img], check=True)
+        with open(self.doc) as f:
+            self.out = f.read()
+
+    def tearDown(self):
+        self.dir.cleanup()
+
+    def test_hand_written_parts_stay(self):
+        self.assertTrue(self.out.startswith("# Benchmarks\n\nHand-written analysis that must stay.\n"))
+        self.assertTrue(self.out.endswith("<!-- report:end -->\n\nTrailing hand-written text.\n"))
+        self.assertNotIn("stale generated text", self.out)
+        self.assertEqual(self.out.count("<!-- report:begin -->"), 1)
+
+    def test_header_and_tables(self):
+        for want in [
+            "2026-11-23T12:00:00Z 6.18.0 Some CPU, 2 CPUs, 23.4 GiB",
+            "| open | 1000 | uniform | 5.50 M (4.70 M–6.30 M) | 5.40 M | 0.180 |",
+            "| bind | 1k | 78 k | 12.50 |",
+            "| bind | 1k | zipf:1 | 60 k | 1.20 M (20.0x) |",
+            "| memcached | 100k | zipf:1 | 100 k | 900 k (9.0x) |",
+            "| dns | bind | 1k | 1000 | 1.30 M | 0.75 | 21.7x |",
+            "| nginx | 64 | 76 k | 11.20 |",
+            "| nginx, sendfile | 64 | 58 k |",
+        ]:
+            self.assertIn(want, self.out)
+
+    def test_plots(self):
+        for png in ["dns-offload.png", "dns-load.png", "memcached-offload.png", "memcached-load.png",
+                    "rules.png", "http.png"]:
+            path = os.path.join(self.img, png)
+            self.assertIn(f"(img/{png})", self.out)
+            with open(path, "rb") as f:
+                self.assertEqual(f.read(8), b"\x89PNG\r\n\x1a\n", png)
+
+
+if __name__ == "__main__":
+    unittest.main()
