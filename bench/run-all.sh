@@ -11,16 +11,24 @@
 #       and how soon a single REPLACE_RULES is answered by the kernel.
 #   (d) bench/genrate: the XDP load generator's own rate in the rig.
 #   (e) bench/dns: BIND, Knot and NSD alone and with Santa answering the
-#       top-N names on their own sockets; dnsperf against each alone.
+#       top-N names on their own sockets; dnsperf against each alone. Then
+#       BIND with 1M names: the top-N sweep up to 1M and Santa answering
+#       every request from 1 to 1M rules (the paper's Figure 4).
+#   (f) bench/memcached: memcached UDP GETs alone and with Santa answering
+#       the top-N keys (the paper's Figure 7b).
+#   (g) bench/http: nginx with and without sendfile, against wrk, by reply
+#       size (the baseline of the paper's Figure 8).
 #
 # Environment:
-#   BENCH_QUICK=1     skip the 1M-rule set and shorten (b): about 3 minutes
-#                     instead of about 9
-#   BENCH_ONLY=a|b|c|d|e  run only one part
+#   BENCH_QUICK=1     skip the 1M-rule and 1M-name sets, shorten (b) and
+#                     use fewer memcached keys
+#   BENCH_ONLY=LIST   run only these parts, e.g. e or d,e,f,g
 #   DP_RULES, DP_SIZES, DP_ROUNDS, DP_K            override (a)
 #   E2E_RULES, E2E_SIZES, E2E_ROUNDS, E2E_DURATION override (b)
 #   DAEMON_RULES, DAEMON_UPDATES, DAEMON_ROUNDS    override (c)
 #   DNS_SERVERS, DNS_NAMES, DNS_ROUNDS             override (e)
+#   MC_KEYS, MC_OFFLOAD, MC_ROUNDS                 override (f)
+#   HTTP_SIZES, HTTP_ROUNDS, HTTP_DURATION         override (g)
 #   SERVER_CPU (1), CLIENT_CPU (0)
 set -euo pipefail
 
@@ -37,10 +45,14 @@ if [ "$quick" = 1 ]; then
 	dp_rules=${DP_RULES:-1,10000,100000}
 	e2e_sizes=${E2E_SIZES:-64,512}
 	e2e_duration=${E2E_DURATION:-1s}
+	mc_keys=${MC_KEYS:-100000}
+	mc_offload=${MC_OFFLOAD:-0,1000,10000,all}
 else
 	dp_rules=${DP_RULES:-1,10000,100000,1000000}
 	e2e_sizes=${E2E_SIZES:-64,512,1400}
 	e2e_duration=${E2E_DURATION:-2s}
+	mc_keys=${MC_KEYS:-1000000}
+	mc_offload=${MC_OFFLOAD:-0,10000,100000,all}
 fi
 dp_sizes=${DP_SIZES:-64,512,1400}
 dp_rounds=${DP_ROUNDS:-7}
@@ -53,6 +65,13 @@ daemon_rounds=${DAEMON_ROUNDS:-3}
 dns_servers=${DNS_SERVERS:-bind,knot,nsd}
 dns_names=${DNS_NAMES:-1000}
 dns_rounds=${DNS_ROUNDS:-3}
+mc_rounds=${MC_ROUNDS:-3}
+http_sizes=${HTTP_SIZES:-64,500,1000,2000,5000}
+http_rounds=${HTTP_ROUNDS:-3}
+http_duration=${HTTP_DURATION:-5s}
+
+# part X: is part X to run?
+part() { [ -z "$only" ] || [[ ",$only," == *",$1,"* ]]; }
 
 bin=$(mktemp -d /tmp/santa-bench.XXXXXX)
 cleanup() {
@@ -66,29 +85,31 @@ go build -o "$bin/udp-e2e" ./bench/udp-e2e
 go build -o "$bin/daemon" ./bench/daemon
 go build -o "$bin/genrate" ./bench/genrate
 go build -o "$bin/dns" ./bench/dns
+go build -o "$bin/memcached" ./bench/memcached
+go build -o "$bin/http" ./bench/http
 
 start=$(date +%s)
 {
 	echo "# $(date -u +%Y-%m-%dT%H:%M:%SZ) $(uname -r) $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) CPUs, $(awk '/MemTotal/ {printf "%.1f GiB", $2/1048576}' /proc/meminfo)"
 	echo "# commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD 2>/dev/null || echo ' (with uncommitted changes)')"
 	echo "# command: BENCH_QUICK=$quick BENCH_ONLY=$only bash bench/run-all.sh"
-	echo "# quick=$quick dp_rules=$dp_rules dp_sizes=$dp_sizes dp_rounds=$dp_rounds dp_k=$dp_k e2e_rules=$e2e_rules e2e_sizes=$e2e_sizes e2e_rounds=$e2e_rounds e2e_duration=$e2e_duration dns_servers=$dns_servers dns_names=$dns_names dns_rounds=$dns_rounds"
+	echo "# quick=$quick dp_rules=$dp_rules dp_sizes=$dp_sizes dp_rounds=$dp_rounds dp_k=$dp_k e2e_rules=$e2e_rules e2e_sizes=$e2e_sizes e2e_rounds=$e2e_rounds e2e_duration=$e2e_duration dns_servers=$dns_servers dns_names=$dns_names dns_rounds=$dns_rounds mc_keys=$mc_keys mc_offload=$mc_offload mc_rounds=$mc_rounds http_sizes=$http_sizes http_rounds=$http_rounds http_duration=$http_duration"
 } | tee /dev/stderr
 
-if [ -z "$only" ] || [ "$only" = a ]; then
+if part a; then
 	echo "== (a) data plane through BPF_PROG_TEST_RUN" >&2
 	timeout 20m "$bin/dpbench" -rules "$dp_rules" -sizes "$dp_sizes" -rounds "$dp_rounds" -k "$dp_k" \
 		-cpu "$server_cpu"
 fi
 
-if [ -z "$only" ] || [ "$only" = b ]; then
+if part b; then
 	echo "== (b) end to end in the veth rig" >&2
 	bash bench/rig.sh down "$rig" 2>/dev/null || true
 	timeout 15m taskset -c "$client_cpu" "$bin/udp-e2e" -rig "$rig" -rules "$e2e_rules" -sizes "$e2e_sizes" \
 		-rounds "$e2e_rounds" -duration "$e2e_duration" -server-cpu "$server_cpu" -client-cpu "$client_cpu"
 fi
 
-if [ -z "$only" ] || [ "$only" = c ]; then
+if part c; then
 	echo "== (c) santad: install and update visibility" >&2
 	for round in $(seq "$daemon_rounds"); do
 		echo "# round $round of $daemon_rounds" >&2
@@ -96,7 +117,7 @@ if [ -z "$only" ] || [ "$only" = c ]; then
 	done
 fi
 
-if [ -z "$only" ] || [ "$only" = d ]; then
+if part d; then
 	echo "== (d) the load generator" >&2
 	bash bench/rig.sh down "$rig" 2>/dev/null || true
 	for rate in 0 1000000 3000000; do
@@ -104,10 +125,29 @@ if [ -z "$only" ] || [ "$only" = d ]; then
 	done
 fi
 
-if [ -z "$only" ] || [ "$only" = e ]; then
+if part e; then
 	echo "== (e) DNS servers, alone and with Santa" >&2
 	bash bench/rig.sh down "$rig" 2>/dev/null || true
 	timeout 30m "$bin/dns" -rig "$rig" -servers "$dns_servers" -names "$dns_names" -rounds "$dns_rounds" \
+		-server-cpu "$server_cpu" -client-cpu "$client_cpu"
+	if [ "$quick" != 1 ]; then
+		timeout 30m "$bin/dns" -rig "$rig" -servers bind -names 1000000 -popularity zipf:1 \
+			-offload 0,1000,10000,100000,all -rates 100000,0 -rule-counts 1,100,10000,100000,1000000 \
+			-dnsperf 0 -rounds "$dns_rounds" -server-cpu "$server_cpu" -client-cpu "$client_cpu"
+	fi
+fi
+
+if part f; then
+	echo "== (f) memcached, alone and with Santa" >&2
+	bash bench/rig.sh down "$rig" 2>/dev/null || true
+	timeout 30m "$bin/memcached" -rig "$rig" -keys "$mc_keys" -offload "$mc_offload" -rounds "$mc_rounds" \
+		-server-cpu "$server_cpu" -client-cpu "$client_cpu"
+fi
+
+if part g; then
+	echo "== (g) nginx and wrk" >&2
+	bash bench/rig.sh down "$rig" 2>/dev/null || true
+	timeout 30m "$bin/http" -rig "$rig" -sizes "$http_sizes" -rounds "$http_rounds" -duration "$http_duration" \
 		-server-cpu "$server_cpu" -client-cpu "$client_cpu"
 fi
 
