@@ -102,8 +102,10 @@ def offload_section(results, prefix, title, figure, imgdir, rel):
     for ax, pop in zip(axes[0], pops):
         for key in sorted(k for k in peak if k[2] == pop):
             xs = sorted(peak[key])
-            ax.plot([str(x) for x in xs], [peak[key][x] / 1e3 for x in xs], marker="o",
-                    label=f"{key[0]} ({key[1]} items)")
+            ax.plot(xs, [peak[key][x] / 1e3 for x in xs], marker="o", label=f"{key[0]} ({key[1]} items)")
+        # Offload levels differ between runs (top 100 of 1k, top 100k of
+        # 1M): a numeric axis, logarithmic but with room for 0.
+        ax.set_xscale("symlog", linthresh=10)
         ax.set_title(f"popularity {pop}")
         ax.set_xlabel("items offloaded to Santa (top N)")
         ax.set_ylabel("peak replies/s (thousands)")
