@@ -3,7 +3,9 @@
 // each costs that core, and how many reach the server veth. On the server
 // side a second generator instance only counts the requests (gen_count on
 // their destination port) and drops them, so the figure is the generator's
-// and the veth's, not a server's.
+// and the veth's, not a server's. The requests are DNS queries, or any
+// UDP payloads from a request file (-file, one hex payload per line, see
+// gen.ReadPayloads) sent to -port.
 //
 // Needs root, iproute2, ethtool. The rig is removed on exit.
 package main
@@ -13,8 +15,6 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	dp "github.com/santa-offload/santa/bench/dataplane"
@@ -22,14 +22,13 @@ import (
 	"github.com/santa-offload/santa/bench/rig"
 )
 
-const (
-	clientPort = 40000
-	serverPort = 5353
-)
+const clientPort = 40000
 
 type config struct {
 	r                    rig.Rig
 	requests             int
+	file                 string // request payloads; DNS queries if empty
+	port                 uint16 // the requests' destination port
 	pop                  gen.Popularity
 	rate                 float64
 	rounds               int
@@ -42,7 +41,9 @@ func main() {
 	var pop string
 	flag.StringVar(&c.r.Name, "rig", "sbgen", "rig name (namespaces NAME-srv, NAME-cli)")
 	flag.StringVar(&c.r.Script, "rig-script", "bench/rig.sh", "path of rig.sh")
-	flag.IntVar(&c.requests, "requests", 1000, "distinct DNS queries sent")
+	flag.IntVar(&c.requests, "requests", 1000, "distinct DNS queries sent (without -file)")
+	flag.StringVar(&c.file, "file", "", "request file: one UDP payload per line, in hex (# comments)")
+	port := flag.Uint("port", 5353, "the requests' destination UDP port")
 	flag.StringVar(&pop, "popularity", "uniform", "uniform or zipf:S")
 	flag.Float64Var(&c.rate, "rate", 0, "requests per second; 0 sends open loop")
 	flag.IntVar(&c.rounds, "rounds", 5, "runs")
@@ -50,9 +51,10 @@ func main() {
 	flag.IntVar(&c.serverCPU, "server-cpu", 1, "server CPU (server veth NAPI)")
 	flag.IntVar(&c.clientCPU, "client-cpu", 0, "client CPU (the generator, client veth NAPI)")
 	flag.Parse()
+	c.port = uint16(*port)
 	var err error
 	if c.pop, err = gen.ParsePopularity(pop); err == nil {
-		err = run(c)
+		err = c.r.Run("gen", c.serverCPU, c.clientCPU, func(ctx context.Context, _ string) error { return run(ctx, c) })
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "genrate:", err)
@@ -60,23 +62,18 @@ func main() {
 	}
 }
 
-func run(c config) (err error) {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	idle, err := c.r.Start(c.serverCPU, c.clientCPU)
+func run(ctx context.Context, c config) error {
+	payloads, err := requestPayloads(c)
 	if err != nil {
 		return err
 	}
-	defer c.r.Stop(&err)
-	fmt.Printf("RESULT name=gen/idle_server_cpu_busy value=%.3f unit=%%\n", idle)
-
-	requests := queries(c.requests)
+	requests := rig.Requests(clientPort, c.port, payloads)
 	g, err := c.r.OpenGenerator(gen.Config{Requests: requests, ReplyPort: clientPort, Popularity: c.pop, Seed: 1})
 	if err != nil {
 		return err
 	}
 	defer g.Close()
-	sink, err := c.r.OpenSink(serverPort, requests[0])
+	sink, err := c.r.OpenSink(c.port, requests[0])
 	if err != nil {
 		return fmt.Errorf("server-side counter: %w", err)
 	}
@@ -92,7 +89,7 @@ func run(c config) (err error) {
 			round, s.sentPerSec, s.arrivedPerSec, s.threadUSPer, s.clientBusy, s.serverBusy)
 		samples = append(samples, s)
 	}
-	id := fmt.Sprintf("gen/requests=%s/popularity=%s/rate=%s", dp.Human(c.requests), c.pop, gen.RateName(c.rate))
+	id := fmt.Sprintf("gen/requests=%s/popularity=%s/rate=%s", dp.Human(len(payloads)), c.pop, gen.RateName(c.rate))
 	dp.Summary(id+"/sent_per_s", samples, func(s sample) float64 { return s.sentPerSec }, "requests/s")
 	dp.Summary(id+"/arrived_per_s", samples, func(s sample) float64 { return s.arrivedPerSec }, "requests/s")
 	dp.Summary(id+"/client_thread_us_per_request", samples, func(s sample) float64 { return s.threadUSPer }, "us/request")
@@ -101,13 +98,26 @@ func run(c config) (err error) {
 	return nil
 }
 
-// queries are n DNS queries from the client to the server, as frames.
-func queries(n int) [][]byte {
-	payloads := make([][]byte, n)
+// requestPayloads are the request file's payloads, or c.requests DNS
+// queries.
+func requestPayloads(c config) ([][]byte, error) {
+	if c.file != "" {
+		f, err := os.Open(c.file)
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		payloads, err := gen.ReadPayloads(f)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", c.file, err)
+		}
+		return payloads, nil
+	}
+	payloads := make([][]byte, c.requests)
 	for i := range payloads {
 		payloads[i] = dp.DNSQuery(uint16(i), dp.Name(i))
 	}
-	return rig.Requests(clientPort, serverPort, payloads)
+	return payloads, nil
 }
 
 type sample struct {
