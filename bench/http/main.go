@@ -121,26 +121,17 @@ var (
 // size bytes, and reads both CPUs around it.
 func wrk(ctx context.Context, c config, port, size int) (sample, error) {
 	url := fmt.Sprintf("http://%s:%d/%d.bin", rig.ServerIPv4, port, size)
-	cb0, ct0, err := rig.CPUTicks(c.clientCPU)
-	if err != nil {
-		return sample{}, err
-	}
-	sb0, st0, err := rig.CPUTicks(c.serverCPU)
-	if err != nil {
-		return sample{}, err
-	}
-	cmd := exec.CommandContext(ctx, "ip", "netns", "exec", c.r.ClientNS(), "taskset", "-c", strconv.Itoa(c.clientCPU),
-		"wrk", "-t", "1", "-c", strconv.Itoa(c.connections), "-d", strconv.FormatFloat(c.duration.Seconds(), 'f', -1, 64)+"s",
-		"--timeout", "2s", url)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		return sample{}, fmt.Errorf("wrk %s: %v\n%s", url, err, out)
-	}
-	cb1, ct1, err := rig.CPUTicks(c.clientCPU)
-	if err != nil {
-		return sample{}, err
-	}
-	sb1, st1, err := rig.CPUTicks(c.serverCPU)
+	var out []byte
+	use, err := rig.Around(c.clientCPU, c.serverCPU, func() error {
+		cmd := exec.CommandContext(ctx, "ip", "netns", "exec", c.r.ClientNS(), "taskset", "-c", strconv.Itoa(c.clientCPU),
+			"wrk", "-t", "1", "-c", strconv.Itoa(c.connections), "-d", strconv.FormatFloat(c.duration.Seconds(), 'f', -1, 64)+"s",
+			"--timeout", "2s", url)
+		var err error
+		if out, err = cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("wrk %s: %v\n%s", url, err, out)
+		}
+		return nil
+	})
 	if err != nil {
 		return sample{}, err
 	}
@@ -161,8 +152,8 @@ func wrk(ctx context.Context, c config, port, size int) (sample, error) {
 	}
 	return sample{
 		perSec:      n / took,
-		serverUSPer: float64(sb1-sb0) / rig.UserHZ * 1e6 / n,
-		serverBusy:  100 * float64(sb1-sb0) / float64(max(1, st1-st0)),
-		clientBusy:  100 * float64(cb1-cb0) / float64(max(1, ct1-ct0)),
+		serverUSPer: use.ServerUSPer(uint64(n)),
+		serverBusy:  use.ServerBusyPct(),
+		clientBusy:  use.ClientBusyPct(),
 	}, nil
 }

@@ -197,15 +197,21 @@ def rules_section(results, imgdir, rel):
         if alone.get(key):
             ax.axhline(alone[key] / 1e3, linestyle="--", color=line.get_color(), label=f"{key[1]} alone")
     ax.set_xscale("log")
-    ax.set_xlabel("rules installed (all requests answered by Santa)")
-    ax.set_ylabel("replies/s (thousands)")
+    save_plot(fig, ax, "rules installed (all requests answered by Santa)", "replies/s (thousands)",
+              os.path.join(imgdir, "rules.png"))
+    return out + ["", f"![replies/s against rules installed]({rel}/rules.png)", ""]
+
+
+def save_plot(fig, ax, xlabel, ylabel, path):
+    """Labels a one-plot figure (y from 0), writes it to path and closes it."""
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
     ax.set_ylim(bottom=0)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(os.path.join(imgdir, "rules.png"), dpi=100)
+    fig.savefig(path, dpi=100)
     plt.close(fig)
-    return out + ["", f"![replies/s against rules installed]({rel}/rules.png)", ""]
 
 
 def http_section(results, imgdir, rel):
@@ -232,14 +238,7 @@ def http_section(results, imgdir, rel):
             v, us, sb, cb = runs[variant][size]
             out.append(f"| {variant} | {size} | {human(v)} | {us:.2f} | {sb:.0f} % | {cb:.0f} % |")
         ax.plot([str(x) for x in sizes], [runs[variant][x][0] / 1e3 for x in sizes], marker="o", label=variant)
-    ax.set_xlabel("reply body (bytes)")
-    ax.set_ylabel("requests/s (thousands)")
-    ax.set_ylim(bottom=0)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(os.path.join(imgdir, "http.png"), dpi=100)
-    plt.close(fig)
+    save_plot(fig, ax, "reply body (bytes)", "requests/s (thousands)", os.path.join(imgdir, "http.png"))
     return out + ["", f"![HTTP requests/s by reply size]({rel}/http.png)", ""]
 
 

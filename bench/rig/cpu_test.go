@@ -16,7 +16,7 @@ func TestCPUTicks(t *testing.T) {
 }
 
 func TestSampleRates(t *testing.T) {
-	s := Sample{Took: 2e9, ServerBusy: 50, ServerTotal: 200}
+	s := Sample{Took: 2e9, CPUUse: CPUUse{ServerBusy: 50, ServerTotal: 200}}
 	if got := s.PerSec(1000); got != 500 {
 		t.Errorf("PerSec(1000) over 2 s = %v, want 500", got)
 	}

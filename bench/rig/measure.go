@@ -17,9 +17,39 @@ type Sample struct {
 	Sent, Replies, Good, Bad uint64
 	// SendCPU is the CPU time of the sending thread.
 	SendCPU time.Duration
-	// Busy and total ticks (UserHZ) of the client and the server CPU.
+	CPUUse
+}
+
+// CPUUse is what the client and the server CPU did during a run: busy and
+// total ticks (UserHZ).
+type CPUUse struct {
 	ClientBusy, ClientTotal uint64
 	ServerBusy, ServerTotal uint64
+}
+
+// Around runs f and reads both CPUs before and after it.
+func Around(clientCPU, serverCPU int, f func() error) (CPUUse, error) {
+	var u CPUUse
+	cb0, ct0, err := CPUTicks(clientCPU)
+	if err != nil {
+		return u, err
+	}
+	sb0, st0, err := CPUTicks(serverCPU)
+	if err != nil {
+		return u, err
+	}
+	if err := f(); err != nil {
+		return u, err
+	}
+	cb1, ct1, err := CPUTicks(clientCPU)
+	if err != nil {
+		return u, err
+	}
+	sb1, st1, err := CPUTicks(serverCPU)
+	if err != nil {
+		return u, err
+	}
+	return CPUUse{ClientBusy: cb1 - cb0, ClientTotal: ct1 - ct0, ServerBusy: sb1 - sb0, ServerTotal: st1 - st0}, nil
 }
 
 // Measure runs g from the client namespace for d at rate (0: open loop)
@@ -30,30 +60,17 @@ func (r Rig) Measure(ctx context.Context, g *gen.Generator, d time.Duration, rat
 	if err != nil {
 		return s, err
 	}
-	cb0, ct0, err := CPUTicks(clientCPU)
-	if err != nil {
-		return s, err
-	}
-	sb0, st0, err := CPUTicks(serverCPU)
-	if err != nil {
-		return s, err
-	}
-	err = InNetns(r.ClientNS(), func() error {
-		before := threadCPU()
-		var err error
-		s.Took, err = g.Run(ctx, d, rate)
-		s.SendCPU = threadCPU() - before
+	s.CPUUse, err = Around(clientCPU, serverCPU, func() error {
+		err := InNetns(r.ClientNS(), func() error {
+			before := threadCPU()
+			var err error
+			s.Took, err = g.Run(ctx, d, rate)
+			s.SendCPU = threadCPU() - before
+			return err
+		})
+		time.Sleep(20 * time.Millisecond) // replies still in flight
 		return err
 	})
-	if err != nil {
-		return s, err
-	}
-	time.Sleep(20 * time.Millisecond) // replies still in flight
-	cb1, ct1, err := CPUTicks(clientCPU)
-	if err != nil {
-		return s, err
-	}
-	sb1, st1, err := CPUTicks(serverCPU)
 	if err != nil {
 		return s, err
 	}
@@ -66,21 +83,19 @@ func (r Rig) Measure(ctx context.Context, g *gen.Generator, d time.Duration, rat
 	}
 	s.Sent, s.Replies = c1.Sent-c0.Sent, c1.Replies-c0.Replies
 	s.Good, s.Bad = c1.ReplyOK-c0.ReplyOK, c1.ReplyBad-c0.ReplyBad
-	s.ClientBusy, s.ClientTotal = cb1-cb0, ct1-ct0
-	s.ServerBusy, s.ServerTotal = sb1-sb0, st1-st0
 	return s, nil
 }
 
 // ServerBusyPct and ClientBusyPct are each CPU's busy share during the run.
-func (s Sample) ServerBusyPct() float64 { return pct(s.ServerBusy, s.ServerTotal) }
-func (s Sample) ClientBusyPct() float64 { return pct(s.ClientBusy, s.ClientTotal) }
+func (u CPUUse) ServerBusyPct() float64 { return pct(u.ServerBusy, u.ServerTotal) }
+func (u CPUUse) ClientBusyPct() float64 { return pct(u.ClientBusy, u.ClientTotal) }
 
 // ServerUSPer is the server CPU's busy time per n (replies, say), in µs.
-func (s Sample) ServerUSPer(n uint64) float64 {
+func (u CPUUse) ServerUSPer(n uint64) float64 {
 	if n == 0 {
 		return 0
 	}
-	return float64(s.ServerBusy) / UserHZ * 1e6 / float64(n)
+	return float64(u.ServerBusy) / UserHZ * 1e6 / float64(n)
 }
 
 // PerSec is n over the run's time.

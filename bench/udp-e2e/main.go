@@ -535,8 +535,8 @@ func runClient(ctx context.Context, bin, ns, reqFile string, size int, c config,
 	cpu := func(n int, what string) uint64 { return kv[fmt.Sprintf("cpu%d_%s", n, what)] }
 	return loadRun{Sample: rig.Sample{
 		Took: time.Duration(kv["send_ns"]), Sent: kv["sent"], Replies: kv["replies"], Good: kv["good"],
-		ClientBusy: cpu(c.clientCPU, "busy"), ClientTotal: cpu(c.clientCPU, "total"),
-		ServerBusy: cpu(c.serverCPU, "busy"), ServerTotal: cpu(c.serverCPU, "total"),
+		CPUUse: rig.CPUUse{ClientBusy: cpu(c.clientCPU, "busy"), ClientTotal: cpu(c.clientCPU, "total"),
+			ServerBusy: cpu(c.serverCPU, "busy"), ServerTotal: cpu(c.serverCPU, "total")},
 	}, stalls: kv["stalls"]}, nil
 }
 
