@@ -70,6 +70,16 @@ http_sizes=${HTTP_SIZES:-64,500,1000,2000,5000}
 http_rounds=${HTTP_ROUNDS:-3}
 http_duration=${HTTP_DURATION:-5s}
 
+# bounded LIMIT CMD...: CMD under timeout LIMIT. Its command line goes to
+# stdout as a header line, so the report shows exactly what ran (the
+# programs are go build ./bench/NAME; dpbench is ./bench/dataplane/cmd/dpbench).
+bounded() {
+	local limit=$1
+	shift
+	echo "# ran: ${*//$bin\//}"
+	timeout "$limit" "$@"
+}
+
 # part X: is part X to run?
 part() { [ -z "$only" ] || [[ ",$only," == *",$1,"* ]]; }
 
@@ -98,14 +108,14 @@ start=$(date +%s)
 
 if part a; then
 	echo "== (a) data plane through BPF_PROG_TEST_RUN" >&2
-	timeout 20m "$bin/dpbench" -rules "$dp_rules" -sizes "$dp_sizes" -rounds "$dp_rounds" -k "$dp_k" \
+	bounded 20m "$bin/dpbench" -rules "$dp_rules" -sizes "$dp_sizes" -rounds "$dp_rounds" -k "$dp_k" \
 		-cpu "$server_cpu"
 fi
 
 if part b; then
 	echo "== (b) end to end in the veth rig" >&2
 	bash bench/rig.sh down "$rig" 2>/dev/null || true
-	timeout 15m taskset -c "$client_cpu" "$bin/udp-e2e" -rig "$rig" -rules "$e2e_rules" -sizes "$e2e_sizes" \
+	bounded 15m taskset -c "$client_cpu" "$bin/udp-e2e" -rig "$rig" -rules "$e2e_rules" -sizes "$e2e_sizes" \
 		-rounds "$e2e_rounds" -duration "$e2e_duration" -server-cpu "$server_cpu" -client-cpu "$client_cpu"
 fi
 
@@ -113,7 +123,7 @@ if part c; then
 	echo "== (c) santad: install and update visibility" >&2
 	for round in $(seq "$daemon_rounds"); do
 		echo "# round $round of $daemon_rounds" >&2
-		timeout 10m "$bin/daemon" -rules "$daemon_rules" -updates "$daemon_updates"
+		bounded 10m "$bin/daemon" -rules "$daemon_rules" -updates "$daemon_updates"
 	done
 fi
 
@@ -121,18 +131,18 @@ if part d; then
 	echo "== (d) the load generator" >&2
 	bash bench/rig.sh down "$rig" 2>/dev/null || true
 	for rate in 0 1000000 3000000; do
-		timeout 5m "$bin/genrate" -rig "$rig" -rate "$rate" -server-cpu "$server_cpu" -client-cpu "$client_cpu"
+		bounded 5m "$bin/genrate" -rig "$rig" -rate "$rate" -server-cpu "$server_cpu" -client-cpu "$client_cpu"
 	done
 fi
 
 if part e; then
 	echo "== (e) DNS servers, alone and with Santa" >&2
 	bash bench/rig.sh down "$rig" 2>/dev/null || true
-	timeout 30m "$bin/dns" -rig "$rig" -servers "$dns_servers" -names "$dns_names" -rounds "$dns_rounds" \
+	bounded 30m "$bin/dns" -rig "$rig" -servers "$dns_servers" -names "$dns_names" -rounds "$dns_rounds" \
 		-server-cpu "$server_cpu" -client-cpu "$client_cpu"
 	if [ "$quick" != 1 ]; then
-		timeout 30m "$bin/dns" -rig "$rig" -servers bind -names 1000000 -popularity zipf:1 \
-			-offload 0,1000,10000,100000,all -rates 100000,0 -rule-counts 1,100,10000,100000,1000000 \
+		bounded 30m "$bin/dns" -rig "$rig" -servers bind -names 1000000 -popularity zipf:1 \
+			-offload 0,100,1000,10000,100000,all -rates 100000,0 -rule-counts 1,100,10000,100000,1000000 \
 			-dnsperf 0 -rounds "$dns_rounds" -server-cpu "$server_cpu" -client-cpu "$client_cpu"
 	fi
 fi
@@ -140,14 +150,14 @@ fi
 if part f; then
 	echo "== (f) memcached, alone and with Santa" >&2
 	bash bench/rig.sh down "$rig" 2>/dev/null || true
-	timeout 30m "$bin/memcached" -rig "$rig" -keys "$mc_keys" -offload "$mc_offload" -rounds "$mc_rounds" \
+	bounded 30m "$bin/memcached" -rig "$rig" -keys "$mc_keys" -offload "$mc_offload" -rounds "$mc_rounds" \
 		-server-cpu "$server_cpu" -client-cpu "$client_cpu"
 fi
 
 if part g; then
 	echo "== (g) nginx and wrk" >&2
 	bash bench/rig.sh down "$rig" 2>/dev/null || true
-	timeout 30m "$bin/http" -rig "$rig" -sizes "$http_sizes" -rounds "$http_rounds" -duration "$http_duration" \
+	bounded 30m "$bin/http" -rig "$rig" -sizes "$http_sizes" -rounds "$http_rounds" -duration "$http_duration" \
 		-server-cpu "$server_cpu" -client-cpu "$client_cpu"
 fi
 
