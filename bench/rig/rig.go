@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"os/exec"
 	"time"
 
@@ -42,11 +43,20 @@ func (r Rig) Up(serverCPU, clientCPU int) error {
 		"--client-cpu", fmt.Sprint(clientCPU))
 }
 
+// The idle check: the server CPU counts as quiet under idleBelow % busy
+// over a second; Start waits up to idleWait for such a second.
+const (
+	idleBelow = 10
+	idleWait  = 20 * time.Second
+)
+
 // Start is how a benchmark begins: this process's threads (and thereby
 // the children it starts) move to the client CPU, the rig comes up, and
-// the server CPU's busy share while nothing runs is measured for a second
-// (the idle check, reported with the results). The caller takes the rig
-// Down.
+// the idle check waits for the server CPU to be quiet (the kernel may
+// still be freeing a previous run's maps, say). Its last second's busy
+// share is returned, to be reported with the results; if the CPU never
+// got quiet, a warning goes to stderr and the run goes on. The caller
+// takes the rig Down.
 func (r Rig) Start(serverCPU, clientCPU int) (idleBusy float64, err error) {
 	if err := PinAllThreads(clientCPU); err != nil {
 		return 0, err
@@ -54,10 +64,19 @@ func (r Rig) Start(serverCPU, clientCPU int) (idleBusy float64, err error) {
 	if err := r.Up(serverCPU, clientCPU); err != nil {
 		return 0, err
 	}
-	if idleBusy, err = IdleBusy(serverCPU, time.Second); err != nil {
-		return 0, errors.Join(err, r.Down())
+	for deadline := time.Now().Add(idleWait); ; {
+		if idleBusy, err = IdleBusy(serverCPU, time.Second); err != nil {
+			return 0, errors.Join(err, r.Down())
+		}
+		if idleBusy < idleBelow {
+			return idleBusy, nil
+		}
+		if time.Now().After(deadline) {
+			fmt.Fprintf(os.Stderr, "rig: server CPU %d still %.0f %% busy after %v; measuring anyway\n",
+				serverCPU, idleBusy, idleWait)
+			return idleBusy, nil
+		}
 	}
-	return idleBusy, nil
 }
 
 // Stop is Down for a deferred call: it keeps the first error in *err.
