@@ -71,21 +71,21 @@ func (d *Datapath) writeBodies(rs []*installedRule) error {
 }
 
 // writeClass writes the bodies of rules of one class in batches; parts
-// names a body's head and reply area.
+// names a body's head and reply area. Bodies are built in place in the
+// batch buffer: at a million rules every copy of a body costs.
 func writeClass[V any](m *ebpf.Map, rs []*installedRule, parts func(*V) (*santaSantaRule, []byte)) error {
-	keys := make([]uint32, 0, min(len(rs), batchSize))
-	vals := make([]V, 0, cap(keys))
+	keys := make([]uint32, min(len(rs), batchSize))
+	vals := make([]V, len(keys))
 	for chunk := range slices.Chunk(rs, batchSize) {
-		keys, vals = keys[:0], vals[:0]
-		for _, r := range chunk {
-			var v V
-			head, reply := parts(&v)
-			*head = ruleHead(r)
+		ks, vs := keys[:len(chunk)], vals[:len(chunk)]
+		clear(vs)
+		for i, r := range chunk {
+			head, reply := parts(&vs[i])
+			writeHead(head, r)
 			copy(reply, r.compiled.Template)
-			keys = append(keys, r.slot)
-			vals = append(vals, v)
+			ks[i] = r.slot
 		}
-		if _, err := m.BatchUpdate(keys, vals, nil); err != nil {
+		if _, err := m.BatchUpdate(ks, vs, nil); err != nil {
 			return fmt.Errorf("writing rules: %w", err)
 		}
 	}
@@ -105,22 +105,20 @@ func (d *Datapath) deleteBodies(slots []uint32) error {
 	return errors.Join(errs...)
 }
 
-// ruleHead is what matching reads of a rule: all of it but the reply.
-func ruleHead(r *installedRule) santaSantaRule {
+// writeHead writes what matching reads of a rule, all of it but the
+// reply, into v (zeroed).
+func writeHead(v *santaSantaRule, r *installedRule) {
 	c := r.compiled
-	v := santaSantaRule{
-		RuleId:    uint32(r.id),
-		ServiceId: uint32(r.svc.id),
-		Slot:      r.slot,
-		CondOff:   r.rule.Condition.Offset,
-		CondLen:   uint16(len(r.rule.Condition.Pattern)),
-		ReplyLen:  uint16(len(c.Template)),
-		Ncopies:   uint8(len(c.Copies)),
-		ReplyCsum: c.Csum,
-	}
+	v.RuleId = uint32(r.id)
+	v.ServiceId = uint32(r.svc.id)
+	v.Slot = r.slot
+	v.CondOff = r.rule.Condition.Offset
+	v.CondLen = uint16(len(r.rule.Condition.Pattern))
+	v.ReplyLen = uint16(len(c.Template))
+	v.Ncopies = uint8(len(c.Copies))
+	v.ReplyCsum = c.Csum
 	for i, p := range c.Copies {
 		v.Copies[i] = santaSantaCopy{Src: p.Src, Dst: p.Dst, Len: p.Len}
 	}
 	copy(v.Cond[:], r.rule.Condition.Pattern)
-	return v
 }

@@ -34,7 +34,8 @@ type Entry struct {
 // CheckDuplicates rejects two rules with the same condition: the data plane
 // could answer only one of them, and enough of them would overflow a node.
 func CheckDuplicates(entries []Entry) error {
-	return NewServiceIndex(MaxRegions).checkDuplicates(entries, nil)
+	_, err := NewServiceIndex(MaxRegions).checkDuplicates(entries, nil)
+	return err
 }
 
 // DuplicateError names two rules with the same condition.

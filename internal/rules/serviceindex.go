@@ -63,6 +63,7 @@ type IndexChange struct {
 	Old     map[IndexKey]IndexNode
 
 	add     []Entry
+	conds   map[condKey]uint32 // the added conditions, keyed once for Apply
 	remove  []uint32
 	built   *indexBuilder
 	touched map[IndexKey]bool
@@ -91,14 +92,15 @@ func (s *ServiceIndex) Plan(add []Entry, remove []uint32) (*IndexChange, error) 
 		}
 		removing[id] = true
 	}
-	if err := s.checkDuplicates(add, removing); err != nil {
+	conds, err := s.checkDuplicates(add, removing)
+	if err != nil {
 		return nil, err
 	}
 	regions, err := s.plannedRegions(add, remove)
 	if err != nil {
 		return nil, err
 	}
-	c := &IndexChange{Regions: regions, add: add, remove: remove}
+	c := &IndexChange{Regions: regions, add: add, conds: conds, remove: remove}
 	if slices.Equal(regions, s.regions) {
 		if ok, err := s.planTouched(c, removing); ok || err != nil {
 			return c, err
@@ -107,7 +109,9 @@ func (s *ServiceIndex) Plan(add []Entry, remove []uint32) (*IndexChange, error) 
 	return c, s.planFull(c, removing)
 }
 
-func (s *ServiceIndex) checkDuplicates(add []Entry, removing map[uint32]bool) error {
+// checkDuplicates refuses a condition that is added twice, or that a rule
+// kept already has. It returns the added conditions by key, rule id.
+func (s *ServiceIndex) checkDuplicates(add []Entry, removing map[uint32]bool) (map[condKey]uint32, error) {
 	fresh := make(map[condKey]uint32, len(add))
 	for _, e := range add {
 		k := condKey{e.Cond.Offset, string(e.Cond.Pattern)}
@@ -117,11 +121,11 @@ func (s *ServiceIndex) checkDuplicates(add []Entry, removing map[uint32]bool) er
 			ok = ok && !removing[id]
 		}
 		if ok {
-			return &DuplicateError{First: id, Second: e.ID, Cond: e.Cond}
+			return nil, &DuplicateError{First: id, Second: e.ID, Cond: e.Cond}
 		}
 		fresh[k] = e.ID
 	}
-	return nil
+	return fresh, nil
 }
 
 // plannedRegions are the regions after the change: only the shortest
@@ -273,11 +277,16 @@ func (s *ServiceIndex) Apply(c *IndexChange) {
 		s.countLen(e.Cond, -1)
 	}
 	s.entries = maputil.Reserve(s.entries, len(c.add))
-	s.conds = maputil.Reserve(s.conds, len(c.add))
 	for _, e := range c.add {
 		s.entries[e.ID] = e
-		s.conds[condKey{e.Cond.Offset, string(e.Cond.Pattern)}] = e.ID
 		s.countLen(e.Cond, 1)
+	}
+	// Plan keyed the added conditions already (a million string keys take
+	// a second to build): a first install adopts its map.
+	if len(s.conds) == 0 {
+		s.conds = c.conds
+	} else {
+		maps.Copy(s.conds, c.conds)
 	}
 	s.regions = c.Regions
 	if c.Full {
