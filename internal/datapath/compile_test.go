@@ -1,0 +1,44 @@
+package datapath
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/santa-offload/santa/internal/rules"
+)
+
+// TestCompileAll: rules compile on several CPUs, each into its own place,
+// and an error names the first bad rule of the batch, whichever CPU saw it.
+func TestCompileAll(t *testing.T) {
+	rs := make([]rules.Rule, 5000)
+	for i := range rs {
+		name := fmt.Sprintf("name-%d", i)
+		rs[i] = rules.Rule{Condition: rules.Condition{Offset: 0, Pattern: []byte(name)},
+			Processors: []rules.Processor{rules.Put(0, []byte(name+"!"))}, ReplyLen: uint16(len(name) + 1)}
+	}
+	got, _, err := compileAll(rs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, c := range got {
+		if want := fmt.Sprintf("name-%d!", i); string(c.Template) != want {
+			t.Fatalf("rule %d compiled to %q, want %q", i, c.Template, want)
+		}
+	}
+	for _, bad := range [][]int{{4999}, {1500, 3000}, {0, 4000}} {
+		broken := append([]rules.Rule(nil), rs...)
+		for _, i := range bad {
+			broken[i].ReplyLen = 0
+		}
+		_, at, err := compileAll(broken)
+		if err == nil || at != bad[0] {
+			t.Errorf("rules %v broken: error %v at rule %d, want one at rule %d", bad, err, at, bad[0])
+		}
+	}
+	if _, _, err := compileAll(nil); err != nil {
+		t.Errorf("no rules: %v", err)
+	}
+	if one, _, err := compileAll(rs[:1]); err != nil || len(one) != 1 || string(one[0].Template) != "name-0!" {
+		t.Errorf("one rule: %v, %d compiled", err, len(one))
+	}
+}
