@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 
 	"github.com/cilium/ebpf"
@@ -167,7 +168,29 @@ func (d *Datapath) pin(dir string, keepLinks bool) error {
 		}
 	}
 	d.pinPath = dir
-	return nil
+	return removeOldPins(dir, pins)
+}
+
+// removeOldPins removes pins in dir that are neither current nor links
+// (which detachStale or keepPrevious handle): an older version's maps,
+// like the single `rules` map before the size classes, would otherwise
+// keep their memory, gigabytes at a million rules, for as long as the
+// pin lives.
+func removeOldPins(dir string, current map[string]interface{ Pin(string) error }) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return fmt.Errorf("listing pins: %w", err)
+	}
+	var errs []error
+	for _, e := range entries {
+		if _, ok := current[e.Name()]; ok || strings.HasPrefix(e.Name(), "link_") {
+			continue
+		}
+		if err := os.Remove(filepath.Join(dir, e.Name())); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, fmt.Errorf("removing old pin: %w", err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // detachStale removes links an earlier process pinned (it may have been

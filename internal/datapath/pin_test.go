@@ -1,11 +1,13 @@
 package datapath
 
 import (
+	"errors"
 	"net"
 	"os"
 	"path/filepath"
 	"testing"
 
+	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
 )
 
@@ -53,4 +55,43 @@ func TestOpenTakesOverStalePins(t *testing.T) {
 	}
 	iface, _ := net.InterfaceByName("santa-pin0")
 	t.Logf("interface %d attached again in %s mode", iface.Index, att.XDP)
+}
+
+// Pins an older version left (the single `rules` map before the size
+// classes) are removed by the next Open: they would keep their memory.
+func TestOpenRemovesOldPins(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "bpffs", "santa")
+	if err := os.MkdirAll(filepath.Dir(dir), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := mountBPFFS(filepath.Dir(dir)); err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Unmount(filepath.Dir(dir), 0)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	old, err := ebpf.NewMap(&ebpf.MapSpec{Type: ebpf.Array, KeySize: 4, ValueSize: 4, MaxEntries: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := old.Pin(filepath.Join(dir, "rules")); err != nil {
+		t.Fatal(err)
+	}
+	old.Close()
+
+	d, err := Open(Options{PinPath: dir, MaxRules: 64, MaxServices: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	defer d.Unpin()
+	if _, err := os.Stat(filepath.Join(dir, "rules")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the old rules pin is still there (%v)", err)
+	}
+	for _, name := range []string{"services", "rule_index", "rules_small", "prog_santa_udp"} {
+		if _, err := os.Stat(filepath.Join(dir, name)); err != nil {
+			t.Errorf("pin %s: %v", name, err)
+		}
+	}
 }
