@@ -20,7 +20,10 @@ var ErrUnknownRule = errors.New("unknown rule")
 type installedRule struct {
 	id       RuleID
 	svc      *service
-	rule     rules.Rule
+	rule rules.Rule
+	// compiled is the body to write, until it is written: then it goes,
+	// since rule holds the same reply (a million 1400-B replies kept twice
+	// took 1.3 GiB more).
 	compiled rules.Compiled
 	slot     uint32 // where the data plane reads it; new on every replace
 }
@@ -359,6 +362,9 @@ func (d *Datapath) commit(svc *service, fresh, replaced, deleted []*installedRul
 	if err := errors.Join(<-planned, bodiesErr); err != nil {
 		d.deleteBodies(slotsOf(fresh))
 		return abort(err)
+	}
+	for _, r := range fresh {
+		r.compiled = rules.Compiled{}
 	}
 	var err error
 	if change.Full {
