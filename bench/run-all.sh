@@ -6,7 +6,8 @@
 #   (a) bench/dataplane/cmd/dpbench: XDP ns/packet through BPF_PROG_TEST_RUN,
 #       rule sets x reply sizes x request mixes, interleaved over rounds.
 #   (b) bench/udp-e2e: Santa vs a userspace recvmmsg/sendmmsg responder in
-#       the two-namespace veth rig (bench/rig.sh), interleaved A B A B.
+#       the two-namespace veth rig (bench/rig.sh), interleaved A B A B,
+#       with the C client and with the XDP generator.
 #   (c) bench/daemon: a real santad: 1M rules installed in one transaction,
 #       and how soon a single REPLACE_RULES is answered by the kernel.
 #   (d) bench/genrate: the XDP load generator's own rate in the rig.
@@ -117,6 +118,11 @@ if part b; then
 	bash bench/rig.sh down "$rig" 2>/dev/null || true
 	bounded 15m taskset -c "$client_cpu" "$bin/udp-e2e" -rig "$rig" -rules "$e2e_rules" -sizes "$e2e_sizes" \
 		-rounds "$e2e_rounds" -duration "$e2e_duration" -server-cpu "$server_cpu" -client-cpu "$client_cpu"
+	# The C client never saturates Santa's side: the XDP generator does,
+	# and 100 k/s is about the responder's best load.
+	bounded 15m taskset -c "$client_cpu" "$bin/udp-e2e" -rig "$rig" -client xdp -rates 100000,0 \
+		-rules "$e2e_rules" -sizes 64,512 -rounds "$e2e_rounds" -duration "$e2e_duration" \
+		-server-cpu "$server_cpu" -client-cpu "$client_cpu"
 fi
 
 if part c; then
