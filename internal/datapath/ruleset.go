@@ -18,8 +18,8 @@ type RuleID uint32
 var ErrUnknownRule = errors.New("unknown rule")
 
 type installedRule struct {
-	id       RuleID
-	svc      *service
+	id   RuleID
+	svc  *service
 	rule rules.Rule
 	// compiled is the body to write, until it is written: then it goes,
 	// since rule holds the same reply (a million 1400-B replies kept twice
