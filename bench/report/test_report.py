@@ -31,6 +31,7 @@ RESULT name=memcached/keys=100k/popularity=zipf:1/offload=0/rate=open/replies_pe
 RESULT name=memcached/keys=100k/popularity=zipf:1/offload=100000/rate=open/replies_per_s value=900000 unit=replies/s range=1..2 runs=3
 RESULT name=memcached/keys=100k/popularity=zipf:1/offload=0/peak_replies_per_s value=100000 unit=replies/s
 RESULT name=memcached/keys=100k/popularity=zipf:1/offload=100000/peak_replies_per_s value=900000 unit=replies/s
+RESULT name=e2e/client=c/rules=100k/reply=64/mix=hot/mode=santa/replies_per_s value=900000 unit=replies/s range=1..2 runs=3
 RESULT name=http/server=nginx/sendfile=off/size=64/requests_per_s value=76000 unit=requests/s range=1..2 runs=3
 RESULT name=http/server=nginx/sendfile=off/size=64/server_us_per_request value=11.2 unit=us/request range=1..2 runs=3
 RESULT name=http/server=nginx/sendfile=on/size=64/requests_per_s value=58000 unit=requests/s range=1..2 runs=3
