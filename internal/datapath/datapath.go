@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 
 	"github.com/cilium/ebpf"
@@ -168,25 +167,21 @@ func (d *Datapath) pin(dir string, keepLinks bool) error {
 		}
 	}
 	d.pinPath = dir
-	return removeOldPins(dir, pins)
+	return removeOldPins(dir)
 }
 
-// removeOldPins removes pins in dir that are neither current nor links
-// (which detachStale or keepPrevious handle): an older version's maps,
-// like the single `rules` map before the size classes, would otherwise
-// keep their memory, gigabytes at a million rules, for as long as the
-// pin lives.
-func removeOldPins(dir string, current map[string]interface{ Pin(string) error }) error {
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return fmt.Errorf("listing pins: %w", err)
-	}
+// oldPins are the pins earlier versions made that this one does not: the
+// single rules map before the size classes.
+var oldPins = []string{"rules"}
+
+// removeOldPins removes what earlier versions pinned in dir and this one
+// no longer does: those maps would otherwise keep their memory, gigabytes
+// at a million rules, for as long as the pin lives. Only known names go:
+// the directory may be shared.
+func removeOldPins(dir string) error {
 	var errs []error
-	for _, e := range entries {
-		if _, ok := current[e.Name()]; ok || strings.HasPrefix(e.Name(), "link_") {
-			continue
-		}
-		if err := os.Remove(filepath.Join(dir, e.Name())); err != nil && !errors.Is(err, os.ErrNotExist) {
+	for _, name := range oldPins {
+		if err := os.Remove(filepath.Join(dir, name)); err != nil && !errors.Is(err, os.ErrNotExist) {
 			errs = append(errs, fmt.Errorf("removing old pin: %w", err))
 		}
 	}
