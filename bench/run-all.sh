@@ -71,14 +71,15 @@ http_sizes=${HTTP_SIZES:-64,500,1000,2000,5000}
 http_rounds=${HTTP_ROUNDS:-3}
 http_duration=${HTTP_DURATION:-5s}
 
-# bounded LIMIT CMD...: CMD under timeout LIMIT. Its command line goes to
+# bounded LIMIT CMD...: CMD under timeout LIMIT (killed 30 s after the
+# TERM if a wait of its own outlasts it). Its command line goes to
 # stdout as a header line, so the report shows exactly what ran (the
 # programs are go build ./bench/NAME; dpbench is ./bench/dataplane/cmd/dpbench).
 bounded() {
 	local limit=$1
 	shift
 	echo "# ran: ${*//$bin\//}"
-	timeout "$limit" "$@"
+	timeout -k 30s "$limit" "$@"
 }
 
 # part X: is part X to run?

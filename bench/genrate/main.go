@@ -53,7 +53,9 @@ func main() {
 	flag.Parse()
 	c.port = uint16(*port)
 	var err error
-	if c.pop, err = gen.ParsePopularity(pop); err == nil {
+	if *port == 0 || *port > 65535 {
+		err = fmt.Errorf("-port %d: want 1 to 65535", *port)
+	} else if c.pop, err = gen.ParsePopularity(pop); err == nil {
 		err = c.r.Run("gen", c.serverCPU, c.clientCPU, func(ctx context.Context, _ string) error { return run(ctx, c) })
 	}
 	if err != nil {

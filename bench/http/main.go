@@ -113,7 +113,7 @@ func run(ctx context.Context, c config, tmp string) error {
 }
 
 var (
-	wrkRequests = regexp.MustCompile(`(\d+) requests in ([0-9.]+)(m?s)`)
+	wrkRequests = regexp.MustCompile(`(\d+) requests in ([0-9.]+)(us|ms|s|m),`)
 	wrkErrors   = regexp.MustCompile(`Socket errors|Non-2xx`)
 )
 
@@ -144,9 +144,7 @@ func wrk(ctx context.Context, c config, port, size int) (sample, error) {
 	}
 	n, _ := strconv.ParseFloat(string(m[1]), 64)
 	took, _ := strconv.ParseFloat(string(m[2]), 64)
-	if string(m[3]) == "ms" {
-		took /= 1000
-	}
+	took *= map[string]float64{"us": 1e-6, "ms": 1e-3, "s": 1, "m": 60}[string(m[3])]
 	if n == 0 || took == 0 {
 		return sample{}, fmt.Errorf("wrk %s: no requests answered:\n%s", url, out)
 	}

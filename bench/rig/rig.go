@@ -62,7 +62,7 @@ func (r Rig) Start(serverCPU, clientCPU int) (idleBusy float64, err error) {
 		return 0, err
 	}
 	if err := r.Up(serverCPU, clientCPU); err != nil {
-		return 0, err
+		return 0, errors.Join(err, r.Down()) // whatever Up made before it failed
 	}
 	for deadline := time.Now().Add(idleWait); ; {
 		if idleBusy, err = IdleBusy(serverCPU, time.Second); err != nil {

@@ -27,10 +27,11 @@ func Dial(r rig.Rig, port uint16) (*net.UDPConn, error) {
 	return conn, err
 }
 
-// Capture asks the server (through conn) for every item in items, with
-// id 0, and returns its replies: the bytes Santa's rules answer with. A
-// window of requests is in flight, told apart by their ids; lost ones are
-// asked again, up to 5 times.
+// Capture asks the server (through conn) for every item in items and
+// returns its replies with id 0: the bytes Santa's rules answer with. A
+// window of requests is in flight, told apart by their ids (item k of
+// items has id k mod 2^16, so a late reply to an earlier window is not
+// taken for one of this window); lost ones are asked again, up to 5 times.
 func Capture(conn *net.UDPConn, request Request, items []int) ([][]byte, error) {
 	const window = 64
 	replies := make([][]byte, len(items))
@@ -41,7 +42,7 @@ func Capture(conn *net.UDPConn, request Request, items []int) ([][]byte, error) 
 			missing := 0
 			for i, item := range batch {
 				if replies[start+i] == nil {
-					if _, err := conn.Write(request(uint16(i), item)); err != nil {
+					if _, err := conn.Write(request(uint16(start+i), item)); err != nil {
 						return nil, err
 					}
 					missing++
@@ -65,7 +66,7 @@ func Capture(conn *net.UDPConn, request Request, items []int) ([][]byte, error) 
 				if k < 2 {
 					continue
 				}
-				i := int(binary.BigEndian.Uint16(buf))
+				i := int(binary.BigEndian.Uint16(buf) - uint16(start))
 				if i < len(batch) && replies[start+i] == nil {
 					r := append([]byte(nil), buf[:k]...)
 					r[0], r[1] = 0, 0

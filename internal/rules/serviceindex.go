@@ -287,7 +287,8 @@ func (s *ServiceIndex) Walked(c *IndexChange, k IndexKey) bool {
 }
 
 // Apply makes a planned change current. Changes must be applied in the
-// order they were planned, each planned against the state before it.
+// order they were planned, each planned against the state before it, and
+// each once: the index may take over the change's maps.
 func (s *ServiceIndex) Apply(c *IndexChange) {
 	for _, id := range c.remove {
 		e := s.entries[id]
