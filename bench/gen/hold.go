@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"regexp"
 	"sync/atomic"
 
 	"github.com/cilium/ebpf"
@@ -38,6 +39,10 @@ func hold(prog *ebpf.Program) (*holder, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := sweepStale(); err != nil {
+		ns.Close()
+		return nil, err
+	}
 	name := fmt.Sprintf("gh%d.%d", os.Getpid(), holders.Add(1))
 	if out, err := exec.Command("ip", "link", "add", name, "type", "veth", "peer", "name", name+"p").CombinedOutput(); err != nil {
 		ns.Close()
@@ -52,6 +57,33 @@ func hold(prog *ebpf.Program) (*holder, error) {
 		return nil, errors.Join(fmt.Errorf("parking the sender on %s: %w", name, err), h.release())
 	}
 	return h, nil
+}
+
+// stalePair matches the name of a parked pair's first end: gh<pid>.<n>.
+var stalePair = regexp.MustCompile(`^gh([0-9]+)\.[0-9]+$`)
+
+// sweepStale removes, from the caller's network namespace, the parked
+// pairs of generators that died without releasing them (SIGKILL): they
+// hold a program and would otherwise stay until the namespace goes.
+func sweepStale() error {
+	ifaces, err := net.Interfaces()
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, iface := range ifaces {
+		m := stalePair.FindStringSubmatch(iface.Name)
+		if m == nil {
+			continue
+		}
+		if _, err := os.Stat("/proc/" + m[1]); !errors.Is(err, os.ErrNotExist) {
+			continue // its generator still runs (or the pid was reused: leave it)
+		}
+		if out, err := exec.Command("ip", "link", "del", iface.Name).CombinedOutput(); err != nil {
+			errs = append(errs, fmt.Errorf("removing the stale parked veth %s: %v: %s", iface.Name, err, out))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // release detaches the program and removes the pair (both ends go), from

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -47,6 +49,11 @@ func TestGenerator(t *testing.T) {
 					return err
 				}
 				cfg.Ifindex = iface.Index
+				// A pair a SIGKILLed generator left: Open removes it
+				// (noParkedVeth below checks).
+				if err := addStalePair(); err != nil {
+					return err
+				}
 				g, err := gen.Open(cfg)
 				if err != nil {
 					return err
@@ -96,6 +103,20 @@ func TestGenerator(t *testing.T) {
 }
 
 // noParkedVeth: a closed generator leaves no veth of its own behind.
+// addStalePair adds a parked pair named for a pid no process can have
+// (pid_max itself), as a generator killed without releasing it leaves.
+func addStalePair() error {
+	b, err := os.ReadFile("/proc/sys/kernel/pid_max")
+	if err != nil {
+		return err
+	}
+	name := "gh" + strings.TrimSpace(string(b)) + ".1"
+	if out, err := exec.Command("ip", "link", "add", name, "type", "veth", "peer", "name", name+"p").CombinedOutput(); err != nil {
+		return fmt.Errorf("adding %s: %v: %s", name, err, out)
+	}
+	return nil
+}
+
 func noParkedVeth() error {
 	ifaces, err := net.Interfaces()
 	if err != nil {
