@@ -64,6 +64,9 @@ func run(ctx context.Context, c scenario.Config, tmp string) error {
 		})
 	})
 	if err != nil {
+		if conn != nil { // ready, but pinning the server failed
+			conn.Close()
+		}
 		return err
 	}
 	defer srv.Stop()
