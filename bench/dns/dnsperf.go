@@ -21,18 +21,17 @@ func runDnsperf(ctx context.Context, c config, id, dir string) error {
 	if err := writeDnsperfQueries(qfile, c.Items); err != nil {
 		return err
 	}
-	b0, _, err := rig.CPUTicks(c.ServerCPU)
-	if err != nil {
-		return err
-	}
 	secs := strconv.FormatFloat(c.dnsperf.Seconds(), 'f', -1, 64)
-	cmd := exec.CommandContext(ctx, "ip", "netns", "exec", c.Rig.ClientNS(), "taskset", "-c", fmt.Sprint(c.ClientCPU),
-		"dnsperf", "-s", rig.ServerIPv4, "-d", qfile, "-l", secs, "-c", "1", "-T", "1", "-q", "500", "-t", "1")
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("dnsperf: %v\n%s", err, out)
-	}
-	b1, _, err := rig.CPUTicks(c.ServerCPU)
+	var out []byte
+	use, err := rig.Around(c.ClientCPU, c.ServerCPU, func() error {
+		cmd := exec.CommandContext(ctx, "ip", "netns", "exec", c.Rig.ClientNS(), "taskset", "-c", fmt.Sprint(c.ClientCPU),
+			"dnsperf", "-s", rig.ServerIPv4, "-d", qfile, "-l", secs, "-c", "1", "-T", "1", "-q", "500", "-t", "1")
+		var err error
+		if out, err = cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("dnsperf: %v\n%s", err, out)
+		}
+		return nil
+	})
 	if err != nil {
 		return err
 	}
@@ -43,12 +42,12 @@ func runDnsperf(ctx context.Context, c config, id, dir string) error {
 	qps, _ := strconv.ParseFloat(string(m[1]), 64)
 	// Over dnsperf's sending time: it also starts up and waits for late
 	// replies, when the server has nothing to do.
-	busy := 100 * float64(b1-b0) / (c.dnsperf.Seconds() * rig.UserHZ)
+	busy := 100 * float64(use.ServerBusy) / (c.dnsperf.Seconds() * rig.UserHZ)
 	fmt.Fprintf(os.Stderr, "  %s dnsperf: %.0f queries/s, server CPU %.1f%% busy\n", id, qps, busy)
 	fmt.Printf("RESULT name=%s/client=dnsperf/queries_per_s value=%.3f unit=queries/s\n", id, qps)
 	fmt.Printf("RESULT name=%s/client=dnsperf/server_cpu_busy value=%.3f unit=%%\n", id, busy)
 	if qps > 0 {
-		us := float64(b1-b0) / rig.UserHZ * 1e6 / (qps * c.dnsperf.Seconds())
+		us := float64(use.ServerBusy) / rig.UserHZ * 1e6 / (qps * c.dnsperf.Seconds())
 		fmt.Printf("RESULT name=%s/client=dnsperf/server_us_per_query value=%.3f unit=us/query\n", id, us)
 	}
 	return nil

@@ -29,27 +29,30 @@ type CPUUse struct {
 
 // Around runs f and reads both CPUs before and after it.
 func Around(clientCPU, serverCPU int, f func() error) (CPUUse, error) {
-	var u CPUUse
-	cb0, ct0, err := CPUTicks(clientCPU)
+	before, err := ticks(clientCPU, serverCPU)
 	if err != nil {
-		return u, err
-	}
-	sb0, st0, err := CPUTicks(serverCPU)
-	if err != nil {
-		return u, err
+		return CPUUse{}, err
 	}
 	if err := f(); err != nil {
-		return u, err
+		return CPUUse{}, err
 	}
-	cb1, ct1, err := CPUTicks(clientCPU)
+	after, err := ticks(clientCPU, serverCPU)
 	if err != nil {
+		return CPUUse{}, err
+	}
+	return CPUUse{ClientBusy: after.ClientBusy - before.ClientBusy, ClientTotal: after.ClientTotal - before.ClientTotal,
+		ServerBusy: after.ServerBusy - before.ServerBusy, ServerTotal: after.ServerTotal - before.ServerTotal}, nil
+}
+
+// ticks are both CPUs' busy and total ticks so far.
+func ticks(clientCPU, serverCPU int) (CPUUse, error) {
+	var u CPUUse
+	var err error
+	if u.ClientBusy, u.ClientTotal, err = CPUTicks(clientCPU); err != nil {
 		return u, err
 	}
-	sb1, st1, err := CPUTicks(serverCPU)
-	if err != nil {
-		return u, err
-	}
-	return CPUUse{ClientBusy: cb1 - cb0, ClientTotal: ct1 - ct0, ServerBusy: sb1 - sb0, ServerTotal: st1 - st0}, nil
+	u.ServerBusy, u.ServerTotal, err = CPUTicks(serverCPU)
+	return u, err
 }
 
 // Measure runs g from the client namespace for d at rate (0: open loop)

@@ -24,7 +24,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -112,49 +111,33 @@ func main() {
 	os.Exit(code)
 }
 
-func run(c config) (err error) {
-	tmp, err := os.MkdirTemp("", "santa-udp-e2e-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(tmp)
-	responder, client, err := buildC(tmp)
-	if err != nil {
-		return err
-	}
-
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-
-	idle, err := c.r.Start(c.serverCPU, c.clientCPU)
-	if err != nil {
-		return err
-	}
-	defer c.r.Stop(&err)
-
-	// veth delivers XDP_TX frames only to a peer that runs XDP; the
-	// generator brings its own (the reply counter).
-	if c.client == "c" {
-		var pass link.Link
-		if err := rig.InNetns(c.r.ClientNS(), func() error {
-			var err error
-			pass, err = xdppass.Attach(c.r.ClientDev())
-			return err
-		}); err != nil {
+func run(c config) error {
+	return c.r.Run("e2e", c.serverCPU, c.clientCPU, func(ctx context.Context, tmp string) error {
+		responder, client, err := buildC(tmp)
+		if err != nil {
 			return err
 		}
-		defer pass.Close()
-	}
-
-	result("e2e/idle_server_cpu_busy", idle, "%")
-
-	rng := rand.New(rand.NewPCG(7, 7))
-	for _, size := range c.sizes {
-		if err := runSize(ctx, c, rng, tmp, responder, client, size); err != nil {
-			return err
+		// veth delivers XDP_TX frames only to a peer that runs XDP; the
+		// generator brings its own (the reply counter).
+		if c.client == "c" {
+			var pass link.Link
+			if err := rig.InNetns(c.r.ClientNS(), func() error {
+				var err error
+				pass, err = xdppass.Attach(c.r.ClientDev())
+				return err
+			}); err != nil {
+				return err
+			}
+			defer pass.Close()
 		}
-	}
-	return nil
+		rng := rand.New(rand.NewPCG(7, 7))
+		for _, size := range c.sizes {
+			if err := runSize(ctx, c, rng, tmp, responder, client, size); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }
 
 type sample struct {
