@@ -3,8 +3,6 @@ package datapath
 import (
 	"errors"
 	"fmt"
-	"runtime"
-	"sync"
 
 	"github.com/cilium/ebpf"
 
@@ -60,27 +58,21 @@ func (d *Datapath) updateIndex(indexID uint32, old, next map[rules.IndexKey]rule
 // putIndex writes the nodes at keys. The batches are independent, so they
 // go on every CPU: a million nodes take most of a second on one.
 func (d *Datapath) putIndex(indexID uint32, keys []rules.IndexKey, nodes map[rules.IndexKey]rules.IndexNode) error {
-	workers := min(runtime.GOMAXPROCS(0), (len(keys)+batchSize-1)/batchSize)
-	errs := make([]error, workers)
-	var wg sync.WaitGroup
-	for w := range workers {
-		wg.Go(func() {
-			ks := make([]santaSantaIndexKey, 0, batchSize)
-			vs := make([]santaSantaIndexNode, 0, batchSize)
-			for start := w * batchSize; start < len(keys) && errs[w] == nil; start += workers * batchSize {
-				ks, vs = ks[:0], vs[:0]
-				for _, k := range keys[start:min(start+batchSize, len(keys))] {
-					ks = append(ks, indexKey(indexID, k))
-					vs = append(vs, indexNode(nodes[k]))
-				}
-				if _, err := d.objs.RuleIndex.BatchUpdate(ks, vs, nil); err != nil {
-					errs[w] = fmt.Errorf("writing index: %w", err)
-				}
+	return errors.Join(inParts(len(keys), batchSize, func(lo, hi int) error {
+		ks := make([]santaSantaIndexKey, 0, batchSize)
+		vs := make([]santaSantaIndexNode, 0, batchSize)
+		for start := lo; start < hi; start += batchSize {
+			ks, vs = ks[:0], vs[:0]
+			for _, k := range keys[start:min(start+batchSize, hi)] {
+				ks = append(ks, indexKey(indexID, k))
+				vs = append(vs, indexNode(nodes[k]))
 			}
-		})
-	}
-	wg.Wait()
-	return errors.Join(errs...)
+			if _, err := d.objs.RuleIndex.BatchUpdate(ks, vs, nil); err != nil {
+				return fmt.Errorf("writing index: %w", err)
+			}
+		}
+		return nil
+	})...)
 }
 
 func (d *Datapath) deleteIndex(indexID uint32, index map[rules.IndexKey]rules.IndexNode) error {

@@ -3,9 +3,7 @@ package datapath
 import (
 	"errors"
 	"fmt"
-	"runtime"
 	"slices"
-	"sync"
 
 	"github.com/santa-offload/santa/internal/maputil"
 	"github.com/santa-offload/santa/internal/rules"
@@ -210,9 +208,9 @@ func (d *Datapath) prepare(svc *service, rs []rules.Rule, idOf func(int) (RuleID
 		d.unprepare(svc, out)
 		return nil, fmt.Errorf("rule %d of the batch: %w", i, err)
 	}
-	compiled, bad, err := compileAll(rs)
+	compiled, err := compileAll(rs) // before anything is allocated
 	if err != nil {
-		return fail(bad, err)
+		return nil, err
 	}
 	for i, r := range rs {
 		ir := &installedRule{svc: svc, rule: r, compiled: compiled[i]}
@@ -231,33 +229,25 @@ func (d *Datapath) prepare(svc *service, rs []rules.Rule, idOf func(int) (RuleID
 }
 
 // compileAll compiles (and so validates, against the data plane's limits)
-// every rule, on every CPU: a million take half a second on one.
-// On error it returns the index of the first rule that failed.
-func compileAll(rs []rules.Rule) ([]rules.Compiled, int, error) {
+// every rule, on every CPU: a million take half a second on one. An error
+// names the first rule of the batch that failed.
+func compileAll(rs []rules.Rule) ([]rules.Compiled, error) {
 	out := make([]rules.Compiled, len(rs))
-	parts := min(runtime.GOMAXPROCS(0), max(1, len(rs)/1024))
-	per := (len(rs) + parts - 1) / max(1, parts)
-	bad := make([]int, parts)
-	errs := make([]error, parts)
-	var wg sync.WaitGroup
-	for p := range parts {
-		wg.Go(func() {
-			for i := p * per; i < min(len(rs), (p+1)*per); i++ {
-				var err error
-				if out[i], err = rules.Compile(rs[i]); err != nil {
-					bad[p], errs[p] = i, err
-					return
-				}
+	errs := inParts(len(rs), 1024, func(lo, hi int) error {
+		for i := lo; i < hi; i++ {
+			var err error
+			if out[i], err = rules.Compile(rs[i]); err != nil {
+				return fmt.Errorf("rule %d of the batch: %w", i, err)
 			}
-		})
-	}
-	wg.Wait()
-	for p, err := range errs { // parts are in rule order: the first error is the first rule's
+		}
+		return nil
+	})
+	for _, err := range errs { // parts are in rule order: the first error is the first rule's
 		if err != nil {
-			return nil, bad[p], err
+			return nil, err
 		}
 	}
-	return out, 0, nil
+	return out, nil
 }
 
 func (d *Datapath) newRuleID() (RuleID, error) {
