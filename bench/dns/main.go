@@ -91,7 +91,7 @@ func runServer(ctx context.Context, c config, s server, tmp string) error {
 	if err != nil {
 		return err
 	}
-	conn, err := scenario.Dial(c.Rig, 53)
+	conn, err := c.Rig.Dial("udp", 53)
 	if err != nil {
 		return err
 	}

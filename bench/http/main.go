@@ -19,7 +19,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"regexp"
@@ -71,13 +70,11 @@ func run(ctx context.Context, c config, tmp string) error {
 		return err
 	}
 	srv, err := rig.StartServer("nginx", argv, c.r.ServerNS(), c.serverCPU, tmp+"/nginx.log", func() error {
-		return rig.InNetns(c.r.ClientNS(), func() error {
-			conn, err := net.DialTimeout("tcp", fmt.Sprintf("%s:%d", rig.ServerIPv4, ports["on"]), time.Second)
-			if err == nil {
-				conn.Close()
-			}
-			return err
-		})
+		conn, err := c.r.Dial("tcp", ports["on"])
+		if err == nil {
+			conn.Close()
+		}
+		return err
 	})
 	if err != nil {
 		return err

@@ -51,17 +51,14 @@ func main() {
 
 // run starts memcached, stores the keys and runs the sweeps.
 func run(ctx context.Context, c scenario.Config, tmp string) error {
-	addr := net.JoinHostPort(rig.ServerIPv4, strconv.Itoa(port))
 	argv := []string{"memcached", "-u", "root", "-l", rig.ServerIPv4, "-p", strconv.Itoa(port), "-U", strconv.Itoa(port),
 		"-t", "1", "-m", "2048", "-c", "1024"}
 	var conn net.Conn
 	t0 := time.Now()
 	srv, err := rig.StartServer("memcached", argv, c.Rig.ServerNS(), c.ServerCPU, tmp+"/memcached.log", func() error {
-		return rig.InNetns(c.Rig.ClientNS(), func() error {
-			var err error
-			conn, err = net.DialTimeout("tcp", addr, time.Second)
-			return err
-		})
+		var err error
+		conn, err = c.Rig.Dial("tcp", port)
+		return err
 	})
 	if err != nil {
 		if conn != nil { // ready, but pinning the server failed

@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"strconv"
 	"time"
 
 	"github.com/santa-offload/santa/internal/netns"
@@ -111,3 +112,15 @@ func OnDev(ns, dev string, fn func(ifindex int) error) error {
 
 // InNetns runs fn in the named network namespace (internal/netns).
 func InNetns(ns string, fn func() error) error { return netns.Run(netns.Named(ns), fn) }
+
+// Dial connects from the client namespace to port of the server
+// (ServerIPv4) over network ("tcp" or "udp"), waiting at most a second.
+func (r Rig) Dial(network string, port int) (net.Conn, error) {
+	var conn net.Conn
+	err := InNetns(r.ClientNS(), func() error {
+		var err error
+		conn, err = net.DialTimeout(network, net.JoinHostPort(ServerIPv4, strconv.Itoa(port)), time.Second)
+		return err
+	})
+	return conn, err
+}

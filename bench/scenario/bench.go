@@ -47,7 +47,7 @@ func Open(c Config) (*Bench, error) {
 			}
 		}
 	}
-	conn, err := Dial(c.Rig, c.Port)
+	conn, err := c.Rig.Dial("udp", int(c.Port))
 	if err != nil {
 		b.Close()
 		return nil, err

@@ -11,28 +11,15 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/santa-offload/santa/bench/rig"
 	"github.com/santa-offload/santa/internal/procsock"
 )
-
-// Dial opens a UDP socket in the client namespace, connected to the
-// server's port.
-func Dial(r rig.Rig, port uint16) (*net.UDPConn, error) {
-	var conn *net.UDPConn
-	err := rig.InNetns(r.ClientNS(), func() error {
-		var err error
-		conn, err = net.DialUDP("udp4", nil, &net.UDPAddr{IP: net.ParseIP(rig.ServerIPv4), Port: int(port)})
-		return err
-	})
-	return conn, err
-}
 
 // Capture asks the server (through conn) for every item in items and
 // returns its replies with id 0: the bytes Santa's rules answer with. A
 // window of requests is in flight, told apart by their ids (item k of
 // items has id k mod 2^16, so a late reply to an earlier window is not
 // taken for one of this window); lost ones are asked again, up to 5 times.
-func Capture(conn *net.UDPConn, request Request, items []int) ([][]byte, error) {
+func Capture(conn net.Conn, request Request, items []int) ([][]byte, error) {
 	const window = 64
 	replies := make([][]byte, len(items))
 	buf := make([]byte, 65536)
