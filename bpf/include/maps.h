@@ -47,6 +47,7 @@ struct {
 SANTA_RULES_MAP(rules_small, struct santa_rule_small);
 SANTA_RULES_MAP(rules_medium, struct santa_rule_medium);
 SANTA_RULES_MAP(rules_large, struct santa_rule_large);
+SANTA_RULES_MAP(rules_huge, struct santa_rule_huge);
 
 /* The rule in a slot, from its class's map. Matching reads only the part
  * every class shares. */
@@ -57,10 +58,23 @@ static __always_inline struct santa_rule *santa_rule_at(__u32 slot)
 		return bpf_map_lookup_elem(&rules_small, &slot);
 	case SANTA_RULE_MEDIUM:
 		return bpf_map_lookup_elem(&rules_medium, &slot);
-	default:
+	case SANTA_RULE_LARGE:
 		return bpf_map_lookup_elem(&rules_large, &slot);
+	default:
+		return bpf_map_lookup_elem(&rules_huge, &slot);
 	}
 }
+
+/* TCP connections under a registered listener, by socket cookie
+ * (santa_abi.h). Deleted when the socket closes (sock_ops state callback,
+ * santa_sock_release). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, SANTA_DEFAULT_MAX_CONNS); /* load time */
+	__type(key, __u64);
+	__type(value, struct santa_conn);
+} connections SEC(".maps");
 
 /* Hits and reply bytes per rule id. */
 struct {

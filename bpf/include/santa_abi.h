@@ -28,11 +28,14 @@
 #define SANTA_MAX_COPY_LEN 256     /* bytes one copy processor moves */
 #define SANTA_MAX_UDP_REPLY 1472   /* UDP payload of a 1500-byte IPv4 frame */
 #define SANTA_MAX_UDP_REQUEST 1472 /* longer requests always pass to the stack */
+#define SANTA_MAX_TCP_REPLY 65535  /* the stack segments it; reply_len is 16 bits */
+#define SANTA_MAX_TCP_REQUEST 1472 /* longer segments always pass to the application */
 #define SANTA_SCRATCH_LEN 2048     /* per-CPU copy of the request payload */
 
 /* Load-time limits; user space may raise them before loading. */
 #define SANTA_DEFAULT_MAX_RULES (1u << 20)
 #define SANTA_DEFAULT_MAX_SERVICES 4096
+#define SANTA_DEFAULT_MAX_CONNS 65536 /* TCP connections under registered listeners */
 /* Room for 16k close events (8-byte cookie + 8-byte ring header) between two
  * reads; user space also sweeps, so an overflow only delays a clean-up. */
 #define SANTA_CLOSED_RING_BYTES (256u * 1024)
@@ -126,6 +129,7 @@ enum santa_rule_class {
 	SANTA_RULE_SMALL = 0,
 	SANTA_RULE_MEDIUM = 1,
 	SANTA_RULE_LARGE = 2,
+	SANTA_RULE_HUGE = 3, /* TCP replies beyond a UDP frame */
 };
 
 /* An enum, not a #define, so that user space gets it through BTF. */
@@ -147,6 +151,13 @@ struct santa_rule_medium {
 struct santa_rule_large {
 	struct santa_rule rule;
 	__u8 reply[SANTA_MAX_UDP_REPLY];
+};
+
+/* A kernel allocation of 128 KiB: only TCP replies above SANTA_MAX_UDP_REPLY
+ * come here. */
+struct santa_rule_huge {
+	struct santa_rule rule;
+	__u8 reply[SANTA_MAX_TCP_REPLY];
 };
 
 _Static_assert(sizeof(struct santa_rule_small) + 64 == 512, "small rules fill a 512-byte allocation");
@@ -205,5 +216,61 @@ enum santa_meta_verdict {
 struct santa_xdp_meta {
 	__u32 verdict;
 };
+
+/*
+ * TCP. Connections accepted on a registered listening socket are keyed by
+ * their socket cookie in the connections map and the tcp_conns sockhash.
+ * The verdict program bounces a matched request, unmodified, to the
+ * connection's own egress and counts it in `pending`; the sk_msg program
+ * turns the next bounced message into the reply. Requests go out in the
+ * order they came in (docs/tcp.md).
+ */
+enum santa_conn_flag {
+	/* The application answers this connection from now on: a request was
+	 * passed to it, and a later one answered by the kernel could overtake
+	 * its reply. */
+	SANTA_CONN_PASSING = 1,
+};
+
+struct santa_conn {
+	__u64 listener; /* cookie of the registered listening socket: its service */
+	__u32 pending;  /* bounced requests not yet turned into replies */
+	__u32 flags;    /* enum santa_conn_flag */
+	__u32 ooopack;  /* tcp_sock.rcv_ooopack when attached: more means data came out of order */
+	__u32 pad;
+};
+
+/* Registered listening sockets by what their connections' sock_ops sees:
+ * netns, local address (IPv4 as ::ffff:a.b.c.d; a wildcard is :: or
+ * ::ffff:0.0.0.0) and port. */
+struct santa_listener_key {
+	__u64 netns;
+	__u8 addr[16];
+	__u16 port; /* host order */
+	__u16 pad[3];
+};
+
+/* Per-CPU counters for every exit of the TCP programs (tcp_path_stats). */
+enum santa_tcp_path {
+	SANTA_TCP_BOUNCED = 0,     /* verdict: matched, sent to egress to become the reply */
+	SANTA_TCP_ANSWERED,        /* sk_msg: reply built */
+	SANTA_TCP_NOT_CONN,        /* verdict: not a connection of a registered listener */
+	SANTA_TCP_NO_SERVICE,      /* verdict: its listener is no longer registered */
+	SANTA_TCP_PASSING,         /* verdict: the application answers this connection already */
+	SANTA_TCP_EMPTY,           /* verdict: no payload (a FIN) */
+	SANTA_TCP_TOO_LONG,        /* verdict: segment above SANTA_MAX_TCP_REQUEST */
+	SANTA_TCP_OUT_OF_ORDER,    /* verdict: the connection received data out of order */
+	SANTA_TCP_NO_MATCH,        /* verdict: no rule covers the segment exactly */
+	SANTA_TCP_BUSY,            /* verdict: too many requests bounced and not yet answered */
+	SANTA_TCP_ERROR,           /* verdict: the request could not be read or bounced */
+	SANTA_TCP_REPLY_FALLBACK,  /* sk_msg: the rule went meanwhile, or the reply could not be built: the request goes to the application */
+	SANTA_TCP_REPLY_BROKEN,    /* sk_msg: the message was changed but the reply not completed: dropped */
+	SANTA_TCP_NEW_CONN,        /* sock_ops: a connection of a registered listener was added */
+	SANTA_TCP_CONN_FULL,       /* sock_ops: the connections map or sockhash was full */
+	SANTA_TCP_NPATHS,
+};
+
+/* Bounced requests a connection may have waiting for their reply. */
+#define SANTA_MAX_PENDING 64
 
 #endif /* SANTA_ABI_H */

@@ -17,7 +17,7 @@ func TestCompileAll(t *testing.T) {
 		rs[i] = rules.Rule{Condition: rules.Condition{Offset: 0, Pattern: []byte(name)},
 			Processors: []rules.Processor{rules.Put(0, []byte(name+"!"))}, ReplyLen: uint16(len(name) + 1)}
 	}
-	got, err := compileAll(rs)
+	got, err := compileAll(rs, rules.DefaultUDPLimits)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -31,15 +31,15 @@ func TestCompileAll(t *testing.T) {
 		for _, i := range bad {
 			broken[i].ReplyLen = 0
 		}
-		_, err := compileAll(broken)
+		_, err := compileAll(broken, rules.DefaultUDPLimits)
 		if want := fmt.Sprintf("rule %d of the batch: ", bad[0]); err == nil || !strings.HasPrefix(err.Error(), want) {
 			t.Errorf("rules %v broken: error %v, want one naming rule %d (%q)", bad, err, bad[0], want)
 		}
 	}
-	if _, err := compileAll(nil); err != nil {
+	if _, err := compileAll(nil, rules.DefaultUDPLimits); err != nil {
 		t.Errorf("no rules: %v", err)
 	}
-	if one, err := compileAll(rs[:1]); err != nil || len(one) != 1 || string(one[0].Template) != "name-0!" {
+	if one, err := compileAll(rs[:1], rules.DefaultUDPLimits); err != nil || len(one) != 1 || string(one[0].Template) != "name-0!" {
 		t.Errorf("one rule: %v, %d compiled", err, len(one))
 	}
 }

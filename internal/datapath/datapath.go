@@ -29,6 +29,13 @@ type Options struct {
 	MaxRules uint32
 	// MaxServices bounds registered sockets (default 4096).
 	MaxServices uint32
+	// MaxConnections bounds the TCP connections of registered listeners
+	// that the data plane serves at once (default 65536); connections
+	// beyond it are the application's alone.
+	MaxConnections uint32
+	// CgroupPath is the cgroup v2 hierarchy whose TCP connections can be
+	// served (default DefaultCgroupPath, the whole host).
+	CgroupPath string
 	// ReplyTTL is the IPv4 TTL / IPv6 hop limit of replies (default 64).
 	ReplyTTL uint8
 	// KeepLinks is for a restarting daemon: the links an earlier process
@@ -41,8 +48,11 @@ type Options struct {
 
 // Datapath is a loaded data plane. Its methods are safe for concurrent use.
 type Datapath struct {
-	objs    santaObjects
-	pinPath string
+	objs       santaObjects
+	tcp        tcpObjects
+	sockops    link.Link // santa_tcp_sockops, once a TCP listener is registered
+	cgroupPath string
+	pinPath    string
 	barrier *barrier
 	links   map[string][]link.Link // by interface; pinned ones outlive this process
 
@@ -80,6 +90,12 @@ func Open(opts Options) (*Datapath, error) {
 	if opts.MaxServices == 0 {
 		opts.MaxServices = 4096
 	}
+	if opts.MaxConnections == 0 {
+		opts.MaxConnections = 65536
+	}
+	if opts.CgroupPath == "" {
+		opts.CgroupPath = DefaultCgroupPath
+	}
 	if opts.ReplyTTL == 0 {
 		opts.ReplyTTL = 64
 	}
@@ -93,7 +109,8 @@ func Open(opts Options) (*Datapath, error) {
 	}
 	spec.Maps["services"].MaxEntries = opts.MaxServices
 	spec.Maps["service_stats"].MaxEntries = opts.MaxServices
-	for _, m := range []string{"rules_small", "rules_medium", "rules_large"} {
+	spec.Maps["connections"].MaxEntries = opts.MaxConnections
+	for _, m := range []string{"rules_small", "rules_medium", "rules_large", "rules_huge"} {
 		spec.Maps[m].MaxEntries = opts.MaxRules
 	}
 	spec.Maps["rule_index"].MaxEntries = opts.MaxRules
@@ -103,7 +120,8 @@ func Open(opts Options) (*Datapath, error) {
 	}
 
 	d := &Datapath{
-		links:    make(map[string][]link.Link),
+		cgroupPath: opts.CgroupPath,
+		links:      make(map[string][]link.Link),
 		services: make(map[ServiceID]*service),
 		rules:    make(map[RuleID]*installedRule),
 		svcIDs:   newIDPool(0, opts.MaxServices),
@@ -119,7 +137,12 @@ func Open(opts Options) (*Datapath, error) {
 		}
 		return nil, fmt.Errorf("loading BPF objects: %w", err)
 	}
+	if err := d.loadTCP(opts.MaxConnections, opts.MaxServices); err != nil {
+		d.objs.Close()
+		return nil, err
+	}
 	if d.barrier, err = newBarrier(); err != nil {
+		d.tcp.Close()
 		d.objs.Close()
 		return nil, err
 	}
@@ -152,10 +175,14 @@ func (d *Datapath) pin(dir string, keepLinks bool) error {
 	pins := map[string]interface{ Pin(string) error }{
 		"services": d.objs.Services, "rule_index": d.objs.RuleIndex,
 		"rules_small": d.objs.RulesSmall, "rules_medium": d.objs.RulesMedium, "rules_large": d.objs.RulesLarge,
+		"rules_huge": d.objs.RulesHuge,
 		"rule_stats": d.objs.RuleStats, "service_stats": d.objs.ServiceStats,
 		"path_stats": d.objs.PathStats, "closed_sockets": d.objs.ClosedSockets,
+		"connections": d.objs.Connections, "listeners": d.tcp.Listeners, "tcp_conns": d.tcp.TcpConns,
+		"tcp_path_stats": d.tcp.TcpPathStats,
 		"prog_santa_udp": d.objs.SantaUdp, "prog_santa_udp_tc": d.objs.SantaUdpTc,
-		"prog_santa_sock_release": d.objs.SantaSockRelease,
+		"prog_santa_sock_release": d.objs.SantaSockRelease, "prog_santa_tcp_sockops": d.tcp.SantaTcpSockops,
+		"prog_santa_tcp_verdict": d.tcp.SantaTcpVerdict, "prog_santa_tcp_reply": d.tcp.SantaTcpReply,
 	}
 	for name, obj := range pins {
 		p := filepath.Join(dir, name)
@@ -218,7 +245,10 @@ func (d *Datapath) Close() error {
 	for _, ls := range d.links {
 		closeLinks(ls)
 	}
-	return d.objs.Close()
+	if d.sockops != nil {
+		d.sockops.Close()
+	}
+	return errors.Join(d.tcp.Close(), d.objs.Close())
 }
 
 // Unpin removes every pin under the pin path, links included, so that the

@@ -4,3 +4,4 @@ package datapath
 // (bpf/include/vmlinux.h, made by `make vmlinux`); the generated files are not
 // committed, `make build` regenerates them.
 //go:generate go tool bpf2go -cc clang -cflags "-O2 -g -Wall -Werror -mcpu=v3" -target bpfel -type santa_service -type santa_region -type santa_index_key -type santa_index_node -type santa_rule -type santa_rule_small -type santa_rule_medium -type santa_rule_large -type santa_rule_class -type santa_slot_layout -type santa_copy -type santa_service_stats -type santa_rule_stats -type santa_path -type santa_service_counter -type santa_meta_verdict santa ../../bpf/santa_udp.bpf.c -- -I../../bpf/include
+//go:generate go tool bpf2go -cc clang -cflags "-O2 -g -Wall -Werror -mcpu=v3" -target bpfel -type santa_conn -type santa_conn_flag -type santa_listener_key -type santa_tcp_path santaTcp ../../bpf/santa_tcp.bpf.c -- -I../../bpf/include

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"unsafe"
 
 	"github.com/cilium/ebpf"
 )
@@ -18,6 +19,7 @@ const (
 	smallRule  = santaSantaRuleClassSANTA_RULE_SMALL
 	mediumRule = santaSantaRuleClassSANTA_RULE_MEDIUM
 	largeRule  = santaSantaRuleClassSANTA_RULE_LARGE
+	hugeRule   = santaSantaRuleClassSANTA_RULE_HUGE
 )
 
 // classOf is the smallest class whose bodies hold a reply of n bytes.
@@ -27,8 +29,10 @@ func classOf(n int) santaSantaRuleClass {
 		return smallRule
 	case n <= len(santaSantaRuleMedium{}.Reply):
 		return mediumRule
+	case n <= len(santaSantaRuleLarge{}.Reply):
+		return largeRule
 	}
-	return largeRule
+	return hugeRule
 }
 
 func classSlot(number uint32, c santaSantaRuleClass) uint32 {
@@ -46,9 +50,14 @@ func (d *Datapath) bodies(c santaSantaRuleClass) *ebpf.Map {
 		return d.objs.RulesSmall
 	case mediumRule:
 		return d.objs.RulesMedium
+	case largeRule:
+		return d.objs.RulesLarge
 	}
-	return d.objs.RulesLarge
+	return d.objs.RulesHuge
 }
+
+// batchBytes bounds the buffer one batch of bodies takes.
+const batchBytes = 4 << 20
 
 // writeBodies stores compiled rules in their (unused) slots.
 func (d *Datapath) writeBodies(rs []*installedRule) error {
@@ -67,6 +76,9 @@ func (d *Datapath) writeBodies(rs []*installedRule) error {
 		writeClass(d.objs.RulesLarge, byClass[largeRule], func(v *santaSantaRuleLarge) (*santaSantaRule, []byte) {
 			return &v.Rule, v.Reply[:]
 		}),
+		writeClass(d.objs.RulesHuge, byClass[hugeRule], func(v *santaSantaRuleHuge) (*santaSantaRule, []byte) {
+			return &v.Rule, v.Reply[:]
+		}),
 	)
 }
 
@@ -74,9 +86,13 @@ func (d *Datapath) writeBodies(rs []*installedRule) error {
 // names a body's head and reply area. Bodies are built in place in the
 // batch buffer: at a million rules every copy of a body costs.
 func writeClass[V any](m *ebpf.Map, rs []*installedRule, parts func(*V) (*santaSantaRule, []byte)) error {
-	keys := make([]uint32, min(len(rs), batchSize))
+	// A batch holds up to batchBytes of bodies: 2048 huge ones would be
+	// 128 MiB.
+	var zero V
+	size := max(1, min(batchSize, batchBytes/int(unsafe.Sizeof(zero))))
+	keys := make([]uint32, min(len(rs), size))
 	vals := make([]V, len(keys))
-	for chunk := range slices.Chunk(rs, batchSize) {
+	for chunk := range slices.Chunk(rs, size) {
 		ks, vs := keys[:len(chunk)], vals[:len(chunk)]
 		clear(vs)
 		for i, r := range chunk {

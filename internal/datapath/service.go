@@ -67,19 +67,18 @@ func InspectSocket(fd int) (SocketInfo, error) {
 	return info, nil
 }
 
-// AddService registers a bound UDP socket by its file descriptor: from now
-// on the data plane answers its matching requests. The fd may be closed
-// afterwards; the service lives until RemoveService.
+// AddService registers a bound UDP socket or a listening TCP socket by its
+// file descriptor: from now on the data plane answers its matching
+// requests (a listener's: on the connections it accepts from now on; see
+// AdoptConnection for earlier ones). The fd may be closed afterwards; the
+// service lives until RemoveService.
 func (d *Datapath) AddService(fd int) (ServiceID, error) {
 	info, err := InspectSocket(fd)
 	if err != nil {
 		return 0, err
 	}
-	if info.Protocol != unix.IPPROTO_UDP {
-		return 0, fmt.Errorf("socket protocol %d is not UDP: only UDP services are supported: %w", info.Protocol, ErrNotSupported)
-	}
-	if info.Local.Port() == 0 {
-		return 0, fmt.Errorf("socket is not bound to a port: %w", ErrNotSupported)
+	if err := servable(fd, info); err != nil {
+		return 0, err
 	}
 
 	d.mu.Lock()
@@ -89,6 +88,29 @@ func (d *Datapath) AddService(fd int) (ServiceID, error) {
 		return 0, fmt.Errorf("registering service: %d services registered: %w", d.svcIDs.inUse(0), err)
 	}
 	return d.register(ServiceID(raw), info)
+}
+
+// servable says why Santa cannot serve a socket, if it cannot.
+func servable(fd int, info SocketInfo) error {
+	switch info.Protocol {
+	case unix.IPPROTO_UDP:
+	case unix.IPPROTO_TCP:
+		listening, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_ACCEPTCONN)
+		if err != nil {
+			return fmt.Errorf("reading SO_ACCEPTCONN: %w", err)
+		}
+		if listening == 0 {
+			return fmt.Errorf("TCP socket is not listening: register the listening socket, its connections follow: %w", ErrNotSupported)
+		}
+	case unix.IPPROTO_MPTCP:
+		return fmt.Errorf("socket is Multipath TCP, whose subflows sockmap cannot serve: %w", ErrNotSupported)
+	default:
+		return fmt.Errorf("socket protocol %d is neither UDP nor TCP: %w", info.Protocol, ErrNotSupported)
+	}
+	if info.Local.Port() == 0 {
+		return fmt.Errorf("socket is not bound to a port: %w", ErrNotSupported)
+	}
+	return nil
 }
 
 // register makes info's socket a service under an id taken from svcIDs,
@@ -101,7 +123,7 @@ func (d *Datapath) register(id ServiceID, info SocketInfo) (ServiceID, error) {
 		}
 	}
 	svc := &service{id: id, info: info, indexID: d.newIndexID(),
-		index: rules.NewServiceIndex(rules.DefaultUDPLimits.MaxRegions), rules: map[RuleID]*installedRule{}}
+		index: rules.NewServiceIndex(rules.LimitsFor(info.Protocol).MaxRegions), rules: map[RuleID]*installedRule{}}
 	if err := d.resetServiceStats(svc.id); err != nil {
 		d.svcIDs.put(uint32(id))
 		return 0, err
@@ -109,6 +131,13 @@ func (d *Datapath) register(id ServiceID, info SocketInfo) (ServiceID, error) {
 	if err := d.objs.Services.Put(info.Cookie, svc.value()); err != nil {
 		d.svcIDs.put(uint32(id))
 		return 0, fmt.Errorf("registering service: %w", err)
+	}
+	if info.Protocol == unix.IPPROTO_TCP {
+		if err := d.addListener(info); err != nil {
+			d.objs.Services.Delete(info.Cookie)
+			d.svcIDs.put(uint32(id))
+			return 0, err
+		}
 	}
 	d.services[svc.id] = svc
 	return svc.id, nil
@@ -137,6 +166,9 @@ func (d *Datapath) drop(svc *service) {
 		retired = append(retired, r)
 	}
 	delete(d.services, svc.id)
+	if svc.info.Protocol == unix.IPPROTO_TCP {
+		d.removeListener(svc.info) // best effort: a stale entry only names a listener that is gone
+	}
 	d.retireIndex(svc.indexID, svc.index.Keys())
 	d.retire(retired, true)
 	d.svcIDs.put(uint32(svc.id))

@@ -63,21 +63,58 @@ func (d *Datapath) RuleStats(id RuleID) (RuleStats, error) {
 	return s, nil
 }
 
-// PathStats reads the per-exit counters of both programs.
+// PathStats reads the per-exit counters of every program.
 func (d *Datapath) PathStats() (PathStats, error) {
 	out := PathStats{}
 	for p := santaSantaPath(0); p < santaSantaPathSANTA_PATH_NCOUNTERS; p++ {
-		var per []uint64
-		if err := d.objs.PathStats.Lookup(uint32(p), &per); err != nil {
-			return nil, fmt.Errorf("reading path counters: %w", err)
-		}
-		var n uint64
-		for _, c := range per {
-			n += c
+		n, err := sumPerCPU(d.objs.PathStats, uint32(p))
+		if err != nil {
+			return nil, err
 		}
 		out[pathName(p)] = n
 	}
+	for p, name := range tcpPathNames {
+		n, err := sumPerCPU(d.tcp.TcpPathStats, uint32(p))
+		if err != nil {
+			return nil, err
+		}
+		out[name] = n
+	}
 	return out, nil
+}
+
+// sumPerCPU reads a per-CPU counter and sums it.
+func sumPerCPU(m interface {
+	Lookup(key, value any) error
+}, key uint32) (uint64, error) {
+	var per []uint64
+	if err := m.Lookup(key, &per); err != nil {
+		return 0, fmt.Errorf("reading path counters: %w", err)
+	}
+	var n uint64
+	for _, c := range per {
+		n += c
+	}
+	return n, nil
+}
+
+// tcpPathNames are the enum santa_tcp_path names, lower-cased, for reports.
+var tcpPathNames = map[santaTcpSantaTcpPath]string{
+	santaTcpSantaTcpPathSANTA_TCP_BOUNCED:        "tcp_bounced",
+	santaTcpSantaTcpPathSANTA_TCP_ANSWERED:       "tcp_answered",
+	santaTcpSantaTcpPathSANTA_TCP_NOT_CONN:       "tcp_not_conn",
+	santaTcpSantaTcpPathSANTA_TCP_NO_SERVICE:     "tcp_no_service",
+	santaTcpSantaTcpPathSANTA_TCP_PASSING:        "tcp_passing",
+	santaTcpSantaTcpPathSANTA_TCP_EMPTY:          "tcp_empty",
+	santaTcpSantaTcpPathSANTA_TCP_TOO_LONG:       "tcp_too_long",
+	santaTcpSantaTcpPathSANTA_TCP_OUT_OF_ORDER:   "tcp_out_of_order",
+	santaTcpSantaTcpPathSANTA_TCP_NO_MATCH:       "tcp_no_match",
+	santaTcpSantaTcpPathSANTA_TCP_BUSY:           "tcp_busy",
+	santaTcpSantaTcpPathSANTA_TCP_ERROR:          "tcp_error",
+	santaTcpSantaTcpPathSANTA_TCP_REPLY_FALLBACK: "tcp_reply_fallback",
+	santaTcpSantaTcpPathSANTA_TCP_REPLY_BROKEN:   "tcp_reply_broken",
+	santaTcpSantaTcpPathSANTA_TCP_NEW_CONN:       "tcp_new_conn",
+	santaTcpSantaTcpPathSANTA_TCP_CONN_FULL:      "tcp_conn_full",
 }
 
 // pathNames are the enum santa_path names, lower-cased, for reports.

@@ -14,7 +14,8 @@ const (
 	MaxProcessors = 8    // SANTA_MAX_PROCESSORS
 	MaxCopies     = 8    // SANTA_MAX_COPIES: copy pieces after resolving order
 	MaxCopyLen    = 256  // SANTA_MAX_COPY_LEN: bytes one copy processor moves
-	MaxUDPReply   = 1472 // SANTA_MAX_UDP_REPLY
+	MaxUDPReply   = 1472  // SANTA_MAX_UDP_REPLY
+	MaxTCPReply   = 65535 // SANTA_MAX_TCP_REPLY: the stack segments it
 
 	// SlotNone (SANTA_SLOT_NONE) ends a node's slot list in the kernel, so
 	// no rule may be stored in slot 0.
@@ -41,3 +42,22 @@ var DefaultUDPLimits = Limits{
 	MaxReplyLen:   MaxUDPReply,
 	MaxRegions:    MaxRegions,
 }
+
+// DefaultTCPLimits are the data plane's own limits for TCP services: the
+// same as UDP's but for the reply, which TCP segments.
+var DefaultTCPLimits = func() Limits {
+	l := DefaultUDPLimits
+	l.MaxReplyLen = MaxTCPReply
+	return l
+}()
+
+// LimitsFor are the data plane's limits for services of a protocol
+// (unix.IPPROTO_UDP or IPPROTO_TCP).
+func LimitsFor(protocol int) Limits {
+	if protocol == protoTCP {
+		return DefaultTCPLimits
+	}
+	return DefaultUDPLimits
+}
+
+const protoTCP = 6 // IPPROTO_TCP

@@ -19,17 +19,25 @@ type Compiled struct {
 // Compile resolves r's processors into a template and copy pieces. A byte's
 // final value comes from the last processor that writes it, so a copy keeps
 // only the bytes no later processor overwrites; a copy cut in the middle
-// becomes two pieces. The rule is validated against the data plane's own
-// limits (DefaultUDPLimits), which size the stored record.
+// becomes two pieces. The rule is validated against the widest limits of
+// the data plane (DefaultTCPLimits), which size the stored record; a
+// service's own limits (LimitsFor) are its registration's to check.
 func Compile(r Rule) (Compiled, error) {
-	if err := r.Validate(DefaultUDPLimits); err != nil {
+	if err := r.Validate(DefaultTCPLimits); err != nil {
 		return Compiled{}, err
 	}
 	tmpl := make([]byte, r.ReplyLen)
 	// last[j] is 1 + the index of the processor that writes reply byte j
-	// last, 0 if none does (bytes: MaxProcessors is far below 255).
+	// last, 0 if none does (bytes: MaxProcessors is far below 255). On the
+	// stack for replies that fit a UDP frame: a million of them compile in
+	// one install.
 	var lastBuf [MaxUDPReply]uint8
-	last := lastBuf[:r.ReplyLen]
+	var last []uint8
+	if int(r.ReplyLen) <= len(lastBuf) {
+		last = lastBuf[:r.ReplyLen]
+	} else {
+		last = make([]uint8, r.ReplyLen)
+	}
 	for i, p := range r.Processors {
 		dst := int(p.DstOffset)
 		written := last[dst : dst+p.span()]

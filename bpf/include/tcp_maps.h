@@ -1,0 +1,56 @@
+/* SPDX-License-Identifier: (GPL-2.0 OR BSD-2-Clause) */
+/* The maps only the TCP programs use. */
+#ifndef SANTA_TCP_MAPS_H
+#define SANTA_TCP_MAPS_H
+
+#include "santa_abi.h"
+
+/* Connections under registered listeners, by socket cookie: the verdict
+ * and reply programs are attached to this map. */
+struct {
+	__uint(type, BPF_MAP_TYPE_SOCKHASH);
+	__uint(max_entries, SANTA_DEFAULT_MAX_CONNS); /* load time */
+	__type(key, __u64);
+	__type(value, __u64);
+} tcp_conns SEC(".maps");
+
+/* Registered listening sockets: their connections' key -> listener cookie. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, SANTA_DEFAULT_MAX_SERVICES); /* load time */
+	__type(key, struct santa_listener_key);
+	__type(value, __u64);
+} listeners SEC(".maps");
+
+/* Why each segment and message left the TCP programs as it did. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, SANTA_TCP_NPATHS);
+	__type(key, __u32);
+	__type(value, __u64);
+} tcp_path_stats SEC(".maps");
+
+/* One window of a reply, assembled (template, then copied request bytes)
+ * before it is written into the message. */
+#define SANTA_REPLY_WINDOW 1024
+
+struct santa_window {
+	__u8 buf[SANTA_REPLY_WINDOW];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct santa_window);
+} reply_window SEC(".maps");
+
+static __always_inline void santa_count_tcp_path(__u32 path)
+{
+	__u64 *n = bpf_map_lookup_elem(&tcp_path_stats, &path);
+
+	if (n)
+		*n += 1;
+}
+
+#endif /* SANTA_TCP_MAPS_H */

@@ -1,0 +1,200 @@
+/* SPDX-License-Identifier: (GPL-2.0 OR BSD-2-Clause) */
+/* Turning a bounced request (an sk_msg) into its reply. An sk_msg has no
+ * store helper: bytes are written directly, a window at a time, into
+ * message data made linear by bpf_msg_pull_data. Loops are open-coded
+ * iterators, so the verifier checks each body once whatever the reply
+ * length (up to SANTA_MAX_TCP_REPLY). */
+#ifndef SANTA_TCP_REPLY_H
+#define SANTA_TCP_REPLY_H
+
+#include "santa_abi.h"
+#include "maps.h"
+#include "tcp_maps.h"
+
+extern int bpf_iter_num_new(struct bpf_iter_num *it, int start, int end) __weak __ksym;
+extern int *bpf_iter_num_next(struct bpf_iter_num *it) __weak __ksym;
+extern void bpf_iter_num_destroy(struct bpf_iter_num *it) __weak __ksym;
+
+/* for (i = start; i < end; i++), verified once (libbpf's bpf_for). */
+#define santa_for(i, start, end)                                                                      \
+	for (struct bpf_iter_num ___it __attribute__((aligned(8), cleanup(bpf_iter_num_destroy))),      \
+	     *___p __attribute__((unused)) =                                                            \
+		     (bpf_iter_num_new(&___it, (start), (end)), (void)bpf_iter_num_destroy, (void *)0); \
+	     ({                                                                                         \
+		     int *___t = bpf_iter_num_next(&___it);                                             \
+		     (___t && ((i) = *___t, (i) >= (start) && (i) < (end)));                            \
+	     });)
+
+/* Copies message bytes [0, len) to s: the request, for matching and for
+ * copy processors. The loops are in global functions: each is verified
+ * once, not once per path into it. */
+__noinline int santa_msg_load(struct sk_msg_md *msg, struct santa_scratch *s, __u32 len)
+{
+	__u8 *data, *end;
+	int i;
+
+	if (len == 0 || len > SANTA_MAX_TCP_REQUEST || bpf_msg_pull_data(msg, 0, len, 0))
+		return -1;
+	if (!msg || !s)
+		return -1;
+	data = msg->data;
+	end = msg->data_end;
+	santa_for(i, 0, len)
+	{
+		__u32 at = i & (SANTA_SCRATCH_LEN - 1); /* i < len: for the verifier */
+		__u8 *p = data + at;
+
+		if (p + 1 > end)
+			return -1;
+		s->buf[at] = *p;
+	}
+	return 0;
+}
+
+/* The reply template of the rule in slot, and how many bytes its class
+ * holds. */
+static __always_inline __u8 *santa_template(__u32 slot, __u32 *cap)
+{
+	struct santa_rule_small *small;
+	struct santa_rule_medium *medium;
+	struct santa_rule_large *large;
+	struct santa_rule_huge *huge;
+
+	switch (slot >> SANTA_SLOT_CLASS_SHIFT) {
+	case SANTA_RULE_SMALL:
+		small = bpf_map_lookup_elem(&rules_small, &slot);
+		*cap = SANTA_SMALL_REPLY;
+		return small ? small->reply : NULL;
+	case SANTA_RULE_MEDIUM:
+		medium = bpf_map_lookup_elem(&rules_medium, &slot);
+		*cap = SANTA_MEDIUM_REPLY;
+		return medium ? medium->reply : NULL;
+	case SANTA_RULE_LARGE:
+		large = bpf_map_lookup_elem(&rules_large, &slot);
+		*cap = SANTA_MAX_UDP_REPLY;
+		return large ? large->reply : NULL;
+	default:
+		huge = bpf_map_lookup_elem(&rules_huge, &slot);
+		*cap = SANTA_MAX_TCP_REPLY;
+		return huge ? huge->reply : NULL;
+	}
+}
+
+/* Overlays w, reply bytes [off, off + len), with the request bytes the
+ * rule's copy processors put there. */
+__noinline int santa_window_copies(struct santa_window *w, struct santa_rule *rule, struct santa_scratch *s,
+				   __u32 off, __u32 len)
+{
+	int i, k;
+
+	if (!w || !rule || !s)
+		return -1;
+	santa_for(i, 0, SANTA_MAX_COPIES)
+	{
+		struct santa_copy *c;
+		__u32 lo, hi;
+
+		if (i >= rule->ncopies)
+			break;
+		c = &rule->copies[i & (SANTA_MAX_COPIES - 1)];
+		lo = c->dst > off ? c->dst : off;
+		hi = c->dst + c->len < off + len ? c->dst + c->len : off + len;
+		santa_for(k, lo, hi)
+		{
+			__u32 from = (c->src + (k - c->dst)) & (SANTA_SCRATCH_LEN - 1);
+
+			w->buf[(k - off) & (SANTA_REPLY_WINDOW - 1)] = s->buf[from];
+		}
+	}
+	return 0;
+}
+
+/* Writes w->buf[0, len) over message bytes [off, off + len), which lie in
+ * one scatterlist element: pulling them does not copy. */
+__noinline int santa_window_store(struct sk_msg_md *msg, struct santa_window *w, __u32 off, __u32 len)
+{
+	__u8 *data, *end;
+	int i;
+
+	if (!msg || !w || len > SANTA_REPLY_WINDOW || bpf_msg_pull_data(msg, off, off + len, 0))
+		return -1;
+	data = msg->data;
+	end = msg->data_end;
+	/* Offsets are masked to the window for the verifier; i < len. */
+	santa_for(i, 0, len / 8)
+	{
+		__u32 at = (i * 8) & (SANTA_REPLY_WINDOW - 8);
+		__u64 *p = (__u64 *)(data + at);
+
+		if ((void *)(p + 1) > (void *)end)
+			return -1;
+		*p = *(__u64 *)&w->buf[at];
+	}
+	santa_for(i, len & ~7u, len)
+	{
+		__u32 at = i & (SANTA_REPLY_WINDOW - 1);
+		__u8 *p = data + at;
+
+		if (p + 1 > end)
+			return -1;
+		*p = w->buf[at];
+	}
+	return 0;
+}
+
+/* Writes reply bytes [from, to) of the rule, window by window: the
+ * template (read with bpf_probe_read_kernel, whichever class's map holds
+ * it), the copies over it, then into the message. */
+__noinline int santa_msg_write(struct sk_msg_md *msg, struct santa_rule *rule, struct santa_scratch *s,
+			       __u32 from, __u32 to)
+{
+	struct santa_window *w;
+	__u32 zero = 0, cap = 0;
+	__u8 *tmpl;
+	int i;
+
+	if (!msg || !rule)
+		return -1;
+	tmpl = santa_template(rule->slot, &cap);
+	w = bpf_map_lookup_elem(&reply_window, &zero);
+	if (!tmpl || !w || to > cap)
+		return -1;
+	santa_for(i, 0, SANTA_MAX_TCP_REPLY / SANTA_REPLY_WINDOW + 1)
+	{
+		__u32 off = from + i * SANTA_REPLY_WINDOW, len;
+
+		if (off >= to)
+			break;
+		len = to - off < SANTA_REPLY_WINDOW ? to - off : SANTA_REPLY_WINDOW;
+		if (bpf_probe_read_kernel(w->buf, len, tmpl + off) || santa_window_copies(w, rule, s, off, len) ||
+		    santa_window_store(msg, w, off, len))
+			return -1;
+	}
+	return 0;
+}
+
+/*
+ * Makes the message, the request (plen bytes, also in s), the rule's reply.
+ * Returns 1 if the message was left unchanged (it still is the request),
+ * -1 if it was changed and is now neither, 0 on success.
+ */
+static __always_inline int santa_msg_build_reply(struct sk_msg_md *msg, struct santa_rule *rule,
+						 struct santa_scratch *s, __u32 plen)
+{
+	__u32 rlen = rule->reply_len, cap = 0, kept;
+
+	if (!santa_template(rule->slot, &cap) || rlen == 0 || rlen > cap)
+		return 1;
+	/* The request's bytes become the reply's first ones; the rest is
+	 * pushed after them, in an element of its own, or popped. */
+	if (rlen > plen && bpf_msg_push_data(msg, plen, rlen - plen, 0))
+		return 1;
+	if (rlen < plen && bpf_msg_pop_data(msg, rlen, plen - rlen, 0))
+		return 1;
+	kept = rlen < plen ? rlen : plen;
+	if (santa_msg_write(msg, rule, s, 0, kept) || santa_msg_write(msg, rule, s, plen, rlen))
+		return -1;
+	return 0;
+}
+
+#endif /* SANTA_TCP_REPLY_H */

@@ -1,0 +1,260 @@
+// SPDX-License-Identifier: (GPL-2.0 OR BSD-2-Clause)
+/*
+ * santa_tcp: TCP requests that match one of their listener's rules are
+ * answered by the kernel on the application's own connection (docs/tcp.md).
+ *  - santa_tcp_sockops (cgroup sock_ops) puts connections accepted on a
+ *    registered listener into the tcp_conns sockhash;
+ *  - santa_tcp_verdict (sk_skb) matches each received segment: a match goes,
+ *    unmodified, to the connection's own egress; everything else passes to
+ *    the application, and from then on the whole connection does;
+ *  - santa_tcp_reply (sk_msg) turns a bounced request into its reply on the
+ *    way out, so that TCP's receive and send bookkeeping stay the kernel's.
+ * Maps shared with santa_udp (services, rules, counters) are the same maps:
+ * user space loads this object with them.
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_endian.h>
+#include <bpf/bpf_core_read.h>
+
+#include "santa_abi.h"
+#include "maps.h"
+#include "match.h"
+#include "tcp_maps.h"
+#include "tcp_reply.h"
+
+#define AF_INET 2
+#define AF_INET6 10
+#define PF_KTHREAD 0x00200000
+
+extern void *bpf_rdonly_cast(const void *obj, __u32 btf_id) __ksym;
+extern void *bpf_cast_to_kern_ctx(void *obj) __ksym;
+
+/* The listener of a new connection: its exact local address first, then
+ * the wildcards it may have been bound to. */
+static __always_inline __u64 *santa_listener_of(struct bpf_sock_ops *skops)
+{
+	struct santa_listener_key key = {};
+	__u64 *listener;
+
+	key.netns = bpf_get_netns_cookie(skops);
+	key.port = skops->local_port;
+	if (skops->family == AF_INET) {
+		key.addr[10] = 0xff;
+		key.addr[11] = 0xff;
+		__builtin_memcpy(&key.addr[12], &skops->local_ip4, 4);
+	} else if (skops->family == AF_INET6) {
+		__u32 ip6[4] = { skops->local_ip6[0], skops->local_ip6[1], skops->local_ip6[2], skops->local_ip6[3] };
+
+		__builtin_memcpy(key.addr, ip6, 16);
+	} else {
+		return NULL;
+	}
+	listener = bpf_map_lookup_elem(&listeners, &key);
+	if (listener)
+		return listener;
+	/* ::ffff:0.0.0.0 for an IPv4 connection: a listener on 0.0.0.0. */
+	__builtin_memset(&key.addr[12], 0, 4);
+	if (key.addr[10] == 0xff && (listener = bpf_map_lookup_elem(&listeners, &key)))
+		return listener;
+	/* ::, a dual-stack or IPv6 listener on every address. */
+	__builtin_memset(key.addr, 0, 16);
+	return bpf_map_lookup_elem(&listeners, &key);
+}
+
+/* A connection of a registered listener was accepted by the kernel: its
+ * segments go through the verdict from the first one on. */
+static __always_inline void santa_conn_new(struct bpf_sock_ops *skops)
+{
+	struct santa_conn conn = {};
+	__u64 *listener, cookie;
+
+	listener = santa_listener_of(skops);
+	if (!listener)
+		return;
+	conn.listener = *listener;
+	cookie = bpf_get_socket_cookie(skops);
+	if (bpf_map_update_elem(&connections, &cookie, &conn, BPF_NOEXIST)) {
+		santa_count_tcp_path(SANTA_TCP_CONN_FULL);
+		return;
+	}
+	if (bpf_sock_hash_update(skops, &tcp_conns, &cookie, BPF_NOEXIST)) {
+		bpf_map_delete_elem(&connections, &cookie);
+		santa_count_tcp_path(SANTA_TCP_CONN_FULL);
+		return;
+	}
+	/* The state callback deletes the connection's entry when it closes,
+	 * also when the application never accepted it. */
+	bpf_sock_ops_cb_flags_set(skops, BPF_SOCK_OPS_STATE_CB_FLAG);
+	santa_count_tcp_path(SANTA_TCP_NEW_CONN);
+}
+
+SEC("sockops")
+int santa_tcp_sockops(struct bpf_sock_ops *skops)
+{
+	__u64 cookie;
+
+	switch (skops->op) {
+	case BPF_SOCK_OPS_PASSIVE_ESTABLISHED_CB:
+		santa_conn_new(skops);
+		break;
+	case BPF_SOCK_OPS_STATE_CB:
+		if (skops->args[1] == BPF_TCP_CLOSE) {
+			cookie = bpf_get_socket_cookie(skops);
+			bpf_map_delete_elem(&connections, &cookie);
+		}
+		break;
+	}
+	return 1;
+}
+
+/* Whether the connection has received data out of order since it was
+ * attached: such data (and a retransmission that filled the gap) passes. */
+static __always_inline int santa_saw_out_of_order(struct __sk_buff *skb, struct santa_conn *conn)
+{
+	struct sk_buff *kskb = bpf_cast_to_kern_ctx(skb);
+	struct tcp_sock *tp;
+
+	if (!kskb->sk)
+		return 1;
+	tp = bpf_rdonly_cast(kskb->sk, bpf_core_type_id_kernel(struct tcp_sock));
+	return tp->rcv_ooopack != conn->ooopack;
+}
+
+/* Passes a segment to the application, and with it the rest of the
+ * connection: a later request answered here could overtake the
+ * application's reply to this one. */
+static __always_inline int santa_verdict_pass(struct santa_conn *conn, __u32 service_id, __u32 path)
+{
+	conn->flags |= SANTA_CONN_PASSING;
+	if (service_id != (__u32)-1)
+		santa_count_service(service_id, SANTA_SVC_PASSED);
+	santa_count_tcp_path(path);
+	return SK_PASS;
+}
+
+SEC("sk_skb/verdict")
+int santa_tcp_verdict(struct __sk_buff *skb)
+{
+	__u64 cookie = bpf_get_socket_cookie(skb);
+	struct santa_service *svc;
+	struct santa_scratch *s;
+	struct santa_conn *conn;
+	struct santa_rule *rule;
+	__u32 plen = skb->len;
+
+	conn = bpf_map_lookup_elem(&connections, &cookie);
+	if (!conn) {
+		santa_count_tcp_path(SANTA_TCP_NOT_CONN);
+		return SK_PASS;
+	}
+	if (plen == 0) {
+		santa_count_tcp_path(SANTA_TCP_EMPTY);
+		return SK_PASS;
+	}
+	svc = bpf_map_lookup_elem(&services, &conn->listener);
+	if (!svc)
+		return santa_verdict_pass(conn, -1, SANTA_TCP_NO_SERVICE);
+	if (conn->flags & SANTA_CONN_PASSING)
+		return santa_verdict_pass(conn, svc->id, SANTA_TCP_PASSING);
+	if (plen > SANTA_MAX_TCP_REQUEST)
+		return santa_verdict_pass(conn, svc->id, SANTA_TCP_TOO_LONG);
+	if (santa_saw_out_of_order(skb, conn))
+		return santa_verdict_pass(conn, svc->id, SANTA_TCP_OUT_OF_ORDER);
+	s = santa_scratch();
+	if (!s || bpf_skb_load_bytes(skb, 0, s->buf, plen))
+		return santa_verdict_pass(conn, svc->id, SANTA_TCP_ERROR);
+	rule = santa_match(s, svc, plen);
+	if (!rule || rule->cond_off + rule->cond_len != plen || rule->reply_len == 0)
+		return santa_verdict_pass(conn, svc->id, SANTA_TCP_NO_MATCH);
+	if (conn->pending >= SANTA_MAX_PENDING)
+		return santa_verdict_pass(conn, svc->id, SANTA_TCP_BUSY);
+	/* One linear skb is sent in one piece: the reply program sees the
+	 * whole request in one message. */
+	if (bpf_skb_pull_data(skb, plen))
+		return santa_verdict_pass(conn, svc->id, SANTA_TCP_ERROR);
+	if (bpf_sk_redirect_hash(skb, &tcp_conns, &cookie, 0) != SK_PASS)
+		return santa_verdict_pass(conn, svc->id, SANTA_TCP_ERROR);
+	__sync_fetch_and_add(&conn->pending, 1);
+	santa_count_tcp_path(SANTA_TCP_BOUNCED);
+	return SK_PASS;
+}
+
+/* Whether the message is one the verdict bounced: those are sent by the
+ * socket's sockmap worker, a kernel thread; the application's own sends
+ * come from the application. */
+static __always_inline int santa_bounced(struct santa_conn *conn)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+
+	return conn->pending > 0 && (task->flags & PF_KTHREAD);
+}
+
+/* sk_msg may not call bpf_get_socket_cookie: the cookie is read from the
+ * socket (it has one: the verdict or user space asked for it). */
+static __always_inline __u64 santa_msg_cookie(struct sk_msg_md *msg)
+{
+	struct bpf_sock *sk = msg->sk;
+	struct sock *ksk;
+
+	if (!sk)
+		return 0;
+	ksk = bpf_rdonly_cast(sk, bpf_core_type_id_kernel(struct sock));
+	return ksk->__sk_common.skc_cookie.counter;
+}
+
+SEC("sk_msg")
+int santa_tcp_reply(struct sk_msg_md *msg)
+{
+	__u64 cookie = santa_msg_cookie(msg);
+	struct santa_service *svc;
+	struct santa_scratch *s;
+	struct santa_conn *conn;
+	struct santa_rule *rule;
+	__u32 plen = msg->size;
+	int built;
+
+	conn = bpf_map_lookup_elem(&connections, &cookie);
+	if (!conn || !santa_bounced(conn))
+		return SK_PASS;
+	__sync_fetch_and_sub(&conn->pending, 1);
+
+	/* Matched again, not taken from the verdict: the rules may have
+	 * changed since, and a slot read now may hold another rule. */
+	svc = bpf_map_lookup_elem(&services, &conn->listener);
+	s = santa_scratch();
+	if (!svc || !s || santa_msg_load(msg, s, plen))
+		goto fallback;
+	rule = santa_match(s, svc, plen);
+	if (!rule || rule->cond_off + rule->cond_len != plen || rule->reply_len == 0)
+		goto fallback;
+	built = santa_msg_build_reply(msg, rule, s, plen);
+	if (built > 0)
+		goto fallback;
+	if (built < 0) {
+		/* Neither request nor reply: nothing can be sent. The sockmap
+		 * worker reports the error on the socket, as for any failed
+		 * redirect. Not seen in testing; counted. */
+		santa_count_tcp_path(SANTA_TCP_REPLY_BROKEN);
+		return SK_DROP;
+	}
+	santa_count_service(svc->id, SANTA_SVC_MATCHED);
+	santa_count_rule(rule->rule_id, rule->reply_len);
+	santa_count_tcp_path(SANTA_TCP_ANSWERED);
+	return SK_PASS;
+
+fallback:
+	/* The request, unchanged, goes to the application after all, in its
+	 * place in the stream; the connection is the application's from now. */
+	conn->flags |= SANTA_CONN_PASSING;
+	if (svc)
+		santa_count_service(svc->id, SANTA_SVC_PASSED);
+	santa_count_tcp_path(SANTA_TCP_REPLY_FALLBACK);
+	return bpf_msg_redirect_hash(msg, &tcp_conns, &cookie, BPF_F_INGRESS);
+}
+
+/* Keep the enums in BTF, so bpf2go generates their Go constants. */
+const enum santa_tcp_path *unused_santa_tcp_path __attribute__((unused));
+const enum santa_conn_flag *unused_santa_conn_flag __attribute__((unused));
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";

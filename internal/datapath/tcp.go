@@ -1,0 +1,216 @@
+package datapath
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"path/filepath"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+	"golang.org/x/sys/unix"
+)
+
+// TCP (docs/tcp.md). A registered listening socket's connections are put
+// into the tcp_conns sockhash: new ones by santa_tcp_sockops, attached to
+// the root cgroup when the first listener is registered, existing ones by
+// AdoptConnection. The verdict and reply programs are attached to the
+// sockhash itself, so they run on exactly those connections.
+
+// tcpObjects are the TCP programs and the maps only they use; the maps
+// they share with santa_udp are santaObjects' (loadTCP).
+type tcpObjects struct {
+	santaTcpPrograms
+	Listeners    *ebpf.Map `ebpf:"listeners"`
+	TcpConns     *ebpf.Map `ebpf:"tcp_conns"`
+	TcpPathStats *ebpf.Map `ebpf:"tcp_path_stats"`
+	ReplyWindow  *ebpf.Map `ebpf:"reply_window"`
+}
+
+func (o *tcpObjects) Close() error {
+	return errors.Join(o.santaTcpPrograms.Close(), o.Listeners.Close(), o.TcpConns.Close(),
+		o.TcpPathStats.Close(), o.ReplyWindow.Close())
+}
+
+// loadTCP loads the TCP programs onto d's maps and attaches verdict and
+// reply to the sockhash. maxConns bounds the connections under Santa.
+func (d *Datapath) loadTCP(maxConns, maxServices uint32) error {
+	spec, err := loadSantaTcp()
+	if err != nil {
+		return fmt.Errorf("loading TCP BPF spec: %w", err)
+	}
+	spec.Maps["tcp_conns"].MaxEntries = maxConns
+	spec.Maps["listeners"].MaxEntries = maxServices
+	shared := map[string]*ebpf.Map{
+		"services": d.objs.Services, "rule_index": d.objs.RuleIndex,
+		"rules_small": d.objs.RulesSmall, "rules_medium": d.objs.RulesMedium,
+		"rules_large": d.objs.RulesLarge, "rules_huge": d.objs.RulesHuge,
+		"rule_stats": d.objs.RuleStats, "service_stats": d.objs.ServiceStats,
+		"scratch": d.objs.Scratch, "connections": d.objs.Connections,
+	}
+	for name, m := range shared {
+		info, err := m.Info()
+		if err != nil {
+			return fmt.Errorf("reading map %s: %w", name, err)
+		}
+		spec.Maps[name].MaxEntries = info.MaxEntries
+	}
+	if err := spec.LoadAndAssign(&d.tcp, &ebpf.CollectionOptions{MapReplacements: shared}); err != nil {
+		var verr *ebpf.VerifierError
+		if errors.As(err, &verr) {
+			return fmt.Errorf("loading TCP BPF objects: %+v", verr)
+		}
+		return fmt.Errorf("loading TCP BPF objects: %w", err)
+	}
+	for _, a := range []struct {
+		prog   *ebpf.Program
+		attach ebpf.AttachType
+	}{{d.tcp.SantaTcpVerdict, ebpf.AttachSkSKBVerdict}, {d.tcp.SantaTcpReply, ebpf.AttachSkMsgVerdict}} {
+		err := link.RawAttachProgram(link.RawAttachProgramOptions{Target: d.tcp.TcpConns.FD(), Program: a.prog, Attach: a.attach})
+		if err != nil {
+			d.tcp.Close()
+			return fmt.Errorf("attaching %s to the connections sockhash: %w", a.prog, err)
+		}
+	}
+	return nil
+}
+
+// listenerKey is how santa_tcp_sockops finds a connection's listener.
+func listenerKey(info SocketInfo) santaTcpSantaListenerKey {
+	k := santaTcpSantaListenerKey{Netns: info.NetnsCookie, Port: info.Local.Port()}
+	a := info.Local.Addr()
+	if a.Is4() {
+		a = netip.AddrFrom16(a.As16()) // ::ffff:a.b.c.d, 0.0.0.0 too
+	}
+	k.Addr = a.As16()
+	return k
+}
+
+// addListener makes a listening socket's future connections Santa's.
+// Called with d.mu held.
+func (d *Datapath) addListener(info SocketInfo) error {
+	if err := d.attachSockops(); err != nil {
+		return err
+	}
+	key := listenerKey(info)
+	if err := d.tcp.Listeners.Update(key, info.Cookie, ebpf.UpdateNoExist); errors.Is(err, ebpf.ErrKeyExist) {
+		return fmt.Errorf("another listening socket on %s in this network namespace is registered "+
+			"(of a SO_REUSEPORT group, register one): %w", info.Local, ErrExists)
+	} else if err != nil {
+		return fmt.Errorf("registering listener: %w", err)
+	}
+	return nil
+}
+
+// removeListener forgets a listener: its connections pass from now on
+// (their service is gone), new ones are not added. Called with d.mu held.
+func (d *Datapath) removeListener(info SocketInfo) error {
+	var cookie uint64
+	key := listenerKey(info)
+	if err := d.tcp.Listeners.Lookup(key, &cookie); err != nil || cookie != info.Cookie {
+		return nil
+	}
+	if err := d.tcp.Listeners.Delete(key); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+		return fmt.Errorf("unregistering listener: %w", err)
+	}
+	return nil
+}
+
+// attachSockops attaches santa_tcp_sockops to the root cgroup, once. A
+// link an earlier process pinned is taken over. Called with d.mu held.
+func (d *Datapath) attachSockops() error {
+	if d.sockops != nil {
+		return nil
+	}
+	pin := filepath.Join(d.pinPath, "link_tcp_sockops")
+	if l := d.takeOver(pin, d.tcp.SantaTcpSockops); l != nil {
+		d.sockops = l
+		return nil
+	}
+	root, err := cgroup2Root(d.cgroupPath)
+	if err != nil {
+		return err
+	}
+	l, err := link.AttachCgroup(link.CgroupOptions{Path: root, Attach: ebpf.AttachCGroupSockOps,
+		Program: d.tcp.SantaTcpSockops})
+	if err != nil {
+		return fmt.Errorf("attaching santa_tcp_sockops to %s: %w", root, err)
+	}
+	if err := d.pinLink(l, pin); err != nil {
+		l.Close()
+		return err
+	}
+	d.sockops = l
+	return nil
+}
+
+// Errors of AdoptConnection callers tell apart.
+var (
+	ErrNotListener = errors.New("not a connection of a registered listening socket")
+	ErrBusy        = errors.New("connection is not idle")
+)
+
+// AdoptConnection puts an established connection, accepted on the
+// registered listener svc before it was registered, under its rules. Only
+// an idle connection is adopted (nothing unread, nothing unsent): the
+// application may be in the middle of a reply otherwise, which a kernel
+// answer must not overtake. The fd may be closed afterwards.
+func (d *Datapath) AdoptConnection(svc ServiceID, fd int) error {
+	info, err := InspectSocket(fd)
+	if err != nil {
+		return err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	s, ok := d.services[svc]
+	if !ok {
+		return fmt.Errorf("service %d: %w", svc, ErrUnknownService)
+	}
+	if err := belongsTo(info, s.info); err != nil {
+		return err
+	}
+	tcpInfo, err := unix.GetsockoptTCPInfo(fd, unix.IPPROTO_TCP, unix.TCP_INFO)
+	if err != nil {
+		return fmt.Errorf("reading TCP_INFO: %w", err)
+	}
+	if tcpInfo.State != unix.BPF_TCP_ESTABLISHED {
+		return fmt.Errorf("connection is in TCP state %d, not established: %w", tcpInfo.State, ErrBusy)
+	}
+	unread, err1 := unix.IoctlGetInt(fd, unix.SIOCINQ)
+	unsent, err2 := unix.IoctlGetInt(fd, unix.SIOCOUTQ)
+	if err := errors.Join(err1, err2); err != nil {
+		return fmt.Errorf("reading the connection's queues: %w", err)
+	}
+	if unread != 0 || unsent != 0 {
+		return fmt.Errorf("%d bytes unread, %d unsent: %w", unread, unsent, ErrBusy)
+	}
+	conn := santaTcpSantaConn{Listener: s.info.Cookie, Ooopack: tcpInfo.Rcv_ooopack}
+	if err := d.objs.Connections.Update(info.Cookie, conn, ebpf.UpdateNoExist); err != nil {
+		return fmt.Errorf("adopting connection: %w", err)
+	}
+	if err := d.tcp.TcpConns.Update(info.Cookie, uint64(fd), ebpf.UpdateNoExist); err != nil {
+		d.objs.Connections.Delete(info.Cookie)
+		return fmt.Errorf("adding connection to the sockhash: %w", err)
+	}
+	return nil
+}
+
+// belongsTo says why conn is not a connection accepted on listener.
+func belongsTo(conn, listener SocketInfo) error {
+	switch {
+	case listener.Protocol != unix.IPPROTO_TCP:
+		return fmt.Errorf("service is not a TCP listener: %w", ErrNotListener)
+	case conn.Protocol != unix.IPPROTO_TCP:
+		return fmt.Errorf("socket is not TCP: %w", ErrNotListener)
+	case conn.NetnsCookie != listener.NetnsCookie:
+		return fmt.Errorf("connection is in another network namespace: %w", ErrNotListener)
+	case conn.Local.Port() != listener.Local.Port():
+		return fmt.Errorf("connection's local port %d is not the listener's %d: %w",
+			conn.Local.Port(), listener.Local.Port(), ErrNotListener)
+	}
+	la, ca := listener.Local.Addr(), conn.Local.Addr()
+	if la.IsUnspecified() && (la.Is6() || ca.Is4() || ca.Is4In6()) || la == ca || la.Unmap() == ca.Unmap() {
+		return nil
+	}
+	return fmt.Errorf("connection's local address %s is not the listener's %s: %w", ca, la, ErrNotListener)
+}
