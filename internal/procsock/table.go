@@ -19,19 +19,28 @@ import (
 	"github.com/santa-offload/santa/internal/netns"
 )
 
-// UDPSocket is a line of /proc/net/udp or udp6: a socket's local address
-// and its inode, which names it in /proc/PID/fd.
-type UDPSocket struct {
+// Socket is a line of /proc/net/{udp,tcp}{,6}: a socket's local address,
+// its state (TCP's numbering, 1 established, 10 listening) and its inode,
+// which names it in /proc/PID/fd.
+type Socket struct {
 	Local netip.AddrPort
+	State int
 	Inode uint64
 }
 
-// readUDPTables reads the UDP sockets of the calling thread's network
-// namespace, IPv4 and IPv6. /proc/thread-self, not /proc/self, because a
-// thread may have left the process's namespace (netns.Run).
-func readUDPTables() ([]UDPSocket, error) {
-	var all []UDPSocket
-	for _, name := range []string{"/proc/thread-self/net/udp", "/proc/thread-self/net/udp6"} {
+// TCP states in /proc/net/tcp.
+const (
+	TCPEstablished = 1
+	TCPListen      = 10
+)
+
+// readTables reads the sockets of a protocol ("udp" or "tcp") of the
+// calling thread's network namespace, IPv4 and IPv6. /proc/thread-self,
+// not /proc/self, because a thread may have left the process's namespace
+// (netns.Run).
+func readTables(proto string) ([]Socket, error) {
+	var all []Socket
+	for _, name := range []string{"/proc/thread-self/net/" + proto, "/proc/thread-self/net/" + proto + "6"} {
 		f, err := os.Open(name)
 		if errors.Is(err, fs.ErrNotExist) { // no IPv6
 			continue
@@ -39,7 +48,7 @@ func readUDPTables() ([]UDPSocket, error) {
 		if err != nil {
 			return nil, err
 		}
-		sockets, err := parseUDPTable(f)
+		sockets, err := parseTable(f)
 		f.Close()
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", name, err)
@@ -49,12 +58,12 @@ func readUDPTables() ([]UDPSocket, error) {
 	return all, nil
 }
 
-// parseUDPTable parses a /proc/net/udp{,6} table:
+// parseTable parses a /proc/net/{udp,tcp}{,6} table:
 //
 //	sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode ...
 //	0: 0100007F:1E61 00000000:0000 07 00000000:00000000 00:00000000 00000000     0        0 31452 ...
-func parseUDPTable(r io.Reader) ([]UDPSocket, error) {
-	var sockets []UDPSocket
+func parseTable(r io.Reader) ([]Socket, error) {
+	var sockets []Socket
 	lines := bufio.NewScanner(r)
 	lines.Scan() // the header
 	for n := 2; lines.Scan(); n++ {
@@ -66,16 +75,20 @@ func parseUDPTable(r io.Reader) ([]UDPSocket, error) {
 		if err != nil {
 			return nil, fmt.Errorf("line %d: %w", n, err)
 		}
+		state, err := strconv.ParseUint(f[3], 16, 8)
+		if err != nil {
+			return nil, fmt.Errorf("line %d: state %q: %w", n, f[3], err)
+		}
 		inode, err := strconv.ParseUint(f[9], 10, 64)
 		if err != nil {
 			return nil, fmt.Errorf("line %d: inode %q: %w", n, f[9], err)
 		}
-		sockets = append(sockets, UDPSocket{Local: local, Inode: inode})
+		sockets = append(sockets, Socket{Local: local, State: int(state), Inode: inode})
 	}
 	return sockets, lines.Err()
 }
 
-// parseProcAddr parses an address of /proc/net/udp{,6}: "ADDR:PORT" in
+// parseProcAddr parses an address of /proc/net/{udp,tcp}{,6}: "ADDR:PORT" in
 // hex, where the address is 32-bit words, each printed as the number its
 // bytes make in the host's byte order, and the port is a plain number.
 func parseProcAddr(s string) (netip.AddrPort, error) {
@@ -98,20 +111,40 @@ func parseProcAddr(s string) (netip.AddrPort, error) {
 
 // BoundUDP is the UDP sockets of the network namespace at nsPath (this one
 // for "") bound to port, and to addr if it is valid.
-func BoundUDP(nsPath string, port uint16, addr netip.Addr) ([]UDPSocket, error) {
-	var all []UDPSocket
+func BoundUDP(nsPath string, port uint16, addr netip.Addr) ([]Socket, error) {
+	return find(nsPath, "udp", func(s Socket) bool {
+		return s.Local.Port() == port && (!addr.IsValid() || s.Local.Addr() == addr)
+	})
+}
+
+// ListeningTCP is the listening TCP sockets of the network namespace at
+// nsPath bound to port, and to addr if it is valid.
+func ListeningTCP(nsPath string, port uint16, addr netip.Addr) ([]Socket, error) {
+	return find(nsPath, "tcp", func(s Socket) bool {
+		return s.State == TCPListen && s.Local.Port() == port && (!addr.IsValid() || s.Local.Addr() == addr)
+	})
+}
+
+// EstablishedTCP is the established TCP connections of the network
+// namespace at nsPath whose local port is port: a listener's connections.
+func EstablishedTCP(nsPath string, port uint16) ([]Socket, error) {
+	return find(nsPath, "tcp", func(s Socket) bool { return s.State == TCPEstablished && s.Local.Port() == port })
+}
+
+func find(nsPath, proto string, keep func(Socket) bool) ([]Socket, error) {
+	var all []Socket
 	err := netns.Run(nsPath, func() (err error) {
-		all, err = readUDPTables()
+		all, err = readTables(proto)
 		return err
 	})
 	if err != nil {
 		return nil, err
 	}
-	var bound []UDPSocket
+	var found []Socket
 	for _, s := range all {
-		if s.Local.Port() == port && (!addr.IsValid() || s.Local.Addr() == addr) {
-			bound = append(bound, s)
+		if keep(s) {
+			found = append(found, s)
 		}
 	}
-	return bound, nil
+	return found, nil
 }
