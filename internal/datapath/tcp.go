@@ -169,6 +169,10 @@ func (d *Datapath) AdoptConnection(svc ServiceID, fd int) error {
 	if err := belongsTo(info, s.info); err != nil {
 		return err
 	}
+	var known santaTcpSantaConn
+	if d.objs.Connections.Lookup(info.Cookie, &known) == nil && known.Listener == s.info.Cookie {
+		return nil // santa_tcp_sockops added it already
+	}
 	tcpInfo, err := unix.GetsockoptTCPInfo(fd, unix.IPPROTO_TCP, unix.TCP_INFO)
 	if err != nil {
 		return fmt.Errorf("reading TCP_INFO: %w", err)

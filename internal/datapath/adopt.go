@@ -1,0 +1,71 @@
+package datapath
+
+import (
+	"errors"
+	"fmt"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/santa-offload/santa/internal/procsock"
+)
+
+// Adopted says what AdoptConnections did with a listener's connections.
+type Adopted struct {
+	Adopted int     // now under the listener's rules
+	Skipped []error // why each other one is the application's alone
+}
+
+// AdoptConnections adopts (AdoptConnection) every established connection
+// that the TCP listener svc accepted before it was registered: found in
+// /proc/net/tcp of the network namespace at nsPath (this thread's for "")
+// by the listener's port, and taken from the process holding it
+// (pidfd_getfd, so root). A connection that is not idle, or that closes
+// meanwhile, is skipped with its reason.
+func (d *Datapath) AdoptConnections(svc ServiceID, nsPath string) (Adopted, error) {
+	var got Adopted
+	info, err := d.Service(svc)
+	if err != nil {
+		return got, err
+	}
+	if info.Protocol != unix.IPPROTO_TCP {
+		return got, fmt.Errorf("service %d is not a TCP listener: %w", svc, ErrNotListener)
+	}
+	conns, err := procsock.EstablishedTCP(nsPath, info.Local.Port())
+	if err != nil {
+		return got, fmt.Errorf("listing connections: %w", err)
+	}
+	inodes := make([]uint64, len(conns))
+	for i, c := range conns {
+		inodes[i] = c.Inode
+	}
+	held, err := procsock.Holders(inodes)
+	if err != nil {
+		return got, fmt.Errorf("finding the connections' holders: %w", err)
+	}
+	for _, c := range conns {
+		h, ok := held[c.Inode]
+		if !ok {
+			got.Skipped = append(got.Skipped, fmt.Errorf("connection on %s: no process holds it (closed meanwhile, or not accepted yet)", c.Local))
+			continue
+		}
+		err := d.adoptHeld(svc, h)
+		switch {
+		case err == nil:
+			got.Adopted++
+		case errors.Is(err, ErrNotListener):
+			// Another listener's connection on the same port (another address).
+		default:
+			got.Skipped = append(got.Skipped, fmt.Errorf("connection on %s (pid %d, fd %d): %w", c.Local, h.PID, h.FD, err))
+		}
+	}
+	return got, nil
+}
+
+func (d *Datapath) adoptHeld(svc ServiceID, h procsock.Held) error {
+	fd, err := procsock.TakeFD(h.PID, h.FD)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	return d.AdoptConnection(svc, fd)
+}
