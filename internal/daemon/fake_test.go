@@ -31,6 +31,11 @@ func newFakeDP() *fakeDP {
 	return &fakeDP{services: map[datapath.ServiceID]*fakeService{}, restorable: map[uint64]bool{}}
 }
 
+// AdoptConnections: the fake has no connections to adopt.
+func (f *fakeDP) AdoptConnections(datapath.ServiceID, string) (datapath.Adopted, error) {
+	return datapath.Adopted{}, nil
+}
+
 func (f *fakeDP) AddService(fd int) (datapath.ServiceID, error) {
 	info, err := datapath.InspectSocket(fd)
 	if err != nil {

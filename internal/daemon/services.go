@@ -40,8 +40,8 @@ func (s *Server) attach(sess *session, req *protocol.Attach, fds []int) protocol
 		return protocol.Errorf(syscall.ENOTSOCK, "the descriptor passed is not a socket")
 	case err != nil:
 		return protocol.Errorf(syscall.EOPNOTSUPP, "%v", err)
-	case info.Protocol != unix.IPPROTO_UDP:
-		return protocol.Errorf(syscall.EOPNOTSUPP, "socket protocol is %d; santad serves UDP (17) only", info.Protocol)
+	case info.Protocol != unix.IPPROTO_UDP && info.Protocol != unix.IPPROTO_TCP:
+		return protocol.Errorf(syscall.EOPNOTSUPP, "socket protocol is %d; santad serves UDP (17) and TCP (6) listeners", info.Protocol)
 	case info.Local.Port() == 0:
 		return protocol.Errorf(syscall.EINVAL, "the socket is not bound to a port")
 	case info.NetnsCookie != s.netns:
@@ -65,7 +65,27 @@ func (s *Server) attach(sess *session, req *protocol.Attach, fds []int) protocol
 		return notSaved(err)
 	}
 	s.log.Info("service attached", "service", id, "addr", info.Local, "owner_uid", sess.peer.UID, "client", sess.client)
+	if info.Protocol == unix.IPPROTO_TCP {
+		s.adopt(id)
+	}
 	return serviceInfo(sv)
+}
+
+// adopt puts the connections a TCP listener accepted before it was
+// attached under its rules; those that are busy stay the application's.
+// Connections are santad's own netns's, like the listener.
+func (s *Server) adopt(id datapath.ServiceID) {
+	got, err := s.dp.AdoptConnections(id, "")
+	if err != nil {
+		s.log.Warn("adopting connections", "service", id, "err", err)
+		return
+	}
+	for _, e := range got.Skipped {
+		s.log.Info("connection left to the application", "service", id, "reason", e)
+	}
+	if got.Adopted > 0 || len(got.Skipped) > 0 {
+		s.log.Info("connections adopted", "service", id, "adopted", got.Adopted, "skipped", len(got.Skipped))
+	}
 }
 
 // detach removes a service and its rules.

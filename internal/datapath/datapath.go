@@ -53,8 +53,8 @@ type Datapath struct {
 	sockops    link.Link // santa_tcp_sockops, once a TCP listener is registered
 	cgroupPath string
 	pinPath    string
-	barrier *barrier
-	links   map[string][]link.Link // by interface; pinned ones outlive this process
+	barrier    *barrier
+	links      map[string][]link.Link // by interface; pinned ones outlive this process
 
 	mu       sync.Mutex
 	services map[ServiceID]*service
@@ -122,11 +122,11 @@ func Open(opts Options) (*Datapath, error) {
 	d := &Datapath{
 		cgroupPath: opts.CgroupPath,
 		links:      make(map[string][]link.Link),
-		services: make(map[ServiceID]*service),
-		rules:    make(map[RuleID]*installedRule),
-		svcIDs:   newIDPool(0, opts.MaxServices),
-		ruleIDs:  newIDPool(0, opts.MaxRules),
-		reserved: make(map[RuleID]bool),
+		services:   make(map[ServiceID]*service),
+		rules:      make(map[RuleID]*installedRule),
+		svcIDs:     newIDPool(0, opts.MaxServices),
+		ruleIDs:    newIDPool(0, opts.MaxRules),
+		reserved:   make(map[RuleID]bool),
 		// Slot 0 means "no candidate" in index nodes.
 		slots: newIDPool(1, opts.MaxRules+1),
 	}
