@@ -7,9 +7,10 @@
 // server-core µs per request, with both CPUs' busy shares (wrk is often
 // the bottleneck on two cores).
 //
-// Santa's side of this scenario, nginx with its replies answered through
-// sockmap, waits for the TCP data plane; until then the baseline runs
-// alone.
+// The third variant is nginx with Santa on its listening socket: one rule
+// per file, wrk's exact request answered with nginx's exact reply, through
+// sockmap (docs/tcp.md). Every Santa run checks that Santa answered every
+// request wrk counted.
 //
 // Needs root and the packages nginx-light and wrk (make bench-deps).
 // Everything it starts or creates is removed on exit.
@@ -22,6 +23,7 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"slices"
 	"strconv"
 	"time"
 
@@ -61,6 +63,7 @@ func main() {
 
 // sample is one wrk run.
 type sample struct {
+	requests                                    uint64
 	perSec, serverUSPer, serverBusy, clientBusy float64
 }
 
@@ -80,33 +83,66 @@ func run(ctx context.Context, c config, tmp string) error {
 		return err
 	}
 	defer srv.Stop()
-	variants := []string{"off", "on"}
+	off, err := startOffload(c)
+	if err != nil {
+		return err
+	}
+	defer off.close()
+	order := slices.Clone(variants)
 	got := map[string][]sample{}
 	for round := range c.rounds {
 		for _, size := range c.sizes {
-			for _, sendfile := range variants {
-				s, err := wrk(ctx, c, ports[sendfile], size)
+			for _, variant := range order {
+				before, err := off.answered()
 				if err != nil {
 					return err
 				}
-				id := fmt.Sprintf("http/server=nginx/sendfile=%s/size=%d", sendfile, size)
+				s, err := wrk(ctx, c, ports[variant], size)
+				if err != nil {
+					return err
+				}
+				after, err := off.answered()
+				if err != nil {
+					return err
+				}
+				if variant == "santa" && after-before < s.requests {
+					return fmt.Errorf("santa answered %d of the %d requests wrk counted (size %d)", after-before, s.requests, size)
+				}
+				id := variantID(variant, size)
 				got[id] = append(got[id], s)
 				fmt.Fprintf(os.Stderr, "  %s round %d: %8.0f requests/s, %6.2f µs/request server, busy server %5.1f%% client %5.1f%%\n",
 					id, round, s.perSec, s.serverUSPer, s.serverBusy, s.clientBusy)
 			}
 		}
-		variants[0], variants[1] = variants[1], variants[0]
+		slices.Reverse(order)
 	}
 	for _, size := range c.sizes {
-		for _, sendfile := range []string{"off", "on"} {
-			id := fmt.Sprintf("http/server=nginx/sendfile=%s/size=%d", sendfile, size)
+		for _, variant := range variants {
+			id := variantID(variant, size)
 			dp.Summary(id+"/requests_per_s", got[id], func(s sample) float64 { return s.perSec }, "requests/s")
 			dp.Summary(id+"/server_us_per_request", got[id], func(s sample) float64 { return s.serverUSPer }, "us/request")
 			dp.Summary(id+"/server_cpu_busy", got[id], func(s sample) float64 { return s.serverBusy }, "%")
 			dp.Summary(id+"/client_cpu_busy", got[id], func(s sample) float64 { return s.clientBusy }, "%")
 		}
+		// Santa against nginx alone without sendfile, run by run.
+		base, santa := got[variantID("off", size)], got[variantID("santa", size)]
+		ratios := make([]float64, len(santa))
+		for i := range santa {
+			ratios[i] = santa[i].perSec / base[i].perSec
+		}
+		dp.Summary(fmt.Sprintf("http/santa_vs_nginx/size=%d/speedup", size), ratios, func(r float64) float64 { return r }, "x")
 	}
 	return nil
+}
+
+// variants of the server, in the order of the first round.
+var variants = []string{"off", "on", "santa"}
+
+func variantID(variant string, size int) string {
+	if variant == "santa" {
+		return fmt.Sprintf("http/server=nginx+santa/sendfile=off/size=%d", size)
+	}
+	return fmt.Sprintf("http/server=nginx/sendfile=%s/size=%d", variant, size)
 }
 
 var (
@@ -146,6 +182,7 @@ func wrk(ctx context.Context, c config, port, size int) (sample, error) {
 		return sample{}, fmt.Errorf("wrk %s: no requests answered:\n%s", url, out)
 	}
 	return sample{
+		requests:    uint64(n),
 		perSec:      n / took,
 		serverUSPer: use.ServerUSPer(uint64(n)),
 		serverBusy:  use.ServerBusyPct(),

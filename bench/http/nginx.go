@@ -7,9 +7,18 @@ import (
 	"path/filepath"
 )
 
-// Ports nginx serves the same files on: without and with sendfile (the
-// paper's Figure 8 has both).
-var ports = map[string]int{"off": 8080, "on": 8081}
+// Ports nginx serves the same files on, by variant: without and with
+// sendfile (the paper's Figure 8 has both), and without sendfile with
+// Santa on its listening socket.
+var ports = map[string]int{"off": 8080, "on": 8081, "santa": 8082}
+
+// sendfileOf is nginx's sendfile setting of a variant.
+func sendfileOf(variant string) string {
+	if variant == "on" {
+		return "on"
+	}
+	return "off"
+}
 
 // nginxConfig writes nginx's configuration into dir, one file of each size
 // in dir/www (size.bin, size bytes of body), and returns the command line
@@ -26,8 +35,8 @@ func nginxConfig(dir, ip string, sizes []int) ([]string, error) {
 		}
 	}
 	var servers bytes.Buffer
-	for _, sendfile := range []string{"off", "on"} {
-		fmt.Fprintf(&servers, "    server { listen %s:%d; root %s; sendfile %s; tcp_nopush %[4]s; }\n", ip, ports[sendfile], www, sendfile)
+	for _, variant := range variants {
+		fmt.Fprintf(&servers, "    server { listen %s:%d; root %s; sendfile %s; tcp_nopush %[4]s; }\n", ip, ports[variant], www, sendfileOf(variant))
 	}
 	conf := filepath.Join(dir, "nginx.conf")
 	err := os.WriteFile(conf, fmt.Appendf(nil, `daemon off;

@@ -188,6 +188,11 @@ func (d *Datapath) AdoptConnection(svc ServiceID, fd int) error {
 	if unread != 0 || unsent != 0 {
 		return fmt.Errorf("%d bytes unread, %d unsent: %w", unread, unsent, ErrBusy)
 	}
+	// As santa_tcp_sockops does for new connections: replies are whole
+	// messages, Nagle's algorithm would hold them for the client's ACK.
+	if err := unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1); err != nil {
+		return fmt.Errorf("setting TCP_NODELAY: %w", err)
+	}
 	conn := santaTcpSantaConn{Listener: s.info.Cookie, Ooopack: tcpInfo.Rcv_ooopack}
 	if err := d.objs.Connections.Update(info.Cookie, conn, ebpf.UpdateNoExist); err != nil {
 		return fmt.Errorf("adopting connection: %w", err)

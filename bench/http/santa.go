@@ -1,0 +1,116 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+	"net/http"
+	"net/netip"
+	"os"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/santa-offload/santa/bench/rig"
+	"github.com/santa-offload/santa/internal/datapath"
+	"github.com/santa-offload/santa/internal/netns"
+	"github.com/santa-offload/santa/internal/procsock"
+	"github.com/santa-offload/santa/internal/rules"
+)
+
+// offload is Santa on nginx's own listening socket of the santa port: for
+// each file, wrk's exact request is answered with nginx's exact reply to
+// it, learnt from nginx, as the paper's extended nginx installs its rule.
+type offload struct {
+	d   *datapath.Datapath
+	svc datapath.ServiceID
+}
+
+func startOffload(c config) (*offload, error) {
+	port := ports["santa"]
+	fd, err := listenerOf(c.r.ServerNS(), port)
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(fd)
+	o := &offload{}
+	if o.d, err = datapath.Open(datapath.Options{NoPin: true, MaxRules: 1024, MaxServices: 16}); err != nil {
+		return nil, err
+	}
+	if o.svc, err = o.d.AddService(fd); err != nil {
+		o.d.Close()
+		return nil, err
+	}
+	for _, size := range c.sizes {
+		req := wrkRequest(port, size)
+		reply, err := nginxReply(c.r, port, req)
+		if err == nil && len(reply) > rules.MaxTCPReply {
+			err = fmt.Errorf("nginx's reply for %d B is %d B, above Santa's TCP limit %d", size, len(reply), rules.MaxTCPReply)
+		}
+		if err == nil {
+			_, err = o.d.AddRule(o.svc, rules.Rule{Condition: rules.Condition{Pattern: req},
+				Processors: []rules.Processor{rules.Put(0, reply)}, ReplyLen: uint16(len(reply))})
+		}
+		if err != nil {
+			o.d.Close()
+			return nil, err
+		}
+	}
+	fmt.Fprintf(os.Stderr, "  santa: nginx's listener on port %d taken over, %d rules\n", port, len(c.sizes))
+	return o, nil
+}
+
+// listenerOf is a copy of the server's listening socket on port.
+func listenerOf(ns string, port int) (int, error) {
+	found, err := procsock.ListeningTCP(netns.Named(ns), uint16(port), netip.MustParseAddr(rig.ServerIPv4))
+	if err != nil {
+		return -1, err
+	}
+	if len(found) != 1 {
+		return -1, fmt.Errorf("%d listening sockets on port %d, want 1", len(found), port)
+	}
+	pid, n, err := procsock.Holder(found[0].Inode)
+	if err != nil {
+		return -1, err
+	}
+	return procsock.TakeFD(pid, n)
+}
+
+// wrkRequest is the request wrk sends for the file of size bytes (wrk.lua's
+// wrk.format: request line, Host with the port, blank line).
+func wrkRequest(port, size int) []byte {
+	return fmt.Appendf(nil, "GET /%d.bin HTTP/1.1\r\nHost: %s:%d\r\n\r\n", size, rig.ServerIPv4, port)
+}
+
+// nginxReply is nginx's reply to req, every byte of it (status line,
+// headers, body).
+func nginxReply(r rig.Rig, port int, req []byte) ([]byte, error) {
+	conn, err := r.Dial("tcp", port)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := conn.Write(req); err != nil {
+		return nil, err
+	}
+	var raw bytes.Buffer
+	resp, err := http.ReadResponse(bufio.NewReader(io.TeeReader(conn, &raw)), nil)
+	if err == nil {
+		_, err = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	if err == nil && resp.StatusCode != http.StatusOK {
+		err = fmt.Errorf("nginx answered %q with %s", req, resp.Status)
+	}
+	return raw.Bytes(), err
+}
+
+// answered is how many requests Santa has answered so far.
+func (o *offload) answered() (uint64, error) {
+	st, err := o.d.ServiceStats(o.svc)
+	return st.Matched, err
+}
+
+func (o *offload) close() { o.d.Close() }
