@@ -3,7 +3,9 @@
 
 GO       ?= go
 # python3-matplotlib: bench/report's test; Debian's python3, not a pyenv one.
-PKGS     := clang llvm libbpf-dev bpftool iproute2 ethtool gcc make pkg-config python3 python3-matplotlib
+# nginx-light, curl, wrk: the TCP integration test's real server and clients.
+PKGS     := clang llvm libbpf-dev bpftool iproute2 ethtool gcc make pkg-config python3 python3-matplotlib \
+            nginx-light curl wrk
 VMLINUX  := bpf/include/vmlinux.h
 BPF_SRC  := $(wildcard bpf/*.bpf.c bpf/include/*.h)
 # The real peers of the benchmarks (bench/dns, ...), not needed for tests.
