@@ -114,12 +114,18 @@ struct {
 	__type(value, struct santa_scratch);
 } scratch SEC(".maps");
 
-static __always_inline void santa_count_path(__u32 path)
+/* Adds one to a per-CPU counter of a path-counter map. */
+static __always_inline void santa_count_in(void *counters, __u32 key)
 {
-	__u64 *n = bpf_map_lookup_elem(&path_stats, &path);
+	__u64 *n = bpf_map_lookup_elem(counters, &key);
 
 	if (n)
 		*n += 1;
+}
+
+static __always_inline void santa_count_path(__u32 path)
+{
+	santa_count_in(&path_stats, path);
 }
 
 static __always_inline void santa_count_service(__u32 service_id, __u32 counter)

@@ -4,6 +4,7 @@
 #define SANTA_TCP_MAPS_H
 
 #include "santa_abi.h"
+#include "maps.h"
 
 /* Connections under registered listeners, by socket cookie: the verdict
  * and reply programs are attached to this map. */
@@ -47,10 +48,7 @@ struct {
 
 static __always_inline void santa_count_tcp_path(__u32 path)
 {
-	__u64 *n = bpf_map_lookup_elem(&tcp_path_stats, &path);
-
-	if (n)
-		*n += 1;
+	santa_count_in(&tcp_path_stats, path);
 }
 
 #endif /* SANTA_TCP_MAPS_H */

@@ -380,11 +380,15 @@ http {
 	t.Cleanup(func() {
 		cancel()
 		<-done
-		// A worker whose master was killed outlives it: kill what is left
-		// in the namespace (only nginx runs there).
+		// A worker whose master was killed outlives it: kill the nginx
+		// processes left in the namespace. Not this process: its main
+		// thread may be in the namespace (a goroutine locked to it by
+		// inNetns ended there).
 		if pids, err := exec.Command("ip", "netns", "pids", ns).Output(); err == nil {
 			for _, p := range strings.Fields(string(pids)) {
-				if pid, err := strconv.Atoi(p); err == nil {
+				pid, err := strconv.Atoi(p)
+				comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+				if err == nil && pid != os.Getpid() && strings.TrimSpace(string(comm)) == "nginx" {
 					syscall.Kill(pid, syscall.SIGKILL)
 				}
 			}
@@ -950,6 +954,25 @@ func (s *site) testAborts(t *testing.T) {
 		{Req: half, Linger0: true},
 		{Req: small, Shut: true},
 		{Req: big, Shut: true},
+	}
+	for _, k := range kinds {
+		var plan pyAbort
+		for range 40 {
+			plan.Conns = append(plan.Conns, k)
+		}
+		m := s.mark(t)
+		out := s.runPython(t, "abort", plan)
+		time.Sleep(300 * time.Millisecond)
+		now := s.mark(t)
+		time.Sleep(2 * time.Second)
+		for _, l := range s.serverSockets(t) {
+			if l.state != "LISTEN" && l.state != "TIME-WAIT" {
+				cl, _ := exec.Command("ip", "netns", "exec", s.r.cli, "ss", "-tanoi", "dst", l.local).Output()
+				sv, _ := exec.Command("ip", "netns", "exec", s.r.srv, "ss", "-tanoie", "src", l.local, "dst", l.peer).Output()
+				t.Logf("PROBE LEFT %+v\nserver: %s\nclient: %s", l, sv, cl)
+			}
+		}
+		t.Logf("PROBE len=%d linger0=%v read=%d shut=%v: %s %s", len(k.Req)/2, k.Linger0, k.Read, k.Shut, out, tcpPaths(now.paths, m.paths))
 	}
 	var plan pyAbort
 	for i := range 40 * len(kinds) {
