@@ -47,10 +47,11 @@ import (
 )
 
 const (
-	nginxLife   = 3 * time.Minute  // nginx is stopped after this, whatever happens
-	toolTimeout = 30 * time.Second // any one client command
-	ioTimeout   = 10 * time.Second // any one Go client's exchange
-	settle      = 10 * time.Second // closes finishing, log lines appearing
+	quiet       = 100 * time.Millisecond // no more bytes: no request answered twice
+	nginxLife   = 3 * time.Minute        // nginx is stopped after this, whatever happens
+	toolTimeout = 30 * time.Second       // any one client command
+	ioTimeout   = 10 * time.Second       // any one Go client's exchange
+	settle      = 10 * time.Second       // closes finishing, log lines appearing
 )
 
 // The files nginx serves. Only miss is never matched: nginx serves it.
@@ -105,11 +106,13 @@ func TestNginx(t *testing.T) {
 	}
 	s := newSite(t)
 	t.Run("Adopted", s.testAdopted)
+	s.preexisting.Close() // also when -run leaves Adopted out
 	t.Run("Curl", s.testCurl)
 	t.Run("KeepAlive", s.testKeepAlive)
 	t.Run("Pipelined", s.testPipelined)
 	t.Run("PartialRequest", s.testPartial)
 	t.Run("BigReply", s.testBigReply)
+	t.Run("HalfClose", s.testHalfClose)
 	t.Run("ClientAborts", s.testAborts)
 	t.Run("ThousandConnections", s.testThousand)
 	t.Run("NoLeftovers", func(t *testing.T) { s.waitQuiet(t) })
@@ -596,16 +599,24 @@ func (s *site) roundTrip(t *testing.T, c net.Conn, e *httpEx, kernel bool) {
 // byte; nginx's own has a Date of its own.
 func check(t *testing.T, e *httpEx, got []byte, kernel bool) bool {
 	t.Helper()
-	want := e.reply
-	if !kernel {
-		got, want = withoutDate(got), withoutDate(want)
-	}
-	if !bytes.Equal(got, want) {
+	if !same(e, got, kernel) {
+		want := e.reply
+		if !kernel {
+			got, want = withoutDate(got), withoutDate(want)
+		}
 		t.Errorf("reply to %s (kernel's: %v): %d bytes, want %d, first difference at byte %d\ngot:  %q\nwant: %q",
 			e.uri, kernel, len(got), len(want), firstDiff(got, want), abbrev(got), abbrev(want))
 		return false
 	}
 	return true
+}
+
+// same is check without the report.
+func same(e *httpEx, got []byte, kernel bool) bool {
+	if kernel {
+		return bytes.Equal(got, e.reply)
+	}
+	return bytes.Equal(withoutDate(got), withoutDate(e.reply))
 }
 
 var dateLine = regexp.MustCompile(`\r\nDate: [^\r]*`)
@@ -657,8 +668,8 @@ func readReply(r *bufio.Reader) ([]byte, error) {
 }
 
 // readReplies reads n replies from c, then makes sure nothing follows
-// (a request answered twice, by the kernel and by nginx).
-func readReplies(t *testing.T, c net.Conn, n int) [][]byte {
+// for quiet (a request answered twice, by the kernel and by nginx).
+func readReplies(t *testing.T, c net.Conn, n int, quiet time.Duration) [][]byte {
 	t.Helper()
 	br := bufio.NewReader(c)
 	var out [][]byte
@@ -669,7 +680,7 @@ func readReplies(t *testing.T, c net.Conn, n int) [][]byte {
 		}
 		out = append(out, reply)
 	}
-	c.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+	c.SetReadDeadline(time.Now().Add(quiet))
 	if _, err := br.ReadByte(); err == nil {
 		t.Errorf("more bytes after the %d replies", n)
 	}
@@ -694,6 +705,7 @@ func (s *site) testAdopted(t *testing.T) {
 	m := s.mark(t)
 	s.roundTrip(t, s.preexisting, s.ex["raw4 "+uriSmall], true)
 	s.roundTrip(t, s.preexisting, s.ex["raw4 "+uriMid], true)
+	s.idle(t, s.preexisting)
 	s.expect(t, m, 2, 0, nil)
 }
 
@@ -804,9 +816,10 @@ func (s *site) testPipelined(t *testing.T) {
 			write(t, c, e.req)
 			time.Sleep(5 * time.Millisecond)
 		}
-		for i, got := range readReplies(t, c, len(seq)) {
+		for i, got := range readReplies(t, c, len(seq), quiet) {
 			check(t, seq[i], got, i < 3)
 		}
+		s.idle(t, c)
 		s.expect(t, m, 3, 2, map[string]int{uriMiss: 1, uriSmall: 1})
 	})
 
@@ -823,7 +836,7 @@ func (s *site) testPipelined(t *testing.T) {
 		for _, e := range seq {
 			write(t, c, e.req)
 		}
-		replies := readReplies(t, c, len(seq))
+		replies := readReplies(t, c, len(seq), quiet)
 		k := int(s.mark(t).st.Matched - m.st.Matched)
 		nginx := map[string]int{}
 		for i, got := range replies {
@@ -844,14 +857,19 @@ func (s *site) testPipelined(t *testing.T) {
 			c := s.dial(t, addr4)
 			write(t, c, big.req)
 			write(t, c, miss.req)
-			replies := readReplies(t, c, 2)
+			replies := readReplies(t, c, 2, 10*time.Millisecond)
 			check(t, big, replies[0], false)
 			check(t, miss, replies[1], false)
 			c.Close()
 		}
 		k = int(s.mark(t).st.Matched - m.st.Matched)
-		t.Logf("big then missed, back to back: the kernel answered %d of %d big requests", k, n)
-		s.expect(t, m, uint64(k), s.mark(t).st.Passed-m.st.Passed, map[string]int{uriMiss: n, uriBig: n - k})
+		t.Logf("big then missed, back to back: the kernel answered %d of %d big requests; TCP path counters: %s",
+			k, n, tcpPaths(s.mark(t).paths, m.paths))
+		want := map[string]int{uriMiss: n}
+		if k < n {
+			want[uriBig] = n - k
+		}
+		s.expect(t, m, uint64(k), s.mark(t).st.Passed-m.st.Passed, want)
 	})
 
 	t.Run("TwoRequestsOneSegment", func(t *testing.T) {
@@ -860,7 +878,7 @@ func (s *site) testPipelined(t *testing.T) {
 		m := s.mark(t)
 		c := s.dial(t, addr4)
 		write(t, c, slices.Concat(small.req, mid.req))
-		replies := readReplies(t, c, 2)
+		replies := readReplies(t, c, 2, quiet)
 		check(t, small, replies[0], false)
 		check(t, mid, replies[1], false)
 		s.expect(t, m, 0, 1, map[string]int{uriSmall: 1, uriMid: 1})
@@ -874,10 +892,11 @@ func (s *site) testPipelined(t *testing.T) {
 		write(t, c, big.req)
 		time.Sleep(5 * time.Millisecond)
 		write(t, c, slices.Concat(small.req, mid.req))
-		replies := readReplies(t, c, 3)
+		replies := readReplies(t, c, 3, quiet)
 		check(t, big, replies[0], true)
 		check(t, small, replies[1], false)
 		check(t, mid, replies[2], false)
+		s.idle(t, c)
 		s.expect(t, m, 1, 1, map[string]int{uriSmall: 1, uriMid: 1})
 	})
 }
@@ -901,15 +920,17 @@ func (s *site) testPartial(t *testing.T) {
 			write(t, c, small.req[:cut])
 			time.Sleep(50 * time.Millisecond)
 			write(t, c, small.req[cut:])
-			check(t, small, readReplies(t, c, 1)[0], false)
+			check(t, small, readReplies(t, c, 1, quiet)[0], false)
 			s.roundTrip(t, c, small, false)
+			s.idle(t, c)
 			s.expect(t, m, 0, 3, map[string]int{uriSmall: 2})
 		})
 	}
 }
 
 // testBigReply: a reply of 65535 bytes, the largest, answered by the
-// kernel to curl, every byte, over IPv4 and IPv6.
+// kernel to curl, every byte, over IPv4 and IPv6, and to Go between
+// smaller ones on one connection.
 func (s *site) testBigReply(t *testing.T) {
 	for _, fam := range []struct{ name, host string }{{"curl4", serverIPv4}, {"curl6", serverIPv6}} {
 		m := s.mark(t)
@@ -921,6 +942,70 @@ func (s *site) testBigReply(t *testing.T) {
 		s.expect(t, m, 3, 0, nil)
 		if st := s.ruleStats(t, fam.name+" "+uriBig); st.Bytes-before.Bytes != 3*rules.MaxTCPReply {
 			t.Errorf("%s: rule counted %d reply bytes, want %d", fam.name, st.Bytes-before.Bytes, 3*rules.MaxTCPReply)
+		}
+	}
+	// On one keep-alive connection, which nginx never reads from: it is
+	// left idle, nothing queued.
+	m := s.mark(t)
+	c := s.dial(t, addr4)
+	for _, uri := range []string{uriBig, uriSmall, uriBig, uriMid, uriBig} {
+		s.roundTrip(t, c, s.ex["raw4 "+uri], true)
+	}
+	s.idle(t, c)
+	s.expect(t, m, 5, 0, nil)
+}
+
+// testHalfClose: clients that send their request and at once close their
+// sending side (shutdown(SHUT_WR), as HTTP/1.0-style clients and nc -N
+// do). nginx answers such a client before it closes: the kernel must too.
+// Twenty clients per URL, all connected first; then each sends its
+// request and its FIN, right away or once nginx has accepted it.
+func (s *site) testHalfClose(t *testing.T) {
+	// Known defect (docs/tcp.md, "Half-close"): a client that shuts its
+	// sending side right after a matched request often gets no reply.
+	// The application sees the end of the stream as soon as its own queue
+	// is empty, closes, and the close drops the bounced request still
+	// waiting in the sockmap worker's queue. Kept, to be turned on again
+	// with the fix.
+	t.Skip("known defect: the bounced request is dropped when the application closes on the client's FIN first")
+	for _, uri := range []string{uriMiss, uriSmall, uriBig} {
+		for _, wait := range []time.Duration{0, 50 * time.Millisecond} {
+			t.Run(fmt.Sprintf("%s after %v", uri, wait), func(t *testing.T) {
+				const n = 20
+				e, kernel := s.ex["raw4 "+uri], uri != uriMiss
+				m := s.mark(t)
+				conns := make([]net.Conn, n)
+				for i := range conns {
+					conns[i] = s.dial(t, addr4)
+				}
+				time.Sleep(wait)
+				for _, c := range conns {
+					write(t, c, e.req)
+					if err := c.(*net.TCPConn).CloseWrite(); err != nil {
+						t.Fatal(err)
+					}
+				}
+				whole, none := 0, 0
+				for _, c := range conns {
+					got, err := io.ReadAll(c) // nginx closes at the end of the stream
+					switch {
+					case err == nil && same(e, got, kernel):
+						whole++
+					case err == nil && len(got) == 0:
+						none++
+					default:
+						check(t, e, got, kernel)
+						if err != nil {
+							t.Errorf("reading the reply: %v", err)
+						}
+					}
+				}
+				if whole != n {
+					now := s.mark(t)
+					t.Errorf("%d of %d half-closed clients got the whole reply, %d none (kernel's: %v)\nTCP path counters since: %s",
+						whole, n, none, kernel, tcpPaths(now.paths, m.paths))
+				}
+			})
 		}
 	}
 }
@@ -954,25 +1039,6 @@ func (s *site) testAborts(t *testing.T) {
 		{Req: half, Linger0: true},
 		{Req: small, Shut: true},
 		{Req: big, Shut: true},
-	}
-	for _, k := range kinds {
-		var plan pyAbort
-		for range 40 {
-			plan.Conns = append(plan.Conns, k)
-		}
-		m := s.mark(t)
-		out := s.runPython(t, "abort", plan)
-		time.Sleep(300 * time.Millisecond)
-		now := s.mark(t)
-		time.Sleep(2 * time.Second)
-		for _, l := range s.serverSockets(t) {
-			if l.state != "LISTEN" && l.state != "TIME-WAIT" {
-				cl, _ := exec.Command("ip", "netns", "exec", s.r.cli, "ss", "-tanoi", "dst", l.local).Output()
-				sv, _ := exec.Command("ip", "netns", "exec", s.r.srv, "ss", "-tanoie", "src", l.local, "dst", l.peer).Output()
-				t.Logf("PROBE LEFT %+v\nserver: %s\nclient: %s", l, sv, cl)
-			}
-		}
-		t.Logf("PROBE len=%d linger0=%v read=%d shut=%v: %s %s", len(k.Req)/2, k.Linger0, k.Read, k.Shut, out, tcpPaths(now.paths, m.paths))
 	}
 	var plan pyAbort
 	for i := range 40 * len(kinds) {
@@ -1057,7 +1123,6 @@ func (s *site) testThousand(t *testing.T) {
 		var errs []string
 		for i, c := range conns {
 			wg.Go(func() {
-				defer c.Close()
 				br := bufio.NewReader(c)
 				for j, e := range seqs[i%2] {
 					_, err := c.Write(e.req)
@@ -1084,6 +1149,10 @@ func (s *site) testThousand(t *testing.T) {
 		wg.Wait()
 		if len(errs) > 0 {
 			t.Errorf("%d of %d connections failed, e.g.:\n%s", len(errs), n, strings.Join(errs[:min(len(errs), 10)], "\n"))
+		}
+		s.idle(t, conns...)
+		for _, c := range conns {
+			c.Close()
 		}
 		s.expect(t, m, 2*n, 2*n, map[string]int{uriMiss: n, uriSmall: n})
 	})
@@ -1118,6 +1187,37 @@ func (s *site) serverSockets(t *testing.T) []ssLine {
 		lines = append(lines, ssLine{state: f[0], recvQ: r, sendQ: q, local: f[3], peer: f[4]})
 	}
 	return lines
+}
+
+// idle checks that the server's ends of conns, connections whose replies
+// the client has all read, are established with nothing queued: no
+// request byte left in a receive queue (the kernel's answers consume
+// theirs), no reply byte unsent. It waits a little for the last ACKs.
+func (s *site) idle(t *testing.T, conns ...net.Conn) {
+	t.Helper()
+	var busy []ssLine
+	missing := 0
+	for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		want := map[string]bool{}
+		for _, c := range conns {
+			want[c.LocalAddr().String()] = true
+		}
+		busy = busy[:0]
+		for _, l := range s.serverSockets(t) {
+			if want[l.peer] {
+				delete(want, l.peer)
+				if l.state != "ESTAB" || l.recvQ != 0 || l.sendQ != 0 {
+					busy = append(busy, l)
+				}
+			}
+		}
+		if missing = len(want); missing == 0 && len(busy) == 0 {
+			return
+		}
+	}
+	ps, _ := s.d.PathStats()
+	t.Errorf("of %d connections, %d have no server end and %d are not idle, e.g. %+v\nTCP path counters: %s",
+		len(conns), missing, len(busy), busy[:min(len(busy), 5)], tcpPaths(ps, nil))
 }
 
 // waitQuiet waits until, with every client gone, nginx's port has only
