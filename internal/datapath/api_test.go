@@ -88,6 +88,14 @@ func TestAddServiceRefusals(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer unix.Close(unbound)
+	notListening, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(notListening)
+	if err := unix.Bind(notListening, &unix.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		t.Fatal(err)
+	}
 
 	for _, tc := range []struct {
 		name string
@@ -95,7 +103,8 @@ func TestAddServiceRefusals(t *testing.T) {
 		want string
 	}{
 		{"twice", control(t, c), "already registered"},
-		{"tcp", control(t, tcp), "is not UDP"},
+		{"multipath tcp", control(t, tcp), "Multipath TCP"}, // Go's default for listeners
+		{"tcp not listening", func(f func(uintptr)) { f(uintptr(notListening)) }, "not listening"},
 		{"unbound", func(f func(uintptr)) { f(uintptr(unbound)) }, "not bound"},
 	} {
 		var err error
