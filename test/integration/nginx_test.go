@@ -115,7 +115,6 @@ func TestNginx(t *testing.T) {
 	t.Run("HalfClose", s.testHalfClose)
 	t.Run("ClientAborts", s.testAborts)
 	t.Run("ThousandConnections", s.testThousand)
-	t.Run("PROBERQ", s.probeRQ)
 	t.Run("NoLeftovers", func(t *testing.T) { s.waitQuiet(t) })
 	ps, _ := s.d.PathStats()
 	t.Logf("TCP path counters at the end: %s", tcpPaths(ps, nil))
@@ -1325,61 +1324,3 @@ def abort(host, port, plan):
 mode, host, port, plan = sys.argv[1], sys.argv[2], int(sys.argv[3]), json.load(open(sys.argv[4]))
 {"keepalive": keepalive, "abort": abort}[mode](host, port, plan)
 `
-
-func (s *site) probeRQ(t *testing.T) {
-	small, mid, big, miss := s.ex["raw4 "+uriSmall], s.ex["raw4 "+uriMid], s.ex["raw4 "+uriBig], s.ex["raw4 "+uriMiss]
-	type variant struct {
-		name  string
-		first *httpEx
-		pause time.Duration
-		then  [][]*httpEx // writes
-		pre   time.Duration
-	}
-	for _, v := range []variant{
-		{"pre20ms big,5ms,big", big, 5 * time.Millisecond, [][]*httpEx{{big}}, 20 * time.Millisecond},
-		{"pre20ms big,5ms,miss", big, 5 * time.Millisecond, [][]*httpEx{{miss}}, 20 * time.Millisecond},
-		{"pre20ms small,5ms,small", small, 5 * time.Millisecond, [][]*httpEx{{small}}, 20 * time.Millisecond},
-		{"big only", big, 0, nil, 0},
-		{"small only", small, 0, nil, 0},
-		{"small,5ms,small", small, 5 * time.Millisecond, [][]*httpEx{{small}}, 0},
-		{"big,5ms,big", big, 5 * time.Millisecond, [][]*httpEx{{big}}, 0},
-	}[:6] {
-		bad := 0
-		const n = 40
-		m := s.mark(t)
-		for range n {
-			c := s.dial(t, addr4)
-			time.Sleep(v.pre)
-			write(t, c, v.first.req)
-			time.Sleep(v.pause)
-			nrep := 1
-			for _, w := range v.then {
-				var b []byte
-				for _, e := range w {
-					b = append(b, e.req...)
-					nrep++
-				}
-				write(t, c, b)
-			}
-			readReplies(t, c, nrep, 0)
-			time.Sleep(20 * time.Millisecond)
-			for _, l := range s.serverSockets(t) {
-				if l.peer == c.LocalAddr().String() && l.recvQ != 0 {
-					bad++
-					// then: one more passed request, and wait
-					s.roundTrip(t, c, miss, false)
-					time.Sleep(500 * time.Millisecond)
-					after := -1
-					for _, l2 := range s.serverSockets(t) {
-						if l2.peer == c.LocalAddr().String() {
-							after = l2.recvQ
-						}
-					}
-					t.Logf("  Recv-Q %d (Send-Q %d); after another passed request and 500ms: %d", l.recvQ, l.sendQ, after)
-				}
-			}
-			c.Close()
-		}
-		t.Logf("%s: %d of %d with Recv-Q != 0; %s", v.name, bad, n, tcpPaths(s.mark(t).paths, m.paths))
-	}
-}
