@@ -112,6 +112,7 @@ func TestNginx(t *testing.T) {
 	t.Run("Pipelined", s.testPipelined)
 	t.Run("PartialRequest", s.testPartial)
 	t.Run("BigReply", s.testBigReply)
+	t.Run("BeforeAccept", s.testBeforeAccept)
 	t.Run("HalfClose", s.testHalfClose)
 	t.Run("ClientAborts", s.testAborts)
 	t.Run("ThousandConnections", s.testThousand)
@@ -562,9 +563,19 @@ func (s *site) runPython(t *testing.T, mode string, plan any) []byte {
 	return s.inCli(t, s.python, filepath.Join(s.dir, "client.py"), mode, serverIPv4, "80", planFile)
 }
 
-// dial connects from the client namespace; the test's cleanup closes it.
-// Not Multipath TCP: Santa serves plain TCP only.
+// dial connects from the client namespace and waits until nginx has
+// accepted the connection: a request that arrives before the accept takes
+// another path (testBeforeAccept), which the other tests leave alone.
 func (s *site) dial(t *testing.T, addr string) net.Conn {
+	t.Helper()
+	c := s.connect(t, addr)
+	s.accepted(t, c)
+	return c
+}
+
+// connect connects from the client namespace; the test's cleanup closes
+// it. Not Multipath TCP: Santa serves plain TCP only.
+func (s *site) connect(t *testing.T, addr string) net.Conn {
 	t.Helper()
 	var c net.Conn
 	err := inNetns(s.r.cli, func() (err error) {
@@ -955,11 +966,75 @@ func (s *site) testBigReply(t *testing.T) {
 	s.expect(t, m, 5, 0, nil)
 }
 
+// testBeforeAccept: requests that arrive before nginx accepts their
+// connections (its worker stopped meanwhile, so that they surely do) are
+// answered by the kernel once nginx accepts; nginx never sees them, and
+// the connections are left idle.
+func (s *site) testBeforeAccept(t *testing.T) {
+	worker := s.nginxWorker(t)
+	m := s.mark(t)
+	var seq []*httpEx
+	conns := make([]net.Conn, 3*7)
+	if err := syscall.Kill(worker, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	resume := sync.OnceFunc(func() { syscall.Kill(worker, syscall.SIGCONT) })
+	defer resume()
+	for i := range conns {
+		seq = append(seq, s.ex["raw4 "+matchedURIs[i%3]])
+		conns[i] = s.connect(t, addr4)
+		write(t, conns[i], seq[i].req)
+	}
+	time.Sleep(100 * time.Millisecond)
+	// Reported, not asserted: on Linux 6.18 the kernel answers only once
+	// the application has accepted the connection (the verdict does not
+	// run on a socket not yet accepted). Counted in the clients' Recv-Q,
+	// not read.
+	early := 0
+	for _, l := range sockets(t, s.r.cli) {
+		for _, c := range conns {
+			if l.local == c.LocalAddr().String() && l.recvQ > 0 {
+				early++
+			}
+		}
+	}
+	t.Logf("%d of %d connections had a reply while nginx was stopped", early, len(conns))
+	resume()
+	for i, c := range conns {
+		c.SetDeadline(time.Now().Add(ioTimeout))
+		check(t, seq[i], readReplies(t, c, 1, 0)[0], true)
+	}
+	s.expect(t, m, uint64(len(conns)), 0, nil)
+	s.idle(t, conns...)
+}
+
+// nginxWorker is the pid of nginx's worker process.
+func (s *site) nginxWorker(t *testing.T) int {
+	ns, err := os.Stat(netns.Named(s.r.srv))
+	if err != nil {
+		t.Fatal(err)
+	}
+	procs, _ := os.ReadDir("/proc")
+	for _, p := range procs {
+		pid, err := strconv.Atoi(p.Name())
+		if err != nil {
+			continue
+		}
+		cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		in, err := os.Stat(fmt.Sprintf("/proc/%d/ns/net", pid))
+		if err == nil && os.SameFile(ns, in) && bytes.HasPrefix(cmdline, []byte("nginx: worker")) {
+			return pid
+		}
+	}
+	t.Fatal("no nginx worker process in the server namespace")
+	return 0
+}
+
 // testHalfClose: clients that send their request and at once close their
 // sending side (shutdown(SHUT_WR), as HTTP/1.0-style clients and nc -N
 // do). nginx answers such a client before it closes: the kernel must too.
 // Twenty clients per URL, all connected first; then each sends its
-// request and its FIN, right away or once nginx has accepted it.
+// request and its FIN, right away or once nginx has accepted them all.
 func (s *site) testHalfClose(t *testing.T) {
 	// Known defect (docs/tcp.md, "Half-close"): a client that shuts its
 	// sending side right after a matched request often gets no reply.
@@ -969,16 +1044,18 @@ func (s *site) testHalfClose(t *testing.T) {
 	// with the fix.
 	t.Skip("known defect: the bounced request is dropped when the application closes on the client's FIN first")
 	for _, uri := range []string{uriMiss, uriSmall, uriBig} {
-		for _, wait := range []time.Duration{0, 50 * time.Millisecond} {
-			t.Run(fmt.Sprintf("%s after %v", uri, wait), func(t *testing.T) {
+		for _, accepted := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s accepted %v", uri, accepted), func(t *testing.T) {
 				const n = 20
 				e, kernel := s.ex["raw4 "+uri], uri != uriMiss
 				m := s.mark(t)
 				conns := make([]net.Conn, n)
 				for i := range conns {
-					conns[i] = s.dial(t, addr4)
+					conns[i] = s.connect(t, addr4)
 				}
-				time.Sleep(wait)
+				if accepted {
+					s.accepted(t, conns...)
+				}
 				for _, c := range conns {
 					write(t, c, e.req)
 					if err := c.(*net.TCPConn).CloseWrite(); err != nil {
@@ -1116,8 +1193,9 @@ func (s *site) testThousand(t *testing.T) {
 			if i%2 == 1 {
 				addr = addr6
 			}
-			conns[i] = s.dial(t, addr)
+			conns[i] = s.connect(t, addr)
 		}
+		s.accepted(t, conns...)
 		var wg sync.WaitGroup
 		var mu sync.Mutex
 		var errs []string
@@ -1160,31 +1238,75 @@ func (s *site) testThousand(t *testing.T) {
 
 // ---- sockets left behind ----
 
-// ssLine is a line of ss -tan: a TCP socket.
+// accepted waits until nginx has accepted conns: a process holds the
+// server end of each (ss -e gives its inode).
+func (s *site) accepted(t *testing.T, conns ...net.Conn) {
+	t.Helper()
+	want := map[string]bool{}
+	for _, c := range conns {
+		want[c.LocalAddr().String()] = true
+	}
+	for deadline := time.Now().Add(settle); time.Now().Before(deadline); time.Sleep(2 * time.Millisecond) {
+		var inodes []uint64
+		for _, l := range s.serverSockets(t) {
+			if want[l.peer] {
+				inodes = append(inodes, l.inode)
+			}
+		}
+		held, err := procsock.Holders(inodes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(inodes) == len(want) && len(held) == len(want) {
+			return
+		}
+	}
+	t.Fatalf("nginx has not accepted %d connections after %v", len(conns), settle)
+}
+
+// ssLine is a line of ss -tane: a TCP socket.
 type ssLine struct {
 	state        string
 	recvQ, sendQ int
 	local, peer  string
+	inode        uint64
 }
 
 // serverSockets is every TCP socket on nginx's port 80 in the server
-// namespace: ss -tan, listeners included.
+// namespace, listeners included.
 func (s *site) serverSockets(t *testing.T) []ssLine {
+	var port80 []ssLine
+	for _, l := range sockets(t, s.r.srv) {
+		if strings.HasSuffix(l.local, ":80") {
+			port80 = append(port80, l)
+		}
+	}
+	return port80
+}
+
+// sockets is every TCP socket of namespace ns: ss -tane.
+func sockets(t *testing.T, ns string) []ssLine {
 	ctx, cancel := context.WithTimeout(context.Background(), toolTimeout)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, "ip", "netns", "exec", s.r.srv, "ss", "-tanH").Output()
+	out, err := exec.CommandContext(ctx, "ip", "netns", "exec", ns, "ss", "-tanHe").Output()
 	if err != nil {
 		t.Fatalf("ss: %v", err)
 	}
 	var lines []ssLine
 	for l := range strings.Lines(string(out)) {
 		f := strings.Fields(l)
-		if len(f) < 5 || !strings.HasSuffix(f[3], ":80") {
+		if len(f) < 5 {
 			continue
 		}
 		r, _ := strconv.Atoi(f[1])
 		q, _ := strconv.Atoi(f[2])
-		lines = append(lines, ssLine{state: f[0], recvQ: r, sendQ: q, local: f[3], peer: f[4]})
+		line := ssLine{state: f[0], recvQ: r, sendQ: q, local: f[3], peer: f[4]}
+		for _, x := range f[5:] {
+			if v, ok := strings.CutPrefix(x, "ino:"); ok {
+				line.inode, _ = strconv.ParseUint(v, 10, 64)
+			}
+		}
+		lines = append(lines, line)
 	}
 	return lines
 }
@@ -1217,10 +1339,13 @@ func (s *site) idle(t *testing.T, conns ...net.Conn) {
 	}
 	ps, _ := s.d.PathStats()
 	if missing == 0 && onlyRecvQ(busy) {
-		// Known defect (docs/tcp.md, "Recv-Q"): a segment passed while
-		// bounced requests wait in the sockmap queue is read by nginx but
-		// stays counted in Recv-Q. Replies were checked; issue 4 is open.
-		t.Skipf("known defect: Recv-Q leftovers after a pass behind a bounce, e.g. %+v\nTCP path counters: %s",
+		// Known defect (docs/tcp.md, "Recv-Q"): a request that arrived
+		// before nginx accepted the connection is answered (once nginx
+		// accepts) but its bytes stay counted in Recv-Q for good, and the
+		// socket polls readable (POLLIN) while recv gives EAGAIN. Only
+		// testBeforeAccept meets it (dial waits for the accept). Replies
+		// were checked.
+		t.Skipf("known defect: Recv-Q leftovers of requests answered before the accept, e.g. %+v\nTCP path counters: %s",
 			busy[:min(len(busy), 5)], tcpPaths(ps, nil))
 	}
 	t.Errorf("of %d connections, %d have no server end and %d are not idle, e.g. %+v\nTCP path counters: %s",
