@@ -116,6 +116,19 @@ int santa_tcp_sockops(struct bpf_sock_ops *skops)
 	return 1;
 }
 
+/* The rule that answers a segment of plen bytes (in s): the matcher's
+ * choice, if its condition ends where the segment ends, so that the
+ * segment is exactly one request. Verdict and reply both ask. */
+static __always_inline struct santa_rule *santa_tcp_match(struct santa_scratch *s, struct santa_service *svc,
+							  __u32 plen)
+{
+	struct santa_rule *rule = santa_match(s, svc, plen);
+
+	if (!rule || rule->cond_off + rule->cond_len != plen || rule->reply_len == 0)
+		return NULL;
+	return rule;
+}
+
 /* Whether the connection has received data out of order since it was
  * attached: such data (and a retransmission that filled the gap) passes. */
 static __always_inline int santa_saw_out_of_order(struct __sk_buff *skb, struct santa_conn *conn)
@@ -172,8 +185,8 @@ int santa_tcp_verdict(struct __sk_buff *skb)
 	s = santa_scratch();
 	if (!s || bpf_skb_load_bytes(skb, 0, s->buf, plen))
 		return santa_verdict_pass(conn, svc->id, SANTA_TCP_ERROR);
-	rule = santa_match(s, svc, plen);
-	if (!rule || rule->cond_off + rule->cond_len != plen || rule->reply_len == 0)
+	rule = santa_tcp_match(s, svc, plen);
+	if (!rule)
 		return santa_verdict_pass(conn, svc->id, SANTA_TCP_NO_MATCH);
 	if (conn->pending >= SANTA_MAX_PENDING)
 		return santa_verdict_pass(conn, svc->id, SANTA_TCP_BUSY);
@@ -233,8 +246,8 @@ int santa_tcp_reply(struct sk_msg_md *msg)
 	s = santa_scratch();
 	if (!svc || !s || santa_msg_load(msg, s, plen))
 		goto fallback;
-	rule = santa_match(s, svc, plen);
-	if (!rule || rule->cond_off + rule->cond_len != plen || rule->reply_len == 0)
+	rule = santa_tcp_match(s, svc, plen);
+	if (!rule)
 		goto fallback;
 	built = santa_msg_build_reply(msg, rule, s, plen);
 	if (built > 0)
