@@ -2,6 +2,8 @@ package datapath
 
 import (
 	"fmt"
+
+	"github.com/cilium/ebpf"
 )
 
 // ServiceStats are a service's packet counters, summed over CPUs.
@@ -84,9 +86,7 @@ func (d *Datapath) PathStats() (PathStats, error) {
 }
 
 // sumPerCPU reads a per-CPU counter and sums it.
-func sumPerCPU(m interface {
-	Lookup(key, value any) error
-}, key uint32) (uint64, error) {
+func sumPerCPU(m *ebpf.Map, key uint32) (uint64, error) {
 	var per []uint64
 	if err := m.Lookup(key, &per); err != nil {
 		return 0, fmt.Errorf("reading path counters: %w", err)
