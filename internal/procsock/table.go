@@ -112,17 +112,19 @@ func parseProcAddr(s string) (netip.AddrPort, error) {
 // BoundUDP is the UDP sockets of the network namespace at nsPath (this one
 // for "") bound to port, and to addr if it is valid.
 func BoundUDP(nsPath string, port uint16, addr netip.Addr) ([]Socket, error) {
-	return find(nsPath, "udp", func(s Socket) bool {
-		return s.Local.Port() == port && (!addr.IsValid() || s.Local.Addr() == addr)
-	})
+	return find(nsPath, "udp", func(s Socket) bool { return s.boundTo(port, addr) })
+}
+
+// boundTo is whether the socket's local port is port, and its address
+// addr if that is valid.
+func (s Socket) boundTo(port uint16, addr netip.Addr) bool {
+	return s.Local.Port() == port && (!addr.IsValid() || s.Local.Addr() == addr)
 }
 
 // ListeningTCP is the listening TCP sockets of the network namespace at
 // nsPath bound to port, and to addr if it is valid.
 func ListeningTCP(nsPath string, port uint16, addr netip.Addr) ([]Socket, error) {
-	return find(nsPath, "tcp", func(s Socket) bool {
-		return s.State == TCPListen && s.Local.Port() == port && (!addr.IsValid() || s.Local.Addr() == addr)
-	})
+	return find(nsPath, "tcp", func(s Socket) bool { return s.State == TCPListen && s.boundTo(port, addr) })
 }
 
 // EstablishedTCP is the established TCP connections of the network
