@@ -242,25 +242,24 @@ func readInOrder(t *testing.T, c net.Conn, sent []string) (kernel, app int) {
 	c.SetReadDeadline(time.Now().Add(5 * time.Second))
 	in := bufio.NewReader(c)
 	for i, req := range sent {
-		fromApp := []byte("APP:" + req)
-		want := fromApp
+		want, byKernel := []byte("APP:"+req), false
 		if k, ok := kernelReplies[req]; ok && app == 0 {
 			head, err := in.Peek(min(len(k), 4))
 			if err != nil {
 				t.Fatalf("reply %d of %q: %v", i, sent, err)
 			}
-			if !bytes.HasPrefix(fromApp, head) {
-				want = k
+			if !bytes.HasPrefix(want, head) {
+				want, byKernel = k, true
 			}
 		}
 		got := make([]byte, len(want))
 		if _, err := io.ReadFull(in, got); err != nil || !bytes.Equal(got, want) {
 			t.Fatalf("reply %d of %q: %q, %v; want %q", i, sent, trim(got), err, trim(want))
 		}
-		if &want[0] == &fromApp[0] {
-			app++
-		} else {
+		if byKernel {
 			kernel++
+		} else {
+			app++
 		}
 	}
 	return kernel, app
