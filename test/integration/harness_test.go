@@ -234,8 +234,8 @@ func abbrev(b []byte) string {
 type hello struct {
 	cmd    *exec.Cmd
 	cancel context.CancelFunc
-	done   chan struct{} // closed when the process has exited
-	err    error         // its exit status, once done
+	done   <-chan struct{} // closed when the process has exited
+	err    error           // its exit status, once done
 
 	mu     sync.Mutex
 	lines  []string // stdout so far
@@ -244,36 +244,51 @@ type hello struct {
 }
 
 // startHello starts bin in netns ns and waits until it is ready.
+// startTied starts cmd so that it dies with this test binary, even one
+// that dies without cleaning up (a -timeout panic): Pdeathsig fires when
+// the *thread* that started it ends, and threads locked by inNetns do end,
+// so cmd is started, read (read, if not nil) and waited for on a thread
+// locked until it has exited. exited gets Wait's error; done is closed
+// after it.
+func startTied(cmd *exec.Cmd, read func(), exited func(error)) (done <-chan struct{}, err error) {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	started, closed := make(chan error, 1), make(chan struct{})
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		defer close(closed)
+		if err := cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
+		if read != nil {
+			read()
+		}
+		err := cmd.Wait()
+		if exited != nil {
+			exited(err)
+		}
+	}()
+	return closed, <-started
+}
+
 func startHello(t *testing.T, bin, ns string, args ...string) *hello {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), helloLife)
-	h := &hello{cancel: cancel, done: make(chan struct{}), xdp: map[string]string{}}
+	h := &hello{cancel: cancel, xdp: map[string]string{}}
 	// ip netns exec execs hello in place: signals reach it directly. It
 	// also gives hello a mount namespace of its own, so hello's pins live
 	// on a bpffs of its own and vanish with it, even if it is killed.
 	h.cmd = exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", ns, bin}, args...)...)
 	h.cmd.WaitDelay = 5 * time.Second
-	// Should this test binary die without cleaning up (a -timeout panic),
-	// hello dies with it. Pdeathsig fires when the *thread* that started
-	// hello ends, and threads locked by inNetns do end: so hello is
-	// started, read and waited for on a thread locked until it has exited.
-	h.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	h.cmd.Stderr = &lockedWriter{mu: &h.mu, w: &h.stderr}
 	stdout, err := h.cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	started := make(chan error, 1)
 	ready := make(chan struct{})
-	go func() {
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		defer close(h.done)
-		if h.err = h.cmd.Start(); h.err != nil {
-			started <- h.err
-			return
-		}
-		started <- nil
+	h.done, err = startTied(h.cmd, func() {
 		sc := bufio.NewScanner(stdout)
 		signalled := false
 		for sc.Scan() {
@@ -289,9 +304,8 @@ func startHello(t *testing.T, bin, ns string, args ...string) *hello {
 				signalled = true
 			}
 		}
-		h.err = h.cmd.Wait()
-	}()
-	if err := <-started; err != nil {
+	}, func(err error) { h.err = err })
+	if err != nil {
 		cancel()
 		t.Fatalf("starting hello: %v", err)
 	}

@@ -29,7 +29,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -359,25 +358,11 @@ http {
 	cmd := exec.CommandContext(ctx, "ip", "netns", "exec", ns, "nginx", "-p", dir, "-e", filepath.Join(dir, "error.log"), "-c", conf)
 	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) } // nginx's fast shutdown
 	cmd.WaitDelay = 5 * time.Second                                          // then SIGKILL
-	// As hello (harness_test.go): nginx dies with the test binary, and
-	// so is started and waited for on a thread of its own.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	var out lockedWriter
 	out.mu, out.w = &sync.Mutex{}, &bytes.Buffer{}
 	cmd.Stdout, cmd.Stderr = &out, &out
-	started, done := make(chan error, 1), make(chan struct{})
-	go func() {
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		defer close(done)
-		if err := cmd.Start(); err != nil {
-			started <- err
-			return
-		}
-		started <- nil
-		cmd.Wait()
-	}()
-	if err := <-started; err != nil {
+	done, err := startTied(cmd, nil, nil) // as hello: nginx dies with the test binary
+	if err != nil {
 		cancel()
 		t.Fatalf("starting nginx: %v", err)
 	}
