@@ -20,12 +20,14 @@ import (
 )
 
 // Socket is a line of /proc/net/{udp,tcp}{,6}: a socket's local address,
-// its state (TCP's numbering, 1 established, 10 listening) and its inode,
-// which names it in /proc/PID/fd.
+// its state (TCP's numbering, 1 established, 10 listening), its inode,
+// which names it in /proc/PID/fd, and its receive queue (for a TCP
+// connection, the bytes received and not yet read: ss's Recv-Q).
 type Socket struct {
 	Local netip.AddrPort
 	State int
 	Inode uint64
+	RecvQ uint32
 }
 
 // TCP states in /proc/net/tcp.
@@ -79,11 +81,16 @@ func parseTable(r io.Reader) ([]Socket, error) {
 		if err != nil {
 			return nil, fmt.Errorf("line %d: state %q: %w", n, f[3], err)
 		}
+		_, rxHex, _ := strings.Cut(f[4], ":")
+		recvQ, err := strconv.ParseUint(rxHex, 16, 32)
+		if err != nil {
+			return nil, fmt.Errorf("line %d: queues %q: %w", n, f[4], err)
+		}
 		inode, err := strconv.ParseUint(f[9], 10, 64)
 		if err != nil {
 			return nil, fmt.Errorf("line %d: inode %q: %w", n, f[9], err)
 		}
-		sockets = append(sockets, Socket{Local: local, State: int(state), Inode: inode})
+		sockets = append(sockets, Socket{Local: local, State: int(state), Inode: inode, RecvQ: uint32(recvQ)})
 	}
 	return sockets, lines.Err()
 }
