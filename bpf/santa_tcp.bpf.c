@@ -31,6 +31,12 @@
 
 extern void *bpf_rdonly_cast(const void *obj, __u32 btf_id) __ksym;
 extern void *bpf_cast_to_kern_ctx(void *obj) __ksym;
+/* The wake function of a task blocked in a receive (or send) call. */
+extern void woken_wake_function __ksym;
+
+/* How many waiters of a socket are looked at; beyond, a blocked task is
+ * assumed (nginx has one: its epoll instance). */
+#define SANTA_MAX_WAITERS 8
 
 /* The listener of a new connection: its exact local address first, then
  * the wildcards it may have been bound to. */
@@ -142,6 +148,55 @@ static __always_inline int santa_saw_out_of_order(struct __sk_buff *skb, struct 
 	return tp->rcv_ooopack != conn->ooopack;
 }
 
+/* Whether a task sleeps on the socket's wait queue in a blocking call
+ * (woken_wake_function; epoll and poll waiters have their own). */
+static __always_inline int santa_task_blocked_on(struct sock *sk)
+{
+	struct socket_wq *wq = bpf_rdonly_cast(sk->sk_wq, bpf_core_type_id_kernel(struct socket_wq));
+	struct list_head *head, *pos;
+	struct wait_queue_entry *w;
+	int i;
+
+	if (!wq)
+		return 0;
+	head = &wq->wait.head;
+	pos = head->next;
+	for (i = 0; i < SANTA_MAX_WAITERS; i++) {
+		if ((__u64)pos == (__u64)head)
+			return 0;
+		w = bpf_rdonly_cast(container_of(pos, struct wait_queue_entry, entry),
+				    bpf_core_type_id_kernel(struct wait_queue_entry));
+		if ((__u64)w->func == (__u64)&woken_wake_function)
+			return 1;
+		pos = pos->next;
+	}
+	return 1;
+}
+
+/* Whether the application is inside a receive call on the connection, where
+ * a bounce would go wrong (Linux 6.18, tcp_bpf_recvmsg_parser): the call
+ * reads copied_seq, then may run the verdict itself (on data that arrived
+ * before accept()) or sleep (a blocking receive), and writes copied_seq
+ * back at its end, undoing the advance a bounced request made. The request
+ * would stay counted as unread for good (Recv-Q, POLLIN while recv finds
+ * nothing), and a blocking receive returns EAGAIN. Such a segment passes.
+ * Inside the application's call, the socket's lock is owned; the one other
+ * way the verdict runs with the lock owned is the lock's release working
+ * through the segments that arrived meanwhile (the backlog: its list taken,
+ * its length not yet reset), which is after the call wrote copied_seq. */
+static __always_inline int santa_app_receiving(struct __sk_buff *skb)
+{
+	struct sk_buff *kskb = bpf_cast_to_kern_ctx(skb);
+	struct sock *sk;
+
+	if (!kskb->sk)
+		return 1;
+	sk = bpf_rdonly_cast(kskb->sk, bpf_core_type_id_kernel(struct sock));
+	if (sk->sk_lock.owned && !(sk->sk_backlog.len && !sk->sk_backlog.head))
+		return 1;
+	return santa_task_blocked_on(sk);
+}
+
 /* Passes a segment to the application, and with it the rest of the
  * connection: a later request answered here could overtake the
  * application's reply to this one. */
@@ -182,6 +237,8 @@ int santa_tcp_verdict(struct __sk_buff *skb)
 		return santa_verdict_pass(conn, svc->id, SANTA_TCP_TOO_LONG);
 	if (santa_saw_out_of_order(skb, conn))
 		return santa_verdict_pass(conn, svc->id, SANTA_TCP_OUT_OF_ORDER);
+	if (santa_app_receiving(skb))
+		return santa_verdict_pass(conn, svc->id, SANTA_TCP_APP_RECEIVING);
 	s = santa_scratch();
 	if (!s || bpf_skb_load_bytes(skb, 0, s->buf, plen))
 		return santa_verdict_pass(conn, svc->id, SANTA_TCP_ERROR);

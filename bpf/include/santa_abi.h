@@ -267,6 +267,7 @@ enum santa_tcp_path {
 	SANTA_TCP_REPLY_BROKEN,    /* sk_msg: the message was changed but the reply not completed: dropped */
 	SANTA_TCP_NEW_CONN,        /* sock_ops: a connection of a registered listener was added */
 	SANTA_TCP_CONN_FULL,       /* sock_ops: the connections map or sockhash was full */
+	SANTA_TCP_APP_RECEIVING,   /* verdict: the application is inside a receive call on the connection */
 	SANTA_TCP_NPATHS,
 };
 

@@ -115,6 +115,7 @@ var tcpPathNames = map[santaTcpSantaTcpPath]string{
 	santaTcpSantaTcpPathSANTA_TCP_REPLY_BROKEN:   "tcp_reply_broken",
 	santaTcpSantaTcpPathSANTA_TCP_NEW_CONN:       "tcp_new_conn",
 	santaTcpSantaTcpPathSANTA_TCP_CONN_FULL:      "tcp_conn_full",
+	santaTcpSantaTcpPathSANTA_TCP_APP_RECEIVING:  "tcp_app_receiving",
 }
 
 // pathNames are the enum santa_path names, lower-cased, for reports.

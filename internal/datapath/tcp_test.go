@@ -4,22 +4,26 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"fmt"
 	"io"
 	"math/rand/v2"
 	"net"
+	"net/netip"
 	"testing"
 	"time"
 
+	"github.com/santa-offload/santa/internal/procsock"
 	"github.com/santa-offload/santa/internal/rules"
 )
 
 // appServer answers every line it reads (a request ends with "\n") with
 // "APP:" and the line: a stand-in for the application, whose answers tell
-// its path from the kernel's.
+// its path from the kernel's. It reads like Go servers do (non-blocking,
+// woken by the poller) or, if blocking, like a thread per connection.
 type appServer struct {
 	ln          net.Listener
 	acceptDelay time.Duration
+	blocking    bool
+	accepted    chan struct{} // one per connection accepted
 }
 
 func (s *appServer) serve() {
@@ -29,19 +33,34 @@ func (s *appServer) serve() {
 		if err != nil {
 			return
 		}
-		go func() {
-			defer c.Close()
-			in := bufio.NewReader(c)
-			for {
-				line, err := in.ReadBytes('\n')
-				if err != nil {
-					return
-				}
-				if _, err := c.Write(append([]byte("APP:"), line...)); err != nil {
-					return
-				}
-			}
-		}()
+		s.accepted <- struct{}{}
+		go s.answer(c)
+	}
+}
+
+func (s *appServer) answer(c net.Conn) {
+	var rw io.ReadWriteCloser = c
+	if s.blocking {
+		// A copy of the socket, read outside Go's poller: Fd() puts it
+		// in blocking mode.
+		f, err := c.(*net.TCPConn).File()
+		c.Close()
+		if err != nil {
+			return
+		}
+		f.Fd()
+		rw = f
+	}
+	defer rw.Close()
+	in := bufio.NewReader(rw)
+	for {
+		line, err := in.ReadBytes('\n')
+		if err != nil {
+			return
+		}
+		if _, err := rw.Write(append([]byte("APP:"), line...)); err != nil {
+			return
+		}
 	}
 }
 
@@ -50,12 +69,13 @@ func (s *appServer) serve() {
 type tcpRig struct {
 	d    *Datapath
 	ln   *net.TCPListener
+	app  *appServer
 	svc  ServiceID
 	addr string
 	back func() // leaves the namespace
 }
 
-func newTCPRig(t *testing.T, network, listen string, acceptDelay time.Duration) *tcpRig {
+func newTCPRig(t *testing.T, network, listen string, app appServer) *tcpRig {
 	t.Helper()
 	back := enterNewNetns(t)
 	if err := exec("ip", "link", "set", "lo", "up"); err != nil {
@@ -70,9 +90,10 @@ func newTCPRig(t *testing.T, network, listen string, acceptDelay time.Duration) 
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ln.Close() })
-	r := &tcpRig{d: openTest(t), ln: ln.(*net.TCPListener), addr: ln.Addr().String(), back: back}
+	app.ln, app.accepted = ln, make(chan struct{}, 16)
+	r := &tcpRig{d: openTest(t), ln: ln.(*net.TCPListener), app: &app, addr: ln.Addr().String(), back: back}
 	r.register(t)
-	go (&appServer{ln: ln, acceptDelay: acceptDelay}).serve()
+	go r.app.serve()
 	return r
 }
 
@@ -133,27 +154,66 @@ func (r *tcpRig) addRules(t *testing.T) {
 }
 
 // The kernel answers matched requests (replies from 5 B to 64 KiB), the
-// application the rest, and after its first answer every later one. Also
-// when the request arrives before the application accepted the connection.
+// application the rest, and after its first answer every later one.
 func TestTCPAnswers(t *testing.T) {
-	for _, delay := range []time.Duration{0, 200 * time.Millisecond} {
-		t.Run(fmt.Sprintf("accept after %v", delay), func(t *testing.T) {
-			r := newTCPRig(t, "tcp4", "127.0.0.1:0", delay)
+	r := newTCPRig(t, "tcp4", "127.0.0.1:0", appServer{})
+	defer r.back()
+	r.addRules(t)
+	c := r.dial(t, "tcp4")
+	exchange(t, c, []byte(hotReq), hotReply)
+	exchange(t, c, []byte(bigReq), bigReply)
+	exchange(t, c, []byte(midReq), midReply)
+	exchange(t, c, []byte(hotReq), hotReply)
+	exchange(t, c, []byte("miss\n"), []byte("APP:miss\n"))
+	exchange(t, c, []byte(hotReq), []byte("APP:"+hotReq))
+	r.expectCounts(t, 4, 2, 2)
+	r.expectNothingUnread(t)
+}
+
+// A request that arrives while the application is inside a receive call
+// on its connection passes (santa_app_receiving): when it blocks in one,
+// and when the request came before accept() (the first receive runs the
+// verdict on it). The connection is the application's from then on, and
+// nothing stays counted as unread.
+func TestTCPApplicationReceiving(t *testing.T) {
+	for name, app := range map[string]appServer{
+		"blocking receive": {blocking: true},
+		"before accept":    {acceptDelay: 200 * time.Millisecond},
+	} {
+		t.Run(name, func(t *testing.T) {
+			r := newTCPRig(t, "tcp4", "127.0.0.1:0", app)
 			defer r.back()
 			r.addRules(t)
-			c := r.dial(t, "tcp4")
-			exchange(t, c, []byte(hotReq), hotReply)
-			exchange(t, c, []byte(bigReq), bigReply)
-			exchange(t, c, []byte(midReq), midReply)
-			exchange(t, c, []byte(hotReq), hotReply)
-			exchange(t, c, []byte("miss\n"), []byte("APP:miss\n"))
+			c := r.connect(t, "tcp4")
+			if app.blocking {
+				<-r.app.accepted
+				time.Sleep(50 * time.Millisecond) // the application blocks in read()
+			}
 			exchange(t, c, []byte(hotReq), []byte("APP:"+hotReq))
-			r.expectCounts(t, 4, 2, 2)
+			exchange(t, c, []byte(midReq), []byte("APP:"+midReq))
+			r.expectCounts(t, 0, 2, 2)
+			if ps, _ := r.d.PathStats(); ps["tcp_app_receiving"] != 1 {
+				t.Errorf("tcp_app_receiving %d, want 1", ps["tcp_app_receiving"])
+			}
+			r.expectNothingUnread(t)
 		})
 	}
 }
 
+// dial connects to the rig's listener and waits until the application
+// accepted the connection.
 func (r *tcpRig) dial(t *testing.T, network string) net.Conn {
+	t.Helper()
+	c := r.connect(t, network)
+	select {
+	case <-r.app.accepted:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the application did not accept the connection")
+	}
+	return c
+}
+
+func (r *tcpRig) connect(t *testing.T, network string) net.Conn {
 	t.Helper()
 	c, err := net.Dial(network, r.addr)
 	if err != nil {
@@ -161,6 +221,21 @@ func (r *tcpRig) dial(t *testing.T, network string) net.Conn {
 	}
 	t.Cleanup(func() { c.Close() })
 	return c
+}
+
+// expectNothingUnread checks that no connection of the rig's listener has
+// bytes counted as received and not read (ss's Recv-Q).
+func (r *tcpRig) expectNothingUnread(t *testing.T) {
+	t.Helper()
+	conns, err := procsock.EstablishedTCP("", netip.MustParseAddrPort(r.addr).Port())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range conns {
+		if c.RecvQ != 0 {
+			t.Errorf("a connection has %d bytes unread", c.RecvQ)
+		}
+	}
 }
 
 // expectCounts checks the service's counters and that every bounced
@@ -188,7 +263,7 @@ func TestTCPAddressFamilies(t *testing.T) {
 			if c.listen == "0.0.0.0:0" {
 				network = "tcp4"
 			}
-			r := newTCPRig(t, network, c.listen, 0)
+			r := newTCPRig(t, network, c.listen, appServer{})
 			defer r.back()
 			r.addRules(t)
 			_, port, _ := net.SplitHostPort(r.addr)
@@ -206,7 +281,7 @@ func TestTCPAddressFamilies(t *testing.T) {
 // Every request's reply comes in request order, from the kernel only
 // until the application answered one.
 func TestTCPPipelinedOrder(t *testing.T) {
-	r := newTCPRig(t, "tcp4", "127.0.0.1:0", 0)
+	r := newTCPRig(t, "tcp4", "127.0.0.1:0", appServer{})
 	defer r.back()
 	r.addRules(t)
 	rng := rand.New(rand.NewPCG(1, 2))
@@ -268,7 +343,7 @@ func readInOrder(t *testing.T, c net.Conn, sent []string) (kernel, app int) {
 // Partial requests and segments holding two requests pass to the
 // application, whole.
 func TestTCPPassesWhatIsNotOneRequest(t *testing.T) {
-	r := newTCPRig(t, "tcp4", "127.0.0.1:0", 0)
+	r := newTCPRig(t, "tcp4", "127.0.0.1:0", appServer{})
 	defer r.back()
 	r.addRules(t)
 	c := r.dial(t, "tcp4")
@@ -284,7 +359,7 @@ func TestTCPPassesWhatIsNotOneRequest(t *testing.T) {
 // Half-close and reset: the kernel's reply still arrives before the
 // application sees the end; a reset connection leaves nothing behind.
 func TestTCPCloseAndReset(t *testing.T) {
-	r := newTCPRig(t, "tcp4", "127.0.0.1:0", 0)
+	r := newTCPRig(t, "tcp4", "127.0.0.1:0", appServer{})
 	defer r.back()
 	r.addRules(t)
 	c := r.dial(t, "tcp4").(*net.TCPConn)
@@ -312,7 +387,7 @@ func TestTCPCloseAndReset(t *testing.T) {
 // A connection accepted before its listener was registered is adopted when
 // idle, and answered from then on.
 func TestTCPAdoptConnections(t *testing.T) {
-	r := newTCPRig(t, "tcp4", "127.0.0.1:0", 0)
+	r := newTCPRig(t, "tcp4", "127.0.0.1:0", appServer{})
 	defer r.back()
 	r.addRules(t)
 	if err := r.d.RemoveService(r.svc); err != nil {
@@ -327,4 +402,55 @@ func TestTCPAdoptConnections(t *testing.T) {
 		t.Fatalf("adopted %+v, %v; want the one connection", got, err)
 	}
 	exchange(t, before, []byte(hotReq), hotReply)
+}
+
+// A rule deleted and added again under traffic: every request is answered
+// once, by the kernel or (from the first time the rule was missing, in the
+// verdict or later in the reply program) by the application, and nothing
+// stays counted as unread.
+func TestTCPRulesChangeUnderTraffic(t *testing.T) {
+	r := newTCPRig(t, "tcp4", "127.0.0.1:0", appServer{})
+	defer r.back()
+	if _, err := r.d.AddRule(r.svc, tcpRule(midReq, midReply)); err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	churned := make(chan int, 1)
+	go func() {
+		n := 0
+		defer func() { churned <- n }()
+		for ; ; n++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			id, err := r.d.AddRule(r.svc, tcpRule(hotReq, hotReply))
+			if err == nil {
+				err = r.d.DeleteRule(id)
+			}
+			if err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	}()
+	kernel, app := 0, 0
+	for range 100 {
+		c := r.dial(t, "tcp4")
+		for i := range 20 {
+			req := []string{hotReq, midReq}[i%2]
+			if _, err := c.Write([]byte(req)); err != nil {
+				close(stop)
+				t.Fatal(err)
+			}
+			k, a := readInOrder(t, c, []string{req})
+			kernel, app = kernel+k, app+a
+		}
+	}
+	close(stop)
+	ps, _ := r.d.PathStats()
+	t.Logf("%d rule changes; %d replies by the kernel, %d by the application; %d fell back in the reply program",
+		<-churned, kernel, app, ps["tcp_reply_fallback"])
+	r.expectNothingUnread(t)
 }
