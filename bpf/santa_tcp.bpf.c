@@ -237,8 +237,6 @@ int santa_tcp_verdict(struct __sk_buff *skb)
 		return santa_verdict_pass(conn, svc->id, SANTA_TCP_TOO_LONG);
 	if (santa_saw_out_of_order(skb, conn))
 		return santa_verdict_pass(conn, svc->id, SANTA_TCP_OUT_OF_ORDER);
-	if (santa_app_receiving(skb))
-		return santa_verdict_pass(conn, svc->id, SANTA_TCP_APP_RECEIVING);
 	s = santa_scratch();
 	if (!s || bpf_skb_load_bytes(skb, 0, s->buf, plen))
 		return santa_verdict_pass(conn, svc->id, SANTA_TCP_ERROR);
@@ -247,6 +245,8 @@ int santa_tcp_verdict(struct __sk_buff *skb)
 		return santa_verdict_pass(conn, svc->id, SANTA_TCP_NO_MATCH);
 	if (conn->pending >= SANTA_MAX_PENDING)
 		return santa_verdict_pass(conn, svc->id, SANTA_TCP_BUSY);
+	if (santa_app_receiving(skb))
+		return santa_verdict_pass(conn, svc->id, SANTA_TCP_APP_RECEIVING);
 	/* One linear skb is sent in one piece: the reply program sees the
 	 * whole request in one message. */
 	if (bpf_skb_pull_data(skb, plen))

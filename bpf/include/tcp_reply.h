@@ -26,29 +26,19 @@ extern void bpf_iter_num_destroy(struct bpf_iter_num *it) __weak __ksym;
 	     });)
 
 /* Copies message bytes [0, len) to s: the request, for matching and for
- * copy processors. The loops are in global functions: each is verified
- * once, not once per path into it. */
+ * copy processors. One read, not a loop: the message is linear there. */
 __noinline int santa_msg_load(struct sk_msg_md *msg, struct santa_scratch *s, __u32 len)
 {
-	__u8 *data, *end;
-	int i;
+	__u8 *data;
 
 	if (len == 0 || len > SANTA_MAX_TCP_REQUEST || bpf_msg_pull_data(msg, 0, len, 0))
 		return -1;
 	if (!msg || !s)
 		return -1;
 	data = msg->data;
-	end = msg->data_end;
-	santa_for(i, 0, len)
-	{
-		__u32 at = i & (SANTA_SCRATCH_LEN - 1); /* i < len: for the verifier */
-		__u8 *p = data + at;
-
-		if (p + 1 > end)
-			return -1;
-		s->buf[at] = *p;
-	}
-	return 0;
+	if (data + len > (__u8 *)msg->data_end)
+		return -1;
+	return bpf_probe_read_kernel(s->buf, len, data) ? -1 : 0;
 }
 
 /* The reply template of the rule in slot, and how many bytes its class
