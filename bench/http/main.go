@@ -65,6 +65,7 @@ func main() {
 type sample struct {
 	requests                                    uint64
 	perSec, serverUSPer, serverBusy, clientBusy float64
+	verdictUS, replyUS                          float64 // Santa's programs, per run (bpf_stats)
 }
 
 func run(ctx context.Context, c config, tmp string) error {
@@ -112,6 +113,10 @@ func run(ctx context.Context, c config, tmp string) error {
 			dp.Summary(id+"/server_us_per_request", got[id], func(s sample) float64 { return s.serverUSPer }, "us/request")
 			dp.Summary(id+"/server_cpu_busy", got[id], func(s sample) float64 { return s.serverBusy }, "%")
 			dp.Summary(id+"/client_cpu_busy", got[id], func(s sample) float64 { return s.clientBusy }, "%")
+			if variant == "santa" {
+				dp.Summary(id+"/verdict_us_per_run", got[id], func(s sample) float64 { return s.verdictUS }, "us/run")
+				dp.Summary(id+"/reply_us_per_run", got[id], func(s sample) float64 { return s.replyUS }, "us/run")
+			}
 		}
 		// Santa against nginx alone without sendfile, run by run.
 		base, santa := got[variantID("off", size)], got[variantID("santa", size)]
@@ -134,10 +139,15 @@ func runVariant(ctx context.Context, c config, off *offload, variant string, siz
 	if err != nil {
 		return sample{}, err
 	}
-	s, err := wrk(ctx, c, ports[variant], size)
+	var s sample
+	costs, err := off.programCosts(func() (err error) {
+		s, err = wrk(ctx, c, ports[variant], size)
+		return err
+	})
 	if err != nil {
 		return sample{}, err
 	}
+	s.verdictUS, s.replyUS = costs[0], costs[1]
 	after, err := off.answered()
 	if err == nil && after-before < s.requests {
 		err = fmt.Errorf("santa answered %d of the %d requests wrk counted (size %d)", after-before, s.requests, size)

@@ -10,6 +10,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
 
 	"github.com/santa-offload/santa/bench/rig"
@@ -111,6 +112,39 @@ func nginxReply(r rig.Rig, port int, req []byte) ([]byte, error) {
 func (o *offload) answered() (uint64, error) {
 	st, err := o.d.ServiceStats(o.svc)
 	return st.Matched, err
+}
+
+// programCosts runs f with the kernel's BPF run-time statistics on and
+// returns the verdict's and the reply program's µs per run meanwhile
+// (kernel.bpf_stats_enabled; it adds tens of ns per run).
+func (o *offload) programCosts(f func() error) ([2]float64, error) {
+	var costs [2]float64
+	stats, err := ebpf.EnableStats(uint32(unix.BPF_STATS_RUN_TIME))
+	if err != nil {
+		return costs, err
+	}
+	defer stats.Close()
+	verdict, reply := o.d.TCPPrograms()
+	progs := []*ebpf.Program{verdict, reply}
+	var before [2]*ebpf.ProgramStats
+	for i, p := range progs {
+		if before[i], err = p.Stats(); err != nil {
+			return costs, err
+		}
+	}
+	if err := f(); err != nil {
+		return costs, err
+	}
+	for i, p := range progs {
+		after, err := p.Stats()
+		if err != nil {
+			return costs, err
+		}
+		if n := after.RunCount - before[i].RunCount; n > 0 {
+			costs[i] = (after.Runtime - before[i].Runtime).Seconds() * 1e6 / float64(n)
+		}
+	}
+	return costs, nil
 }
 
 func (o *offload) close() { o.d.Close() }

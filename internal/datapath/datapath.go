@@ -264,6 +264,10 @@ func (d *Datapath) Unpin() error {
 	return nil
 }
 
-// XDPProgram and TCProgram expose the programs to tests and benchmarks.
+// XDPProgram, TCProgram and TCPPrograms expose the programs to tests and
+// benchmarks.
 func (d *Datapath) XDPProgram() *ebpf.Program { return d.objs.SantaUdp }
 func (d *Datapath) TCProgram() *ebpf.Program  { return d.objs.SantaUdpTc }
+func (d *Datapath) TCPPrograms() (verdict, reply *ebpf.Program) {
+	return d.tcp.SantaTcpVerdict, d.tcp.SantaTcpReply
+}
