@@ -30,9 +30,29 @@ func openUDP(t *testing.T) (*net.UDPConn, int, uint64) {
 	return conn, int(f.Fd()), cookie
 }
 
+// openTCP opens a TCP listener on 127.0.0.1 and returns it with its fd and
+// SO_COOKIE.
+func openTCP(t *testing.T) (*net.TCPListener, int, uint64) {
+	ln, err := net.ListenTCP("tcp4", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	f, err := ln.File()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	cookie, err := unix.GetsockoptUint64(int(f.Fd()), unix.SOL_SOCKET, unix.SO_COOKIE)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ln, int(f.Fd()), cookie
+}
+
 // attached checks that the fake was given the socket with cookie and that
-// santactl printed the service.
-func attached(t *testing.T, f *fake, conn *net.UDPConn, cookie uint64, stdout, stderr string, code int) {
+// santactl printed the service, of protocol proto bound to local.
+func attached(t *testing.T, f *fake, proto string, local net.Addr, cookie uint64, stdout, stderr string, code int) {
 	t.Helper()
 	f.mu.Lock()
 	cookies := slices.Clone(f.cookies)
@@ -40,7 +60,7 @@ func attached(t *testing.T, f *fake, conn *net.UDPConn, cookie uint64, stdout, s
 	if !slices.Equal(cookies, []uint64{cookie}) {
 		t.Errorf("the daemon got sockets with cookies %v, want %d", cookies, cookie)
 	}
-	want := fmt.Sprintf("ID  PROTO  ADDRESS          OWNER  RULES  COOKIE\n7   udp    %-15v  1000   0      %d\n", conn.LocalAddr(), cookie)
+	want := fmt.Sprintf("ID  PROTO  ADDRESS          OWNER  RULES  COOKIE\n7   %-5s  %-15v  1000   0      %d\n", proto, local, cookie)
 	if stdout != want || stderr != "" || code != 0 {
 		t.Errorf("attach: stdout %q, stderr %q, exit status %d; want stdout %q", stdout, stderr, code, want)
 	}
@@ -52,7 +72,7 @@ func TestAttachPidFD(t *testing.T) {
 	f, path := newFake(t)
 	conn, fd, cookie := openUDP(t)
 	stdout, stderr, code := santactl(t, path, "attach", "-pid", fmt.Sprint(os.Getpid()), "-fd", fmt.Sprint(fd))
-	attached(t, f, conn, cookie, stdout, stderr, code)
+	attached(t, f, "udp", conn.LocalAddr(), cookie, stdout, stderr, code)
 }
 
 // TestAttachPort finds a socket of the test's own process by its port, in
@@ -71,13 +91,19 @@ func TestAttachPort(t *testing.T) {
 			args = append(args, "-netns", netns)
 		}
 		stdout, stderr, code := santactl(t, path, args...)
-		attached(t, f, conn, cookie, stdout, stderr, code)
+		attached(t, f, "udp", conn.LocalAddr(), cookie, stdout, stderr, code)
 	}
+	// With -tcp, the TCP listener on the port, not a UDP socket on it.
+	f, path := newFake(t)
+	ln, _, cookie := openTCP(t)
+	port := ln.Addr().(*net.TCPAddr).Port
+	stdout, stderr, code := santactl(t, path, "attach", "-port", fmt.Sprint(port), "-tcp")
+	attached(t, f, "tcp", ln.Addr(), cookie, stdout, stderr, code)
 }
 
 func TestAttachErrors(t *testing.T) {
 	_, path := newFake(t)
-	usage := "usage: santactl [-socket PATH] [-json] attach -pid PID -fd FD | -port PORT [-addr ADDR] [-netns PATH]\n"
+	usage := "usage: santactl [-socket PATH] [-json] attach -pid PID -fd FD | -port PORT [-tcp] [-addr ADDR] [-netns PATH]\n"
 	tests := []struct {
 		args   []string
 		stderr string
@@ -86,7 +112,8 @@ func TestAttachErrors(t *testing.T) {
 		{[]string{"attach"}, "santactl: attach: give -pid and -fd, or -port\n" + usage, 2},
 		{[]string{"attach", "-pid", "1"}, "santactl: attach: give both -pid and -fd\n" + usage, 2},
 		{[]string{"attach", "-pid", "1", "-fd", "3", "-port", "53"}, "santactl: attach: give -pid and -fd, or -port\n" + usage, 2},
-		{[]string{"attach", "-pid", "1", "-fd", "3", "-addr", "::1"}, "santactl: attach: -addr and -netns go with -port\n" + usage, 2},
+		{[]string{"attach", "-pid", "1", "-fd", "3", "-addr", "::1"}, "santactl: attach: -tcp, -addr and -netns go with -port\n" + usage, 2},
+		{[]string{"attach", "-pid", "1", "-fd", "3", "-tcp"}, "santactl: attach: -tcp, -addr and -netns go with -port\n" + usage, 2},
 		{[]string{"attach", "-port", "70000"}, "santactl: attach: -port 70000 is not a port\n" + usage, 2},
 		{[]string{"attach", "-pid", fmt.Sprint(os.Getpid()), "-fd", "999999"},
 			fmt.Sprintf("santactl: attach: take fd 999999 of process %d: bad file descriptor\n", os.Getpid()), 1},
@@ -96,7 +123,12 @@ func TestAttachErrors(t *testing.T) {
 			args   []string
 			stderr string
 			code   int
-		}{[]string{"attach", "-port", "9", "-addr", "127.0.0.9"}, "santactl: attach: no UDP socket is bound to 127.0.0.9:9\n", 1})
+		}{[]string{"attach", "-port", "9", "-addr", "127.0.0.9"}, "santactl: attach: no UDP socket bound to 127.0.0.9:9\n", 1},
+			struct {
+				args   []string
+				stderr string
+				code   int
+			}{[]string{"attach", "-port", "9", "-tcp"}, "santactl: attach: no TCP socket listening on port 9\n", 1})
 	}
 	for _, tt := range tests {
 		stdout, stderr, code := santactl(t, path, tt.args...)

@@ -32,7 +32,7 @@ var commands = []command{
 		func() options { return &servicesOptions{} }},
 	{"rules", "SERVICE [RULE_ID] | show SERVICE RULE_ID", "a service's rules, or one rule in full",
 		func() options { return &rulesOptions{} }},
-	{"attach", "-pid PID -fd FD | -port PORT [-addr ADDR] [-netns PATH]", "attach a running server's UDP socket",
+	{"attach", "-pid PID -fd FD | -port PORT [-tcp] [-addr ADDR] [-netns PATH]", "attach a running server's UDP socket or TCP listener",
 		func() options { return &attachOptions{} }},
 	{"detach", "SERVICE", "remove a service and all its rules",
 		func() options { return &detachOptions{} }},

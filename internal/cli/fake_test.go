@@ -200,7 +200,11 @@ func (f *fake) attach(fds []int) protocol.Body {
 	if err != nil {
 		return protocol.Errorf(syscall.EOPNOTSUPP, "%v", err)
 	}
-	info := client.ServiceInfo{ServiceID: f.nextService, Protocol: unix.IPPROTO_UDP, Cookie: cookie, OwnerUID: 1000}
+	proto, err := unix.GetsockoptInt(fds[0], unix.SOL_SOCKET, unix.SO_PROTOCOL)
+	if err != nil {
+		return protocol.Errorf(syscall.ENOTSOCK, "%v", err)
+	}
+	info := client.ServiceInfo{ServiceID: f.nextService, Protocol: uint8(proto), Cookie: cookie, OwnerUID: 1000}
 	switch sa := sa.(type) {
 	case *unix.SockaddrInet4:
 		info.Family, info.Port = 4, uint16(sa.Port)
