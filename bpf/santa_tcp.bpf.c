@@ -28,6 +28,7 @@
 #define PF_KTHREAD 0x00200000
 #define SOL_TCP 6
 #define TCP_NODELAY 1
+#define TCPHDR_FIN 0x01
 
 extern void *bpf_rdonly_cast(const void *obj, __u32 btf_id) __ksym;
 extern void *bpf_cast_to_kern_ctx(void *obj) __ksym;
@@ -197,6 +198,18 @@ static __always_inline int santa_app_receiving(struct __sk_buff *skb)
 	return santa_task_blocked_on(sk);
 }
 
+/* Whether the segment carries the client's FIN too (a request sent
+ * together with shutdown(SHUT_WR)): the application sees the end of the
+ * stream at once, and may close before a bounce is sent (docs/tcp.md,
+ * "Half-close"), so the application answers it. */
+static __always_inline int santa_carries_fin(struct __sk_buff *skb)
+{
+	struct sk_buff *kskb = bpf_cast_to_kern_ctx(skb);
+	struct tcp_skb_cb *cb = bpf_rdonly_cast(kskb->cb, bpf_core_type_id_kernel(struct tcp_skb_cb));
+
+	return cb->tcp_flags & TCPHDR_FIN;
+}
+
 /* Passes a segment to the application, and with it the rest of the
  * connection: a later request answered here could overtake the
  * application's reply to this one. */
@@ -247,6 +260,8 @@ int santa_tcp_verdict(struct __sk_buff *skb)
 		return santa_verdict_pass(conn, svc->id, SANTA_TCP_BUSY);
 	if (santa_app_receiving(skb))
 		return santa_verdict_pass(conn, svc->id, SANTA_TCP_APP_RECEIVING);
+	if (santa_carries_fin(skb))
+		return santa_verdict_pass(conn, svc->id, SANTA_TCP_FIN);
 	/* One linear skb is sent in one piece: the reply program sees the
 	 * whole request in one message. */
 	if (bpf_skb_pull_data(skb, plen))

@@ -268,6 +268,7 @@ enum santa_tcp_path {
 	SANTA_TCP_NEW_CONN,        /* sock_ops: a connection of a registered listener was added */
 	SANTA_TCP_CONN_FULL,       /* sock_ops: the connections map or sockhash was full */
 	SANTA_TCP_APP_RECEIVING,   /* verdict: the application is inside a receive call on the connection */
+	SANTA_TCP_FIN,             /* verdict: the segment also ends the client's stream */
 	SANTA_TCP_NPATHS,
 };
 

@@ -116,6 +116,7 @@ var tcpPathNames = map[santaTcpSantaTcpPath]string{
 	santaTcpSantaTcpPathSANTA_TCP_NEW_CONN:       "tcp_new_conn",
 	santaTcpSantaTcpPathSANTA_TCP_CONN_FULL:      "tcp_conn_full",
 	santaTcpSantaTcpPathSANTA_TCP_APP_RECEIVING:  "tcp_app_receiving",
+	santaTcpSantaTcpPathSANTA_TCP_FIN:            "tcp_fin",
 }
 
 // pathNames are the enum santa_path names, lower-cased, for reports.

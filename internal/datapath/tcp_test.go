@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/santa-offload/santa/internal/procsock"
 	"github.com/santa-offload/santa/internal/rules"
 )
@@ -373,6 +375,20 @@ func TestTCPCloseAndReset(t *testing.T) {
 	}
 	if len(all) == 0 {
 		t.Log("known defect: no reply after the half-close (the application closed before the bounce was sent)")
+	}
+
+	// The request and the FIN in one segment (corked, then shut): the
+	// application answers it, before it sees the end.
+	c = r.dial(t, "tcp4").(*net.TCPConn)
+	control(t, c)(func(fd uintptr) { unix.SetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_CORK, 1) })
+	c.Write([]byte(hotReq))
+	c.CloseWrite()
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if all, err := io.ReadAll(c); err != nil || string(all) != "APP:"+hotReq {
+		t.Fatalf("request and FIN in one segment: %q, %v; want %q then the end", all, err, "APP:"+hotReq)
+	}
+	if ps, _ := r.d.PathStats(); ps["tcp_fin"] != 1 {
+		t.Errorf("tcp_fin %d, want 1", ps["tcp_fin"])
 	}
 
 	for range 50 {
