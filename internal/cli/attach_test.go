@@ -18,7 +18,14 @@ func openUDP(t *testing.T) (*net.UDPConn, int, uint64) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close() })
-	f, err := conn.File() // a dup of its own: the test's fd
+	fd, cookie := fdOf(t, conn)
+	return conn, fd, cookie
+}
+
+// fdOf is a descriptor of the socket of its own (the test's fd) and the
+// socket's SO_COOKIE.
+func fdOf(t *testing.T, sock interface{ File() (*os.File, error) }) (int, uint64) {
+	f, err := sock.File()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -27,7 +34,7 @@ func openUDP(t *testing.T) (*net.UDPConn, int, uint64) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return conn, int(f.Fd()), cookie
+	return int(f.Fd()), cookie
 }
 
 // openTCP opens a TCP listener on 127.0.0.1 and returns it with its fd and
@@ -38,16 +45,8 @@ func openTCP(t *testing.T) (*net.TCPListener, int, uint64) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ln.Close() })
-	f, err := ln.File()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { f.Close() })
-	cookie, err := unix.GetsockoptUint64(int(f.Fd()), unix.SOL_SOCKET, unix.SO_COOKIE)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ln, int(f.Fd()), cookie
+	fd, cookie := fdOf(t, ln)
+	return ln, fd, cookie
 }
 
 // attached checks that the fake was given the socket with cookie and that
