@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+
+	"github.com/santa-offload/santa/bench/rig"
 )
 
 // Ports nginx serves the same files on, by variant: without and with
@@ -39,27 +41,14 @@ func nginxConfig(dir, ip string, sizes []int) ([]string, error) {
 		fmt.Fprintf(&servers, "    server { listen %s:%d; root %s; sendfile %s; tcp_nopush %[4]s; }\n", ip, ports[variant], www, sendfileOf(variant))
 	}
 	conf := filepath.Join(dir, "nginx.conf")
-	err := os.WriteFile(conf, fmt.Appendf(nil, `daemon off;
-user root;
-worker_processes 1;
-pid %[1]s/nginx.pid;
-error_log %[1]s/error.log warn;
-events { worker_connections 4096; }
-http {
-    access_log off;
+	err := os.WriteFile(conf, rig.NginxConf(dir, "worker_processes 1;", "worker_connections 4096;", `    access_log off;
     keepalive_requests 1000000000;
     keepalive_timeout 300s;
     tcp_nodelay on;
     open_file_cache max=64;
     types { application/octet-stream bin; }
     default_type application/octet-stream;
-    client_body_temp_path %[1]s/body;
-    proxy_temp_path %[1]s/proxy;
-    fastcgi_temp_path %[1]s/fastcgi;
-    uwsgi_temp_path %[1]s/uwsgi;
-    scgi_temp_path %[1]s/scgi;
-%[2]s}
-`, dir, servers.String()), 0o644)
+`+servers.String()), 0o644)
 	return []string{"nginx", "-p", dir, "-c", conf}, err
 }
 

@@ -39,6 +39,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	benchrig "github.com/santa-offload/santa/bench/rig"
 	"github.com/santa-offload/santa/internal/datapath"
 	"github.com/santa-offload/santa/internal/netns"
 	"github.com/santa-offload/santa/internal/procsock"
@@ -325,32 +326,18 @@ func (s *site) nginxReply(t *testing.T, addr string, req []byte) []byte {
 // addresses with an access log, until the test ends (or nginxLife).
 func startNginx(t *testing.T, ns, dir string) {
 	conf := filepath.Join(dir, "nginx.conf")
-	err := os.WriteFile(conf, fmt.Appendf(nil, `daemon off;
-user root;
-worker_processes 1;
-worker_rlimit_nofile 16384;
-pid %[1]s/nginx.pid;
-error_log %[1]s/error.log warn;
-events { worker_connections 8192; }
-http {
-    log_format uri '$request_uri $status $bytes_sent';
+	err := os.WriteFile(conf, benchrig.NginxConf(dir, "worker_processes 1;\nworker_rlimit_nofile 16384;", "worker_connections 8192;", fmt.Sprintf(`    log_format uri '$request_uri $status $bytes_sent';
     access_log %[1]s/access.log uri;
     keepalive_requests 100000;
     keepalive_timeout 60s;
     types { text/plain txt; application/octet-stream bin; }
     default_type application/octet-stream;
-    client_body_temp_path %[1]s/body;
-    proxy_temp_path %[1]s/proxy;
-    fastcgi_temp_path %[1]s/fastcgi;
-    uwsgi_temp_path %[1]s/uwsgi;
-    scgi_temp_path %[1]s/scgi;
     server {
         listen %[2]s:80 backlog=4096;
         listen [%[3]s]:80 backlog=4096;
         root %[1]s/www;
     }
-}
-`, dir, serverIPv4, serverIPv6), 0o644)
+`, dir, serverIPv4, serverIPv6)), 0o644)
 	if err != nil {
 		t.Fatal(err)
 	}
