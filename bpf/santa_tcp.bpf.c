@@ -22,6 +22,7 @@
 #include "match.h"
 #include "tcp_maps.h"
 #include "tcp_reply.h"
+#include "sock_waiters.h"
 
 #define AF_INET 2
 #define AF_INET6 10
@@ -30,14 +31,7 @@
 #define TCP_NODELAY 1
 #define TCPHDR_FIN 0x01
 
-extern void *bpf_rdonly_cast(const void *obj, __u32 btf_id) __ksym;
 extern void *bpf_cast_to_kern_ctx(void *obj) __ksym;
-/* The wake function of a task blocked in a receive (or send) call. */
-extern void woken_wake_function __ksym;
-
-/* How many waiters of a socket are looked at; beyond, a blocked task is
- * assumed (nginx has one: its epoll instance). */
-#define SANTA_MAX_WAITERS 8
 
 /* The listener of a new connection: its exact local address first, then
  * the wildcards it may have been bound to. */
@@ -147,31 +141,6 @@ static __always_inline int santa_saw_out_of_order(struct __sk_buff *skb, struct 
 		return 1;
 	tp = bpf_rdonly_cast(kskb->sk, bpf_core_type_id_kernel(struct tcp_sock));
 	return tp->rcv_ooopack != conn->ooopack;
-}
-
-/* Whether a task sleeps on the socket's wait queue in a blocking call
- * (woken_wake_function; epoll and poll waiters have their own). */
-static __always_inline int santa_task_blocked_on(struct sock *sk)
-{
-	struct socket_wq *wq = bpf_rdonly_cast(sk->sk_wq, bpf_core_type_id_kernel(struct socket_wq));
-	struct list_head *head, *pos;
-	struct wait_queue_entry *w;
-	int i;
-
-	if (!wq)
-		return 0;
-	head = &wq->wait.head;
-	pos = head->next;
-	for (i = 0; i < SANTA_MAX_WAITERS; i++) {
-		if ((__u64)pos == (__u64)head)
-			return 0;
-		w = bpf_rdonly_cast(container_of(pos, struct wait_queue_entry, entry),
-				    bpf_core_type_id_kernel(struct wait_queue_entry));
-		if ((__u64)w->func == (__u64)&woken_wake_function)
-			return 1;
-		pos = pos->next;
-	}
-	return 1;
 }
 
 /* Whether the application is inside a receive call on the connection, where

@@ -7,13 +7,17 @@
 #include "maps.h"
 
 /* Connections under registered listeners, by socket cookie: the verdict
- * and reply programs are attached to this map. */
-struct {
-	__uint(type, BPF_MAP_TYPE_SOCKHASH);
-	__uint(max_entries, SANTA_DEFAULT_MAX_CONNS); /* load time */
-	__type(key, __u64);
-	__type(value, __u64);
-} tcp_conns SEC(".maps");
+ * and reply programs are attached to this map. An earlier process's map
+ * has the same shape (santa_handover). */
+#define SANTA_TCP_CONNS_MAP(name)                                     \
+	struct {                                                      \
+		__uint(type, BPF_MAP_TYPE_SOCKHASH);                  \
+		__uint(max_entries, SANTA_DEFAULT_MAX_CONNS); /* load time */ \
+		__type(key, __u64);                                   \
+		__type(value, __u64);                                 \
+	} name SEC(".maps")
+
+SANTA_TCP_CONNS_MAP(tcp_conns);
 
 /* Registered listening sockets: their connections' key -> listener cookie. */
 struct {

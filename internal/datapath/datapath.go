@@ -130,12 +130,8 @@ func Open(opts Options) (*Datapath, error) {
 		// Slot 0 means "no candidate" in index nodes.
 		slots: newIDPool(1, opts.MaxRules+1),
 	}
-	if err := spec.LoadAndAssign(&d.objs, nil); err != nil {
-		var verr *ebpf.VerifierError
-		if errors.As(err, &verr) {
-			return nil, fmt.Errorf("loading BPF objects: %+v", verr)
-		}
-		return nil, fmt.Errorf("loading BPF objects: %w", err)
+	if err := loadOnto(spec, &d.objs, nil, "BPF objects"); err != nil {
+		return nil, err
 	}
 	if err := d.loadTCP(opts.MaxConnections, opts.MaxServices); err != nil {
 		d.objs.Close()

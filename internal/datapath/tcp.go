@@ -48,19 +48,8 @@ func (d *Datapath) loadTCP(maxConns, maxServices uint32) error {
 		"rule_stats": d.objs.RuleStats, "service_stats": d.objs.ServiceStats,
 		"scratch": d.objs.Scratch, "connections": d.objs.Connections,
 	}
-	for name, m := range shared {
-		info, err := m.Info()
-		if err != nil {
-			return fmt.Errorf("reading map %s: %w", name, err)
-		}
-		spec.Maps[name].MaxEntries = info.MaxEntries
-	}
-	if err := spec.LoadAndAssign(&d.tcp, &ebpf.CollectionOptions{MapReplacements: shared}); err != nil {
-		var verr *ebpf.VerifierError
-		if errors.As(err, &verr) {
-			return fmt.Errorf("loading TCP BPF objects: %+v", verr)
-		}
-		return fmt.Errorf("loading TCP BPF objects: %w", err)
+	if err := loadOnto(spec, &d.tcp, shared, "TCP BPF objects"); err != nil {
+		return err
 	}
 	for _, a := range []struct {
 		prog   *ebpf.Program
@@ -71,6 +60,26 @@ func (d *Datapath) loadTCP(maxConns, maxServices uint32) error {
 			d.tcp.Close()
 			return fmt.Errorf("attaching %s to the connections sockhash: %w", a.prog, err)
 		}
+	}
+	return nil
+}
+
+// loadOnto loads spec's objects into objs, with the maps named in shared
+// replaced by those (sized as they are). what names the objects in errors.
+func loadOnto(spec *ebpf.CollectionSpec, objs any, shared map[string]*ebpf.Map, what string) error {
+	for name, m := range shared {
+		info, err := m.Info()
+		if err != nil {
+			return fmt.Errorf("reading map %s: %w", name, err)
+		}
+		spec.Maps[name].MaxEntries = info.MaxEntries
+	}
+	if err := spec.LoadAndAssign(objs, &ebpf.CollectionOptions{MapReplacements: shared}); err != nil {
+		var verr *ebpf.VerifierError
+		if errors.As(err, &verr) {
+			return fmt.Errorf("loading %s: %+v", what, verr)
+		}
+		return fmt.Errorf("loading %s: %w", what, err)
 	}
 	return nil
 }
