@@ -46,3 +46,39 @@ func In(ns *os.File, f func() error) error {
 	}()
 	return <-done
 }
+
+// All opens every network namespace that a task is in (threads may each be
+// in their own) or that `ip netns` named, once each. One that only open
+// sockets hold is not found. Needs the host's PID namespace to see every
+// task. The caller closes them.
+func All() ([]*os.File, error) {
+	tasks, err := filepath.Glob("/proc/[0-9]*/task/[0-9]*/ns/net")
+	if err != nil {
+		return nil, err
+	}
+	named, _ := filepath.Glob(Named("*"))
+	paths := append(named, tasks...)
+	type nsID struct{ dev, ino uint64 }
+	seen := make(map[nsID]bool)
+	var all []*os.File
+	for _, p := range paths {
+		var st unix.Stat_t
+		if unix.Stat(p, &st) != nil {
+			continue // the task ended meanwhile
+		}
+		id := nsID{st.Dev, st.Ino}
+		if seen[id] {
+			continue
+		}
+		f, err := os.Open(p)
+		if err != nil {
+			continue
+		}
+		seen[id] = true
+		all = append(all, f)
+	}
+	if len(all) == 0 {
+		return nil, fmt.Errorf("no network namespace found in /proc")
+	}
+	return all, nil
+}
