@@ -10,7 +10,7 @@ VMLINUX  := bpf/include/vmlinux.h
 BPF_SRC  := $(wildcard bpf/*.bpf.c bpf/include/*.h)
 # The real peers of the benchmarks (bench/dns, ...), not needed for tests.
 BENCH_PKGS := bind9 knot nsd dnsperf memcached nginx-light wrk python3-matplotlib
-GEN      := internal/datapath/santa_bpfel.go internal/datapath/santatcp_bpfel.go internal/xdppass/xdppass_bpfel.go bench/gen/gen_bpfel.go
+GEN      := internal/datapath/santa_bpfel.go internal/datapath/santatcp_bpfel.go internal/datapath/santahandover_bpfel.go internal/xdppass/xdppass_bpfel.go bench/gen/gen_bpfel.go
 
 .PHONY: setup bench-deps build test bench report demo clean
 

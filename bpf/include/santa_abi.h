@@ -232,6 +232,15 @@ enum santa_conn_flag {
 	SANTA_CONN_PASSING = 1,
 };
 
+/* What santa_tcp_handover did with an earlier process's connection: one
+ * byte per connection in the iterator's output. */
+enum santa_handover_result {
+	SANTA_HANDOVER_MOVED = 1,    /* now this data plane's, state and all */
+	SANTA_HANDOVER_RELEASED = 2, /* the application's alone (its listener is gone, or it was passing) */
+	SANTA_HANDOVER_BUSY = 3,     /* not idle: tried again */
+	SANTA_HANDOVER_LEFT = 4,     /* still not idle at the last pass: passes everything, stays */
+};
+
 struct santa_conn {
 	__u64 listener; /* cookie of the registered listening socket: its service */
 	__u32 pending;  /* bounced requests not yet turned into replies */

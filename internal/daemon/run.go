@@ -71,6 +71,12 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	for _, id := range dp.EndRestore() {
 		srv.dropped(id)
 	}
+	if got, err := dp.HandOverConnections(); err != nil {
+		log.Warn("handing over the earlier run's TCP connections", "err", err)
+	} else if got != (datapath.HandOver{}) {
+		log.Info("took over the earlier run's TCP connections", "moved", got.Moved,
+			"released", got.Released, "left_passing", got.Left)
+	}
 	if err := srv.Snapshot(); err != nil {
 		return err
 	}

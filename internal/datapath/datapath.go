@@ -68,8 +68,9 @@ type Datapath struct {
 
 	watcher *socketWatcher // nil until WatchSockets
 
-	previous *ebpf.Map   // an earlier process's services (KeepLinks), until EndRestore
-	restored []ServiceID // what RestoreService brought back
+	previous *ebpf.Map    // an earlier process's services (KeepLinks), until EndRestore
+	prevTCP  *previousTCP // an earlier process's connections, until HandOverConnections
+	restored []ServiceID  // what RestoreService brought back
 
 	kick      chan struct{} // wakes reclaimLoop
 	reclaimed chan struct{} // closed when reclaimLoop has finished
@@ -161,6 +162,7 @@ func (d *Datapath) pin(dir string, keepLinks bool) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("creating pin directory: %w", err)
 	}
+	d.keepPreviousTCP(dir)
 	if keepLinks {
 		if err := d.keepPrevious(dir); err != nil {
 			return err
@@ -231,6 +233,9 @@ func detachStale(dir string) error {
 func (d *Datapath) Close() error {
 	d.stopWatching()
 	d.EndRestore()
+	if d.prevTCP != nil {
+		d.prevTCP.Close()
+	}
 	if d.kick != nil {
 		close(d.kick)
 		<-d.reclaimed

@@ -1,0 +1,108 @@
+// SPDX-License-Identifier: (GPL-2.0 OR BSD-2-Clause)
+/*
+ * santa_tcp_handover: a starting santad takes the TCP connections an
+ * earlier process's data plane served into its own (docs/tcp.md,
+ * "Restarts"). Without it they would stay in the earlier sockhash, run the
+ * earlier programs and be answered by the earlier rules for as long as they
+ * live: rules changed or deleted later would not reach them.
+ *
+ * A TCP iterator (iter/tcp) runs this program on every TCP socket of one
+ * network namespace, with the socket's lock owned: meanwhile no segment is
+ * received (they wait in the backlog), the verdict does not run and the
+ * sockmap worker cannot send. Leaving a sockhash drops the socket's psock
+ * with whatever its queues hold, so a connection moves only when they are
+ * empty: no bounced request waiting for its reply, no passed data unread,
+ * no task blocked in a call that holds the old psock.
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_core_read.h>
+
+#include "santa_abi.h"
+#include "maps.h"
+#include "tcp_maps.h"
+#include "sock_waiters.h"
+
+/* The earlier process's maps (user space passes them in). */
+SANTA_CONNECTIONS_MAP(prev_connections);
+SANTA_TCP_CONNS_MAP(prev_tcp_conns);
+
+/* Set by user space for its last pass: a connection still busy stays in the
+ * earlier data plane, but passes everything from then on, so that it is
+ * never answered by rules that may have changed since. */
+volatile const __u8 santa_give_up;
+
+/* Low bits of sk_user_data are flags (SK_USER_DATA_NOCOPY, _BPF, _PSOCK). */
+#define SANTA_USER_DATA_PTRMASK (~7ULL)
+
+/* Whether the socket's psock, if any, holds nothing: no request waiting for
+ * the sockmap worker, no message waiting for the application. */
+static __always_inline int santa_psock_empty(struct sock *sk)
+{
+	__u64 addr = (__u64)sk->sk_user_data & SANTA_USER_DATA_PTRMASK;
+	struct sk_psock *psock;
+
+	if (!addr)
+		return 1;
+	psock = bpf_rdonly_cast((void *)addr, bpf_core_type_id_kernel(struct sk_psock));
+	return psock->ingress_skb.qlen == 0 &&
+	       (__u64)psock->ingress_msg.next == addr + bpf_core_field_offset(struct sk_psock, ingress_msg);
+}
+
+/* Moves an idle connection: out of the earlier sockhash (its psock goes),
+ * into this one's with its state, if its listener is registered here and
+ * the kernel still answers it. Otherwise it is the application's alone. */
+static __always_inline __u8 santa_move(struct sock *sk, __u64 cookie, struct santa_conn *prev)
+{
+	struct santa_conn conn = *prev;
+
+	bpf_map_delete_elem(&prev_tcp_conns, &cookie);
+	bpf_map_delete_elem(&prev_connections, &cookie);
+	if (conn.flags & SANTA_CONN_PASSING || !bpf_map_lookup_elem(&services, &conn.listener))
+		return SANTA_HANDOVER_RELEASED;
+	if (bpf_map_update_elem(&connections, &cookie, &conn, BPF_NOEXIST))
+		return SANTA_HANDOVER_RELEASED;
+	if (bpf_map_update_elem(&tcp_conns, &cookie, sk, BPF_NOEXIST)) {
+		/* Full, or no longer established. */
+		bpf_map_delete_elem(&connections, &cookie);
+		return SANTA_HANDOVER_RELEASED;
+	}
+	return SANTA_HANDOVER_MOVED;
+}
+
+SEC("iter/tcp")
+int santa_tcp_handover(struct bpf_iter__tcp *ctx)
+{
+	struct sock_common *skc = ctx->sk_common;
+	struct santa_conn *prev;
+	struct tcp_sock *tp;
+	struct sock *sk;
+	__u64 cookie;
+	__u8 result;
+
+	if (!skc)
+		return 0;
+	tp = bpf_skc_to_tcp_sock(skc);
+	if (!tp)
+		return 0;
+	sk = (struct sock *)tp;
+	cookie = bpf_get_socket_cookie(sk);
+	prev = bpf_map_lookup_elem(&prev_connections, &cookie);
+	if (!prev)
+		return 0;
+	if (!prev->pending && santa_psock_empty(sk) && !santa_task_blocked_on(sk)) {
+		result = santa_move(sk, cookie, prev);
+	} else if (santa_give_up) {
+		prev->flags |= SANTA_CONN_PASSING;
+		result = SANTA_HANDOVER_LEFT;
+	} else {
+		result = SANTA_HANDOVER_BUSY;
+	}
+	bpf_seq_write(ctx->meta->seq, &result, sizeof(result));
+	return 0;
+}
+
+/* Keep the enum in BTF, so bpf2go generates its Go constants. */
+const enum santa_handover_result *unused_santa_handover_result __attribute__((unused));
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";

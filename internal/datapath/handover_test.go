@@ -1,0 +1,266 @@
+package datapath
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"golang.org/x/sys/unix"
+)
+
+// restartRig is a TCP listener registered with a pinned data plane, in a
+// network namespace of its own, whose process can be restarted.
+type restartRig struct {
+	ln    net.Listener
+	opts  Options
+	first *Datapath
+	svc   ServiceID
+	info  SocketInfo
+}
+
+// newRestartRig registers the listener with a first data plane that
+// answers hotReq with hotReply. The caller leaves the namespace with back.
+func newRestartRig(t *testing.T) (r *restartRig, back func()) {
+	t.Helper()
+	back = enterNewNetns(t)
+	if err := exec("ip", "link", "set", "lo", "up"); err != nil {
+		back()
+		t.Fatal(err)
+	}
+	lc := net.ListenConfig{}
+	lc.SetMultipathTCP(false)
+	ln, err := lc.Listen(context.Background(), "tcp4", "127.0.0.1:0")
+	if err != nil {
+		back()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	dir := filepath.Join(t.TempDir(), "bpffs", "santa")
+	r = &restartRig{ln: ln, opts: Options{PinPath: dir, MaxRules: 64, MaxServices: 4}}
+	if r.first, err = Open(r.opts); err != nil {
+		back()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Unmount(filepath.Dir(dir), 0) })
+	control(t, ln.(*net.TCPListener))(func(fd uintptr) { r.svc, err = r.first.AddService(int(fd)) })
+	if err == nil {
+		_, err = r.first.AddRule(r.svc, tcpRule(hotReq, hotReply))
+	}
+	if err != nil {
+		back()
+		t.Fatal(err)
+	}
+	r.info, _ = r.first.Service(r.svc)
+	return r, back
+}
+
+// restart closes the first process's data plane as if it was killed (pins
+// and links stay) and opens the next one, which restores the listener with
+// hotReq answered by reply from now on, and takes the connections over.
+func (r *restartRig) restart(t *testing.T, reply []byte) HandOver {
+	t.Helper()
+	r.first.Close()
+	opts := r.opts
+	opts.KeepLinks = true
+	second, err := Open(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { second.Close(); second.Unpin() })
+	if err := second.RestoreService(r.svc, r.info); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := second.AddRule(r.svc, tcpRule(hotReq, reply)); err != nil {
+		t.Fatal(err)
+	}
+	second.EndRestore()
+	start := time.Now()
+	got, err := second.HandOverConnections()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("handed over %+v in %v", got, time.Since(start))
+	return got
+}
+
+// A restarted process takes the earlier data plane's connections over: an
+// idle one is answered by the new rules from then on, a passing one stays
+// the application's, one with data the application has not read yet stays
+// in the earlier data plane, loses nothing, and passes everything; the
+// earlier data plane goes away with its last connection.
+func TestHandOverConnections(t *testing.T) {
+	r, back := newRestartRig(t)
+	defer back()
+	firstSockets, _ := r.first.tcp.TcpConns.Info()
+	firstSocketsID, _ := firstSockets.ID()
+	accept := func() (client, server net.Conn) {
+		client, err := net.Dial("tcp4", r.ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		server, err = r.ln.Accept()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { client.Close(); server.Close() })
+		return client, server
+	}
+	idle, _ := accept()
+	exchange(t, idle, []byte(hotReq), hotReply)
+	passing, passingApp := accept()
+	passing.Write([]byte("miss\n"))
+	expectRead(t, passingApp, "miss\n")
+	unread, unreadApp := accept()
+	unread.Write([]byte("unread\n"))
+	time.Sleep(50 * time.Millisecond) // through the verdict, into the psock
+
+	newReply := []byte("NEW!\n")
+	if got := r.restart(t, newReply); got != (HandOver{Moved: 1, Released: 1, Left: 1}) {
+		t.Fatalf("handed over %+v; want one connection each", got)
+	}
+	exchange(t, idle, []byte(hotReq), newReply)
+	passing.Write([]byte(hotReq))
+	expectRead(t, passingApp, hotReq)
+	expectRead(t, unreadApp, "unread\n")
+	unread.Write([]byte(hotReq))
+	expectRead(t, unreadApp, hotReq)
+	fresh, _ := accept()
+	exchange(t, fresh, []byte(hotReq), newReply)
+
+	// The connection left behind holds the earlier data plane.
+	if m, err := ebpf.NewMapFromID(firstSocketsID); err != nil {
+		t.Fatalf("the earlier sockhash is gone while a connection is in it: %v", err)
+	} else {
+		m.Close()
+	}
+	unread.Close()
+	unreadApp.Close()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		m, err := ebpf.NewMapFromID(firstSocketsID)
+		if err != nil {
+			break
+		}
+		m.Close()
+		if time.Now().After(deadline) {
+			t.Fatal("the earlier sockhash outlived its last connection")
+		}
+	}
+}
+
+// Connections busy with requests while the process restarts: every request
+// is answered once, in order, by the earlier rules, the new ones or the
+// application (a connection left passing), and nothing stays unread.
+func TestHandOverUnderTraffic(t *testing.T) {
+	r, back := newRestartRig(t)
+	defer back()
+	app := &appServer{ln: r.ln, accepted: make(chan struct{}, 64)}
+	go app.serve()
+	newReply := []byte("NEW!\n")
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	replies := make(chan map[string]int, 16)
+	for range 16 {
+		c, err := net.Dial("tcp4", r.ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		<-app.accepted
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			seen, err := hotLoop(c, stop, [][]byte{hotReply, newReply, []byte("APP:" + hotReq)})
+			if err != nil {
+				t.Error(err)
+			}
+			replies <- seen
+		}()
+	}
+	time.Sleep(100 * time.Millisecond)
+	got := r.restart(t, newReply)
+	time.Sleep(100 * time.Millisecond)
+	close(stop)
+	wg.Wait()
+	close(replies)
+	total := map[string]int{}
+	for seen := range replies {
+		for k, n := range seen {
+			total[k] += n
+		}
+	}
+	t.Logf("replies %v", total)
+	if got.Moved+got.Left != 16 || total[string(newReply)] == 0 {
+		t.Errorf("handed over %+v, replies %v; want all 16 connections, and new replies", got, total)
+	}
+	rig := &tcpRig{addr: r.ln.Addr().String()}
+	rig.expectNothingUnread(t)
+}
+
+// hotLoop sends hotReq on c until stop, one at a time, and counts the
+// replies by kind; each must be one of want, whole, and once a connection
+// got the new rule's reply (the last but one of want) or the application's
+// (the last), it never goes back.
+func hotLoop(c net.Conn, stop <-chan struct{}, want [][]byte) (map[string]int, error) {
+	seen := map[string]int{}
+	rank := 0
+	for {
+		select {
+		case <-stop:
+			return seen, nil
+		default:
+		}
+		c.SetDeadline(time.Now().Add(5 * time.Second))
+		if _, err := c.Write([]byte(hotReq)); err != nil {
+			return seen, err
+		}
+		got, err := readOneOf(c, want)
+		if err != nil {
+			return seen, err
+		}
+		if got < rank {
+			return seen, fmt.Errorf("reply %q after %q", want[got], want[rank])
+		}
+		rank = got
+		seen[string(want[got])]++
+	}
+}
+
+// readOneOf reads one of the candidate replies, which differ in their first
+// byte, and returns its index.
+func readOneOf(c net.Conn, candidates [][]byte) (int, error) {
+	first := make([]byte, 1)
+	if _, err := io.ReadFull(c, first); err != nil {
+		return 0, err
+	}
+	for i, want := range candidates {
+		if want[0] != first[0] {
+			continue
+		}
+		rest := make([]byte, len(want)-1)
+		if _, err := io.ReadFull(c, rest); err != nil {
+			return 0, err
+		}
+		if !bytes.Equal(rest, want[1:]) {
+			return 0, fmt.Errorf("reply %q%q, want %q", first, rest, want)
+		}
+		return i, nil
+	}
+	return 0, fmt.Errorf("reply starts with %q", first)
+}
+
+// expectRead reads exactly want from c.
+func expectRead(t *testing.T, c net.Conn, want string) {
+	t.Helper()
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	got := make([]byte, len(want))
+	if _, err := io.ReadFull(c, got); err != nil || !bytes.Equal(got, []byte(want)) {
+		t.Fatalf("read %q, %v; want %q", got, err, want)
+	}
+}

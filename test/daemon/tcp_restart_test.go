@@ -1,0 +1,113 @@
+package daemon
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/santa-offload/santa/client"
+	"github.com/santa-offload/santa/internal/rules"
+)
+
+// A connection the kernel answered before santad was killed is taken over
+// by the next santad: a rule replaced after the restart answers it, not
+// the rule the earlier data plane held.
+func TestDaemonRestartTakesTCPConnectionsOver(t *testing.T) {
+	e := newEnv(t, "r", "")
+	ln := e.listenTCP(t)
+	go echoLines(ln)
+	c := e.client(t)
+	svc, err := c.Attach(ln)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pingRule := func(reply string) rules.Rule {
+		return rules.Rule{Condition: rules.Condition{Pattern: []byte("ping\n")},
+			Processors: []rules.Processor{rules.Put(0, []byte(reply))}, ReplyLen: uint16(len(reply))}
+	}
+	ids, err := c.AddRules(svc.ServiceID, []rules.Rule{pingRule("pong\n")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var conn net.Conn
+	err = e.ns.Do(func() (err error) {
+		conn, err = net.Dial("tcp4", ln.Addr().String())
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ask := func(want string) {
+		t.Helper()
+		conn.SetDeadline(time.Now().Add(5 * time.Second))
+		if _, err := conn.Write([]byte("ping\n")); err != nil {
+			t.Fatal(err)
+		}
+		got := make([]byte, len(want))
+		if _, err := io.ReadFull(conn, got); err != nil || string(got) != want {
+			t.Fatalf("ping got %q, %v; want %q", got, err, want)
+		}
+	}
+	time.Sleep(50 * time.Millisecond) // accepted: a request before that is the application's
+	ask("pong\n")
+
+	e.d.Kill()
+	if err := e.d.Start(); err != nil {
+		t.Fatal(err)
+	}
+	c = e.client(t)
+	if err := c.ReplaceRules(svc.ServiceID, []client.RuleEntry{{RuleID: ids[0], Rule: pingRule("PONG\n")}}); err != nil {
+		t.Fatal(err)
+	}
+	ask("PONG\n")
+	if !strings.Contains(e.d.Log(), "took over the earlier run's TCP connections") {
+		t.Errorf("santad did not log the handover:\n%s", e.d.Log())
+	}
+}
+
+// listenTCP is a TCP listener on 127.0.0.1 in the namespace (without
+// MPTCP, Go's default, which Santa does not serve).
+func (e *env) listenTCP(t *testing.T) *net.TCPListener {
+	t.Helper()
+	var ln net.Listener
+	err := e.ns.Do(func() (err error) {
+		lc := net.ListenConfig{}
+		lc.SetMultipathTCP(false)
+		ln, err = lc.Listen(context.Background(), "tcp4", "127.0.0.1:0")
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	return ln.(*net.TCPListener)
+}
+
+// echoLines is an application: it answers each line with "APP:" and the
+// line, until the listener closes.
+func echoLines(ln net.Listener) {
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		go func() {
+			defer c.Close()
+			in := bufio.NewReader(c)
+			for {
+				line, err := in.ReadBytes('\n')
+				if err != nil {
+					return
+				}
+				if _, err := c.Write(append([]byte("APP:"), line...)); err != nil {
+					return
+				}
+			}
+		}()
+	}
+}
