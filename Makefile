@@ -10,7 +10,7 @@ VMLINUX  := bpf/include/vmlinux.h
 BPF_SRC  := $(wildcard bpf/*.bpf.c bpf/include/*.h)
 # The real peers of the benchmarks (bench/dns, ...), not needed for tests.
 BENCH_PKGS := bind9 knot nsd dnsperf memcached nginx-light wrk python3-matplotlib
-GEN      := internal/datapath/santa_bpfel.go internal/datapath/santatcp_bpfel.go internal/datapath/santahandover_bpfel.go internal/xdppass/xdppass_bpfel.go bench/gen/gen_bpfel.go
+GEN      := internal/datapath/santa_bpfel.go internal/datapath/santatcp_bpfel.go internal/datapath/santahandover_bpfel.go internal/xdppass/xdppass_bpfel.go internal/droponce/droponce_bpfel.go bench/gen/gen_bpfel.go
 
 .PHONY: setup bench-deps build test bench report demo clean
 
@@ -35,7 +35,7 @@ $(VMLINUX):
 	bpftool btf dump file /sys/kernel/btf/vmlinux format c > $@.tmp && mv $@.tmp $@
 
 $(GEN) &: $(VMLINUX) $(filter-out $(VMLINUX),$(BPF_SRC))
-	$(GO) generate ./internal/datapath/ ./internal/xdppass/ ./bench/gen/
+	$(GO) generate ./internal/datapath/ ./internal/xdppass/ ./internal/droponce/ ./bench/gen/
 
 build: setup $(GEN)
 	$(GO) build ./...

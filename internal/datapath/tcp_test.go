@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/santa-offload/santa/internal/droponce"
 	"github.com/santa-offload/santa/internal/procsock"
 	"github.com/santa-offload/santa/internal/rules"
 )
@@ -402,6 +403,40 @@ func TestTCPCloseAndReset(t *testing.T) {
 	if ps["tcp_reply_broken"] != 0 {
 		t.Errorf("paths %v", ps)
 	}
+}
+
+// Data that arrives out of order passes, and with it the connection: the
+// first of two matched requests is lost once on the way in (drop_once),
+// the second waits in the out-of-order queue until the retransmission of
+// the first fills the gap. The application answers both, in order, and
+// the next one.
+func TestTCPOutOfOrderPasses(t *testing.T) {
+	r := newTCPRig(t, "tcp4", "127.0.0.1:0", appServer{})
+	defer r.back()
+	r.addRules(t)
+	drop, err := droponce.Attach("lo", [4]byte([]byte(hotReq)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer drop.Close()
+	c := r.dial(t, "tcp4")
+	for range 2 {
+		if _, err := c.Write([]byte(hotReq)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if kernel, app := readInOrder(t, c, []string{hotReq, hotReq}); kernel != 0 || app != 2 {
+		t.Errorf("%d replies by the kernel, %d by the application; want the application's", kernel, app)
+	}
+	if dropped, err := drop.Dropped(); err != nil || !dropped {
+		t.Fatalf("no segment dropped (%v): nothing arrived out of order", err)
+	}
+	exchange(t, c, []byte(hotReq), []byte("APP:"+hotReq))
+	ps, _ := r.d.PathStats()
+	if ps["tcp_out_of_order"] != 1 || ps["tcp_passing"] != 2 || ps["tcp_bounced"] != 0 {
+		t.Errorf("paths %v; want the retransmission passed as out of order, then the connection passing", ps)
+	}
+	r.expectNothingUnread(t)
 }
 
 // A connection accepted before its listener was registered is adopted when
