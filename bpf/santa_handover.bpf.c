@@ -4,7 +4,9 @@
  * earlier process's data plane served into its own (docs/tcp.md,
  * "Restarts"). Without it they would stay in the earlier sockhash, run the
  * earlier programs and be answered by the earlier rules for as long as they
- * live: rules changed or deleted later would not reach them.
+ * live: rules changed or deleted later would not reach them. The same
+ * program releases an unregistered listener's connections from the
+ * sockhash.
  *
  * A TCP iterator (iter/tcp) runs this program on every TCP socket of one
  * network namespace, with the socket's lock owned: meanwhile no segment is
@@ -26,6 +28,12 @@
 /* The earlier process's maps (user space passes them in). */
 SANTA_CONNECTIONS_MAP(prev_connections);
 SANTA_TCP_CONNS_MAP(prev_tcp_conns);
+
+/* Set by user space to take only the connections of one listener (its
+ * cookie), 0 for all: a listener that is unregistered releases its
+ * connections through this program with its own maps as the "earlier"
+ * ones. */
+volatile const __u64 santa_only_listener;
 
 /* Set by user space for its last pass: a connection still busy stays in the
  * earlier data plane, but passes everything from then on, so that it is
@@ -88,7 +96,7 @@ int santa_tcp_handover(struct bpf_iter__tcp *ctx)
 	sk = (struct sock *)tp;
 	cookie = bpf_get_socket_cookie(sk);
 	prev = bpf_map_lookup_elem(&prev_connections, &cookie);
-	if (!prev)
+	if (!prev || (santa_only_listener && prev->listener != santa_only_listener))
 		return 0;
 	if (!prev->pending && santa_psock_empty(sk) && !santa_task_blocked_on(sk)) {
 		result = santa_move(sk, cookie, prev);

@@ -68,9 +68,9 @@ type Datapath struct {
 
 	watcher *socketWatcher // nil until WatchSockets
 
-	previous *ebpf.Map    // an earlier process's services (KeepLinks), until EndRestore
-	prevTCP  *previousTCP // an earlier process's connections, until HandOverConnections
-	restored []ServiceID  // what RestoreService brought back
+	previous *ebpf.Map   // an earlier process's services (KeepLinks), until EndRestore
+	prevTCP  *connMaps   // an earlier process's connections, until HandOverConnections
+	restored []ServiceID // what RestoreService brought back
 
 	kick      chan struct{} // wakes reclaimLoop
 	reclaimed chan struct{} // closed when reclaimLoop has finished

@@ -19,6 +19,7 @@ import (
 // alive, and run its programs with its rules for as long as they live. A
 // new process takes them into its own data plane, or gives them back to
 // their applications, with santa_tcp_handover (bpf/santa_handover.bpf.c).
+// The same program releases an unregistered listener's connections.
 
 // HandOver says what HandOverConnections did with an earlier process's
 // connections.
@@ -35,14 +36,16 @@ const (
 	handOverPasses = 10
 )
 
-// previousTCP is an earlier process's connection state, held from before
-// its pins are replaced until HandOverConnections.
-type previousTCP struct {
+// connMaps are a data plane's connection state and sockhash: an earlier
+// process's, held from before its pins are replaced until
+// HandOverConnections, or this one's, to release an unregistered
+// listener's connections.
+type connMaps struct {
 	connections, sockets *ebpf.Map
 }
 
-func (p *previousTCP) Close() error {
-	return errors.Join(p.connections.Close(), p.sockets.Close())
+func (m *connMaps) Close() error {
+	return errors.Join(m.connections.Close(), m.sockets.Close())
 }
 
 // keepPreviousTCP holds on to the connection maps pinned in dir, if any.
@@ -56,7 +59,7 @@ func (d *Datapath) keepPreviousTCP(dir string) {
 		conns.Close()
 		return
 	}
-	d.prevTCP = &previousTCP{connections: conns, sockets: sockets}
+	d.prevTCP = &connMaps{connections: conns, sockets: sockets}
 }
 
 // HandOverConnections takes the connections of the data plane an earlier
@@ -70,14 +73,30 @@ func (d *Datapath) keepPreviousTCP(dir string) {
 func (d *Datapath) HandOverConnections() (HandOver, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	var got HandOver
 	if d.prevTCP == nil {
-		return got, nil
+		return HandOver{}, nil
 	}
 	defer func() {
 		d.prevTCP.Close()
 		d.prevTCP = nil
 	}()
+	return d.handOver(d.prevTCP, 0, handOverPasses)
+}
+
+// releaseConnections takes an unregistered listener's idle connections out
+// of the sockhash, where they would keep a place and pass every segment
+// through the verdict; busy ones stay, passing. One pass: it runs with
+// d.mu held. Called with d.mu held.
+func (d *Datapath) releaseConnections(listener uint64) (HandOver, error) {
+	own := &connMaps{connections: d.objs.Connections, sockets: d.tcp.TcpConns}
+	return d.handOver(own, listener, 1)
+}
+
+// handOver runs santa_tcp_handover from the connection maps from (only on
+// the connections of listener, unless 0) in every network namespace, up
+// to passes times while connections are busy; the last pass leaves them.
+func (d *Datapath) handOver(from *connMaps, listener uint64, passes int) (HandOver, error) {
+	var got HandOver
 	spaces, err := netns.All()
 	if err != nil {
 		return got, err
@@ -87,19 +106,21 @@ func (d *Datapath) HandOverConnections() (HandOver, error) {
 			f.Close()
 		}
 	}()
-	retry, err := d.attachHandOver(false)
-	if err != nil {
-		return got, err
-	}
-	defer retry.Close()
-	last, err := d.attachHandOver(true)
+	last, err := d.attachHandOver(from, listener, true)
 	if err != nil {
 		return got, err
 	}
 	defer last.Close()
+	retry := last
+	if passes > 1 {
+		if retry, err = d.attachHandOver(from, listener, false); err != nil {
+			return got, err
+		}
+		defer retry.Close()
+	}
 	for pass := 1; ; pass++ {
 		it := retry
-		if pass == handOverPasses {
+		if pass == passes {
 			it = last
 		}
 		counts, err := handOverPass(it, spaces)
@@ -141,11 +162,11 @@ func handOverPass(it *link.Iter, spaces []*os.File) (map[santaHandoverSantaHando
 	return counts, nil
 }
 
-// attachHandOver makes a TCP iterator that runs santa_tcp_handover on the
-// earlier process's connection maps and this one's; with giveUp, busy
-// connections are left passing.
-func (d *Datapath) attachHandOver(giveUp bool) (*link.Iter, error) {
-	prog, err := d.loadHandOver(giveUp)
+// attachHandOver makes a TCP iterator that runs santa_tcp_handover from
+// the connection maps from (on listener's connections, unless 0) into this
+// data plane's; with giveUp, busy connections are left passing.
+func (d *Datapath) attachHandOver(from *connMaps, listener uint64, giveUp bool) (*link.Iter, error) {
+	prog, err := d.loadHandOver(from, listener, giveUp)
 	if err != nil {
 		return nil, err
 	}
@@ -158,18 +179,17 @@ func (d *Datapath) attachHandOver(giveUp bool) (*link.Iter, error) {
 	return it, nil
 }
 
-// loadHandOver loads santa_tcp_handover onto the earlier process's
-// connection maps and this one's.
-func (d *Datapath) loadHandOver(giveUp bool) (*ebpf.Program, error) {
+func (d *Datapath) loadHandOver(from *connMaps, listener uint64, giveUp bool) (*ebpf.Program, error) {
 	spec, err := loadSantaHandover()
 	if err != nil {
 		return nil, fmt.Errorf("loading the handover's BPF spec: %w", err)
 	}
-	if err := spec.Variables["santa_give_up"].Set(giveUp); err != nil {
-		return nil, fmt.Errorf("setting santa_give_up: %w", err)
+	if err := errors.Join(spec.Variables["santa_give_up"].Set(giveUp),
+		spec.Variables["santa_only_listener"].Set(listener)); err != nil {
+		return nil, fmt.Errorf("setting the handover's constants: %w", err)
 	}
 	maps := map[string]*ebpf.Map{
-		"prev_connections": d.prevTCP.connections, "prev_tcp_conns": d.prevTCP.sockets,
+		"prev_connections": from.connections, "prev_tcp_conns": from.sockets,
 		"connections": d.objs.Connections, "tcp_conns": d.tcp.TcpConns, "services": d.objs.Services,
 	}
 	var objs struct {

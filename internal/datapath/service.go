@@ -167,7 +167,10 @@ func (d *Datapath) drop(svc *service) {
 	}
 	delete(d.services, svc.id)
 	if svc.info.Protocol == unix.IPPROTO_TCP {
-		d.removeListener(svc.info) // best effort: a stale entry only names a listener that is gone
+		// Best effort both: a stale entry only names a listener that is
+		// gone, and connections left in the sockhash pass everything.
+		d.removeListener(svc.info)
+		d.releaseConnections(svc.info.Cookie)
 	}
 	d.retireIndex(svc.indexID, svc.index.Keys())
 	d.retire(retired, true)

@@ -459,6 +459,39 @@ func TestTCPAdoptConnections(t *testing.T) {
 	exchange(t, before, []byte(hotReq), hotReply)
 }
 
+// An unregistered listener's connections leave the sockhash: a request
+// reaches the application, and once the listener is registered again, the
+// connection, idle, can be adopted and answered by the kernel again.
+func TestTCPRemovedListenerReleasesConnections(t *testing.T) {
+	r := newTCPRig(t, "tcp4", "127.0.0.1:0", appServer{})
+	defer r.back()
+	r.addRules(t)
+	c := r.dial(t, "tcp4")
+	exchange(t, c, []byte(hotReq), hotReply)
+	if err := r.d.RemoveService(r.svc); err != nil {
+		t.Fatal(err)
+	}
+	var cookie uint64
+	if it := r.d.tcp.TcpConns.Iterate(); it.Next(&cookie, new(uint64)) {
+		t.Fatalf("connection %d is still in the sockhash", cookie)
+	}
+	exchange(t, c, []byte(hotReq), []byte("APP:"+hotReq))
+	r.register(t)
+	r.addRules(t)
+	// Idle once the client acknowledged the application's reply.
+	for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		got, err := r.d.AdoptConnections(r.svc, "")
+		if err == nil && got.Adopted == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("adopted %+v, %v; want the connection back", got, err)
+		}
+	}
+	exchange(t, c, []byte(hotReq), hotReply)
+	r.expectNothingUnread(t)
+}
+
 // A rule deleted and added again under traffic: every request is answered
 // once, by the kernel or (from the first time the rule was missing, in the
 // verdict or later in the reply program) by the application, and nothing
