@@ -26,7 +26,7 @@ import (
 type HandOver struct {
 	Moved    int // now served by this data plane, with their state
 	Released int // the applications' alone: their listener is not registered here, or they were passing
-	Left     int // never idle: they stay in the earlier data plane and pass everything
+	Left     int // still busy at the last pass: they stay where they were and pass everything
 }
 
 // Between passes over busy connections (a bounced request waiting for its
@@ -85,8 +85,8 @@ func (d *Datapath) HandOverConnections() (HandOver, error) {
 
 // releaseConnections takes an unregistered listener's idle connections out
 // of the sockhash, where they would keep a place and pass every segment
-// through the verdict; busy ones stay, passing. One pass: it runs with
-// d.mu held. Called with d.mu held.
+// through the verdict; busy ones stay, passing. One pass, not retried, as
+// it holds up every other change. Called with d.mu held.
 func (d *Datapath) releaseConnections(listener uint64) (HandOver, error) {
 	own := &connMaps{connections: d.objs.Connections, sockets: d.tcp.TcpConns}
 	return d.handOver(own, listener, 1)
