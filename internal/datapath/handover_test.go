@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -15,8 +16,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// restartRig is a TCP listener registered with a pinned data plane, in a
-// network namespace of its own, whose process can be restarted.
+// restartRig is a dual-stack TCP listener registered with a pinned data
+// plane, in a network namespace of its own, whose process can be
+// restarted.
 type restartRig struct {
 	ln    net.Listener
 	opts  Options
@@ -36,7 +38,7 @@ func newRestartRig(t *testing.T) (r *restartRig, back func()) {
 	}
 	lc := net.ListenConfig{}
 	lc.SetMultipathTCP(false)
-	ln, err := lc.Listen(context.Background(), "tcp4", "127.0.0.1:0")
+	ln, err := lc.Listen(context.Background(), "tcp", "[::]:0")
 	if err != nil {
 		back()
 		t.Fatal(err)
@@ -90,18 +92,27 @@ func (r *restartRig) restart(t *testing.T, reply []byte) HandOver {
 	return got
 }
 
+// addr is the listener's address on loopback for network, tcp4 or tcp6.
+func (r *restartRig) addr(network string) string {
+	port := r.ln.Addr().(*net.TCPAddr).AddrPort().Port()
+	if network == "tcp6" {
+		return netip.AddrPortFrom(netip.IPv6Loopback(), port).String()
+	}
+	return netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), port).String()
+}
+
 // A restarted process takes the earlier data plane's connections over: an
-// idle one is answered by the new rules from then on, a passing one stays
-// the application's, one with data the application has not read yet stays
-// in the earlier data plane, loses nothing, and passes everything; the
-// earlier data plane goes away with its last connection.
+// idle one (IPv6) is answered by the new rules from then on, a passing one
+// (IPv4) stays the application's, one with data the application has not
+// read yet stays in the earlier data plane, loses nothing, and passes
+// everything; the earlier data plane goes away with its last connection.
 func TestHandOverConnections(t *testing.T) {
 	r, back := newRestartRig(t)
 	defer back()
 	firstSockets, _ := r.first.tcp.TcpConns.Info()
 	firstSocketsID, _ := firstSockets.ID()
-	accept := func() (client, server net.Conn) {
-		client, err := net.Dial("tcp4", r.ln.Addr().String())
+	accept := func(network string) (client, server net.Conn) {
+		client, err := net.Dial(network, r.addr(network))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -112,12 +123,12 @@ func TestHandOverConnections(t *testing.T) {
 		t.Cleanup(func() { client.Close(); server.Close() })
 		return client, server
 	}
-	idle, _ := accept()
+	idle, _ := accept("tcp6")
 	exchange(t, idle, []byte(hotReq), hotReply)
-	passing, passingApp := accept()
+	passing, passingApp := accept("tcp4")
 	passing.Write([]byte("miss\n"))
 	expectRead(t, passingApp, "miss\n")
-	unread, unreadApp := accept()
+	unread, unreadApp := accept("tcp6")
 	unread.Write([]byte("unread\n"))
 	time.Sleep(50 * time.Millisecond) // through the verdict, into the psock
 
@@ -131,7 +142,7 @@ func TestHandOverConnections(t *testing.T) {
 	expectRead(t, unreadApp, "unread\n")
 	unread.Write([]byte(hotReq))
 	expectRead(t, unreadApp, hotReq)
-	fresh, _ := accept()
+	fresh, _ := accept("tcp4")
 	exchange(t, fresh, []byte(hotReq), newReply)
 
 	// The connection left behind holds the earlier data plane.
@@ -154,9 +165,10 @@ func TestHandOverConnections(t *testing.T) {
 	}
 }
 
-// Connections busy with requests while the process restarts: every request
-// is answered once, in order, by the earlier rules, the new ones or the
-// application (a connection left passing), and nothing stays unread.
+// Connections (IPv4 and IPv6) busy with requests while the process
+// restarts: every request is answered once, in order, by the earlier
+// rules, the new ones or the application (a connection left passing), and
+// nothing stays unread.
 func TestHandOverUnderTraffic(t *testing.T) {
 	r, back := newRestartRig(t)
 	defer back()
@@ -166,8 +178,9 @@ func TestHandOverUnderTraffic(t *testing.T) {
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	replies := make(chan map[string]int, 16)
-	for range 16 {
-		c, err := net.Dial("tcp4", r.ln.Addr().String())
+	for i := range 16 {
+		network := []string{"tcp4", "tcp6"}[i%2]
+		c, err := net.Dial(network, r.addr(network))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -199,7 +212,7 @@ func TestHandOverUnderTraffic(t *testing.T) {
 	if got.Moved+got.Left != 16 || total[string(newReply)] == 0 {
 		t.Errorf("handed over %+v, replies %v; want all 16 connections, and new replies", got, total)
 	}
-	rig := &tcpRig{addr: r.ln.Addr().String()}
+	rig := &tcpRig{addr: r.addr("tcp4")}
 	rig.expectNothingUnread(t)
 }
 
