@@ -2,7 +2,6 @@ package datapath
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"io"
 	"net"
@@ -31,19 +30,8 @@ type restartRig struct {
 // answers hotReq with hotReply. The caller leaves the namespace with back.
 func newRestartRig(t *testing.T) (r *restartRig, back func()) {
 	t.Helper()
-	back = enterNewNetns(t)
-	if err := exec("ip", "link", "set", "lo", "up"); err != nil {
-		back()
-		t.Fatal(err)
-	}
-	lc := net.ListenConfig{}
-	lc.SetMultipathTCP(false)
-	ln, err := lc.Listen(context.Background(), "tcp", "[::]:0")
-	if err != nil {
-		back()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
+	ln, back := listenInNewNetns(t, "tcp", "[::]:0")
+	var err error
 	dir := filepath.Join(t.TempDir(), "bpffs", "santa")
 	r = &restartRig{ln: ln, opts: Options{PinPath: dir, MaxRules: 64, MaxServices: 4}}
 	if r.first, err = Open(r.opts); err != nil {

@@ -78,21 +78,29 @@ type tcpRig struct {
 	back func() // leaves the namespace
 }
 
-func newTCPRig(t *testing.T, network, listen string, app appServer) *tcpRig {
+// listenInNewNetns enters a network namespace of its own, with loopback
+// up, and listens there on addr. The caller leaves the namespace with back.
+func listenInNewNetns(t *testing.T, network, addr string) (ln net.Listener, back func()) {
 	t.Helper()
-	back := enterNewNetns(t)
+	back = enterNewNetns(t)
 	if err := exec("ip", "link", "set", "lo", "up"); err != nil {
 		back()
 		t.Fatal(err)
 	}
 	lc := net.ListenConfig{}
 	lc.SetMultipathTCP(false) // Go's default for listeners; MPTCP is not served
-	ln, err := lc.Listen(context.Background(), network, listen)
+	ln, err := lc.Listen(context.Background(), network, addr)
 	if err != nil {
 		back()
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ln.Close() })
+	return ln, back
+}
+
+func newTCPRig(t *testing.T, network, listen string, app appServer) *tcpRig {
+	t.Helper()
+	ln, back := listenInNewNetns(t, network, listen)
 	app.ln, app.accepted = ln, make(chan struct{}, 16)
 	r := &tcpRig{d: openTest(t), ln: ln.(*net.TCPListener), app: &app, addr: ln.Addr().String(), back: back}
 	r.register(t)
