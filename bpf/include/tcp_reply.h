@@ -181,6 +181,13 @@ static __always_inline int santa_msg_build_reply(struct sk_msg_md *msg, struct s
 		return 1;
 	if (rlen < plen && bpf_msg_pop_data(msg, rlen, plen - rlen, 0))
 		return 1;
+	/* TCP sends each element with its own tcp_sendmsg_locked call, and
+	 * with TCP_NODELAY each call its own segment: merged into one element,
+	 * the reply leaves as one segment (it left as two, the request's bytes
+	 * then the pushed ones, and the peer acknowledged each). Best effort:
+	 * if the merge cannot allocate, the reply is still right, in two. */
+	if (rlen > plen)
+		bpf_msg_pull_data(msg, 0, rlen, 0);
 	kept = rlen < plen ? rlen : plen;
 	if (santa_msg_write(msg, rule, s, 0, kept) || santa_msg_write(msg, rule, s, plen, rlen))
 		return -1;

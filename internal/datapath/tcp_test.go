@@ -181,6 +181,37 @@ func TestTCPAnswers(t *testing.T) {
 	r.expectNothingUnread(t)
 }
 
+// A reply longer than its request leaves in one segment, as the
+// application's own write would (loopback's MTU fits 900 B in one): the
+// reply program merges the request's bytes and the pushed ones into one
+// message element, which TCP sends with one call. In two elements it was
+// two segments, and the peer acknowledged each.
+func TestTCPReplyIsOneSegment(t *testing.T) {
+	r := newTCPRig(t, "tcp4", "127.0.0.1:0", appServer{})
+	defer r.back()
+	r.addRules(t)
+	c := r.dial(t, "tcp4")
+	for i := range 3 {
+		before := dataSegmentsIn(t, c)
+		exchange(t, c, []byte(midReq), midReply)
+		if got := dataSegmentsIn(t, c) - before; got != 1 {
+			t.Fatalf("reply %d came in %d data segments, want 1", i, got)
+		}
+	}
+}
+
+// dataSegmentsIn is how many segments carrying data c has received.
+func dataSegmentsIn(t *testing.T, c net.Conn) uint32 {
+	t.Helper()
+	var info *unix.TCPInfo
+	var err error
+	control(t, c.(*net.TCPConn))(func(fd uintptr) { info, err = unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info.Data_segs_in
+}
+
 // A request that arrives while the application is inside a receive call
 // on its connection passes (santa_app_receiving): when it blocks in one,
 // and when the request came before accept() (the first receive runs the
