@@ -99,6 +99,10 @@ __noinline int santa_window_copies(struct santa_window *w, struct santa_rule *ru
 	return 0;
 }
 
+/* What one step of the store loop writes: 8 stores of 8 bytes. */
+#define SANTA_CHUNK_WORDS 8
+#define SANTA_CHUNK (SANTA_CHUNK_WORDS * 8)
+
 /* Writes w->buf[0, len) over message bytes [off, off + len), which lie in
  * one scatterlist element: pulling them does not copy. */
 __noinline int santa_window_store(struct sk_msg_md *msg, struct santa_window *w, __u32 off, __u32 len)
@@ -110,8 +114,22 @@ __noinline int santa_window_store(struct sk_msg_md *msg, struct santa_window *w,
 		return -1;
 	data = msg->data;
 	end = msg->data_end;
-	/* Offsets are masked to the window for the verifier; i < len. */
-	santa_for(i, 0, len / 8)
+	/* Offsets are masked to the window for the verifier; i < len. A
+	 * chunk at a time (one bounds check and one loop step for 64 bytes:
+	 * 8 bytes a step cost about 1.3 µs per KiB), then 8 bytes, then
+	 * single bytes. */
+	santa_for(i, 0, len / SANTA_CHUNK)
+	{
+		__u32 at = (i * SANTA_CHUNK) & (SANTA_REPLY_WINDOW - SANTA_CHUNK);
+		__u64 *p = (__u64 *)(data + at), *q = (__u64 *)&w->buf[at];
+
+		if ((void *)(p + SANTA_CHUNK_WORDS) > (void *)end)
+			return -1;
+#pragma clang loop unroll(full)
+		for (int k = 0; k < SANTA_CHUNK_WORDS; k++)
+			p[k] = q[k];
+	}
+	santa_for(i, len / SANTA_CHUNK * (SANTA_CHUNK / 8), len / 8)
 	{
 		__u32 at = (i * 8) & (SANTA_REPLY_WINDOW - 8);
 		__u64 *p = (__u64 *)(data + at);
