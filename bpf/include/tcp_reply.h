@@ -189,27 +189,19 @@ __noinline int santa_msg_write(struct sk_msg_md *msg, struct santa_rule *rule, s
 static __always_inline int santa_msg_build_reply(struct sk_msg_md *msg, struct santa_rule *rule,
 						 struct santa_scratch *s, __u32 plen)
 {
-	__u32 rlen = rule->reply_len, cap = 0, kept;
+	__u32 rlen = rule->reply_len, cap = 0;
 
 	if (!santa_template(rule->slot, &cap) || rlen == 0 || rlen > cap)
 		return 1;
-	/* The request's bytes become the reply's first ones; the rest is
-	 * pushed after them, in an element of its own, or popped. */
-	if (rlen > plen && bpf_msg_push_data(msg, plen, rlen - plen, 0))
+	/* The reply gets an element of its own in front of the request, whose
+	 * elements are then dropped: TCP sends each element with its own
+	 * tcp_sendmsg_locked call (with TCP_NODELAY, its own segment), so the
+	 * reply leaves as one segment. */
+	if (bpf_msg_push_data(msg, 0, rlen, 0))
 		return 1;
-	if (rlen < plen && bpf_msg_pop_data(msg, rlen, plen - rlen, 0))
-		return 1;
-	/* TCP sends each element with its own tcp_sendmsg_locked call, and
-	 * with TCP_NODELAY each call its own segment: merged into one element,
-	 * the reply leaves as one segment (it left as two, the request's bytes
-	 * then the pushed ones, and the peer acknowledged each). Best effort:
-	 * if the merge cannot allocate, the reply is still right, in two. */
-	if (rlen > plen)
-		bpf_msg_pull_data(msg, 0, rlen, 0);
-	kept = rlen < plen ? rlen : plen;
-	if (santa_msg_write(msg, rule, s, 0, kept) || santa_msg_write(msg, rule, s, plen, rlen))
-		return -1;
-	return 0;
+	if (bpf_msg_pop_data(msg, rlen, plen, 0))
+		return bpf_msg_pop_data(msg, 0, rlen, 0) ? -1 : 1;
+	return santa_msg_write(msg, rule, s, 0, rlen) ? -1 : 0;
 }
 
 #endif /* SANTA_TCP_REPLY_H */
