@@ -265,32 +265,25 @@ static __always_inline __u64 santa_msg_cookie(struct sk_msg_md *msg)
 	return ksk->__sk_common.skc_cookie.counter;
 }
 
-SEC("sk_msg")
-int santa_tcp_reply(struct sk_msg_md *msg)
+/* The request, bounced by the verdict, becomes its reply; or, if that
+ * cannot be, goes to the application after all. */
+static __always_inline int santa_reply(struct sk_msg_md *msg, struct santa_conn *conn, __u64 cookie,
+				       struct santa_reply_memory *mem)
 {
-	__u64 cookie = santa_msg_cookie(msg);
 	struct santa_service *svc;
-	struct santa_scratch *s;
-	struct santa_conn *conn;
 	struct santa_rule *rule;
 	__u32 plen = msg->size;
 	int built;
 
-	conn = bpf_map_lookup_elem(&connections, &cookie);
-	if (!conn || !santa_bounced(conn))
-		return SK_PASS;
-	__sync_fetch_and_sub(&conn->pending, 1);
-
 	/* Matched again, not taken from the verdict: the rules may have
 	 * changed since, and a slot read now may hold another rule. */
 	svc = bpf_map_lookup_elem(&services, &conn->listener);
-	s = santa_scratch();
-	if (!svc || !s || santa_msg_load(msg, s, plen))
+	if (!svc || !mem || santa_msg_load(msg, &mem->request, plen))
 		goto fallback;
-	rule = santa_tcp_match(s, svc, plen);
+	rule = santa_tcp_match(&mem->request, svc, plen);
 	if (!rule)
 		goto fallback;
-	built = santa_msg_build_reply(msg, rule, s, plen);
+	built = santa_msg_build_reply(msg, rule, mem, plen);
 	if (built > 0)
 		goto fallback;
 	if (built < 0) {
@@ -313,6 +306,29 @@ fallback:
 		santa_count_service(svc->id, SANTA_SVC_PASSED);
 	santa_count_tcp_path(SANTA_TCP_REPLY_FALLBACK);
 	return bpf_msg_redirect_hash(msg, &tcp_conns, &cookie, BPF_F_INGRESS);
+}
+
+SEC("sk_msg")
+int santa_tcp_reply(struct sk_msg_md *msg)
+{
+	__u64 cookie = santa_msg_cookie(msg);
+	struct santa_reply_memory *mem;
+	struct santa_conn *conn;
+	__u32 zero = 0;
+	int verdict;
+
+	conn = bpf_map_lookup_elem(&connections, &cookie);
+	if (!conn || !santa_bounced(conn))
+		return SK_PASS;
+	__sync_fetch_and_sub(&conn->pending, 1);
+
+	mem = bpf_map_lookup_elem(&reply_memory, &zero);
+	if (mem && __sync_lock_test_and_set(&mem->busy, 1))
+		mem = NULL; /* a reply this one preempted is using it */
+	verdict = santa_reply(msg, conn, cookie, mem);
+	if (mem)
+		mem->busy = 0;
+	return verdict;
 }
 
 /* Keep the enums in BTF, so bpf2go generates their Go constants. */

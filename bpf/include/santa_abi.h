@@ -272,7 +272,7 @@ enum santa_tcp_path {
 	SANTA_TCP_NO_MATCH,        /* verdict: no rule covers the segment exactly */
 	SANTA_TCP_BUSY,            /* verdict: too many requests bounced and not yet answered */
 	SANTA_TCP_ERROR,           /* verdict: the request could not be read or bounced */
-	SANTA_TCP_REPLY_FALLBACK,  /* sk_msg: the rule went meanwhile, or the reply could not be built: the request goes to the application */
+	SANTA_TCP_REPLY_FALLBACK,  /* sk_msg: the rule went meanwhile, the reply could not be built, or (preemptible kernels) the reply memory was in use: the request goes to the application */
 	SANTA_TCP_REPLY_BROKEN,    /* sk_msg: the message was changed but the reply not completed: dropped */
 	SANTA_TCP_NEW_CONN,        /* sock_ops: a connection of a registered listener was added */
 	SANTA_TCP_CONN_FULL,       /* sock_ops: the connections map or sockhash was full */

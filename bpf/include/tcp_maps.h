@@ -43,12 +43,24 @@ struct santa_window {
 	__u8 buf[SANTA_REPLY_WINDOW];
 };
 
+/* The reply program's per-CPU memory, its own. It runs in the sockmap
+ * worker, a task, with softirqs enabled: a softirq on its CPU (another
+ * connection's verdict, a UDP program) can run in the middle of it, and
+ * would overwrite the scratch those programs use, so that the reply was
+ * built from another request's bytes. And on a preemptible kernel another
+ * task's reply program can run in the middle of it: busy tells. */
+struct santa_reply_memory {
+	__u32 busy;
+	struct santa_scratch request;
+	struct santa_window window;
+};
+
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, __u32);
-	__type(value, struct santa_window);
-} reply_window SEC(".maps");
+	__type(value, struct santa_reply_memory);
+} reply_memory SEC(".maps");
 
 static __always_inline void santa_count_tcp_path(__u32 path)
 {

@@ -153,19 +153,21 @@ __noinline int santa_window_store(struct sk_msg_md *msg, struct santa_window *w,
 /* Writes reply bytes [from, to) of the rule, window by window: the
  * template (read with bpf_probe_read_kernel, whichever class's map holds
  * it), the copies over it, then into the message. */
-__noinline int santa_msg_write(struct sk_msg_md *msg, struct santa_rule *rule, struct santa_scratch *s,
+__noinline int santa_msg_write(struct sk_msg_md *msg, struct santa_rule *rule, struct santa_reply_memory *mem,
 			       __u32 from, __u32 to)
 {
+	struct santa_scratch *s;
 	struct santa_window *w;
-	__u32 zero = 0, cap = 0;
+	__u32 cap = 0;
 	__u8 *tmpl;
 	int i;
 
-	if (!msg || !rule)
+	if (!msg || !rule || !mem)
 		return -1;
+	s = &mem->request;
+	w = &mem->window;
 	tmpl = santa_template(rule->slot, &cap);
-	w = bpf_map_lookup_elem(&reply_window, &zero);
-	if (!tmpl || !w || to > cap)
+	if (!tmpl || to > cap)
 		return -1;
 	santa_for(i, 0, SANTA_MAX_TCP_REPLY / SANTA_REPLY_WINDOW + 1)
 	{
@@ -187,7 +189,7 @@ __noinline int santa_msg_write(struct sk_msg_md *msg, struct santa_rule *rule, s
  * -1 if it was changed and is now neither, 0 on success.
  */
 static __always_inline int santa_msg_build_reply(struct sk_msg_md *msg, struct santa_rule *rule,
-						 struct santa_scratch *s, __u32 plen)
+						 struct santa_reply_memory *mem, __u32 plen)
 {
 	__u32 rlen = rule->reply_len, cap = 0;
 
@@ -201,7 +203,7 @@ static __always_inline int santa_msg_build_reply(struct sk_msg_md *msg, struct s
 		return 1;
 	if (bpf_msg_pop_data(msg, rlen, plen, 0))
 		return bpf_msg_pop_data(msg, 0, rlen, 0) ? -1 : 1;
-	return santa_msg_write(msg, rule, s, 0, rlen) ? -1 : 0;
+	return santa_msg_write(msg, rule, mem, 0, rlen) ? -1 : 0;
 }
 
 #endif /* SANTA_TCP_REPLY_H */

@@ -24,12 +24,12 @@ type tcpObjects struct {
 	Listeners    *ebpf.Map `ebpf:"listeners"`
 	TcpConns     *ebpf.Map `ebpf:"tcp_conns"`
 	TcpPathStats *ebpf.Map `ebpf:"tcp_path_stats"`
-	ReplyWindow  *ebpf.Map `ebpf:"reply_window"`
+	ReplyMemory  *ebpf.Map `ebpf:"reply_memory"`
 }
 
 func (o *tcpObjects) Close() error {
 	return errors.Join(o.santaTcpPrograms.Close(), o.Listeners.Close(), o.TcpConns.Close(),
-		o.TcpPathStats.Close(), o.ReplyWindow.Close())
+		o.TcpPathStats.Close(), o.ReplyMemory.Close())
 }
 
 // loadTCP loads the TCP programs onto d's maps and attaches verdict and

@@ -1,0 +1,68 @@
+package datapath
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	osexec "os/exec"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/santa-offload/santa/internal/rules"
+)
+
+// Many connections ask at once, each its own rule, whose reply copies the
+// request: every reply must be built from its own connection's request.
+// With receive packet steering on loopback, a segment sent on one CPU is
+// received on the other, in a softirq an IPI starts in the middle of
+// whatever runs there, often the sockmap worker running the reply program.
+// When that program shared its per-CPU scratch with the verdict, connections
+// got replies built from other connections' requests.
+func TestTCPConcurrentRepliesStayApart(t *testing.T) {
+	r := newTCPRig(t, "tcp4", "127.0.0.1:0", appServer{})
+	defer r.back()
+	if out, err := osexec.Command("unshare", "-m", "sh", "-c",
+		"mount -t sysfs none /sys && echo 3 > /sys/class/net/lo/queues/rx-0/rps_cpus").CombinedOutput(); err != nil {
+		t.Fatalf("enabling RPS on loopback: %v: %s", err, out)
+	}
+	const conns, rounds = 24, 2000
+	request := func(i int) []byte { return fmt.Appendf(nil, "GET /c%03d\n", i) }
+	reply := func(req []byte) []byte { return append(append(bytes.Repeat([]byte{'r'}, 40), req...), '\n') }
+	for i := range conns {
+		req := request(i)
+		rule := rules.Rule{Condition: rules.Condition{Pattern: req},
+			Processors: []rules.Processor{rules.Put(0, reply(bytes.Repeat([]byte{'?'}, len(req)))),
+				rules.Copy(0, uint16(len(req)), 40)},
+			ReplyLen: uint16(len(req) + 41)}
+		if _, err := r.d.AddRule(r.svc, rule); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var wg sync.WaitGroup
+	for i := range conns {
+		c := r.dial(t, "tcp4")
+		req := request(i)
+		want := reply(req)
+		wg.Go(func() {
+			got := make([]byte, len(want))
+			c.SetDeadline(time.Now().Add(10 * time.Second))
+			for range rounds {
+				if _, err := c.Write(req); err != nil {
+					t.Error(err)
+					return
+				}
+				if _, err := io.ReadFull(c, got); err != nil {
+					t.Errorf("connection %d: %v", i, err)
+					return
+				}
+				if !bytes.Equal(got, want) {
+					t.Errorf("connection %d: reply %q, want %q", i, got, want)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	r.expectCounts(t, conns*rounds, 0, 0)
+}
