@@ -411,7 +411,8 @@ func TestTCPCloseAndReset(t *testing.T) {
 	c.SetReadDeadline(time.Now().Add(5 * time.Second))
 	all, err := io.ReadAll(c)
 	if err != nil || (len(all) != 0 && !bytes.Equal(all, hotReply)) {
-		t.Fatalf("after half-close: %q, %v; want %q then the end", all, err, hotReply)
+		ps, _ := r.d.PathStats()
+		t.Fatalf("after half-close: %q, %v; want %q then the end; paths %v", all, err, hotReply, ps)
 	}
 	if len(all) == 0 {
 		t.Log("known defect: no reply after the half-close (the application closed before the bounce was sent)")
