@@ -183,9 +183,9 @@ func TestTCPAnswers(t *testing.T) {
 
 // A reply longer than its request leaves in one segment, as the
 // application's own write would (loopback's MTU fits 900 B in one): the
-// reply program merges the request's bytes and the pushed ones into one
-// message element, which TCP sends with one call. In two elements it was
-// two segments, and the peer acknowledged each.
+// reply program builds it in one message element, which TCP sends with one
+// call. Built as the request's bytes plus pushed ones, two elements, it
+// was two segments, and the peer acknowledged each.
 func TestTCPReplyIsOneSegment(t *testing.T) {
 	r := newTCPRig(t, "tcp4", "127.0.0.1:0", appServer{})
 	defer r.back()
