@@ -150,7 +150,9 @@ func runVariant(ctx context.Context, c config, off *offload, variant string, siz
 	s.verdictUS, s.replyUS = costs[0], costs[1]
 	after, err := off.answered()
 	if err == nil && after-before < s.requests {
-		err = fmt.Errorf("santa answered %d of the %d requests wrk counted (size %d)", after-before, s.requests, size)
+		paths, _ := off.d.PathStats()
+		err = fmt.Errorf("santa answered %d of the %d requests wrk counted (size %d); paths since the start: %v",
+			after-before, s.requests, size, paths)
 	}
 	return s, err
 }

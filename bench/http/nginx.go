@@ -25,7 +25,11 @@ func sendfileOf(variant string) string {
 // nginxConfig writes nginx's configuration into dir, one file of each size
 // in dir/www (size.bin, size bytes of body), and returns the command line
 // that runs it in the foreground. One worker; tuned as the paper's:
-// keep-alive for the whole run, no access log, open file cache.
+// keep-alive for the whole run, no access log, open file cache. It accepts
+// every pending connection at once (multi_accept): wrk sends its first
+// request as soon as it connects, and a request that arrives before
+// accept() is the application's (docs/tcp.md), so with one accept per
+// event loop some of wrk's 64 connections were nginx's for the whole run.
 func nginxConfig(dir, ip string, sizes []int) ([]string, error) {
 	www := filepath.Join(dir, "www")
 	if err := os.MkdirAll(www, 0o755); err != nil {
@@ -41,7 +45,7 @@ func nginxConfig(dir, ip string, sizes []int) ([]string, error) {
 		fmt.Fprintf(&servers, "    server { listen %s:%d; root %s; sendfile %s; tcp_nopush %[4]s; }\n", ip, ports[variant], www, sendfileOf(variant))
 	}
 	conf := filepath.Join(dir, "nginx.conf")
-	err := os.WriteFile(conf, rig.NginxConf(dir, "worker_processes 1;", "worker_connections 4096;", `    access_log off;
+	err := os.WriteFile(conf, rig.NginxConf(dir, "worker_processes 1;", "worker_connections 4096; multi_accept on;", `    access_log off;
     keepalive_requests 1000000000;
     keepalive_timeout 300s;
     tcp_nodelay on;
