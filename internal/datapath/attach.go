@@ -108,6 +108,25 @@ func (d *Datapath) takeOver(pin string, prog *ebpf.Program) link.Link {
 	return old
 }
 
+// attachToCgroup attaches prog to the cgroup v2 hierarchy root, or, if an
+// earlier process pinned its link as name, points that link at prog: a
+// socket meanwhile is seen by one of the two programs.
+func (d *Datapath) attachToCgroup(root, name string, typ ebpf.AttachType, prog *ebpf.Program) (link.Link, error) {
+	pin := filepath.Join(d.pinPath, name)
+	if l := d.takeOver(pin, prog); l != nil {
+		return l, nil
+	}
+	l, err := link.AttachCgroup(link.CgroupOptions{Path: root, Attach: typ, Program: prog})
+	if err != nil {
+		return nil, fmt.Errorf("attaching %v to %s: %w", prog, root, err)
+	}
+	if err := d.pinLink(l, pin); err != nil {
+		l.Close()
+		return nil, err
+	}
+	return l, nil
+}
+
 // pinLink pins a new link at p unless pinning is off.
 func (d *Datapath) pinLink(l link.Link, p string) error {
 	if d.pinPath == "" {

@@ -50,7 +50,7 @@ type Options struct {
 type Datapath struct {
 	objs       santaObjects
 	tcp        tcpObjects
-	sockops    link.Link // santa_tcp_sockops, once a TCP listener is registered
+	tcpHooks   []link.Link // root cgroup links of the TCP programs, once a TCP listener is registered
 	cgroupPath string
 	pinPath    string
 	barrier    *barrier
@@ -246,9 +246,7 @@ func (d *Datapath) Close() error {
 	for _, ls := range d.links {
 		closeLinks(ls)
 	}
-	if d.sockops != nil {
-		d.sockops.Close()
-	}
+	closeLinks(d.tcpHooks)
 	return errors.Join(d.tcp.Close(), d.objs.Close())
 }
 

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/cilium/ebpf"
@@ -37,7 +36,7 @@ func (d *Datapath) WatchSockets(cgroupPath string, closed func(ServiceID, Socket
 	if err != nil {
 		return err
 	}
-	l, err := d.attachSockRelease(root)
+	l, err := d.attachToCgroup(root, "link_sock_release", ebpf.AttachCgroupInetSockRelease, d.objs.SantaSockRelease)
 	if err != nil {
 		return err
 	}
@@ -55,29 +54,6 @@ type socketWatcher struct {
 	link link.Link
 	ring *ringbuf.Reader
 	done chan struct{} // closed when watchLoop returns
-}
-
-// attachSockRelease attaches santa_sock_release, or, if an earlier process
-// pinned its link, points that link at this process's program: a socket
-// closing meanwhile is seen by one of the two.
-func (d *Datapath) attachSockRelease(cgroupPath string) (link.Link, error) {
-	pin := filepath.Join(d.pinPath, "link_sock_release")
-	if d.pinPath == "" {
-		pin = ""
-	}
-	if l := d.takeOver(pin, d.objs.SantaSockRelease); l != nil {
-		return l, nil
-	}
-	l, err := link.AttachCgroup(link.CgroupOptions{Path: cgroupPath, Attach: ebpf.AttachCgroupInetSockRelease,
-		Program: d.objs.SantaSockRelease})
-	if err != nil {
-		return nil, fmt.Errorf("attaching santa_sock_release to %s: %w", cgroupPath, err)
-	}
-	if err := d.pinLink(l, pin); pin != "" && err != nil {
-		l.Close()
-		return nil, err
-	}
-	return l, nil
 }
 
 func (d *Datapath) watchLoop(closed func(ServiceID, SocketInfo)) {

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"path/filepath"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
@@ -98,7 +97,7 @@ func listenerKey(info SocketInfo) santaTcpSantaListenerKey {
 // addListener makes a listening socket's future connections Santa's.
 // Called with d.mu held.
 func (d *Datapath) addListener(info SocketInfo) error {
-	if err := d.attachSockops(); err != nil {
+	if err := d.attachTCPHooks(); err != nil {
 		return err
 	}
 	key := listenerKey(info)
@@ -125,31 +124,21 @@ func (d *Datapath) removeListener(info SocketInfo) error {
 	return nil
 }
 
-// attachSockops attaches santa_tcp_sockops to the root cgroup, once. A
-// link an earlier process pinned is taken over. Called with d.mu held.
-func (d *Datapath) attachSockops() error {
-	if d.sockops != nil {
-		return nil
-	}
-	pin := filepath.Join(d.pinPath, "link_tcp_sockops")
-	if l := d.takeOver(pin, d.tcp.SantaTcpSockops); l != nil {
-		d.sockops = l
+// attachTCPHooks attaches santa_tcp_sockops to the root cgroup, once.
+// Called with d.mu held.
+func (d *Datapath) attachTCPHooks() error {
+	if d.tcpHooks != nil {
 		return nil
 	}
 	root, err := cgroup2Root(d.cgroupPath)
 	if err != nil {
 		return err
 	}
-	l, err := link.AttachCgroup(link.CgroupOptions{Path: root, Attach: ebpf.AttachCGroupSockOps,
-		Program: d.tcp.SantaTcpSockops})
+	sockops, err := d.attachToCgroup(root, "link_tcp_sockops", ebpf.AttachCGroupSockOps, d.tcp.SantaTcpSockops)
 	if err != nil {
-		return fmt.Errorf("attaching santa_tcp_sockops to %s: %w", root, err)
-	}
-	if err := d.pinLink(l, pin); err != nil {
-		l.Close()
 		return err
 	}
-	d.sockops = l
+	d.tcpHooks = []link.Link{sockops}
 	return nil
 }
 
