@@ -8,7 +8,9 @@
  *    unmodified, to the connection's own egress; everything else passes to
  *    the application, and from then on the whole connection does;
  *  - santa_tcp_reply (sk_msg) turns a bounced request into its reply on the
- *    way out, so that TCP's receive and send bookkeeping stay the kernel's.
+ *    way out, so that TCP's receive and send bookkeeping stay the kernel's;
+ *  - santa_tcp_accepted (cgroup setsockopt) runs the verdict on what came
+ *    before accept(), when the application asks.
  * Maps shared with santa_udp (services, rules, counters) are the same maps:
  * user space loads this object with them.
  */
@@ -27,6 +29,8 @@
 #define AF_INET 2
 #define AF_INET6 10
 #define PF_KTHREAD 0x00200000
+#define SOL_SOCKET 1
+#define SO_RCVLOWAT 18
 #define SOL_TCP 6
 #define TCP_NODELAY 1
 #define TCPHDR_FIN 0x01
@@ -154,7 +158,7 @@ static __always_inline int santa_saw_out_of_order(struct __sk_buff *skb, struct 
  * way the verdict runs with the lock owned is the lock's release working
  * through the segments that arrived meanwhile (the backlog: its list taken,
  * its length not yet reset), which is after the call wrote copied_seq. */
-static __always_inline int santa_app_receiving(struct __sk_buff *skb)
+static __always_inline int santa_app_receiving(struct __sk_buff *skb, struct santa_conn *conn)
 {
 	struct sk_buff *kskb = bpf_cast_to_kern_ctx(skb);
 	struct sock *sk;
@@ -162,7 +166,8 @@ static __always_inline int santa_app_receiving(struct __sk_buff *skb)
 	if (!kskb->sk)
 		return 1;
 	sk = bpf_rdonly_cast(kskb->sk, bpf_core_type_id_kernel(struct sock));
-	if (sk->sk_lock.owned && !(sk->sk_backlog.len && !sk->sk_backlog.head))
+	if (sk->sk_lock.owned && !(sk->sk_backlog.len && !sk->sk_backlog.head) &&
+	    !(conn->flags & SANTA_CONN_ACCEPTING))
 		return 1;
 	return santa_task_blocked_on(sk);
 }
@@ -227,7 +232,7 @@ int santa_tcp_verdict(struct __sk_buff *skb)
 		return santa_verdict_pass(conn, svc->id, SANTA_TCP_NO_MATCH);
 	if (conn->pending >= SANTA_MAX_PENDING)
 		return santa_verdict_pass(conn, svc->id, SANTA_TCP_BUSY);
-	if (santa_app_receiving(skb))
+	if (santa_app_receiving(skb, conn))
 		return santa_verdict_pass(conn, svc->id, SANTA_TCP_APP_RECEIVING);
 	if (santa_carries_fin(skb))
 		return santa_verdict_pass(conn, svc->id, SANTA_TCP_FIN);
@@ -252,11 +257,11 @@ static __always_inline int santa_bounced(struct santa_conn *conn)
 	return conn->pending > 0 && (task->flags & PF_KTHREAD);
 }
 
-/* sk_msg may not call bpf_get_socket_cookie: the cookie is read from the
- * socket (it has one: the verdict or user space asked for it). */
-static __always_inline __u64 santa_msg_cookie(struct sk_msg_md *msg)
+/* sk_msg and sockopt programs may not call bpf_get_socket_cookie: the
+ * cookie is read from the socket (a connection of Santa's has one: sock_ops
+ * or user space asked for it). */
+static __always_inline __u64 santa_sock_cookie(struct bpf_sock *sk)
 {
-	struct bpf_sock *sk = msg->sk;
 	struct sock *ksk;
 
 	if (!sk)
@@ -311,7 +316,7 @@ fallback:
 SEC("sk_msg")
 int santa_tcp_reply(struct sk_msg_md *msg)
 {
-	__u64 cookie = santa_msg_cookie(msg);
+	__u64 cookie = santa_sock_cookie(msg->sk);
 	struct santa_reply_memory *mem;
 	struct santa_conn *conn;
 	__u32 zero = 0;
@@ -329,6 +334,38 @@ int santa_tcp_reply(struct sk_msg_md *msg)
 	if (mem)
 		mem->busy = 0;
 	return verdict;
+}
+
+/* SANTA_SO_ACCEPTED, set by an application right after accept(): the
+ * requests that arrived before it (the verdict cannot run on a socket
+ * without a struct socket) go through the verdict now, where a bounce is
+ * safe, and not in the application's first receive call, where it is not
+ * (santa_app_receiving). Setting SO_RCVLOWAT to its value runs
+ * tcp_data_ready, hence the verdict, with the socket's lock owned by this
+ * call; SANTA_CONN_ACCEPTING tells the verdict whose call it is. */
+SEC("cgroup/setsockopt")
+int santa_tcp_accepted(struct bpf_sockopt *ctx)
+{
+	struct santa_conn *conn;
+	struct sock *ksk;
+	__u64 cookie;
+	int lowat;
+
+	if (ctx->level != SANTA_SOL || ctx->optname != SANTA_SO_ACCEPTED)
+		return 1;
+	ctx->optlen = -1; /* Santa's option: the kernel never sees it */
+	if (!ctx->sk)
+		return 1;
+	cookie = santa_sock_cookie(ctx->sk);
+	conn = bpf_map_lookup_elem(&connections, &cookie);
+	if (!conn)
+		return 1; /* not Santa's: nothing to do */
+	ksk = bpf_rdonly_cast(ctx->sk, bpf_core_type_id_kernel(struct sock));
+	lowat = ksk->sk_rcvlowat;
+	conn->flags |= SANTA_CONN_ACCEPTING;
+	bpf_setsockopt(ctx->sk, SOL_SOCKET, SO_RCVLOWAT, &lowat, sizeof(lowat));
+	conn->flags &= ~SANTA_CONN_ACCEPTING;
+	return 1;
 }
 
 /* Keep the enums in BTF, so bpf2go generates their Go constants. */

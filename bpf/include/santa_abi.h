@@ -230,7 +230,18 @@ enum santa_conn_flag {
 	 * passed to it, and a later one answered by the kernel could overtake
 	 * its reply. */
 	SANTA_CONN_PASSING = 1,
+	/* Inside the application's SANTA_SO_ACCEPTED call: the verdict runs
+	 * in it with the socket's lock owned, and may bounce. */
+	SANTA_CONN_ACCEPTING = 2,
 };
+
+/* The socket option an application sets on a connection right after
+ * accept() (setsockopt(fd, SANTA_SOL, SANTA_SO_ACCEPTED, &one, 4)), so
+ * that requests that arrived before accept() can be answered by the
+ * kernel (docs/tcp.md). Without Santa the kernel refuses it with
+ * ENOPROTOOPT. */
+#define SANTA_SOL 0x53414e54 /* "SANT" */
+#define SANTA_SO_ACCEPTED 1
 
 /* What santa_tcp_handover did with an earlier process's connection: one
  * byte per connection in the iterator's output. */

@@ -180,7 +180,8 @@ func (d *Datapath) pin(dir string, keepLinks bool) error {
 		"tcp_path_stats": d.tcp.TcpPathStats,
 		"prog_santa_udp": d.objs.SantaUdp, "prog_santa_udp_tc": d.objs.SantaUdpTc,
 		"prog_santa_sock_release": d.objs.SantaSockRelease, "prog_santa_tcp_sockops": d.tcp.SantaTcpSockops,
-		"prog_santa_tcp_verdict": d.tcp.SantaTcpVerdict, "prog_santa_tcp_reply": d.tcp.SantaTcpReply,
+		"prog_santa_tcp_accepted": d.tcp.SantaTcpAccepted,
+		"prog_santa_tcp_verdict":  d.tcp.SantaTcpVerdict, "prog_santa_tcp_reply": d.tcp.SantaTcpReply,
 	}
 	for name, obj := range pins {
 		p := filepath.Join(dir, name)

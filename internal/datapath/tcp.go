@@ -124,8 +124,9 @@ func (d *Datapath) removeListener(info SocketInfo) error {
 	return nil
 }
 
-// attachTCPHooks attaches santa_tcp_sockops to the root cgroup, once.
-// Called with d.mu held.
+// attachTCPHooks attaches the TCP programs that run on the root cgroup's
+// sockets, once: santa_tcp_sockops (new connections) and
+// santa_tcp_accepted (SANTA_SO_ACCEPTED). Called with d.mu held.
 func (d *Datapath) attachTCPHooks() error {
 	if d.tcpHooks != nil {
 		return nil
@@ -138,8 +139,29 @@ func (d *Datapath) attachTCPHooks() error {
 	if err != nil {
 		return err
 	}
-	d.tcpHooks = []link.Link{sockops}
+	accepted, err := d.attachToCgroup(root, "link_tcp_accepted", ebpf.AttachCGroupSetsockopt, d.tcp.SantaTcpAccepted)
+	if err != nil {
+		sockops.Close()
+		return err
+	}
+	d.tcpHooks = []link.Link{sockops, accepted}
 	return nil
+}
+
+// The socket option that announces an accepted connection (santa_abi.h's
+// SANTA_SOL and SANTA_SO_ACCEPTED): set right after accept(), before the
+// first receive, it lets the kernel answer requests that arrived before
+// accept() (docs/tcp.md, "Inside a receive call").
+const (
+	SocketOptionLevel    = 0x53414e54 // "SANT"
+	SocketOptionAccepted = 1
+)
+
+// AnnounceAccepted sets SANTA_SO_ACCEPTED on a connection the caller has
+// just accepted. On a connection that is not Santa's it does nothing;
+// without Santa the kernel refuses it (ENOPROTOOPT).
+func AnnounceAccepted(fd int) error {
+	return unix.SetsockoptInt(fd, SocketOptionLevel, SocketOptionAccepted, 1)
 }
 
 // Errors of AdoptConnection callers tell apart.

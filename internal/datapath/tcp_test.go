@@ -26,6 +26,7 @@ type appServer struct {
 	ln          net.Listener
 	acceptDelay time.Duration
 	blocking    bool
+	announce    bool          // sets SANTA_SO_ACCEPTED on each connection it accepts
 	accepted    chan struct{} // one per connection accepted
 }
 
@@ -35,6 +36,10 @@ func (s *appServer) serve() {
 		c, err := s.ln.Accept()
 		if err != nil {
 			return
+		}
+		if s.announce {
+			raw, _ := c.(*net.TCPConn).SyscallConn()
+			raw.Control(func(fd uintptr) { AnnounceAccepted(int(fd)) })
 		}
 		s.accepted <- struct{}{}
 		go s.answer(c)
@@ -239,6 +244,47 @@ func TestTCPApplicationReceiving(t *testing.T) {
 			}
 			r.expectNothingUnread(t)
 		})
+	}
+}
+
+// A request that arrived before accept() is answered by the kernel when
+// the application announces the connection (SANTA_SO_ACCEPTED) before its
+// first receive: the verdict runs in that call, where a bounce is safe.
+func TestTCPAnnouncedAcceptAnswersEarlyRequests(t *testing.T) {
+	r := newTCPRig(t, "tcp4", "127.0.0.1:0", appServer{acceptDelay: 200 * time.Millisecond, announce: true})
+	defer r.back()
+	r.addRules(t)
+	c := r.connect(t, "tcp4")
+	c.Write([]byte(hotReq)) // before the application accepts
+	<-r.app.accepted
+	exchange(t, c, nil, hotReply)
+	exchange(t, c, []byte(midReq), midReply)
+	exchange(t, c, []byte("miss\n"), []byte("APP:miss\n"))
+	r.expectCounts(t, 2, 1, 1)
+	if ps, _ := r.d.PathStats(); ps["tcp_app_receiving"] != 0 {
+		t.Errorf("tcp_app_receiving %d, want 0", ps["tcp_app_receiving"])
+	}
+	r.expectNothingUnread(t)
+
+	// Announcing a connection that is not Santa's does nothing.
+	other, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	dc, err := net.Dial("tcp4", other.Addr().String()) // from this thread: it is in the namespace
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dc.Close()
+	oc, err := other.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer oc.Close()
+	control(t, oc.(*net.TCPConn))(func(fd uintptr) { err = AnnounceAccepted(int(fd)) })
+	if err != nil {
+		t.Errorf("announcing a connection that is not Santa's: %v", err)
 	}
 }
 
