@@ -444,6 +444,47 @@ static void test_errors(void)
 	step("errors: EEXIST for a second attach, ENOENT for an unknown rule");
 }
 
+/* A TCP listener: a request sent before accept() is answered by the kernel
+ * once the application announces the connection with santa_accepted(), and
+ * its first receive finds nothing. */
+static void test_tcp_accepted(void)
+{
+	struct sockaddr_in sin = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t len = sizeof(sin);
+	struct santa_rule *r = rule("GET /t\n", "TCP!\n");
+	struct santa_service svc;
+	char buf[16];
+	uint32_t id;
+	ssize_t n;
+	int ln, cl, conn;
+
+	ln = socket(AF_INET, SOCK_STREAM, 0);
+	cl = socket(AF_INET, SOCK_STREAM, 0);
+	if (ln < 0 || cl < 0 || bind(ln, (struct sockaddr *)&sin, sizeof(sin)) || listen(ln, 4) ||
+	    getsockname(ln, (struct sockaddr *)&sin, &len))
+		fail("TCP listener: %s", strerror(errno));
+	ok(santa_attach(c, ln, &svc), "attach a TCP listener");
+	ok(santa_add_rule(c, svc.service_id, r, &id), "a TCP rule");
+	if (connect(cl, (struct sockaddr *)&sin, sizeof(sin)) || send(cl, "GET /t\n", 7, 0) != 7)
+		fail("TCP client: %s", strerror(errno));
+	conn = accept(ln, NULL, NULL); /* the request is in already: loopback */
+	if (conn < 0)
+		fail("accept: %s", strerror(errno));
+	ok(santa_accepted(conn), "santa_accepted");
+	timeout(cl, 1000000);
+	n = recv(cl, buf, sizeof(buf), 0);
+	if (n != 5 || memcmp(buf, "TCP!\n", 5))
+		fail("TCP reply: %zd bytes, want \"TCP!\\n\" from the kernel", n);
+	if (recv(conn, buf, sizeof(buf), MSG_DONTWAIT) != -1 || errno != EAGAIN)
+		fail("the application received the request the kernel answered");
+	ok(santa_detach(c, svc.service_id), "detach the TCP listener");
+	santa_rule__free(r);
+	close(conn);
+	close(cl);
+	close(ln);
+	step("tcp: a request sent before accept() answered by the kernel after santa_accepted()");
+}
+
 static void test_detach(void)
 {
 	ok(santa_detach(c, sid), "detach");
@@ -472,6 +513,7 @@ int main(int argc, char **argv)
 	test_stats();
 	test_services_status();
 	test_errors();
+	test_tcp_accepted();
 	test_detach();
 	santa_client__free(c);
 	close(app);

@@ -15,6 +15,7 @@ from .messages import (
 )
 from .protocol import MAX_MESSAGE, VERSION, Header, decode, encode
 from .rules import Copy, Processor, Put, Rule
+from .tcp import accepted
 
 __all__ = [
     "DEFAULT_PATH",
@@ -38,6 +39,7 @@ __all__ = [
     "ServiceStatsReply",
     "StatusReply",
     "Transaction",
+    "accepted",
     "decode",
     "encode",
 ]

@@ -21,7 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from santa import Client, Copy, Put, Rule, SantaError  # noqa: E402
+from santa import Client, Copy, Put, Rule, SantaError, accepted  # noqa: E402
 
 TIMEOUT = 1.0
 
@@ -146,10 +146,36 @@ def run(path: str) -> None:
         refused(errno.ENOENT, lambda: c.delete_rules(sid, [0xFFFFFFF0]))
         step("errors: EEXIST for a second attach, ENOENT for an unknown rule")
 
+        tcp_accepted(c)
+        step("tcp: a request sent before accept() answered by the kernel after accepted()")
+
         c.detach(sid)
         peer.app_receives(b"ping")
         step("detach: everything reaches the application again")
     print("live: ok", flush=True)
+
+
+def tcp_accepted(c: Client) -> None:
+    """A request sent to an attached TCP listener before accept() is answered
+    by the kernel once the application announces the connection, and its
+    first receive finds nothing."""
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        service = c.attach(listener)
+        c.add_rule(service.service_id, Rule.on(b"GET /t\n", b"TCP!\n"))
+        with socket.create_connection(listener.getsockname(), timeout=TIMEOUT) as client:
+            client.sendall(b"GET /t\n")  # loopback: in before accept() returns
+            conn, _ = listener.accept()
+            with conn:
+                accepted(conn)
+                reply = client.recv(16)
+                check(reply == b"TCP!\n", f"TCP reply {reply!r}, want b'TCP!\\n' from the kernel")
+                conn.setblocking(False)
+                try:
+                    got = conn.recv(16)
+                except BlockingIOError:
+                    got = None
+                check(got is None, f"the application received {got!r}, which the kernel answered")
+        c.detach(service.service_id)
 
 
 def main() -> None:

@@ -167,6 +167,20 @@ SANTA_API int santa_service_stats(struct santa_client *client, uint32_t service_
 /* Daemon version and interfaces: *out is one malloc()ed block, free() it. */
 SANTA_API int santa_status(struct santa_client *client, struct santa_status **out);
 
+/* ---- TCP connections ---- */
+
+/* The socket option behind santa_accepted(), for callers without libsanta. */
+#define SANTA_SOL 0x53414e54 /* "SANT" */
+#define SANTA_SO_ACCEPTED 1
+
+/* Announces fd, a connection just accept()ed from an attached TCP listener,
+ * before the first receive on it: requests that arrived before accept() can
+ * then be answered by the kernel, where otherwise the first receive takes
+ * them and the connection stays the application's (docs/tcp.md).  Needs no
+ * client: the kernel handles it.  0 (also on a connection that is not
+ * Santa's), or -errno: -ENOPROTOOPT when Santa's data plane is not loaded. */
+SANTA_API int santa_accepted(int fd);
+
 /* ---- rule batches: each call is all-or-nothing ----
  * A batch larger than one message is sent as BEGIN, ADD/REPLACE/DELETE_RULES
  * ..., COMMIT (ABORT on error), so it still lands whole or not at all.  On a
