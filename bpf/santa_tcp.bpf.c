@@ -157,7 +157,8 @@ static __always_inline int santa_saw_out_of_order(struct __sk_buff *skb, struct 
  * Inside the application's call, the socket's lock is owned; the one other
  * way the verdict runs with the lock owned is the lock's release working
  * through the segments that arrived meanwhile (the backlog: its list taken,
- * its length not yet reset), which is after the call wrote copied_seq. */
+ * its length not yet reset), which is after the call wrote copied_seq; the
+ * one other call is santa_tcp_accepted's, which does not write it. */
 static __always_inline int santa_app_receiving(struct __sk_buff *skb, struct santa_conn *conn)
 {
 	struct sk_buff *kskb = bpf_cast_to_kern_ctx(skb);
