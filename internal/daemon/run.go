@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -76,6 +77,17 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	} else if got != (datapath.HandOver{}) {
 		log.Info("took over the earlier run's TCP connections", "moved", got.Moved,
 			"released", got.Released, "left_passing", got.Left)
+		if got.Left > 0 {
+			// Stopped and waited for before the data plane is closed.
+			done := make(chan struct{})
+			defer func() { <-done }()
+			releaseCtx, stop := context.WithCancel(ctx)
+			defer stop()
+			go func() {
+				defer close(done)
+				releaseLeft(releaseCtx, dp, log)
+			}()
+		}
 	}
 	if err := srv.Snapshot(); err != nil {
 		return err
@@ -106,6 +118,37 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	srv.closeConns()
 	log.Info("stopped; the data plane keeps answering")
 	return nil
+}
+
+// releaseLeftEvery is how often santad gives the connections the handover
+// left in the earlier data plane back to their applications, once idle.
+const releaseLeftEvery = 10 * time.Second
+
+// releaseLeft releases the connections the handover left, as they become
+// idle, until none is left or ctx is done: the earlier data plane, rules
+// and all, lives as long as one of them is in it.
+func releaseLeft(ctx context.Context, dp *datapath.Datapath, log *slog.Logger) {
+	tick := time.NewTicker(releaseLeftEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		got, err := dp.ReleaseLeftConnections()
+		if err != nil {
+			log.Warn("releasing the TCP connections left in the earlier data plane", "err", err)
+			return
+		}
+		if got.Released > 0 || got.Left == 0 {
+			log.Info("released TCP connections left in the earlier data plane", "released", got.Released,
+				"still_left", got.Left)
+		}
+		if got.Left == 0 {
+			return
+		}
+	}
 }
 
 // lockState makes sure one santad at a time uses a state directory: two

@@ -67,20 +67,38 @@ func (d *Datapath) keepPreviousTCP(dir string) {
 // listener is registered here (RestoreService) moves with its state, the
 // others are released to their applications. Busy connections are tried
 // again for a while; those still busy then stay in the earlier data plane,
-// passing everything. Connections in a network namespace that no task is
-// in are not found, and keep the earlier rules. Call it after the services
-// are restored; without an earlier data plane it does nothing.
+// passing everything, until ReleaseLeftConnections finds them idle.
+// Connections in a network namespace that no task is in are not found, and
+// keep the earlier rules. Call it after the services are restored; without
+// an earlier data plane it does nothing.
 func (d *Datapath) HandOverConnections() (HandOver, error) {
+	return d.handOverPrevious(handOverPasses)
+}
+
+// ReleaseLeftConnections gives the connections HandOverConnections left in
+// the earlier data plane back to their applications, those idle by now, in
+// one pass: they pass everything anyway, and they keep that data plane
+// alive, its rules included (gigabytes with a million rules), until the
+// last of them leaves. Got.Left is how many are still there; with none,
+// later calls do nothing.
+func (d *Datapath) ReleaseLeftConnections() (HandOver, error) {
+	return d.handOverPrevious(1)
+}
+
+// handOverPrevious runs the handover from the earlier data plane, and lets
+// go of it once no connection is left there.
+func (d *Datapath) handOverPrevious(passes int) (HandOver, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.prevTCP == nil {
 		return HandOver{}, nil
 	}
-	defer func() {
+	got, err := d.handOver(d.prevTCP, 0, passes)
+	if err != nil || got.Left == 0 {
 		d.prevTCP.Close()
 		d.prevTCP = nil
-	}()
-	return d.handOver(d.prevTCP, 0, handOverPasses)
+	}
+	return got, err
 }
 
 // releaseConnections takes an unregistered listener's idle connections out

@@ -19,11 +19,12 @@ import (
 // plane, in a network namespace of its own, whose process can be
 // restarted.
 type restartRig struct {
-	ln    net.Listener
-	opts  Options
-	first *Datapath
-	svc   ServiceID
-	info  SocketInfo
+	ln     net.Listener
+	opts   Options
+	first  *Datapath
+	second *Datapath // after restart
+	svc    ServiceID
+	info   SocketInfo
 }
 
 // newRestartRig registers the listener with a first data plane that
@@ -64,6 +65,7 @@ func (r *restartRig) restart(t *testing.T, reply []byte) HandOver {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { second.Close(); second.Unpin() })
+	r.second = second
 	if err := second.RestoreService(r.svc, r.info); err != nil {
 		t.Fatal(err)
 	}
@@ -93,7 +95,8 @@ func (r *restartRig) addr(network string) string {
 // idle one (IPv6) is answered by the new rules from then on, a passing one
 // (IPv4) stays the application's, one with data the application has not
 // read yet stays in the earlier data plane, loses nothing, and passes
-// everything; the earlier data plane goes away with its last connection.
+// everything until, idle, it is released; the earlier data plane goes away
+// with it, while the connection lives on.
 func TestHandOverConnections(t *testing.T) {
 	r, back := newRestartRig(t)
 	defer back()
@@ -133,14 +136,20 @@ func TestHandOverConnections(t *testing.T) {
 	fresh, _ := accept("tcp4")
 	exchange(t, fresh, []byte(hotReq), newReply)
 
-	// The connection left behind holds the earlier data plane.
+	// The connection left behind holds the earlier data plane, until it
+	// is released, idle now: it stays the application's.
 	if m, err := ebpf.NewMapFromID(firstSocketsID); err != nil {
 		t.Fatalf("the earlier sockhash is gone while a connection is in it: %v", err)
 	} else {
 		m.Close()
 	}
-	unread.Close()
-	unreadApp.Close()
+	for _, want := range []HandOver{{Released: 1}, {}} { // then nothing to do
+		if got, err := r.second.ReleaseLeftConnections(); err != nil || got != want {
+			t.Fatalf("released %+v, %v; want %+v", got, err, want)
+		}
+	}
+	unread.Write([]byte(hotReq))
+	expectRead(t, unreadApp, hotReq)
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		m, err := ebpf.NewMapFromID(firstSocketsID)
 		if err != nil {
@@ -148,7 +157,7 @@ func TestHandOverConnections(t *testing.T) {
 		}
 		m.Close()
 		if time.Now().After(deadline) {
-			t.Fatal("the earlier sockhash outlived its last connection")
+			t.Fatal("the earlier sockhash outlived the release of its last connection")
 		}
 	}
 }
