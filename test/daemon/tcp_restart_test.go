@@ -111,3 +111,59 @@ func echoLines(ln net.Listener) {
 		}()
 	}
 }
+
+// A connection busy through the restart's handover (a request passed to
+// the application, which has not read it) is left in the earlier data
+// plane, and released once the application has read it: santad tries
+// again every 10 s while connections are left.
+func TestDaemonRestartReleasesLeftConnections(t *testing.T) {
+	e := newEnv(t, "e", "")
+	ln := e.listenTCP(t)
+	c := e.client(t)
+	if _, err := c.Attach(ln); err != nil {
+		t.Fatal(err)
+	}
+	read, served := make(chan struct{}), make(chan string, 1)
+	go func() {
+		app, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer app.Close()
+		<-read
+		line, _ := bufio.NewReader(app).ReadString('\n')
+		served <- line
+		<-served // open until the test is done
+	}()
+	var conn net.Conn
+	err := e.ns.Do(func() (err error) {
+		conn, err = net.Dial("tcp4", ln.Addr().String())
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	time.Sleep(50 * time.Millisecond) // accepted: a request before that stays in the receive queue
+	conn.Write([]byte("unread\n"))    // no rule: passed, and left unread
+	time.Sleep(50 * time.Millisecond)
+
+	e.d.Kill()
+	if err := e.d.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if log := e.d.Log(); !strings.Contains(log, "left_passing=1") {
+		t.Fatalf("the connection was not left in the earlier data plane:\n%s", log)
+	}
+	close(read)
+	if line := <-served; line != "unread\n" {
+		t.Fatalf("the application read %q", line)
+	}
+	defer close(served)
+	for deadline := time.Now().Add(25 * time.Second); !strings.Contains(e.d.Log(), "released=1 still_left=0"); {
+		if time.Now().After(deadline) {
+			t.Fatalf("santad did not release the connection left behind:\n%s", e.d.Log())
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
