@@ -251,28 +251,38 @@ func TestTCPApplicationReceiving(t *testing.T) {
 // the application announces the connection (SANTA_SO_ACCEPTED) before its
 // first receive: the verdict runs in that call, where a bounce is safe.
 func TestTCPAnnouncedAcceptAnswersEarlyRequests(t *testing.T) {
-	r := newTCPRig(t, "tcp4", "127.0.0.1:0", appServer{acceptDelay: 200 * time.Millisecond, announce: true})
-	defer r.back()
-	r.addRules(t)
-	c := r.connect(t, "tcp4")
-	c.Write([]byte(hotReq)) // before the application accepts
-	<-r.app.accepted
-	exchange(t, c, nil, hotReply)
-	exchange(t, c, []byte(midReq), midReply)
-	exchange(t, c, []byte("miss\n"), []byte("APP:miss\n"))
-	r.expectCounts(t, 2, 1, 1)
-	if ps, _ := r.d.PathStats(); ps["tcp_app_receiving"] != 0 {
-		t.Errorf("tcp_app_receiving %d, want 0", ps["tcp_app_receiving"])
+	for _, network := range []string{"tcp4", "tcp6"} {
+		t.Run(network, func(t *testing.T) {
+			listen := map[string]string{"tcp4": "127.0.0.1:0", "tcp6": "[::1]:0"}[network]
+			r := newTCPRig(t, network, listen, appServer{acceptDelay: 200 * time.Millisecond, announce: true})
+			defer r.back()
+			r.addRules(t)
+			c := r.connect(t, network)
+			c.Write([]byte(hotReq)) // before the application accepts
+			<-r.app.accepted
+			exchange(t, c, nil, hotReply)
+			exchange(t, c, []byte(midReq), midReply)
+			exchange(t, c, []byte("miss\n"), []byte("APP:miss\n"))
+			r.expectCounts(t, 2, 1, 1)
+			if ps, _ := r.d.PathStats(); ps["tcp_app_receiving"] != 0 {
+				t.Errorf("tcp_app_receiving %d, want 0", ps["tcp_app_receiving"])
+			}
+			r.expectNothingUnread(t)
+			expectAnnounceIgnored(t, network, listen)
+		})
 	}
-	r.expectNothingUnread(t)
+}
 
-	// Announcing a connection that is not Santa's does nothing.
-	other, err := net.Listen("tcp4", "127.0.0.1:0")
+// expectAnnounceIgnored checks that announcing a connection that is not
+// Santa's does nothing (and succeeds).
+func expectAnnounceIgnored(t *testing.T, network, listen string) {
+	t.Helper()
+	other, err := net.Listen(network, listen)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer other.Close()
-	dc, err := net.Dial("tcp4", other.Addr().String()) // from this thread: it is in the namespace
+	dc, err := net.Dial(network, other.Addr().String()) // from this thread: it is in the namespace
 	if err != nil {
 		t.Fatal(err)
 	}
