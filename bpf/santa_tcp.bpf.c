@@ -352,8 +352,13 @@ int santa_tcp_accepted(struct bpf_sockopt *ctx)
 	__u64 cookie;
 	int lowat;
 
-	if (ctx->level != SANTA_SOL || ctx->optname != SANTA_SO_ACCEPTED)
+	if (ctx->level != SANTA_SOL || ctx->optname != SANTA_SO_ACCEPTED) {
+		/* Not ours: the kernel takes the caller's own buffer, as if no
+		 * program ran (not a copy, which options over a page would not
+		 * fit). */
+		ctx->optlen = 0;
 		return 1;
+	}
 	ctx->optlen = -1; /* Santa's option: the kernel never sees it */
 	if (!ctx->sk)
 		return 1;

@@ -274,7 +274,8 @@ func TestTCPAnnouncedAcceptAnswersEarlyRequests(t *testing.T) {
 }
 
 // expectAnnounceIgnored checks that announcing a connection that is not
-// Santa's does nothing (and succeeds).
+// Santa's does nothing (and succeeds), and that other options still reach
+// the kernel through santa_tcp_accepted.
 func expectAnnounceIgnored(t *testing.T, network, listen string) {
 	t.Helper()
 	other, err := net.Listen(network, listen)
@@ -295,6 +296,15 @@ func expectAnnounceIgnored(t *testing.T, network, listen string) {
 	control(t, oc.(*net.TCPConn))(func(fd uintptr) { err = AnnounceAccepted(int(fd)) })
 	if err != nil {
 		t.Errorf("announcing a connection that is not Santa's: %v", err)
+	}
+	var rcvbuf int
+	control(t, oc.(*net.TCPConn))(func(fd uintptr) {
+		if err = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF, 50000); err == nil {
+			rcvbuf, err = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF)
+		}
+	})
+	if err != nil || rcvbuf != 100000 { // the kernel doubles it
+		t.Errorf("SO_RCVBUF 50000 reads back %d, %v; want 100000", rcvbuf, err)
 	}
 }
 
