@@ -150,15 +150,14 @@ __noinline int santa_window_store(struct sk_msg_md *msg, struct santa_window *w,
 	return 0;
 }
 
-/* Writes reply bytes [from, to) of the rule, window by window: the
- * template (read with bpf_probe_read_kernel, whichever class's map holds
- * it), the copies over it, then into the message. */
-__noinline int santa_msg_write(struct sk_msg_md *msg, struct santa_rule *rule, struct santa_reply_memory *mem,
-			       __u32 from, __u32 to)
+/* Writes the rule's reply over the message's first bytes, window by
+ * window: the template (read with bpf_probe_read_kernel, whichever class's
+ * map holds it), the copies over it, then into the message. */
+__noinline int santa_msg_write(struct sk_msg_md *msg, struct santa_rule *rule, struct santa_reply_memory *mem)
 {
 	struct santa_scratch *s;
 	struct santa_window *w;
-	__u32 cap = 0;
+	__u32 cap = 0, to;
 	__u8 *tmpl;
 	int i;
 
@@ -166,12 +165,13 @@ __noinline int santa_msg_write(struct sk_msg_md *msg, struct santa_rule *rule, s
 		return -1;
 	s = &mem->request;
 	w = &mem->window;
+	to = rule->reply_len;
 	tmpl = santa_template(rule->slot, &cap);
 	if (!tmpl || to > cap)
 		return -1;
 	santa_for(i, 0, SANTA_MAX_TCP_REPLY / SANTA_REPLY_WINDOW + 1)
 	{
-		__u32 off = from + i * SANTA_REPLY_WINDOW, len;
+		__u32 off = i * SANTA_REPLY_WINDOW, len;
 
 		if (off >= to)
 			break;
@@ -203,7 +203,7 @@ static __always_inline int santa_msg_build_reply(struct sk_msg_md *msg, struct s
 		return 1;
 	if (bpf_msg_pop_data(msg, rlen, plen, 0))
 		return bpf_msg_pop_data(msg, 0, rlen, 0) ? -1 : 1;
-	return santa_msg_write(msg, rule, mem, 0, rlen) ? -1 : 0;
+	return santa_msg_write(msg, rule, mem) ? -1 : 0;
 }
 
 #endif /* SANTA_TCP_REPLY_H */
