@@ -10,7 +10,9 @@
  *  - santa_tcp_reply (sk_msg) turns a bounced request into its reply on the
  *    way out, so that TCP's receive and send bookkeeping stay the kernel's;
  *  - santa_tcp_accepted (cgroup setsockopt) runs the verdict on what came
- *    before accept(), when the application asks.
+ *    before accept(), when the application asks;
+ *  - santa_tcp_hold_fin (cgroup skb ingress) keeps a client's FIN from
+ *    overtaking the replies the kernel still has to send.
  * Maps shared with santa_udp (services, rules, counters) are the same maps:
  * user space loads this object with them.
  */
@@ -34,6 +36,11 @@
 #define SOL_TCP 6
 #define TCP_NODELAY 1
 #define TCPHDR_FIN 0x01
+#define RCV_SHUTDOWN 1
+#define ETH_P_IP 0x0800
+#define ETH_P_IPV6 0x86DD
+#define IPPROTO_TCP 6
+#define SK_USER_DATA_PTRMASK (~7UL)
 
 extern void *bpf_cast_to_kern_ctx(void *obj) __ksym;
 
@@ -174,15 +181,20 @@ static __always_inline int santa_app_receiving(struct __sk_buff *skb, struct san
 }
 
 /* Whether the segment carries the client's FIN too (a request sent
- * together with shutdown(SHUT_WR)): the application sees the end of the
- * stream at once, and may close before a bounce is sent (docs/tcp.md,
- * "Half-close"), so the application answers it. */
-static __always_inline int santa_carries_fin(struct __sk_buff *skb)
+ * together with shutdown(SHUT_WR)), or the FIN came already (a request
+ * that waited for accept(), then SANTA_SO_ACCEPTED): the application sees
+ * the end of the stream at once, and may close before a bounce is sent
+ * (docs/tcp.md, "Half-close"), so the application answers it. */
+static __always_inline int santa_stream_ends(struct __sk_buff *skb)
 {
 	struct sk_buff *kskb = bpf_cast_to_kern_ctx(skb);
 	struct tcp_skb_cb *cb = bpf_rdonly_cast(kskb->cb, bpf_core_type_id_kernel(struct tcp_skb_cb));
+	struct sock *sk;
 
-	return cb->tcp_flags & TCPHDR_FIN;
+	if (cb->tcp_flags & TCPHDR_FIN || !kskb->sk)
+		return 1;
+	sk = bpf_rdonly_cast(kskb->sk, bpf_core_type_id_kernel(struct sock));
+	return sk->sk_shutdown & RCV_SHUTDOWN;
 }
 
 /* Passes a segment to the application, and with it the rest of the
@@ -235,7 +247,7 @@ int santa_tcp_verdict(struct __sk_buff *skb)
 		return santa_verdict_pass(conn, svc->id, SANTA_TCP_BUSY);
 	if (santa_app_receiving(skb, conn))
 		return santa_verdict_pass(conn, svc->id, SANTA_TCP_APP_RECEIVING);
-	if (santa_carries_fin(skb))
+	if (santa_stream_ends(skb))
 		return santa_verdict_pass(conn, svc->id, SANTA_TCP_FIN);
 	/* One linear skb is sent in one piece: the reply program sees the
 	 * whole request in one message. */
@@ -335,6 +347,78 @@ int santa_tcp_reply(struct sk_msg_md *msg)
 	if (mem)
 		mem->busy = 0;
 	return verdict;
+}
+
+/* Where the TCP flags byte is in an IPv4 or IPv6 packet (a cgroup skb
+ * program sees it from its IP header on) that carries TCP, or 0. */
+static __always_inline __u32 santa_tcp_flags_offset(struct __sk_buff *skb)
+{
+	__u8 vihl, proto;
+
+	if (skb->protocol == bpf_htons(ETH_P_IP)) {
+		if (bpf_skb_load_bytes(skb, 0, &vihl, 1) || bpf_skb_load_bytes(skb, 9, &proto, 1) ||
+		    proto != IPPROTO_TCP)
+			return 0;
+		return (vihl & 0xf) * 4 + 13;
+	}
+	if (skb->protocol == bpf_htons(ETH_P_IPV6)) {
+		/* Extension headers before TCP: not looked into, not held. */
+		if (bpf_skb_load_bytes(skb, 6, &proto, 1) || proto != IPPROTO_TCP)
+			return 0;
+		return 40 + 13;
+	}
+	return 0;
+}
+
+/* Whether the kernel still has requests of the connection in hand:
+ * bounced ones not yet turned into replies, the sockmap worker at work on
+ * its queue (replies being sent, passed requests behind them), or
+ * segments waiting behind the socket's lock for the verdict. */
+static __always_inline int santa_requests_in_hand(struct sock *sk, struct santa_conn *conn)
+{
+	struct sk_psock *psock;
+
+	if (conn->pending || (sk->sk_lock.owned && sk->sk_backlog.len))
+		return 1;
+	psock = bpf_rdonly_cast((void *)((unsigned long)sk->sk_user_data & SK_USER_DATA_PTRMASK),
+				bpf_core_type_id_kernel(struct sk_psock));
+	return psock->ingress_skb.qlen || psock->work_mutex.owner.counter;
+}
+
+/* The client's FIN, dropped before TCP sees it while the kernel still has
+ * requests of the connection in hand: TCP would make the end of the stream
+ * visible to the application at once (tcp_bpf_recvmsg checks the socket,
+ * not the sockmap worker's queue), and an application that closes on it
+ * would drop the replies not yet sent (docs/tcp.md, "Half-close"). The
+ * client sends the FIN again (its retransmission timer, 200 ms or more on
+ * a fast path), and then it passes. Held for SANTA_FIN_HOLD_MS at most. */
+SEC("cgroup_skb/ingress")
+int santa_tcp_hold_fin(struct __sk_buff *skb)
+{
+	__u32 at = santa_tcp_flags_offset(skb), now;
+	struct sk_buff *kskb;
+	struct santa_conn *conn;
+	struct sock *sk;
+	__u64 cookie;
+	__u8 flags;
+
+	if (!at || bpf_skb_load_bytes(skb, at, &flags, 1) || !(flags & TCPHDR_FIN))
+		return 1;
+	cookie = bpf_get_socket_cookie(skb);
+	conn = bpf_map_lookup_elem(&connections, &cookie);
+	kskb = bpf_cast_to_kern_ctx(skb);
+	if (!conn || !kskb->sk)
+		return 1;
+	sk = bpf_rdonly_cast(kskb->sk, bpf_core_type_id_kernel(struct sock));
+	if (!santa_requests_in_hand(sk, conn))
+		return 1;
+	now = (__u32)(bpf_ktime_get_ns() / 1000000) | 1;
+	if (!conn->fin_held)
+		conn->fin_held = now;
+	else if (now - conn->fin_held > SANTA_FIN_HOLD_MS)
+		return 1;
+	santa_count_tcp_path(SANTA_TCP_FIN_HELD);
+	return 0;
 }
 
 /* SANTA_SO_ACCEPTED, set by an application right after accept(): the

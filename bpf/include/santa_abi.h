@@ -257,8 +257,13 @@ struct santa_conn {
 	__u32 pending;  /* bounced requests not yet turned into replies */
 	__u32 flags;    /* enum santa_conn_flag */
 	__u32 ooopack;  /* tcp_sock.rcv_ooopack when attached: more means data came out of order */
-	__u32 pad;
+	__u32 fin_held; /* when the client's FIN was first held back (ms since boot, mod 2^32, | 1); 0: never */
 };
+
+/* How long a client's FIN is held back at most (santa_tcp_hold_fin): a
+ * sockmap worker that waits that long (a client that does not read its
+ * replies) lets the end of the stream through, as it was before. */
+#define SANTA_FIN_HOLD_MS 1000
 
 /* Registered listening sockets by what their connections' sock_ops sees:
  * netns, local address (IPv4 as ::ffff:a.b.c.d; a wildcard is :: or
@@ -288,7 +293,8 @@ enum santa_tcp_path {
 	SANTA_TCP_NEW_CONN,        /* sock_ops: a connection of a registered listener was added */
 	SANTA_TCP_CONN_FULL,       /* sock_ops: the connections map or sockhash was full */
 	SANTA_TCP_APP_RECEIVING,   /* verdict: the application is inside a receive call on the connection */
-	SANTA_TCP_FIN,             /* verdict: the segment also ends the client's stream */
+	SANTA_TCP_FIN,             /* verdict: the segment also ends the client's stream, or the stream has ended */
+	SANTA_TCP_FIN_HELD,        /* cgroup skb: a client's FIN dropped, to come again once the kernel has sent its replies */
 	SANTA_TCP_NPATHS,
 };
 

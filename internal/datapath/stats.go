@@ -117,6 +117,7 @@ var tcpPathNames = map[santaTcpSantaTcpPath]string{
 	santaTcpSantaTcpPathSANTA_TCP_CONN_FULL:      "tcp_conn_full",
 	santaTcpSantaTcpPathSANTA_TCP_APP_RECEIVING:  "tcp_app_receiving",
 	santaTcpSantaTcpPathSANTA_TCP_FIN:            "tcp_fin",
+	santaTcpSantaTcpPathSANTA_TCP_FIN_HELD:       "tcp_fin_held",
 }
 
 // pathNames are the enum santa_path names, lower-cased, for reports.

@@ -125,8 +125,9 @@ func (d *Datapath) removeListener(info SocketInfo) error {
 }
 
 // attachTCPHooks attaches the TCP programs that run on the root cgroup's
-// sockets, once: santa_tcp_sockops (new connections) and
-// santa_tcp_accepted (SANTA_SO_ACCEPTED). Called with d.mu held.
+// sockets, once: santa_tcp_sockops (new connections), santa_tcp_accepted
+// (SANTA_SO_ACCEPTED) and santa_tcp_hold_fin (a client's FIN that would
+// overtake the kernel's replies). Called with d.mu held.
 func (d *Datapath) attachTCPHooks() error {
 	if d.tcpHooks != nil {
 		return nil
@@ -144,7 +145,12 @@ func (d *Datapath) attachTCPHooks() error {
 		sockops.Close()
 		return err
 	}
-	d.tcpHooks = []link.Link{sockops, accepted}
+	holdFin, err := d.attachToCgroup(root, "link_tcp_hold_fin", ebpf.AttachCGroupInetIngress, d.tcp.SantaTcpHoldFin)
+	if err != nil {
+		closeLinks([]link.Link{sockops, accepted})
+		return err
+	}
+	d.tcpHooks = []link.Link{sockops, accepted, holdFin}
 	return nil
 }
 
