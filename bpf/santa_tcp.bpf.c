@@ -37,8 +37,6 @@
 #define TCP_NODELAY 1
 #define TCPHDR_FIN 0x01
 #define RCV_SHUTDOWN 1
-#define ETH_P_IP 0x0800
-#define ETH_P_IPV6 0x86DD
 #define IPPROTO_TCP 6
 #define SK_USER_DATA_PTRMASK (~7UL)
 
@@ -349,27 +347,6 @@ int santa_tcp_reply(struct sk_msg_md *msg)
 	return verdict;
 }
 
-/* Where the TCP flags byte is in an IPv4 or IPv6 packet (a cgroup skb
- * program sees it from its IP header on) that carries TCP, or 0. */
-static __always_inline __u32 santa_tcp_flags_offset(struct __sk_buff *skb)
-{
-	__u8 vihl, proto;
-
-	if (skb->protocol == bpf_htons(ETH_P_IP)) {
-		if (bpf_skb_load_bytes(skb, 0, &vihl, 1) || bpf_skb_load_bytes(skb, 9, &proto, 1) ||
-		    proto != IPPROTO_TCP)
-			return 0;
-		return (vihl & 0xf) * 4 + 13;
-	}
-	if (skb->protocol == bpf_htons(ETH_P_IPV6)) {
-		/* Extension headers before TCP: not looked into, not held. */
-		if (bpf_skb_load_bytes(skb, 6, &proto, 1) || proto != IPPROTO_TCP)
-			return 0;
-		return 40 + 13;
-	}
-	return 0;
-}
-
 /* Whether the kernel still has requests of the connection in hand:
  * bounced ones not yet turned into replies, the sockmap worker at work on
  * its queue (replies being sent, passed requests behind them), or
@@ -395,22 +372,27 @@ static __always_inline int santa_requests_in_hand(struct sock *sk, struct santa_
 SEC("cgroup_skb/ingress")
 int santa_tcp_hold_fin(struct __sk_buff *skb)
 {
-	__u32 at = santa_tcp_flags_offset(skb), now;
-	struct sk_buff *kskb;
+	struct sk_buff *kskb = bpf_cast_to_kern_ctx(skb);
 	struct santa_conn *conn;
+	struct tcphdr *th;
 	struct sock *sk;
 	__u64 cookie;
-	__u8 flags;
+	__u32 now;
 
-	if (!at || bpf_skb_load_bytes(skb, at, &flags, 1) || !(flags & TCPHDR_FIN))
+	/* Read through the kernel's skb, not with helper calls: this runs on
+	 * every packet a socket of the host receives. TCP has set the
+	 * transport header by now. */
+	if (!kskb->sk)
+		return 1;
+	sk = bpf_rdonly_cast(kskb->sk, bpf_core_type_id_kernel(struct sock));
+	if (sk->sk_protocol != IPPROTO_TCP)
+		return 1;
+	th = bpf_rdonly_cast(kskb->head + kskb->transport_header, bpf_core_type_id_kernel(struct tcphdr));
+	if (!th->fin)
 		return 1;
 	cookie = bpf_get_socket_cookie(skb);
 	conn = bpf_map_lookup_elem(&connections, &cookie);
-	kskb = bpf_cast_to_kern_ctx(skb);
-	if (!conn || !kskb->sk)
-		return 1;
-	sk = bpf_rdonly_cast(kskb->sk, bpf_core_type_id_kernel(struct sock));
-	if (!santa_requests_in_hand(sk, conn))
+	if (!conn || !santa_requests_in_hand(sk, conn))
 		return 1;
 	now = (__u32)(bpf_ktime_get_ns() / 1000000) | 1;
 	if (!conn->fin_held)

@@ -362,7 +362,7 @@ func (r *tcpRig) expectCounts(t *testing.T, matched, minPassed, maxPassed uint64
 	}
 }
 
-// IPv6, and IPv4 clients of a dual-stack listener.
+// IPv6, and IPv4 clients of a dual-stack listener; half-closes too.
 func TestTCPAddressFamilies(t *testing.T) {
 	for _, c := range []struct{ listen, dial string }{
 		{"[::1]:0", "tcp6"}, {"[::]:0", "tcp4"}, {"0.0.0.0:0", "tcp4"},
@@ -381,6 +381,7 @@ func TestTCPAddressFamilies(t *testing.T) {
 			exchange(t, conn, []byte(hotReq), hotReply)
 			exchange(t, conn, []byte("miss\n"), []byte("APP:miss\n"))
 			r.expectCounts(t, 1, 1, 1)
+			r.expectHalfClosesAnswered(t, c.dial, 5)
 		})
 	}
 }
@@ -473,19 +474,7 @@ func TestTCPCloseAndReset(t *testing.T) {
 	r := newTCPRig(t, "tcp4", "127.0.0.1:0", appServer{})
 	defer r.back()
 	r.addRules(t)
-	for i := range 20 {
-		c := r.dial(t, "tcp4").(*net.TCPConn)
-		c.Write([]byte(hotReq))
-		c.CloseWrite()
-		c.SetReadDeadline(time.Now().Add(5 * time.Second))
-		all, err := io.ReadAll(c)
-		if err != nil || !bytes.Equal(all, hotReply) {
-			ps, _ := r.d.PathStats()
-			t.Fatalf("connection %d, after half-close: %q, %v; want %q then the end; paths %v", i, all, err, hotReply, ps)
-		}
-	}
-	ps, _ := r.d.PathStats()
-	t.Logf("20 half-closed connections answered; FINs held back: %d", ps["tcp_fin_held"])
+	r.expectHalfClosesAnswered(t, "tcp4", 20)
 
 	// The request and the FIN in one segment (corked, then shut): the
 	// application answers it, before it sees the end.
@@ -508,7 +497,7 @@ func TestTCPCloseAndReset(t *testing.T) {
 		c.Close()
 	}
 	exchange(t, r.dial(t, "tcp4"), []byte(hotReq), hotReply)
-	ps, _ = r.d.PathStats()
+	ps, _ := r.d.PathStats()
 	if ps["tcp_reply_broken"] != 0 {
 		t.Errorf("paths %v", ps)
 	}
@@ -554,6 +543,26 @@ func TestTCPFinHeldAtMostASecond(t *testing.T) {
 	if ps, _ := r.d.PathStats(); ps["tcp_fin_held"] == 0 {
 		t.Errorf("the FIN was not held back while the replies waited: paths %v", ps)
 	}
+}
+
+// expectHalfClosesAnswered checks that n clients that send a matched
+// request and at once shut their sending side each get the whole reply,
+// then the end.
+func (r *tcpRig) expectHalfClosesAnswered(t *testing.T, network string, n int) {
+	t.Helper()
+	for i := range n {
+		c := r.dial(t, network).(*net.TCPConn)
+		c.Write([]byte(hotReq))
+		c.CloseWrite()
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		all, err := io.ReadAll(c)
+		if err != nil || !bytes.Equal(all, hotReply) {
+			ps, _ := r.d.PathStats()
+			t.Fatalf("connection %d, after half-close: %q, %v; want %q then the end; paths %v", i, all, err, hotReply, ps)
+		}
+	}
+	ps, _ := r.d.PathStats()
+	t.Logf("%d half-closed connections answered; FINs held back: %d", n, ps["tcp_fin_held"])
 }
 
 // Data that arrives out of order passes, and with it the connection: the
