@@ -49,20 +49,39 @@ SANTA_RULES_MAP(rules_medium, struct santa_rule_medium);
 SANTA_RULES_MAP(rules_large, struct santa_rule_large);
 SANTA_RULES_MAP(rules_huge, struct santa_rule_huge);
 
+/* After a lookup in one of several maps chosen by a switch: keeps that
+ * lookup a call of its own. Written as a plain switch, the compiler merges
+ * the calls into one with the map chosen before it, and a call site that
+ * sees several maps is not inlined by the verifier: the generic helper's
+ * indirect call cost about 40 ns per lookup (dpbench, 1 rule: 741 ns per
+ * packet, 611 before the size classes, 681 with this). */
+#define santa_own_lookup(p) asm volatile("" : "+r"(p))
+
 /* The rule in a slot, from its class's map. Matching reads only the part
  * every class shares. */
 static __always_inline struct santa_rule *santa_rule_at(__u32 slot)
 {
+	void *rule;
+
 	switch (slot >> SANTA_SLOT_CLASS_SHIFT) {
 	case SANTA_RULE_SMALL:
-		return bpf_map_lookup_elem(&rules_small, &slot);
+		rule = bpf_map_lookup_elem(&rules_small, &slot);
+		santa_own_lookup(rule);
+		break;
 	case SANTA_RULE_MEDIUM:
-		return bpf_map_lookup_elem(&rules_medium, &slot);
+		rule = bpf_map_lookup_elem(&rules_medium, &slot);
+		santa_own_lookup(rule);
+		break;
 	case SANTA_RULE_LARGE:
-		return bpf_map_lookup_elem(&rules_large, &slot);
+		rule = bpf_map_lookup_elem(&rules_large, &slot);
+		santa_own_lookup(rule);
+		break;
 	default:
-		return bpf_map_lookup_elem(&rules_huge, &slot);
+		rule = bpf_map_lookup_elem(&rules_huge, &slot);
+		santa_own_lookup(rule);
+		break;
 	}
+	return rule;
 }
 
 /* TCP connections under a registered listener, by socket cookie

@@ -53,18 +53,22 @@ static __always_inline __u8 *santa_template(__u32 slot, __u32 *cap)
 	switch (slot >> SANTA_SLOT_CLASS_SHIFT) {
 	case SANTA_RULE_SMALL:
 		small = bpf_map_lookup_elem(&rules_small, &slot);
+		santa_own_lookup(small);
 		*cap = SANTA_SMALL_REPLY;
 		return small ? small->reply : NULL;
 	case SANTA_RULE_MEDIUM:
 		medium = bpf_map_lookup_elem(&rules_medium, &slot);
+		santa_own_lookup(medium);
 		*cap = SANTA_MEDIUM_REPLY;
 		return medium ? medium->reply : NULL;
 	case SANTA_RULE_LARGE:
 		large = bpf_map_lookup_elem(&rules_large, &slot);
+		santa_own_lookup(large);
 		*cap = SANTA_MAX_UDP_REPLY;
 		return large ? large->reply : NULL;
 	default:
 		huge = bpf_map_lookup_elem(&rules_huge, &slot);
+		santa_own_lookup(huge);
 		*cap = SANTA_MAX_TCP_REPLY;
 		return huge ? huge->reply : NULL;
 	}
