@@ -136,21 +136,25 @@ func (d *Datapath) attachTCPHooks() error {
 	if err != nil {
 		return err
 	}
-	sockops, err := d.attachToCgroup(root, "link_tcp_sockops", ebpf.AttachCGroupSockOps, d.tcp.SantaTcpSockops)
-	if err != nil {
-		return err
+	hooks := []struct {
+		pin  string
+		typ  ebpf.AttachType
+		prog *ebpf.Program
+	}{
+		{"link_tcp_sockops", ebpf.AttachCGroupSockOps, d.tcp.SantaTcpSockops},
+		{"link_tcp_accepted", ebpf.AttachCGroupSetsockopt, d.tcp.SantaTcpAccepted},
+		{"link_tcp_hold_fin", ebpf.AttachCGroupInetIngress, d.tcp.SantaTcpHoldFin},
 	}
-	accepted, err := d.attachToCgroup(root, "link_tcp_accepted", ebpf.AttachCGroupSetsockopt, d.tcp.SantaTcpAccepted)
-	if err != nil {
-		sockops.Close()
-		return err
+	links := make([]link.Link, 0, len(hooks))
+	for _, h := range hooks {
+		l, err := d.attachToCgroup(root, h.pin, h.typ, h.prog)
+		if err != nil {
+			closeLinks(links)
+			return err
+		}
+		links = append(links, l)
 	}
-	holdFin, err := d.attachToCgroup(root, "link_tcp_hold_fin", ebpf.AttachCGroupInetIngress, d.tcp.SantaTcpHoldFin)
-	if err != nil {
-		closeLinks([]link.Link{sockops, accepted})
-		return err
-	}
-	d.tcpHooks = []link.Link{sockops, accepted, holdFin}
+	d.tcpHooks = links
 	return nil
 }
 
