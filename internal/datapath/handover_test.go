@@ -150,15 +150,15 @@ func TestHandOverConnections(t *testing.T) {
 	}
 	unread.Write([]byte(hotReq))
 	expectRead(t, unreadApp, hotReq)
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+	if !eventually(5*time.Second, 50*time.Millisecond, func() bool {
 		m, err := ebpf.NewMapFromID(firstSocketsID)
 		if err != nil {
-			break
+			return true
 		}
 		m.Close()
-		if time.Now().After(deadline) {
-			t.Fatal("the earlier sockhash outlived the release of its last connection")
-		}
+		return false
+	}) {
+		t.Fatal("the earlier sockhash outlived the release of its last connection")
 	}
 }
 

@@ -525,24 +525,31 @@ func TestTCPFinHeldAtMostASecond(t *testing.T) {
 	time.Sleep(100 * time.Millisecond)
 	c.CloseWrite()
 	port := netip.MustParseAddrPort(r.addr).Port()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	ended := eventually(5*time.Second, 50*time.Millisecond, func() bool {
 		conns, err := procsock.EstablishedTCP("", port)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(conns) == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			ps, _ := r.d.PathStats()
-			t.Fatalf("the server's side is still established 5 s after the client's FIN; paths %v", ps)
-		}
-		time.Sleep(50 * time.Millisecond)
+		return len(conns) == 0
+	})
+	if !ended {
+		ps, _ := r.d.PathStats()
+		t.Fatalf("the server's side is still established 5 s after the client's FIN; paths %v", ps)
 	}
 	if ps, _ := r.d.PathStats(); ps["tcp_fin_held"] == 0 {
 		t.Errorf("the FIN was not held back while the replies waited: paths %v", ps)
 	}
+}
+
+// eventually checks cond every step until it holds or within has passed,
+// and tells whether it held.
+func eventually(within, step time.Duration, cond func() bool) bool {
+	for deadline := time.Now().Add(within); !cond(); time.Sleep(step) {
+		if time.Now().After(deadline) {
+			return false
+		}
+	}
+	return true
 }
 
 // expectHalfClosesAnswered checks that n clients that send a matched
@@ -639,14 +646,13 @@ func TestTCPRemovedListenerReleasesConnections(t *testing.T) {
 	r.register(t)
 	r.addRules(t)
 	// Idle once the client acknowledged the application's reply.
-	for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		got, err := r.d.AdoptConnections(r.svc, "")
-		if err == nil && got.Adopted == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("adopted %+v, %v; want the connection back", got, err)
-		}
+	var got Adopted
+	var err error
+	if !eventually(2*time.Second, 20*time.Millisecond, func() bool {
+		got, err = r.d.AdoptConnections(r.svc, "")
+		return err == nil && got.Adopted == 1
+	}) {
+		t.Fatalf("adopted %+v, %v; want the connection back", got, err)
 	}
 	exchange(t, c, []byte(hotReq), hotReply)
 	r.expectNothingUnread(t)
