@@ -139,16 +139,26 @@ static __always_inline struct santa_rule *santa_tcp_match(struct santa_scratch *
 	return rule;
 }
 
+/* The kernel's socket of a segment (read only), or NULL. */
+static __always_inline struct sock *santa_skb_sock(struct __sk_buff *skb)
+{
+	struct sk_buff *kskb = bpf_cast_to_kern_ctx(skb);
+
+	if (!kskb->sk)
+		return NULL;
+	return bpf_rdonly_cast(kskb->sk, bpf_core_type_id_kernel(struct sock));
+}
+
 /* Whether the connection has received data out of order since it was
  * attached: such data (and a retransmission that filled the gap) passes. */
 static __always_inline int santa_saw_out_of_order(struct __sk_buff *skb, struct santa_conn *conn)
 {
-	struct sk_buff *kskb = bpf_cast_to_kern_ctx(skb);
+	struct sock *sk = santa_skb_sock(skb);
 	struct tcp_sock *tp;
 
-	if (!kskb->sk)
+	if (!sk)
 		return 1;
-	tp = bpf_rdonly_cast(kskb->sk, bpf_core_type_id_kernel(struct tcp_sock));
+	tp = bpf_rdonly_cast(sk, bpf_core_type_id_kernel(struct tcp_sock));
 	return tp->rcv_ooopack != conn->ooopack;
 }
 
@@ -166,12 +176,10 @@ static __always_inline int santa_saw_out_of_order(struct __sk_buff *skb, struct 
  * one other call is santa_tcp_accepted's, which does not write it. */
 static __always_inline int santa_app_receiving(struct __sk_buff *skb, struct santa_conn *conn)
 {
-	struct sk_buff *kskb = bpf_cast_to_kern_ctx(skb);
-	struct sock *sk;
+	struct sock *sk = santa_skb_sock(skb);
 
-	if (!kskb->sk)
+	if (!sk)
 		return 1;
-	sk = bpf_rdonly_cast(kskb->sk, bpf_core_type_id_kernel(struct sock));
 	if (sk->sk_lock.owned && !(sk->sk_backlog.len && !sk->sk_backlog.head) &&
 	    !(conn->flags & SANTA_CONN_ACCEPTING))
 		return 1;
@@ -187,11 +195,10 @@ static __always_inline int santa_stream_ends(struct __sk_buff *skb)
 {
 	struct sk_buff *kskb = bpf_cast_to_kern_ctx(skb);
 	struct tcp_skb_cb *cb = bpf_rdonly_cast(kskb->cb, bpf_core_type_id_kernel(struct tcp_skb_cb));
-	struct sock *sk;
+	struct sock *sk = santa_skb_sock(skb);
 
-	if (cb->tcp_flags & TCPHDR_FIN || !kskb->sk)
+	if (cb->tcp_flags & TCPHDR_FIN || !sk)
 		return 1;
-	sk = bpf_rdonly_cast(kskb->sk, bpf_core_type_id_kernel(struct sock));
 	return sk->sk_shutdown & RCV_SHUTDOWN;
 }
 
@@ -373,19 +380,16 @@ SEC("cgroup_skb/ingress")
 int santa_tcp_hold_fin(struct __sk_buff *skb)
 {
 	struct sk_buff *kskb = bpf_cast_to_kern_ctx(skb);
+	struct sock *sk = santa_skb_sock(skb);
 	struct santa_conn *conn;
 	struct tcphdr *th;
-	struct sock *sk;
 	__u64 cookie;
 	__u32 now;
 
 	/* Read through the kernel's skb, not with helper calls: this runs on
 	 * every packet a socket of the host receives. TCP has set the
 	 * transport header by now. */
-	if (!kskb->sk)
-		return 1;
-	sk = bpf_rdonly_cast(kskb->sk, bpf_core_type_id_kernel(struct sock));
-	if (sk->sk_protocol != IPPROTO_TCP)
+	if (!sk || sk->sk_protocol != IPPROTO_TCP)
 		return 1;
 	th = bpf_rdonly_cast(kskb->head + kskb->transport_header, bpf_core_type_id_kernel(struct tcphdr));
 	if (!th->fin)
