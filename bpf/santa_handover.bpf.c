@@ -40,21 +40,15 @@ volatile const __u64 santa_only_listener;
  * never answered by rules that may have changed since. */
 volatile const __u8 santa_give_up;
 
-/* Low bits of sk_user_data are flags (SK_USER_DATA_NOCOPY, _BPF, _PSOCK). */
-#define SANTA_USER_DATA_PTRMASK (~7ULL)
-
 /* Whether the socket's psock, if any, holds nothing: no request waiting for
  * the sockmap worker, no message waiting for the application. */
 static __always_inline int santa_psock_empty(struct sock *sk)
 {
-	__u64 addr = (__u64)sk->sk_user_data & SANTA_USER_DATA_PTRMASK;
-	struct sk_psock *psock;
+	struct sk_psock *psock = santa_psock(sk);
 
-	if (!addr)
+	if (!psock)
 		return 1;
-	psock = bpf_rdonly_cast((void *)addr, bpf_core_type_id_kernel(struct sk_psock));
-	return psock->ingress_skb.qlen == 0 &&
-	       (__u64)psock->ingress_msg.next == addr + bpf_core_field_offset(struct sk_psock, ingress_msg);
+	return psock->ingress_skb.qlen == 0 && (__u64)psock->ingress_msg.next == (__u64)&psock->ingress_msg;
 }
 
 /* Moves an idle connection: out of the earlier sockhash (its psock goes),

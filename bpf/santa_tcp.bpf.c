@@ -9,8 +9,9 @@
  *    the application, and from then on the whole connection does;
  *  - santa_tcp_reply (sk_msg) turns a bounced request into its reply on the
  *    way out, so that TCP's receive and send bookkeeping stay the kernel's;
- *  - santa_tcp_accepted (cgroup setsockopt) runs the verdict on what came
- *    before accept(), when the application asks;
+ *  - santa_tcp_accepted (cgroup setsockopt) and santa_tcp_get{peer,sock}name
+ *    (cgroup sock_addr) run the verdict on what came before accept(), at
+ *    the application's first such call on the connection;
  *  - santa_tcp_hold_fin (cgroup skb ingress) keeps a client's FIN from
  *    overtaking the replies the kernel still has to send.
  * Maps shared with santa_udp (services, rules, counters) are the same maps:
@@ -38,7 +39,6 @@
 #define TCPHDR_FIN 0x01
 #define RCV_SHUTDOWN 1
 #define IPPROTO_TCP 6
-#define SK_USER_DATA_PTRMASK (~7UL)
 
 extern void *bpf_cast_to_kern_ctx(void *obj) __ksym;
 
@@ -173,7 +173,7 @@ static __always_inline int santa_saw_out_of_order(struct __sk_buff *skb, struct 
  * way the verdict runs with the lock owned is the lock's release working
  * through the segments that arrived meanwhile (the backlog: its list taken,
  * its length not yet reset), which is after the call wrote copied_seq; the
- * one other call is santa_tcp_accepted's, which does not write it. */
+ * one other call is santa_answer_early_requests's, which does not write it. */
 static __always_inline int santa_app_receiving(struct __sk_buff *skb, struct santa_conn *conn)
 {
 	struct sock *sk = santa_skb_sock(skb);
@@ -187,8 +187,8 @@ static __always_inline int santa_app_receiving(struct __sk_buff *skb, struct san
 }
 
 /* Whether the segment carries the client's FIN too (a request sent
- * together with shutdown(SHUT_WR)), or the FIN came already (a request
- * that waited for accept(), then SANTA_SO_ACCEPTED): the application sees
+ * together with shutdown(SHUT_WR)), or the FIN came already (request and
+ * FIN both came before accept()): the application sees
  * the end of the stream at once, and may close before a bounce is sent
  * (docs/tcp.md, "Half-close"), so the application answers it. */
 static __always_inline int santa_stream_ends(struct __sk_buff *skb)
@@ -355,18 +355,26 @@ int santa_tcp_reply(struct sk_msg_md *msg)
 }
 
 /* Whether the kernel still has requests of the connection in hand:
- * bounced ones not yet turned into replies, the sockmap worker at work on
- * its queue (replies being sent, passed requests behind them), or
- * segments waiting behind the socket's lock for the verdict. */
+ * segments waiting behind the socket's lock for the verdict; requests
+ * that came before accept(), while a call that owns the lock may be
+ * running the verdict on them (santa_answer_early_requests: a FIN let into
+ * the backlog now would be seen right after that call bounced them);
+ * bounced requests not yet turned into replies; the sockmap worker at
+ * work on its queue (replies being sent, passed requests behind them).
+ * The early-request call sets SANTA_CONN_ACCEPTING, takes the request off
+ * the receive queue, counts it pending, clears the flag: read here in
+ * the reverse order, so that a FIN that arrives meanwhile sees one. */
 static __always_inline int santa_requests_in_hand(struct sock *sk, struct santa_conn *conn)
 {
 	struct sk_psock *psock;
 
-	if (conn->pending || (sk->sk_lock.owned && sk->sk_backlog.len))
+	if (sk->sk_lock.owned &&
+	    (*(volatile __u32 *)&conn->flags & SANTA_CONN_ACCEPTING || sk->sk_receive_queue.qlen || sk->sk_backlog.len))
 		return 1;
-	psock = bpf_rdonly_cast((void *)((unsigned long)sk->sk_user_data & SK_USER_DATA_PTRMASK),
-				bpf_core_type_id_kernel(struct sk_psock));
-	return psock->ingress_skb.qlen || psock->work_mutex.owner.counter;
+	if (*(volatile __u32 *)&conn->pending)
+		return 1;
+	psock = santa_psock(sk);
+	return psock && (psock->ingress_skb.qlen || psock->work_mutex.owner.counter);
 }
 
 /* The client's FIN, dropped before TCP sees it while the kernel still has
@@ -407,40 +415,89 @@ int santa_tcp_hold_fin(struct __sk_buff *skb)
 	return 0;
 }
 
-/* SANTA_SO_ACCEPTED, set by an application right after accept(): the
- * requests that arrived before it (the verdict cannot run on a socket
- * without a struct socket) go through the verdict now, where a bounce is
- * safe, and not in the application's first receive call, where it is not
- * (santa_app_receiving). Setting SO_RCVLOWAT to its value runs
- * tcp_data_ready, hence the verdict, with the socket's lock owned by this
- * call; SANTA_CONN_ACCEPTING tells the verdict whose call it is. */
-SEC("cgroup/setsockopt")
-int santa_tcp_accepted(struct bpf_sockopt *ctx)
+/* Requests that arrived before accept() wait in the connection's receive
+ * queue, unseen: the verdict cannot run on a socket without a struct
+ * socket, and the application's first receive call, which runs it then,
+ * must pass them (santa_app_receiving). A call of the application on the
+ * connection before that, one that owns the socket's lock and may call
+ * bpf_setsockopt, gets them answered: setting SO_RCVLOWAT to its own value
+ * runs tcp_data_ready, hence the verdict, in a call that does not write
+ * copied_seq back; SANTA_CONN_ACCEPTING tells the verdict whose call it is.
+ * setsockopt_on is what bpf_setsockopt takes in the calling program (its
+ * socket, or its context). Anywhere else the receive queue of a Santa
+ * connection is empty (the verdict takes every segment off it), so the
+ * check costs a few loads on the calls of every other socket. */
+static __always_inline void santa_answer_early_requests(void *setsockopt_on, struct bpf_sock *sk)
 {
 	struct santa_conn *conn;
 	struct sock *ksk;
 	__u64 cookie;
 	int lowat;
 
-	if (ctx->level != SANTA_SOL || ctx->optname != SANTA_SO_ACCEPTED) {
+	if (!sk)
+		return;
+	ksk = bpf_rdonly_cast(sk, bpf_core_type_id_kernel(struct sock));
+	if (ksk->sk_protocol != IPPROTO_TCP || !ksk->sk_receive_queue.qlen)
+		return;
+	cookie = santa_sock_cookie(sk);
+	conn = bpf_map_lookup_elem(&connections, &cookie);
+	if (!conn)
+		return; /* not Santa's */
+	lowat = ksk->sk_rcvlowat;
+	conn->flags |= SANTA_CONN_ACCEPTING;
+	bpf_setsockopt(setsockopt_on, SOL_SOCKET, SO_RCVLOWAT, &lowat, sizeof(lowat));
+	conn->flags &= ~SANTA_CONN_ACCEPTING;
+}
+
+/* Any setsockopt: servers set options on a connection they have just
+ * accepted (Go's runtime, Redis, asyncio: TCP_NODELAY), before the first
+ * receive. SANTA_SO_ACCEPTED is the same for applications that set
+ * nothing else: Santa's own option, which the kernel never sees. */
+SEC("cgroup/setsockopt")
+int santa_tcp_accepted(struct bpf_sockopt *ctx)
+{
+	if (ctx->level == SANTA_SOL && ctx->optname == SANTA_SO_ACCEPTED)
+		ctx->optlen = -1;
+	else
 		/* Not ours: the kernel takes the caller's own buffer, as if no
 		 * program ran (not a copy, which options over a page would not
 		 * fit). */
 		ctx->optlen = 0;
-		return 1;
-	}
-	ctx->optlen = -1; /* Santa's option: the kernel never sees it */
-	if (!ctx->sk)
-		return 1;
-	cookie = santa_sock_cookie(ctx->sk);
-	conn = bpf_map_lookup_elem(&connections, &cookie);
-	if (!conn)
-		return 1; /* not Santa's: nothing to do */
-	ksk = bpf_rdonly_cast(ctx->sk, bpf_core_type_id_kernel(struct sock));
-	lowat = ksk->sk_rcvlowat;
-	conn->flags |= SANTA_CONN_ACCEPTING;
-	bpf_setsockopt(ctx->sk, SOL_SOCKET, SO_RCVLOWAT, &lowat, sizeof(lowat));
-	conn->flags &= ~SANTA_CONN_ACCEPTING;
+	santa_answer_early_requests(ctx->sk, ctx->sk);
+	return 1;
+}
+
+/* getpeername and getsockname, and above all accept() itself: an accept()
+ * that asks for the peer's address (nginx, Go, memcached, Python) gets it
+ * from the new socket's getname, which runs the getpeername hooks with the
+ * socket locked and its struct socket set. Servers also ask themselves
+ * (memcached, asyncio). One program per hook and address family: the
+ * kernel attaches a program to the hook it was loaded for only. */
+SEC("cgroup/getpeername4")
+int santa_tcp_getpeername4(struct bpf_sock_addr *ctx)
+{
+	santa_answer_early_requests(ctx, ctx->sk);
+	return 1;
+}
+
+SEC("cgroup/getpeername6")
+int santa_tcp_getpeername6(struct bpf_sock_addr *ctx)
+{
+	santa_answer_early_requests(ctx, ctx->sk);
+	return 1;
+}
+
+SEC("cgroup/getsockname4")
+int santa_tcp_getsockname4(struct bpf_sock_addr *ctx)
+{
+	santa_answer_early_requests(ctx, ctx->sk);
+	return 1;
+}
+
+SEC("cgroup/getsockname6")
+int santa_tcp_getsockname6(struct bpf_sock_addr *ctx)
+{
+	santa_answer_early_requests(ctx, ctx->sk);
 	return 1;
 }
 

@@ -230,8 +230,9 @@ enum santa_conn_flag {
 	 * passed to it, and a later one answered by the kernel could overtake
 	 * its reply. */
 	SANTA_CONN_PASSING = 1,
-	/* Inside the application's SANTA_SO_ACCEPTED call: the verdict runs
-	 * in it with the socket's lock owned, and may bounce. */
+	/* Inside an application's call that answers the requests that came
+	 * before accept() (santa_answer_early_requests): the verdict runs in
+	 * it with the socket's lock owned, and may bounce. */
 	SANTA_CONN_ACCEPTING = 2,
 };
 

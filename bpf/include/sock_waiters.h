@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: (GPL-2.0 OR BSD-2-Clause) */
-/* Whether a task sleeps in a blocking call on a socket: the verdict passes
- * what arrives meanwhile, the handover leaves such a connection alone. */
+/* What the kernel holds for a socket, as Santa's programs read it: whether
+ * a task sleeps in a blocking call on it (the verdict passes what arrives
+ * meanwhile, the handover leaves such a connection alone), and its sockmap
+ * psock (what the FIN hold and the handover look into). */
 #ifndef SANTA_SOCK_WAITERS_H
 #define SANTA_SOCK_WAITERS_H
 
@@ -37,6 +39,17 @@ static __always_inline int santa_task_blocked_on(struct sock *sk)
 		pos = pos->next;
 	}
 	return 1;
+}
+
+/* The socket's psock (read only), or NULL: sk_user_data without its flag
+ * bits (SK_USER_DATA_NOCOPY, _BPF, _PSOCK). */
+static __always_inline struct sk_psock *santa_psock(struct sock *sk)
+{
+	__u64 addr = (__u64)sk->sk_user_data & ~7ULL;
+
+	if (!addr)
+		return NULL;
+	return bpf_rdonly_cast((void *)addr, bpf_core_type_id_kernel(struct sk_psock));
 }
 
 #endif /* SANTA_SOCK_WAITERS_H */

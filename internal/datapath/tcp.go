@@ -126,8 +126,10 @@ func (d *Datapath) removeListener(info SocketInfo) error {
 
 // attachTCPHooks attaches the TCP programs that run on the root cgroup's
 // sockets, once: santa_tcp_sockops (new connections), santa_tcp_accepted
-// (SANTA_SO_ACCEPTED) and santa_tcp_hold_fin (a client's FIN that would
-// overtake the kernel's replies). Called with d.mu held.
+// and santa_tcp_get{peer,sock}name{4,6} (requests that came before
+// accept(), at the application's first setsockopt, getpeername or
+// getsockname on the connection) and santa_tcp_hold_fin (a client's FIN
+// that would overtake the kernel's replies). Called with d.mu held.
 func (d *Datapath) attachTCPHooks() error {
 	if d.tcpHooks != nil {
 		return nil
@@ -143,6 +145,10 @@ func (d *Datapath) attachTCPHooks() error {
 	}{
 		{"link_tcp_sockops", ebpf.AttachCGroupSockOps, d.tcp.SantaTcpSockops},
 		{"link_tcp_accepted", ebpf.AttachCGroupSetsockopt, d.tcp.SantaTcpAccepted},
+		{"link_tcp_getpeername4", ebpf.AttachCgroupInet4GetPeername, d.tcp.SantaTcpGetpeername4},
+		{"link_tcp_getpeername6", ebpf.AttachCgroupInet6GetPeername, d.tcp.SantaTcpGetpeername6},
+		{"link_tcp_getsockname4", ebpf.AttachCgroupInet4GetSockname, d.tcp.SantaTcpGetsockname4},
+		{"link_tcp_getsockname6", ebpf.AttachCgroupInet6GetSockname, d.tcp.SantaTcpGetsockname6},
 		{"link_tcp_hold_fin", ebpf.AttachCGroupInetIngress, d.tcp.SantaTcpHoldFin},
 	}
 	links := make([]link.Link, 0, len(hooks))
@@ -161,7 +167,9 @@ func (d *Datapath) attachTCPHooks() error {
 // The socket option that announces an accepted connection (santa_abi.h's
 // SANTA_SOL and SANTA_SO_ACCEPTED): set right after accept(), before the
 // first receive, it lets the kernel answer requests that arrived before
-// accept() (docs/tcp.md, "Inside a receive call").
+// accept(). Only needed after an accept() without the peer's address and
+// no other setsockopt, getpeername or getsockname before the first
+// receive (docs/tcp.md, "Requests that arrive before accept()").
 const (
 	SocketOptionLevel    = 0x53414e54 // "SANT"
 	SocketOptionAccepted = 1
