@@ -118,7 +118,7 @@ func TestHandOverConnections(t *testing.T) {
 	exchange(t, idle, []byte(hotReq), hotReply)
 	passing, passingApp := accept("tcp4")
 	passing.Write([]byte("miss\n"))
-	expectRead(t, passingApp, "miss\n")
+	exchange(t, passingApp, nil, []byte("miss\n"))
 	unread, unreadApp := accept("tcp6")
 	unread.Write([]byte("unread\n"))
 	time.Sleep(50 * time.Millisecond) // through the verdict, into the psock
@@ -129,10 +129,10 @@ func TestHandOverConnections(t *testing.T) {
 	}
 	exchange(t, idle, []byte(hotReq), newReply)
 	passing.Write([]byte(hotReq))
-	expectRead(t, passingApp, hotReq)
-	expectRead(t, unreadApp, "unread\n")
+	exchange(t, passingApp, nil, []byte(hotReq))
+	exchange(t, unreadApp, nil, []byte("unread\n"))
 	unread.Write([]byte(hotReq))
-	expectRead(t, unreadApp, hotReq)
+	exchange(t, unreadApp, nil, []byte(hotReq))
 	fresh, _ := accept("tcp4")
 	exchange(t, fresh, []byte(hotReq), newReply)
 
@@ -149,7 +149,7 @@ func TestHandOverConnections(t *testing.T) {
 		}
 	}
 	unread.Write([]byte(hotReq))
-	expectRead(t, unreadApp, hotReq)
+	exchange(t, unreadApp, nil, []byte(hotReq))
 	if !eventually(5*time.Second, 50*time.Millisecond, func() bool {
 		m, err := ebpf.NewMapFromID(firstSocketsID)
 		if err != nil {
@@ -263,14 +263,4 @@ func readOneOf(c net.Conn, candidates [][]byte) (int, error) {
 		return i, nil
 	}
 	return 0, fmt.Errorf("reply starts with %q", first)
-}
-
-// expectRead reads exactly want from c.
-func expectRead(t *testing.T, c net.Conn, want string) {
-	t.Helper()
-	c.SetReadDeadline(time.Now().Add(5 * time.Second))
-	got := make([]byte, len(want))
-	if _, err := io.ReadFull(c, got); err != nil || !bytes.Equal(got, []byte(want)) {
-		t.Fatalf("read %q, %v; want %q", got, err, want)
-	}
 }

@@ -19,60 +19,6 @@ import (
 	"github.com/santa-offload/santa/internal/rules"
 )
 
-// appServer answers every line it reads (a request ends with "\n") with
-// "APP:" and the line: a stand-in for the application, whose answers tell
-// its path from the kernel's. It reads like Go servers do (non-blocking,
-// woken by the poller) or, if blocking, like a thread per connection.
-type appServer struct {
-	ln          net.Listener
-	acceptDelay time.Duration
-	blocking    bool
-	announce    bool          // sets SANTA_SO_ACCEPTED on each connection it accepts
-	accepted    chan struct{} // one per connection accepted
-}
-
-func (s *appServer) serve() {
-	for {
-		time.Sleep(s.acceptDelay)
-		c, err := s.ln.Accept()
-		if err != nil {
-			return
-		}
-		if s.announce {
-			raw, _ := c.(*net.TCPConn).SyscallConn()
-			raw.Control(func(fd uintptr) { AnnounceAccepted(int(fd)) })
-		}
-		s.accepted <- struct{}{}
-		go s.answer(c)
-	}
-}
-
-func (s *appServer) answer(c net.Conn) {
-	var rw io.ReadWriteCloser = c
-	if s.blocking {
-		// A copy of the socket, read outside Go's poller: Fd() puts it
-		// in blocking mode.
-		f, err := c.(*net.TCPConn).File()
-		c.Close()
-		if err != nil {
-			return
-		}
-		f.Fd()
-		rw = f
-	}
-	defer rw.Close()
-	in := bufio.NewReader(rw)
-	for {
-		line, err := in.ReadBytes('\n')
-		if err != nil {
-			return
-		}
-		if _, err := rw.Write(append([]byte("APP:"), line...)); err != nil {
-			return
-		}
-	}
-}
-
 // tcpRig is a listener registered with Santa in a network namespace of its
 // own, and a way to dial it from there.
 type tcpRig struct {
@@ -125,12 +71,14 @@ func (r *tcpRig) register(t *testing.T) {
 	}
 }
 
-// exchange sends req and reads exactly len(want) bytes back.
+// exchange sends req, if any, and reads exactly len(want) bytes back.
 func exchange(t *testing.T, c net.Conn, req, want []byte) {
 	t.Helper()
 	c.SetDeadline(time.Now().Add(5 * time.Second))
-	if _, err := c.Write(req); err != nil {
-		t.Fatal(err)
+	if len(req) > 0 {
+		if _, err := c.Write(req); err != nil {
+			t.Fatal(err)
+		}
 	}
 	got := make([]byte, len(want))
 	if _, err := io.ReadFull(c, got); err != nil {
@@ -220,13 +168,15 @@ func dataSegmentsIn(t *testing.T, c net.Conn) uint32 {
 
 // A request that arrives while the application is inside a receive call
 // on its connection passes (santa_app_receiving): when it blocks in one,
-// and when the request came before accept() (the first receive runs the
-// verdict on it). The connection is the application's from then on, and
-// nothing stays counted as unread.
+// and when the request came before accept() and the application's first
+// call on the connection is a receive (accept() without the peer's
+// address, then recv: the first receive runs the verdict on it). The
+// connection is the application's from then on, and nothing stays counted
+// as unread.
 func TestTCPApplicationReceiving(t *testing.T) {
 	for name, app := range map[string]appServer{
 		"blocking receive": {blocking: true},
-		"before accept":    {acceptDelay: 200 * time.Millisecond},
+		"before accept":    {acceptDelay: 200 * time.Millisecond, bare: true},
 	} {
 		t.Run(name, func(t *testing.T) {
 			r := newTCPRig(t, "tcp4", "127.0.0.1:0", app)
@@ -234,7 +184,7 @@ func TestTCPApplicationReceiving(t *testing.T) {
 			r.addRules(t)
 			c := r.connect(t, "tcp4")
 			if app.blocking {
-				<-r.app.accepted
+				r.waitAccepted(t)
 				time.Sleep(50 * time.Millisecond) // the application blocks in read()
 			}
 			exchange(t, c, []byte(hotReq), []byte("APP:"+hotReq))
@@ -249,28 +199,47 @@ func TestTCPApplicationReceiving(t *testing.T) {
 }
 
 // A request that arrived before accept() is answered by the kernel when
-// the application announces the connection (SANTA_SO_ACCEPTED) before its
-// first receive: the verdict runs in that call, where a bounce is safe.
-func TestTCPAnnouncedAcceptAnswersEarlyRequests(t *testing.T) {
-	for _, network := range []string{"tcp4", "tcp6"} {
-		t.Run(network, func(t *testing.T) {
-			listen := map[string]string{"tcp4": "127.0.0.1:0", "tcp6": "[::1]:0"}[network]
-			r := newTCPRig(t, network, listen, appServer{acceptDelay: 200 * time.Millisecond, announce: true})
-			defer r.back()
-			r.addRules(t)
-			c := r.connect(t, network)
-			c.Write([]byte(hotReq)) // before the application accepts
-			<-r.app.accepted
-			exchange(t, c, nil, hotReply)
-			exchange(t, c, []byte(midReq), midReply)
-			exchange(t, c, []byte("miss\n"), []byte("APP:miss\n"))
-			r.expectCounts(t, 2, 1, 1)
-			if ps, _ := r.d.PathStats(); ps["tcp_app_receiving"] != 0 {
-				t.Errorf("tcp_app_receiving %d, want 0", ps["tcp_app_receiving"])
-			}
-			r.expectNothingUnread(t)
-			expectAnnounceIgnored(t, network, listen)
-		})
+// the application's first call on the connection, before its first
+// receive, is one Santa hooks: accept() itself when it asks for the
+// peer's address (nginx, Go, memcached: the kernel runs getpeername's
+// hooks), SANTA_SO_ACCEPTED (the announcement for applications that
+// call nothing else), any other setsockopt, getpeername or getsockname.
+// The verdict runs in that call, where a bounce is safe.
+func TestTCPEarlyRequestsAnsweredAtFirstCall(t *testing.T) {
+	announce := func(fd int) { AnnounceAccepted(fd) }
+	nodelay := func(fd int) { unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1) }
+	getpeername := func(fd int) { unix.Getpeername(fd) }
+	getsockname := func(fd int) { unix.Getsockname(fd) }
+	for name, app := range map[string]appServer{
+		"accept with address": {bare: true, peer: true},
+		"SANTA_SO_ACCEPTED":   {bare: true, first: announce},
+		"setsockopt":          {bare: true, first: nodelay},
+		"getpeername":         {bare: true, first: getpeername},
+		"getsockname":         {bare: true, first: getsockname},
+	} {
+		for _, network := range []string{"tcp4", "tcp6"} {
+			t.Run(name+"/"+network, func(t *testing.T) {
+				listen := map[string]string{"tcp4": "127.0.0.1:0", "tcp6": "[::1]:0"}[network]
+				app.acceptDelay = 200 * time.Millisecond
+				r := newTCPRig(t, network, listen, app)
+				defer r.back()
+				r.addRules(t)
+				c := r.connect(t, network)
+				c.Write([]byte(hotReq)) // before the application accepts
+				r.waitAccepted(t)
+				exchange(t, c, nil, hotReply)
+				exchange(t, c, []byte(midReq), midReply)
+				exchange(t, c, []byte("miss\n"), []byte("APP:miss\n"))
+				r.expectCounts(t, 2, 1, 1)
+				if ps, _ := r.d.PathStats(); ps["tcp_app_receiving"] != 0 {
+					t.Errorf("tcp_app_receiving %d, want 0", ps["tcp_app_receiving"])
+				}
+				r.expectNothingUnread(t)
+				if name == "SANTA_SO_ACCEPTED" {
+					expectAnnounceIgnored(t, network, listen)
+				}
+			})
+		}
 	}
 }
 
@@ -314,12 +283,18 @@ func expectAnnounceIgnored(t *testing.T, network, listen string) {
 func (r *tcpRig) dial(t *testing.T, network string) net.Conn {
 	t.Helper()
 	c := r.connect(t, network)
+	r.waitAccepted(t)
+	return c
+}
+
+// waitAccepted waits until the application accepted one more connection.
+func (r *tcpRig) waitAccepted(t *testing.T) {
+	t.Helper()
 	select {
 	case <-r.app.accepted:
 	case <-time.After(5 * time.Second):
 		t.Fatal("the application did not accept the connection")
 	}
-	return c
 }
 
 func (r *tcpRig) connect(t *testing.T, network string) net.Conn {
@@ -559,17 +534,50 @@ func (r *tcpRig) expectHalfClosesAnswered(t *testing.T, network string, n int) {
 	t.Helper()
 	for i := range n {
 		c := r.dial(t, network).(*net.TCPConn)
-		c.Write([]byte(hotReq))
-		c.CloseWrite()
-		c.SetReadDeadline(time.Now().Add(5 * time.Second))
-		all, err := io.ReadAll(c)
-		if err != nil || !bytes.Equal(all, hotReply) {
-			ps, _ := r.d.PathStats()
-			t.Fatalf("connection %d, after half-close: %q, %v; want %q then the end; paths %v", i, all, err, hotReply, ps)
-		}
+		r.expectHalfCloseAnswered(t, c, i, hotReply)
 	}
 	ps, _ := r.d.PathStats()
 	t.Logf("%d half-closed connections answered; FINs held back: %d", n, ps["tcp_fin_held"])
+}
+
+// expectHalfCloseAnswered sends a matched request on c and at once shuts
+// its sending side, and checks that one of the replies wanted comes whole,
+// then the end. It returns which.
+func (r *tcpRig) expectHalfCloseAnswered(t *testing.T, c *net.TCPConn, i int, want ...[]byte) int {
+	t.Helper()
+	c.Write([]byte(hotReq))
+	c.CloseWrite()
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	all, err := io.ReadAll(c)
+	for w := range want {
+		if err == nil && bytes.Equal(all, want[w]) {
+			return w
+		}
+	}
+	ps, _ := r.d.PathStats()
+	t.Fatalf("connection %d, after half-close: %q, %v; want one of %q then the end; paths %v", i, all, err, want, ps)
+	return -1
+}
+
+// Half-closed connections whose request and FIN most often arrive before
+// accept(): the kernel answers inside accept() (or the application does,
+// once the FIN came first), and the client gets the whole reply, then the
+// end, as from the application alone.
+func TestTCPHalfCloseBeforeAccept(t *testing.T) {
+	for name, app := range map[string]appServer{"Go": {}, "bare": {bare: true, peer: true}} {
+		t.Run(name, func(t *testing.T) {
+			r := newTCPRig(t, "tcp4", "127.0.0.1:0", app)
+			defer r.back()
+			r.addRules(t)
+			byApp := 0
+			for i := range 100 {
+				byApp += r.expectHalfCloseAnswered(t, r.connect(t, "tcp4").(*net.TCPConn), i, hotReply, []byte("APP:"+hotReq))
+				r.waitAccepted(t)
+			}
+			ps, _ := r.d.PathStats()
+			t.Logf("100 half-closed connections: %d answered by the application; FINs held back: %d", byApp, ps["tcp_fin_held"])
+		})
+	}
 }
 
 // Data that arrives out of order passes, and with it the connection: the

@@ -1,0 +1,171 @@
+package datapath
+
+import (
+	"bufio"
+	"io"
+	"net"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// appServer answers every line it reads (a request ends with "\n") with
+// "APP:" and the line: a stand-in for the application, whose answers tell
+// its path from the kernel's. It reads like Go servers do (non-blocking,
+// woken by the poller), or, if blocking, like a thread per connection, or,
+// if bare, like nginx: accept4, poll, read, write, and no other call on the
+// connection; accept4 without the peer's address unless peer is set.
+type appServer struct {
+	ln          net.Listener
+	acceptDelay time.Duration
+	blocking    bool
+	bare        bool
+	peer        bool
+	first       func(fd int)  // bare: runs on each accepted socket before anything reads it
+	accepted    chan struct{} // one per connection accepted
+}
+
+func (s *appServer) serve() {
+	for {
+		if s.acceptDelay > 0 {
+			// From the moment a connection waits: its first request
+			// surely comes before accept().
+			if err := s.waitPending(); err != nil {
+				return
+			}
+			time.Sleep(s.acceptDelay)
+		}
+		c, err := s.accept()
+		if err != nil {
+			return
+		}
+		s.accepted <- struct{}{}
+		go s.answer(c)
+	}
+}
+
+// accept takes the next connection.
+func (s *appServer) accept() (io.ReadWriteCloser, error) {
+	if s.bare {
+		return s.acceptBare()
+	}
+	c, err := s.ln.Accept()
+	if err != nil {
+		return nil, err
+	}
+	if !s.blocking {
+		return c, nil
+	}
+	// A copy of the socket, read outside Go's poller: Fd() puts it in
+	// blocking mode.
+	f, err := c.(*net.TCPConn).File()
+	c.Close()
+	if err != nil {
+		return nil, err
+	}
+	f.Fd()
+	return f, nil
+}
+
+// acceptBare accepts with accept4 alone, and runs first on the connection.
+func (s *appServer) acceptBare() (io.ReadWriteCloser, error) {
+	for {
+		nfd, aerr := -1, error(nil)
+		if err := s.controlListener(func(fd int) { nfd, aerr = s.accept4(fd) }); err != nil {
+			return nil, err // the listener is closed
+		}
+		switch {
+		case aerr == unix.EAGAIN:
+			if err := s.waitPending(); err != nil {
+				return nil, err
+			}
+		case aerr != nil:
+			return nil, aerr
+		default:
+			if s.first != nil {
+				s.first(nfd)
+			}
+			return bareConn(nfd), nil
+		}
+	}
+}
+
+// accept4 accepts a connection on the listener fd, with or without its
+// peer's address (the kernel runs getpeername's hooks for the address).
+func (s *appServer) accept4(fd int) (int, error) {
+	const flags = unix.SOCK_NONBLOCK | unix.SOCK_CLOEXEC
+	if s.peer {
+		nfd, _, err := unix.Accept4(fd, flags)
+		return nfd, err
+	}
+	nfd, _, errno := unix.Syscall6(unix.SYS_ACCEPT4, uintptr(fd), 0, 0, flags, 0, 0)
+	if errno != 0 {
+		return -1, errno
+	}
+	return int(nfd), nil
+}
+
+// waitPending returns once a connection waits to be accepted, or with an
+// error once the listener is closed. (A listener's raw Read is not Go's
+// to give: it polls the listener itself.)
+func (s *appServer) waitPending() error {
+	for {
+		fds := []unix.PollFd{{Events: unix.POLLIN}}
+		err := s.controlListener(func(fd int) {
+			fds[0].Fd = int32(fd)
+			unix.Poll(fds, 100)
+		})
+		if err != nil || fds[0].Revents&unix.POLLIN != 0 {
+			return err
+		}
+	}
+}
+
+func (s *appServer) controlListener(f func(fd int)) error {
+	raw, err := s.ln.(*net.TCPListener).SyscallConn()
+	if err != nil {
+		return err
+	}
+	return raw.Control(func(fd uintptr) { f(int(fd)) })
+}
+
+func (s *appServer) answer(rw io.ReadWriteCloser) {
+	defer rw.Close()
+	in := bufio.NewReader(rw)
+	for {
+		line, err := in.ReadBytes('\n')
+		if err != nil {
+			return
+		}
+		if _, err := rw.Write(append([]byte("APP:"), line...)); err != nil {
+			return
+		}
+	}
+}
+
+// bareConn is a non-blocking socket read after poll(), as nginx reads. A
+// read gives up after bareIdle without data.
+type bareConn int
+
+const bareIdle = 30 * time.Second
+
+func (c bareConn) Read(p []byte) (int, error) {
+	for deadline := time.Now().Add(bareIdle); time.Now().Before(deadline); {
+		n, err := unix.Read(int(c), p)
+		switch {
+		case err == unix.EAGAIN:
+			unix.Poll([]unix.PollFd{{Fd: int32(c), Events: unix.POLLIN}}, 1000)
+		case err != nil:
+			return 0, err
+		case n == 0:
+			return 0, io.EOF
+		default:
+			return n, nil
+		}
+	}
+	return 0, unix.ETIMEDOUT
+}
+
+func (c bareConn) Write(p []byte) (int, error) { return unix.Write(int(c), p) }
+
+func (c bareConn) Close() error { return unix.Close(int(c)) }
