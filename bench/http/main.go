@@ -18,7 +18,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -136,31 +135,12 @@ func runVariant(ctx context.Context, c config, off *offload, variant string, siz
 	if variant != "santa" {
 		return wrk(ctx, c, ports[variant], size)
 	}
-	for attempt := 1; ; attempt++ {
-		s, err := runSanta(ctx, c, off, size)
-		if !errors.Is(err, errRacedAccept) || attempt == santaAttempts {
-			return s, err
-		}
-		fmt.Fprintf(os.Stderr, "  %v; again\n", err)
-	}
+	return runSanta(ctx, c, off, size)
 }
-
-// santaAttempts bounds the runs of a Santa sample. A connection whose
-// first request arrives before nginx's accept() is nginx's for good
-// (docs/tcp.md, "Inside a receive call"): wrk sends at once, and now and
-// then a few of its 64 connections race the accept even with multi_accept.
-// Such a run measures nginx and Santa together, so it is run again.
-const santaAttempts = 3
-
-var errRacedAccept = errors.New("connections raced nginx's accept()")
 
 // runSanta is one Santa sample, with its programs' costs.
 func runSanta(ctx context.Context, c config, off *offload, size int) (sample, error) {
 	before, err := off.answered()
-	if err != nil {
-		return sample{}, err
-	}
-	pathsBefore, err := off.d.PathStats()
 	if err != nil {
 		return sample{}, err
 	}
@@ -178,9 +158,6 @@ func runSanta(ctx context.Context, c config, off *offload, size int) (sample, er
 		paths, _ := off.d.PathStats()
 		err = fmt.Errorf("santa answered %d of the %d requests wrk counted (size %d; paths since the start: %v)",
 			after-before, s.requests, size, paths)
-		if paths["tcp_app_receiving"] > pathsBefore["tcp_app_receiving"] {
-			err = fmt.Errorf("%w: %w", errRacedAccept, err)
-		}
 	}
 	return s, err
 }

@@ -26,10 +26,8 @@ func sendfileOf(variant string) string {
 // in dir/www (size.bin, size bytes of body), and returns the command line
 // that runs it in the foreground. One worker; tuned as the paper's:
 // keep-alive for the whole run, no access log, open file cache. It accepts
-// every pending connection at once (multi_accept): wrk sends its first
-// request as soon as it connects, and a request that arrives before
-// accept() is the application's (docs/tcp.md), so with one accept per
-// event loop some of wrk's 64 connections were nginx's for the whole run.
+// every pending connection at once (multi_accept), as the figures in
+// docs/benchmarks.md were measured.
 func nginxConfig(dir, ip string, sizes []int) ([]string, error) {
 	www := filepath.Join(dir, "www")
 	if err := os.MkdirAll(www, 0o755); err != nil {
