@@ -15,8 +15,10 @@ def accepted(conn: socket.socket) -> None:
     """Announces `conn`, just accepted from an attached TCP listener, before
     the first receive on it: requests that arrived before accept() can then
     be answered by the kernel, where otherwise the first receive takes them
-    and the connection stays the application's (docs/tcp.md). Needs no
-    client: the kernel handles it. Does nothing on a connection that is not
+    and the connection stays the application's (docs/tcp.md). Python's
+    `accept()` asks for the peer's address, which does the same already:
+    this is for sockets accepted without it (`accept(fd, NULL, NULL)` in C)
+    and handed over. Needs no client: the kernel handles it. Does nothing on a connection that is not
     Santa's; raises OSError (ENOPROTOOPT) when Santa's data plane is not
     loaded."""
     conn.setsockopt(SOL, SO_ACCEPTED, 1)

@@ -176,9 +176,12 @@ SANTA_API int santa_status(struct santa_client *client, struct santa_status **ou
 /* Announces fd, a connection just accept()ed from an attached TCP listener,
  * before the first receive on it: requests that arrived before accept() can
  * then be answered by the kernel, where otherwise the first receive takes
- * them and the connection stays the application's (docs/tcp.md).  Needs no
- * client: the kernel handles it.  0 (also on a connection that is not
- * Santa's), or -errno: -ENOPROTOOPT when Santa's data plane is not loaded. */
+ * them and the connection stays the application's (docs/tcp.md).  Needed
+ * only after accept(ln, NULL, NULL) with no other call on the connection
+ * before the first receive: accept() with an address, getpeername(),
+ * getsockname() or any setsockopt() do the same.  Needs no client: the
+ * kernel handles it.  0 (also on a connection that is not Santa's), or
+ * -errno: -ENOPROTOOPT when Santa's data plane is not loaded. */
 SANTA_API int santa_accepted(int fd);
 
 /* ---- rule batches: each call is all-or-nothing ----
