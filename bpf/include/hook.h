@@ -50,17 +50,17 @@ static __always_inline long santa_store_template(void *ctx, int xdp, __u32 off, 
 		return -1;
 	switch (slot >> SANTA_SLOT_CLASS_SHIFT) {
 	case SANTA_RULE_SMALL:
-		small = bpf_map_lookup_elem(&rules_small, &slot);
+		small = santa_chunked_body(rules_small, slot, SANTA_SMALL_CHUNK_SHIFT);
 		if (!small || len > SANTA_SMALL_REPLY)
 			return -1;
 		return santa_store(ctx, xdp, off, small->reply, len);
 	case SANTA_RULE_MEDIUM:
-		medium = bpf_map_lookup_elem(&rules_medium, &slot);
+		medium = santa_chunked_body(rules_medium, slot, SANTA_MEDIUM_CHUNK_SHIFT);
 		if (!medium || len > SANTA_MEDIUM_REPLY)
 			return -1;
 		return santa_store(ctx, xdp, off, medium->reply, len);
 	default:
-		large = bpf_map_lookup_elem(&rules_large, &slot);
+		large = santa_chunked_body(rules_large, slot, SANTA_LARGE_CHUNK_SHIFT);
 		if (!large || len > SANTA_MAX_UDP_REPLY)
 			return -1;
 		return santa_store(ctx, xdp, off, large->reply, len);

@@ -33,21 +33,43 @@ struct {
 	__type(value, struct santa_index_node);
 } rule_index SEC(".maps");
 
-/* Rule bodies by slot, one map per size class (santa_abi.h). Allocated on
- * demand: most hosts hold far fewer rules than the capacity. */
-#define SANTA_RULES_MAP(name, body)                                   \
-	struct {                                                      \
-		__uint(type, BPF_MAP_TYPE_HASH);                      \
-		__uint(map_flags, BPF_F_NO_PREALLOC);                 \
-		__uint(max_entries, SANTA_DEFAULT_MAX_RULES); /* load time */ \
+/* Rule bodies by slot, one map per size class (santa_abi.h). The UDP
+ * classes are arrays of fixed-size chunks, created by user space as slots
+ * are handed out, so that most hosts hold far fewer bodies than the
+ * capacity: a slot's number picks the chunk, then the body in it. Both
+ * lookups are array lookups, which the verifier inlines, and a body is one
+ * memory access away; a hash map's bucket would be one more (a cache miss
+ * of its own at a million rules). */
+#define SANTA_RULES_CHUNKED(name, body, shift)                        \
+	struct name##_chunk {                                         \
+		__uint(type, BPF_MAP_TYPE_ARRAY);                     \
+		__uint(max_entries, 1u << (shift));                   \
 		__type(key, __u32);                                   \
 		__type(value, body);                                  \
-	} name SEC(".maps")
+	};                                                            \
+	struct {                                                      \
+		__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);             \
+		__uint(max_entries, 1); /* load time: chunks for the capacity */ \
+		__type(key, __u32);                                   \
+		__array(values, struct name##_chunk);                 \
+	} name SEC(".maps");                                          \
+	/* Clang emits an inner map's value type as a forward         \
+	 * declaration only: this keeps the whole of it in BTF. */    \
+	const body *name##_value __attribute__((unused))
 
-SANTA_RULES_MAP(rules_small, struct santa_rule_small);
-SANTA_RULES_MAP(rules_medium, struct santa_rule_medium);
-SANTA_RULES_MAP(rules_large, struct santa_rule_large);
-SANTA_RULES_MAP(rules_huge, struct santa_rule_huge);
+SANTA_RULES_CHUNKED(rules_small, struct santa_rule_small, SANTA_SMALL_CHUNK_SHIFT);
+SANTA_RULES_CHUNKED(rules_medium, struct santa_rule_medium, SANTA_MEDIUM_CHUNK_SHIFT);
+SANTA_RULES_CHUNKED(rules_large, struct santa_rule_large, SANTA_LARGE_CHUNK_SHIFT);
+
+/* TCP replies beyond a UDP frame: rare, and a chunk of 64-KiB bodies would
+ * be far too large to allocate ahead, so a hash map allocated per rule. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, SANTA_DEFAULT_MAX_RULES); /* load time */
+	__type(key, __u32);
+	__type(value, struct santa_rule_huge);
+} rules_huge SEC(".maps");
 
 /* After a lookup in one of several maps chosen by a switch: keeps that
  * lookup a call of its own. Written as a plain switch, the compiler merges
@@ -57,6 +79,20 @@ SANTA_RULES_MAP(rules_huge, struct santa_rule_huge);
  * packet, 611 before the size classes, 681 with this). */
 #define santa_own_lookup(p) asm volatile("" : "+r"(p))
 
+/* The body in slot of a chunked class: its chunk, then its place there. */
+#define santa_chunked_body(outer, slot, shift)                                           \
+	({                                                                                \
+		__u32 chunk_ = ((slot) & ((1u << SANTA_SLOT_CLASS_SHIFT) - 1)) >> (shift); \
+		__u32 at_ = (slot) & ((1u << (shift)) - 1);                               \
+		void *inner_ = bpf_map_lookup_elem(&outer, &chunk_), *body_ = NULL;        \
+		santa_own_lookup(inner_);                                                 \
+		if (inner_) {                                                             \
+			body_ = bpf_map_lookup_elem(inner_, &at_);                        \
+			santa_own_lookup(body_);                                          \
+		}                                                                         \
+		body_;                                                                    \
+	})
+
 /* The rule in a slot, from its class's map. Matching reads only the part
  * every class shares. */
 static __always_inline struct santa_rule *santa_rule_at(__u32 slot)
@@ -65,16 +101,13 @@ static __always_inline struct santa_rule *santa_rule_at(__u32 slot)
 
 	switch (slot >> SANTA_SLOT_CLASS_SHIFT) {
 	case SANTA_RULE_SMALL:
-		rule = bpf_map_lookup_elem(&rules_small, &slot);
-		santa_own_lookup(rule);
+		rule = santa_chunked_body(rules_small, slot, SANTA_SMALL_CHUNK_SHIFT);
 		break;
 	case SANTA_RULE_MEDIUM:
-		rule = bpf_map_lookup_elem(&rules_medium, &slot);
-		santa_own_lookup(rule);
+		rule = santa_chunked_body(rules_medium, slot, SANTA_MEDIUM_CHUNK_SHIFT);
 		break;
 	case SANTA_RULE_LARGE:
-		rule = bpf_map_lookup_elem(&rules_large, &slot);
-		santa_own_lookup(rule);
+		rule = santa_chunked_body(rules_large, slot, SANTA_LARGE_CHUNK_SHIFT);
 		break;
 	default:
 		rule = bpf_map_lookup_elem(&rules_huge, &slot);

@@ -118,9 +118,9 @@ struct santa_rule {
  * Rule bodies come in three size classes by reply length, each in a map of
  * its own, so that a rule costs the memory and install time its reply
  * needs, not those of the largest reply. A slot's top bits name its class.
- * The reply capacities fill the kernel's 512-, 1024- and 2048-byte
- * allocations exactly: a hash map element adds 64 bytes to its value
- * (element header, key and the allocator's link).
+ * The UDP classes' bodies are whole cache lines (448, 960 and 1856 bytes):
+ * in their arrays each body starts on a line of its own, so a match reads
+ * no line of a neighbour.
  */
 #define SANTA_SMALL_REPLY 104
 #define SANTA_MEDIUM_REPLY 616
@@ -132,9 +132,13 @@ enum santa_rule_class {
 	SANTA_RULE_HUGE = 3, /* TCP replies beyond a UDP frame */
 };
 
-/* An enum, not a #define, so that user space gets it through BTF. */
+/* An enum, not a #define, so that user space gets it through BTF. A UDP
+ * class's bodies come in chunks of 1 << shift slots, about 2 MiB each. */
 enum santa_slot_layout {
 	SANTA_SLOT_CLASS_SHIFT = 30,
+	SANTA_SMALL_CHUNK_SHIFT = 12,
+	SANTA_MEDIUM_CHUNK_SHIFT = 11,
+	SANTA_LARGE_CHUNK_SHIFT = 10,
 };
 
 /* Put processors applied in order; zero at copy destinations. */
@@ -151,6 +155,7 @@ struct santa_rule_medium {
 struct santa_rule_large {
 	struct santa_rule rule;
 	__u8 reply[SANTA_MAX_UDP_REPLY];
+	__u8 pad[40];
 };
 
 /* A kernel allocation of 128 KiB: only TCP replies above SANTA_MAX_UDP_REPLY
@@ -160,9 +165,9 @@ struct santa_rule_huge {
 	__u8 reply[SANTA_MAX_TCP_REPLY];
 };
 
-_Static_assert(sizeof(struct santa_rule_small) + 64 == 512, "small rules fill a 512-byte allocation");
-_Static_assert(sizeof(struct santa_rule_medium) + 64 == 1024, "medium rules fill a 1024-byte allocation");
-_Static_assert(sizeof(struct santa_rule_large) + 64 <= 2048, "large rules fit a 2048-byte allocation");
+_Static_assert(sizeof(struct santa_rule_small) % 64 == 0, "small rules are whole cache lines");
+_Static_assert(sizeof(struct santa_rule_medium) % 64 == 0, "medium rules are whole cache lines");
+_Static_assert(sizeof(struct santa_rule_large) % 64 == 0, "large rules are whole cache lines");
 
 /* Per-CPU, per-service packet counters (service_stats). */
 enum santa_service_counter {

@@ -52,18 +52,15 @@ static __always_inline __u8 *santa_template(__u32 slot, __u32 *cap)
 
 	switch (slot >> SANTA_SLOT_CLASS_SHIFT) {
 	case SANTA_RULE_SMALL:
-		small = bpf_map_lookup_elem(&rules_small, &slot);
-		santa_own_lookup(small);
+		small = santa_chunked_body(rules_small, slot, SANTA_SMALL_CHUNK_SHIFT);
 		*cap = SANTA_SMALL_REPLY;
 		return small ? small->reply : NULL;
 	case SANTA_RULE_MEDIUM:
-		medium = bpf_map_lookup_elem(&rules_medium, &slot);
-		santa_own_lookup(medium);
+		medium = santa_chunked_body(rules_medium, slot, SANTA_MEDIUM_CHUNK_SHIFT);
 		*cap = SANTA_MEDIUM_REPLY;
 		return medium ? medium->reply : NULL;
 	case SANTA_RULE_LARGE:
-		large = bpf_map_lookup_elem(&rules_large, &slot);
-		santa_own_lookup(large);
+		large = santa_chunked_body(rules_large, slot, SANTA_LARGE_CHUNK_SHIFT);
 		*cap = SANTA_MAX_UDP_REPLY;
 		return large ? large->reply : NULL;
 	default:

@@ -61,8 +61,9 @@ type Datapath struct {
 	rules    map[RuleID]*installedRule
 	svcIDs   idPool
 	ruleIDs  idPool
-	reserved map[RuleID]bool // rule ids taken by ReserveRuleIDs, not yet landed
-	slots    idPool
+	reserved map[RuleID]bool     // rule ids taken by ReserveRuleIDs, not yet landed
+	slots    [ruleClasses]idPool // slot numbers by size class
+	chunks   [hugeRule]*chunks   // bodies of the UDP classes
 	indexIDs uint32
 	pending  retiredRules // waiting for a grace period, see reclaim.go
 
@@ -111,9 +112,10 @@ func Open(opts Options) (*Datapath, error) {
 	spec.Maps["services"].MaxEntries = opts.MaxServices
 	spec.Maps["service_stats"].MaxEntries = opts.MaxServices
 	spec.Maps["connections"].MaxEntries = opts.MaxConnections
-	for _, m := range []string{"rules_small", "rules_medium", "rules_large", "rules_huge"} {
-		spec.Maps[m].MaxEntries = opts.MaxRules
+	for _, m := range chunkedClassMaps {
+		sizeChunks(spec, m, opts.MaxRules)
 	}
+	spec.Maps["rules_huge"].MaxEntries = opts.MaxRules
 	spec.Maps["rule_index"].MaxEntries = opts.MaxRules
 	spec.Maps["rule_stats"].MaxEntries = opts.MaxRules
 	if err := spec.Variables["santa_reply_ttl"].Set(opts.ReplyTTL); err != nil {
@@ -128,11 +130,17 @@ func Open(opts Options) (*Datapath, error) {
 		svcIDs:     newIDPool(0, opts.MaxServices),
 		ruleIDs:    newIDPool(0, opts.MaxRules),
 		reserved:   make(map[RuleID]bool),
+	}
+	for c := range d.slots {
 		// Slot 0 means "no candidate" in index nodes.
-		slots: newIDPool(1, opts.MaxRules+1),
+		d.slots[c] = newIDPool(1, opts.MaxRules+1)
 	}
 	if err := loadOnto(spec, &d.objs, nil, "BPF objects"); err != nil {
 		return nil, err
+	}
+	outers := [hugeRule]*ebpf.Map{smallRule: d.objs.RulesSmall, mediumRule: d.objs.RulesMedium, largeRule: d.objs.RulesLarge}
+	for c, name := range chunkedClassMaps {
+		d.chunks[c] = newChunks(outers[c], spec.Maps[name])
 	}
 	if err := d.loadTCP(opts.MaxConnections, opts.MaxServices); err != nil {
 		d.objs.Close()
@@ -248,7 +256,13 @@ func (d *Datapath) Close() error {
 		closeLinks(ls)
 	}
 	closeLinks(d.tcpHooks)
-	return errors.Join(d.tcp.Close(), d.objs.Close())
+	errs := []error{d.tcp.Close(), d.objs.Close()}
+	for _, c := range d.chunks {
+		if c != nil {
+			errs = append(errs, c.Close())
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // Unpin removes every pin under the pin path, links included, so that the

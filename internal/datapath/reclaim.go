@@ -81,7 +81,7 @@ func (d *Datapath) reclaim() {
 	defer d.mu.Unlock()
 	batchDelete(d.objs.RuleIndex, d.unusedIndexKeys(batch.index), "index entries")
 	for _, s := range batch.slots {
-		d.slots.put(slotNumber(s))
+		d.freeSlot(s)
 	}
 	for _, id := range batch.ids {
 		// Zeroed here, once no program can bump them, so that adding a

@@ -3,7 +3,6 @@ package datapath
 import (
 	"errors"
 	"fmt"
-	"slices"
 	"unsafe"
 
 	"github.com/cilium/ebpf"
@@ -11,16 +10,22 @@ import (
 
 // Rule bodies live in one map per size class of their reply (santa_abi.h),
 // so that a rule costs the kernel memory and install time its reply needs.
-// A slot's top bits name the class; the rest is its number in d.slots.
+// A slot's top bits name the class; the rest is its number in the class's
+// pool (d.slots). The UDP classes are arrays of chunks (chunks.go); huge
+// bodies, TCP only, are a hash map allocated per rule.
 
 const slotClassShift = uint32(santaSantaSlotLayoutSANTA_SLOT_CLASS_SHIFT)
 
 const (
-	smallRule  = santaSantaRuleClassSANTA_RULE_SMALL
-	mediumRule = santaSantaRuleClassSANTA_RULE_MEDIUM
-	largeRule  = santaSantaRuleClassSANTA_RULE_LARGE
-	hugeRule   = santaSantaRuleClassSANTA_RULE_HUGE
+	smallRule   = santaSantaRuleClassSANTA_RULE_SMALL
+	mediumRule  = santaSantaRuleClassSANTA_RULE_MEDIUM
+	largeRule   = santaSantaRuleClassSANTA_RULE_LARGE
+	hugeRule    = santaSantaRuleClassSANTA_RULE_HUGE
+	ruleClasses = hugeRule + 1
 )
+
+// chunkedClassMaps names the map of each chunked class.
+var chunkedClassMaps = [hugeRule]string{smallRule: "rules_small", mediumRule: "rules_medium", largeRule: "rules_large"}
 
 // classOf is the smallest class whose bodies hold a reply of n bytes.
 func classOf(n int) santaSantaRuleClass {
@@ -43,23 +48,23 @@ func slotNumber(slot uint32) uint32 { return slot & (1<<slotClassShift - 1) }
 
 func slotClass(slot uint32) santaSantaRuleClass { return santaSantaRuleClass(slot >> slotClassShift) }
 
-// bodies is the map of a class's rule bodies.
-func (d *Datapath) bodies(c santaSantaRuleClass) *ebpf.Map {
-	switch c {
-	case smallRule:
-		return d.objs.RulesSmall
-	case mediumRule:
-		return d.objs.RulesMedium
-	case largeRule:
-		return d.objs.RulesLarge
+// freeSlot gives a slot back to its class's pool.
+func (d *Datapath) freeSlot(slot uint32) { d.slots[slotClass(slot)].put(slotNumber(slot)) }
+
+// bodyAt is the map that holds the body of slot, and the body's key there.
+// Called with d.mu held: it may make a chunk.
+func (d *Datapath) bodyAt(slot uint32) (*ebpf.Map, uint32, error) {
+	if c := slotClass(slot); c < hugeRule {
+		return d.chunks[c].at(slotNumber(slot))
 	}
-	return d.objs.RulesHuge
+	return d.objs.RulesHuge, slot, nil
 }
 
 // batchBytes bounds the buffer one batch of bodies takes.
 const batchBytes = 4 << 20
 
-// writeBodies stores compiled rules in their (unused) slots.
+// writeBodies stores compiled rules in their (unused) slots. Called with
+// d.mu held.
 func (d *Datapath) writeBodies(rs []*installedRule) error {
 	byClass := map[santaSantaRuleClass][]*installedRule{}
 	for _, r := range rs {
@@ -67,58 +72,77 @@ func (d *Datapath) writeBodies(rs []*installedRule) error {
 		byClass[c] = append(byClass[c], r)
 	}
 	return errors.Join(
-		writeClass(d.objs.RulesSmall, byClass[smallRule], func(v *santaSantaRuleSmall) (*santaSantaRule, []byte) {
+		writeClass(d.bodyAt, byClass[smallRule], func(v *santaSantaRuleSmall) (*santaSantaRule, []byte) {
 			return &v.Rule, v.Reply[:]
 		}),
-		writeClass(d.objs.RulesMedium, byClass[mediumRule], func(v *santaSantaRuleMedium) (*santaSantaRule, []byte) {
+		writeClass(d.bodyAt, byClass[mediumRule], func(v *santaSantaRuleMedium) (*santaSantaRule, []byte) {
 			return &v.Rule, v.Reply[:]
 		}),
-		writeClass(d.objs.RulesLarge, byClass[largeRule], func(v *santaSantaRuleLarge) (*santaSantaRule, []byte) {
+		writeClass(d.bodyAt, byClass[largeRule], func(v *santaSantaRuleLarge) (*santaSantaRule, []byte) {
 			return &v.Rule, v.Reply[:]
 		}),
-		writeClass(d.objs.RulesHuge, byClass[hugeRule], func(v *santaSantaRuleHuge) (*santaSantaRule, []byte) {
+		writeClass(d.bodyAt, byClass[hugeRule], func(v *santaSantaRuleHuge) (*santaSantaRule, []byte) {
 			return &v.Rule, v.Reply[:]
 		}),
 	)
 }
 
-// writeClass writes the bodies of rules of one class in batches; parts
-// names a body's head and reply area. Bodies are built in place in the
-// batch buffer: at a million rules every copy of a body costs.
-func writeClass[V any](m *ebpf.Map, rs []*installedRule, parts func(*V) (*santaSantaRule, []byte)) error {
+// writeClass writes the bodies of rules of one class in batches, one per
+// map (chunk) that at places them in; parts names a body's head and reply
+// area. Bodies are built in place in the batch buffer: at a million rules
+// every copy of a body costs.
+func writeClass[V any](at func(slot uint32) (*ebpf.Map, uint32, error), rs []*installedRule,
+	parts func(*V) (*santaSantaRule, []byte)) error {
 	// A batch holds up to batchBytes of bodies: 2048 huge ones would be
 	// 128 MiB.
 	var zero V
 	size := max(1, min(batchSize, batchBytes/int(unsafe.Sizeof(zero))))
-	keys := make([]uint32, min(len(rs), size))
-	vals := make([]V, len(keys))
-	for chunk := range slices.Chunk(rs, size) {
-		ks, vs := keys[:len(chunk)], vals[:len(chunk)]
-		clear(vs)
-		for i, r := range chunk {
-			head, reply := parts(&vs[i])
-			writeHead(head, r)
-			copy(reply, r.compiled.Template)
-			ks[i] = r.slot
+	keys := make([]uint32, 0, min(len(rs), size))
+	vals := make([]V, cap(keys))
+	var to *ebpf.Map
+	flush := func() error {
+		if len(keys) == 0 {
+			return nil
 		}
-		if _, err := m.BatchUpdate(ks, vs, nil); err != nil {
+		_, err := to.BatchUpdate(keys, vals[:len(keys)], nil)
+		keys = keys[:0]
+		if err != nil {
 			return fmt.Errorf("writing rules: %w", err)
 		}
+		return nil
 	}
-	return nil
+	for _, r := range rs {
+		m, key, err := at(r.slot)
+		if err != nil {
+			return err
+		}
+		if m != to || len(keys) == size {
+			if err := flush(); err != nil {
+				return err
+			}
+			to = m
+		}
+		v := &vals[len(keys)]
+		*v = zero
+		head, reply := parts(v)
+		writeHead(head, r)
+		copy(reply, r.compiled.Template)
+		keys = append(keys, key)
+	}
+	return flush()
 }
 
-// deleteBodies deletes the bodies in slots, ignoring those already gone.
+// deleteBodies deletes the huge bodies in slots, ignoring those already
+// gone. A chunked class's bodies stay until their slot is written again:
+// no index node refers to them any more.
 func (d *Datapath) deleteBodies(slots []uint32) error {
-	byClass := map[santaSantaRuleClass][]uint32{}
+	var huge []uint32
 	for _, s := range slots {
-		byClass[slotClass(s)] = append(byClass[slotClass(s)], s)
+		if slotClass(s) == hugeRule {
+			huge = append(huge, s)
+		}
 	}
-	var errs []error
-	for c, keys := range byClass {
-		errs = append(errs, batchDelete(d.bodies(c), keys, "rules"))
-	}
-	return errors.Join(errs...)
+	return batchDelete(d.objs.RulesHuge, huge, "rules")
 }
 
 // writeHead writes what matching reads of a rule, all of it but the

@@ -214,13 +214,14 @@ func (d *Datapath) prepare(svc *service, rs []rules.Rule, idOf func(int) (RuleID
 	}
 	for i, r := range rs {
 		ir := &installedRule{svc: svc, rule: r, compiled: compiled[i]}
-		number, err := d.slots.get()
+		class := classOf(len(compiled[i].Template))
+		number, err := d.slots[class].get()
 		if err != nil {
-			return fail(i, fmt.Errorf("rule capacity of %d reached: %w", d.slots.limit-1, err))
+			return fail(i, fmt.Errorf("rule capacity of %d reached: %w", d.slots[class].limit-1, err))
 		}
-		ir.slot = classSlot(number, classOf(len(compiled[i].Template)))
+		ir.slot = classSlot(number, class)
 		if ir.id, err = idOf(i); err != nil {
-			d.slots.put(number)
+			d.freeSlot(ir.slot)
 			return fail(i, err)
 		}
 		out = append(out, ir)
@@ -315,7 +316,7 @@ func (d *Datapath) ReleaseRuleIDs(ids []RuleID) {
 // their slots, and their ids unless they replace installed rules.
 func (d *Datapath) unprepare(svc *service, fresh []*installedRule) {
 	for _, r := range fresh {
-		d.slots.put(slotNumber(r.slot))
+		d.freeSlot(r.slot)
 		if _, replacing := svc.rules[r.id]; !replacing {
 			d.ruleIDs.put(uint32(r.id))
 		}
