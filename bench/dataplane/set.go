@@ -211,20 +211,43 @@ func (s *Set) KernelMemory() (map[string]uint64, error) {
 	}
 	out := map[string]uint64{}
 	for _, id := range ids {
-		m, err := ebpf.NewMapFromID(id)
-		if err != nil {
+		if err := addMemory(out, id, ""); err != nil {
 			return nil, err
-		}
-		mi, err := m.Info()
-		m.Close()
-		if err != nil {
-			return nil, err
-		}
-		if ml, ok := mi.Memlock(); ok {
-			out[mi.Name] += ml
 		}
 	}
 	return out, nil
+}
+
+// addMemory adds the memlock of map id to out[name] (its own name if name
+// is empty), and that of the maps in it if it is a map of maps: the rule
+// bodies' chunks.
+func addMemory(out map[string]uint64, id ebpf.MapID, name string) error {
+	m, err := ebpf.NewMapFromID(id)
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	mi, err := m.Info()
+	if err != nil {
+		return err
+	}
+	if name == "" {
+		name = mi.Name
+	}
+	if ml, ok := mi.Memlock(); ok {
+		out[name] += ml
+	}
+	if mi.Type != ebpf.ArrayOfMaps {
+		return nil
+	}
+	var key, inner uint32
+	entries := m.Iterate()
+	for entries.Next(&key, &inner) {
+		if err := addMemory(out, ebpf.MapID(inner), name); err != nil {
+			return err
+		}
+	}
+	return entries.Err()
 }
 
 // Mixes are the request mixes of Cells, in report order.

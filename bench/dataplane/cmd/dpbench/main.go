@@ -94,7 +94,7 @@ func main() {
 				total += v
 			}
 			result("dataplane/kmem_maps/"+id, mb(total), "MiB")
-			result("dataplane/kmem_rules_map/"+id, mb(mem["rules"]), "MiB")
+			result("dataplane/kmem_rules_map/"+id, mb(mem["rules_small"]+mem["rules_medium"]+mem["rules_large"]+mem["rules_huge"]), "MiB")
 			result("dataplane/kmem_rule_index_map/"+id, mb(mem["rule_index"]), "MiB")
 			runtime.GC()
 			var ms runtime.MemStats
