@@ -32,8 +32,8 @@ func sizeChunks(spec *ebpf.CollectionSpec, outer string, maxSlot uint32) {
 // chunkShift: a chunk holds 1<<shift bodies (a power of two, santa_abi.h).
 func chunkShift(inner *ebpf.MapSpec) int { return bits.TrailingZeros32(inner.MaxEntries) }
 
-func newChunks(outer *ebpf.Map, spec *ebpf.MapSpec) *chunks {
-	return &chunks{outer: outer, spec: spec.InnerMap.Copy(), shift: chunkShift(spec.InnerMap)}
+func newChunks(outer *ebpf.Map, spec *ebpf.MapSpec) chunks {
+	return chunks{outer: outer, spec: spec.InnerMap.Copy(), shift: chunkShift(spec.InnerMap)}
 }
 
 // at is the chunk that holds slot number n, made if need be, and n's key in

@@ -63,7 +63,7 @@ type Datapath struct {
 	ruleIDs  idPool
 	reserved map[RuleID]bool     // rule ids taken by ReserveRuleIDs, not yet landed
 	slots    [ruleClasses]idPool // slot numbers by size class
-	chunks   [hugeRule]*chunks   // bodies of the UDP classes
+	chunks   [hugeRule]chunks    // bodies of the UDP classes
 	indexIDs uint32
 	pending  retiredRules // waiting for a grace period, see reclaim.go
 
@@ -257,10 +257,8 @@ func (d *Datapath) Close() error {
 	}
 	closeLinks(d.tcpHooks)
 	errs := []error{d.tcp.Close(), d.objs.Close()}
-	for _, c := range d.chunks {
-		if c != nil {
-			errs = append(errs, c.Close())
-		}
+	for c := range d.chunks {
+		errs = append(errs, d.chunks[c].Close())
 	}
 	return errors.Join(errs...)
 }
