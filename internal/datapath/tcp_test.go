@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"sync"
 	"testing"
 	"time"
 
@@ -697,22 +698,24 @@ func TestTCPRulesChangeUnderTraffic(t *testing.T) {
 			}
 		}
 	}()
+	// Stopped on every way out: a churn that outlives the test would use
+	// the datapath after its cleanup closed it.
+	stopChurn := sync.OnceValue(func() int { close(stop); return <-churned })
+	defer stopChurn()
 	kernel, app := 0, 0
 	for range 100 {
 		c := r.dial(t, "tcp4")
 		for i := range 20 {
 			req := []string{hotReq, midReq}[i%2]
 			if _, err := c.Write([]byte(req)); err != nil {
-				close(stop)
 				t.Fatal(err)
 			}
 			k, a := readInOrder(t, c, []string{req})
 			kernel, app = kernel+k, app+a
 		}
 	}
-	close(stop)
 	ps, _ := r.d.PathStats()
 	t.Logf("%d rule changes; %d replies by the kernel, %d by the application; %d fell back in the reply program",
-		<-churned, kernel, app, ps["tcp_reply_fallback"])
+		stopChurn(), kernel, app, ps["tcp_reply_fallback"])
 	r.expectNothingUnread(t)
 }
