@@ -238,5 +238,6 @@ const enum santa_service_counter *unused_santa_service_counter __attribute__((un
 const enum santa_meta_verdict *unused_santa_meta_verdict __attribute__((unused));
 const enum santa_rule_class *unused_santa_rule_class __attribute__((unused));
 const enum santa_slot_layout *unused_santa_slot_layout __attribute__((unused));
+const enum santa_index_layout *unused_santa_index_layout __attribute__((unused));
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";

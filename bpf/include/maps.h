@@ -25,13 +25,20 @@ struct {
 	__uint(max_entries, SANTA_CLOSED_RING_BYTES);
 } closed_sockets SEC(".maps");
 
-/* Region-hash index: {index_id, region, prefix end, FNV-1a} -> candidates. */
+/* Region-hash index: {index_id, region, prefix end, FNV-1a} -> candidates,
+ * in an open-addressing table whose entries user space places
+ * (internal/datapath/indextable.go). A probe is one array access, which
+ * the verifier inlines, and two entries share a cache line; a hash map's
+ * bucket would be a dependent cache miss of its own. */
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, SANTA_DEFAULT_MAX_RULES); /* load time */
-	__type(key, struct santa_index_key);
-	__type(value, struct santa_index_node);
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1); /* load time: a power of two */
+	__type(key, __u32);
+	__type(value, struct santa_index_entry);
 } rule_index SEC(".maps");
+
+/* rule_index's max_entries - 1, set from user space before loading. */
+volatile const __u32 santa_index_mask = 0;
 
 /* Rule bodies by slot, one map per size class (santa_abi.h). The UDP
  * classes are arrays of fixed-size chunks, created by user space as slots

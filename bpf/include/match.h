@@ -100,6 +100,54 @@ __noinline int santa_node_best(struct santa_scratch *s, struct santa_index_node 
 	return 0;
 }
 
+/* Where an index key's probe starts. internal/datapath's indexHome is the
+ * same function. */
+static __always_inline __u32 santa_index_home(const struct santa_index_key *k)
+{
+	__u32 h = k->hash ^ (k->index_id * 0x9e3779b1u) ^ ((((__u32)k->end << 8) | k->region) * 0x85ebca77u);
+
+	h ^= h >> 15;
+	h *= 0x2c1b3c6du;
+	h ^= h >> 12;
+	return h;
+}
+
+/* Where key's entry lies in rule_index, or SANTA_INDEX_TOMB if it has none:
+ * probes from the key's home up to a free position. An entry rewritten
+ * under the probe may be read torn; santa_node_best's owner check and full
+ * compare keep that harmless. A global function: the verifier checks the
+ * loop once, not at every region and depth. */
+__noinline __u32 santa_index_find(struct santa_index_key *key)
+{
+	__u32 home;
+
+	if (!key)
+		return SANTA_INDEX_TOMB;
+	home = santa_index_home(key);
+	for (__u32 i = 0; i < SANTA_INDEX_PROBES; i++) {
+		__u32 pos = (home + i) & santa_index_mask;
+		struct santa_index_entry *e = bpf_map_lookup_elem(&rule_index, &pos);
+
+		if (!e || e->key.index_id == 0)
+			break;
+		if (e->key.hash == key->hash && e->key.index_id == key->index_id && e->key.end == key->end &&
+		    e->key.region == key->region)
+			return pos;
+	}
+	return SANTA_INDEX_TOMB;
+}
+
+static __always_inline struct santa_index_node *santa_index_lookup(struct santa_index_key *key)
+{
+	__u32 pos = santa_index_find(key);
+	struct santa_index_entry *e;
+
+	if (pos == SANTA_INDEX_TOMB)
+		return NULL;
+	e = bpf_map_lookup_elem(&rule_index, &pos);
+	return e ? &e->node : NULL;
+}
+
 /* The best rule of one region: the deepest node's applicable candidate,
  * because a deeper node only holds longer conditions. */
 static __always_inline void santa_match_region(struct santa_scratch *s, struct santa_service *svc,
@@ -126,7 +174,7 @@ static __always_inline void santa_match_region(struct santa_scratch *s, struct s
 	for (int depth = 0; depth <= SANTA_MAX_DEPTH; depth++) {
 		__u32 next;
 
-		node = bpf_map_lookup_elem(&rule_index, &key);
+		node = santa_index_lookup(&key);
 		if (!node)
 			break;
 		if (santa_node_best(s, node, svc->id, plen, &found))

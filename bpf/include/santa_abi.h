@@ -83,6 +83,23 @@ struct santa_index_node {
 	__u16 pad;
 };
 
+/*
+ * rule_index is an open-addressing table in a plain array (maps.h): an
+ * entry lies at most SANTA_INDEX_PROBES - 1 positions past its home (linear
+ * probing). A position whose index_id is 0 is free and ends a probe (index
+ * ids start at 1); SANTA_INDEX_TOMB marks a deleted entry, which a probe
+ * goes on past. An enum, so that user space gets the values through BTF.
+ */
+enum santa_index_layout {
+	SANTA_INDEX_PROBES = 64,
+	SANTA_INDEX_TOMB = 0xffffffffu,
+};
+
+struct santa_index_entry {
+	struct santa_index_key key;
+	struct santa_index_node node;
+};
+
 /* Request bytes [src, src + len) go to reply bytes [dst, dst + len). */
 struct santa_copy {
 	__u16 src;

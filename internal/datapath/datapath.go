@@ -64,6 +64,7 @@ type Datapath struct {
 	reserved map[RuleID]bool     // rule ids taken by ReserveRuleIDs, not yet landed
 	slots    [ruleClasses]idPool // slot numbers by size class
 	chunks   [hugeRule]chunks    // bodies of the UDP classes
+	index    *indexTable         // where each rule_index entry lies
 	indexIDs uint32
 	pending  retiredRules // waiting for a grace period, see reclaim.go
 
@@ -116,10 +117,14 @@ func Open(opts Options) (*Datapath, error) {
 		sizeChunks(spec, m, opts.MaxRules)
 	}
 	spec.Maps["rules_huge"].MaxEntries = opts.MaxRules
-	spec.Maps["rule_index"].MaxEntries = opts.MaxRules
+	index := newIndexTable(indexPositions(opts.MaxRules))
+	spec.Maps["rule_index"].MaxEntries = uint32(len(index.keys))
 	spec.Maps["rule_stats"].MaxEntries = opts.MaxRules
 	if err := spec.Variables["santa_reply_ttl"].Set(opts.ReplyTTL); err != nil {
 		return nil, fmt.Errorf("setting reply TTL: %w", err)
+	}
+	if err := index.setMask(spec); err != nil {
+		return nil, err
 	}
 
 	d := &Datapath{
@@ -130,6 +135,7 @@ func Open(opts Options) (*Datapath, error) {
 		svcIDs:     newIDPool(0, opts.MaxServices),
 		ruleIDs:    newIDPool(0, opts.MaxRules),
 		reserved:   make(map[RuleID]bool),
+		index:      index,
 	}
 	for c := range d.slots {
 		// Slot 0 means "no candidate" in index nodes.

@@ -3,6 +3,8 @@ package datapath
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 
 	"github.com/cilium/ebpf"
 
@@ -55,32 +57,67 @@ func (d *Datapath) updateIndex(indexID uint32, old, next map[rules.IndexKey]rule
 	return d.deleteIndex(indexID, pick(reachable, old))
 }
 
-// putIndex writes the nodes at keys. The batches are independent, so they
+// putIndex writes the nodes at keys: in place for a key the table holds,
+// else at a position placed for it. The batches are independent, so they
 // go on every CPU: a million nodes take most of a second on one.
 func (d *Datapath) putIndex(indexID uint32, keys []rules.IndexKey, nodes map[rules.IndexKey]rules.IndexNode) error {
-	return errors.Join(inParts(len(keys), batchSize, func(lo, hi int) error {
-		ks := make([]santaSantaIndexKey, 0, batchSize)
-		vs := make([]santaSantaIndexNode, 0, batchSize)
-		for start := lo; start < hi; start += batchSize {
-			ks, vs = ks[:0], vs[:0]
-			for _, k := range keys[start:min(start+batchSize, hi)] {
-				ks = append(ks, indexKey(indexID, k))
-				vs = append(vs, indexNode(nodes[k]))
-			}
-			if _, err := d.objs.RuleIndex.BatchUpdate(ks, vs, nil); err != nil {
+	positions := make([]uint32, len(keys))
+	for i, k := range keys {
+		key := indexKey(indexID, k)
+		pos, ok := d.index.find(key)
+		if !ok {
+			var err error
+			if pos, err = d.index.place(key); err != nil {
 				return fmt.Errorf("writing index: %w", err)
 			}
 		}
-		return nil
-	})...)
+		positions[i] = pos
+	}
+	return d.writeIndex(positions, func(i int) santaSantaIndexNode { return indexNode(nodes[keys[i]]) })
 }
 
+// deleteIndex removes a service's entries, ignoring keys already gone.
 func (d *Datapath) deleteIndex(indexID uint32, index map[rules.IndexKey]rules.IndexNode) error {
 	keys := make([]santaSantaIndexKey, 0, len(index))
 	for k := range index {
 		keys = append(keys, indexKey(indexID, k))
 	}
-	return batchDelete(d.objs.RuleIndex, keys, "index entries")
+	return d.removeIndex(keys)
+}
+
+// removeIndex removes the entries of keys, ignoring keys already gone, and
+// writes every position that changed as the table has it now (tombstone or
+// free): a position freed after it was made a tombstone is written once.
+func (d *Datapath) removeIndex(keys []santaSantaIndexKey) error {
+	changed := make(map[uint32]bool)
+	for _, k := range keys {
+		if pos, ok := d.index.find(k); ok {
+			for _, p := range d.index.remove(pos) {
+				changed[p] = true
+			}
+		}
+	}
+	positions := slices.Collect(maps.Keys(changed))
+	return d.writeIndex(positions, func(int) santaSantaIndexNode { return santaSantaIndexNode{} })
+}
+
+// writeIndex writes the entry at each position: the key the table has
+// there and node(i), i being the position's place in positions.
+func (d *Datapath) writeIndex(positions []uint32, node func(i int) santaSantaIndexNode) error {
+	return errors.Join(inParts(len(positions), batchSize, func(lo, hi int) error {
+		vs := make([]santaSantaIndexEntry, 0, batchSize)
+		for start := lo; start < hi; start += batchSize {
+			end := min(start+batchSize, hi)
+			vs = vs[:0]
+			for i := start; i < end; i++ {
+				vs = append(vs, d.index.entry(positions[i], node(i)))
+			}
+			if _, err := d.objs.RuleIndex.BatchUpdate(positions[start:end], vs, nil); err != nil {
+				return fmt.Errorf("writing index: %w", err)
+			}
+		}
+		return nil
+	})...)
 }
 
 func pick(keys []rules.IndexKey, from map[rules.IndexKey]rules.IndexNode) map[rules.IndexKey]rules.IndexNode {

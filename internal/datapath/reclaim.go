@@ -79,7 +79,7 @@ func (d *Datapath) reclaim() {
 
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	batchDelete(d.objs.RuleIndex, d.unusedIndexKeys(batch.index), "index entries")
+	d.removeIndex(d.unusedIndexKeys(batch.index))
 	for _, s := range batch.slots {
 		d.freeSlot(s)
 	}

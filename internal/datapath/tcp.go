@@ -40,6 +40,9 @@ func (d *Datapath) loadTCP(maxConns, maxServices uint32) error {
 	}
 	spec.Maps["tcp_conns"].MaxEntries = maxConns
 	spec.Maps["listeners"].MaxEntries = maxServices
+	if err := d.index.setMask(spec); err != nil {
+		return err
+	}
 	shared := map[string]*ebpf.Map{
 		"services": d.objs.Services, "rule_index": d.objs.RuleIndex,
 		"rules_small": d.objs.RulesSmall, "rules_medium": d.objs.RulesMedium,
