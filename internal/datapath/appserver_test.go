@@ -118,12 +118,9 @@ func (s *appServer) accept4(fd int) (int, error) {
 // to give: it polls the listener itself.)
 func (s *appServer) waitPending() error {
 	for {
-		fds := []unix.PollFd{{Events: unix.POLLIN}}
-		err := s.controlListener(func(fd int) {
-			fds[0].Fd = int32(fd)
-			unix.Poll(fds, 100)
-		})
-		if err != nil || fds[0].Revents&unix.POLLIN != 0 {
+		ready := false
+		err := s.controlListener(func(fd int) { ready = pollIn(fd, 100) })
+		if err != nil || ready {
 			return err
 		}
 	}
@@ -165,7 +162,9 @@ func waitReadable(c net.Conn) {
 	raw.Read(func(fd uintptr) bool { return pollIn(int(fd), 0) })
 }
 
-// pollIn tells whether data waits on fd within timeout milliseconds.
+// pollIn tells whether, within timeout milliseconds, fd has something for
+// its next call: data (a connection, for a listener), or an error or a
+// hang-up that the call reports.
 func pollIn(fd, timeout int) bool {
 	n, _ := unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, timeout)
 	return n > 0
