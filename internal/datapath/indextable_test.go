@@ -142,15 +142,17 @@ func TestIndexTableInKernel(t *testing.T) {
 }
 
 // expectIndexMirrored checks, once the reclaimer is done, that every
-// position of rule_index holds the key user space placed there.
+// position of rule_index holds the key user space placed there. Done: none
+// is queued, and every deleted rule's id is back in the pool (a reclaim
+// gives the ids back last, once it has taken its batch off the queue).
 func (d *Datapath) expectIndexMirrored(t *testing.T) {
 	t.Helper()
 	idle := eventually(5*time.Second, 10*time.Millisecond, func() bool {
 		d.mu.Lock()
 		defer d.mu.Unlock()
-		return len(d.pending.index)+len(d.pending.slots) == 0
+		return len(d.pending.index)+len(d.pending.slots)+len(d.pending.ids) == 0 &&
+			d.ruleIDs.inUse(0) == len(d.rules)
 	})
-	time.Sleep(50 * time.Millisecond) // a reclaim taken off pending may still run
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if !idle {
