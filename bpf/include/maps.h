@@ -124,6 +124,44 @@ static __always_inline struct santa_rule *santa_rule_at(__u32 slot)
 	return rule;
 }
 
+/* Reads each cache line of *body, so that their misses are all under way
+ * at once instead of one after another as matching and the reply reach
+ * them. */
+#define santa_warm_lines(body)                                                      \
+	do {                                                                        \
+		_Pragma("unroll") for (__u32 at_ = 0; at_ < sizeof(*(body)); at_ += 64) \
+			asm volatile("" : : "r"(*(volatile __u8 *)((void *)(body) + at_))); \
+	} while (0)
+
+/* Starts reading the body in slot, before matching needs its first byte:
+ * at a million rules every line of it is a cache miss, and the reply
+ * template's lines would otherwise follow the head's. Huge (TCP) bodies
+ * are rare and long: not warmed. */
+static __always_inline void santa_warm_rule(__u32 slot)
+{
+	struct santa_rule_small *small;
+	struct santa_rule_medium *medium;
+	struct santa_rule_large *large;
+
+	switch (slot >> SANTA_SLOT_CLASS_SHIFT) {
+	case SANTA_RULE_SMALL:
+		small = santa_chunked_body(rules_small, slot, SANTA_SMALL_CHUNK_SHIFT);
+		if (small)
+			santa_warm_lines(small);
+		break;
+	case SANTA_RULE_MEDIUM:
+		medium = santa_chunked_body(rules_medium, slot, SANTA_MEDIUM_CHUNK_SHIFT);
+		if (medium)
+			santa_warm_lines(medium);
+		break;
+	case SANTA_RULE_LARGE:
+		large = santa_chunked_body(rules_large, slot, SANTA_LARGE_CHUNK_SHIFT);
+		if (large)
+			santa_warm_lines(large);
+		break;
+	}
+}
+
 /* TCP connections under a registered listener, by socket cookie
  * (santa_abi.h). Deleted when the socket closes (sock_ops state callback,
  * santa_sock_release). An earlier process's map has the same shape
@@ -207,6 +245,17 @@ static __always_inline void santa_count_rule(__u32 rule_id, __u32 bytes)
 		st->hits += 1;
 		st->bytes += bytes;
 	}
+}
+
+/* Starts reading a rule's counters ahead of santa_count_rule. At a million
+ * rules they are a cache (and TLB) miss of their own, which would otherwise
+ * wait for the rule's: its id is in the rule. */
+static __always_inline void santa_warm_rule_stats(__u32 rule_id)
+{
+	struct santa_rule_stats *st = bpf_map_lookup_elem(&rule_stats, &rule_id);
+
+	if (st)
+		asm volatile("" : : "r"(st->hits));
 }
 
 static __always_inline struct santa_scratch *santa_scratch(void)

@@ -80,6 +80,13 @@ __noinline int santa_node_best(struct santa_scratch *s, struct santa_index_node 
 {
 	if (!node || !found)
 		return 0;
+	/* The first candidate usually answers: its body and counters are read
+	 * in parallel, not one after another (docs/benchmarks.md, "Reading
+	 * ahead"). */
+	if (node->slots[0] != SANTA_SLOT_NONE) {
+		santa_warm_rule(node->slots[0]);
+		santa_warm_rule_stats(node->head_id);
+	}
 #pragma unroll
 	for (int i = 0; i < SANTA_NODE_SLOTS; i++) {
 		__u32 slot = node->slots[i];

@@ -79,6 +79,9 @@ struct santa_index_node {
 	 * SANTA_SLOT_NONE ends the list. Every condition here ends before
 	 * next_end; every condition below is longer. */
 	__u32 slots[SANTA_NODE_SLOTS];
+	/* The rule id of slots[0], the likeliest to answer: its counters are
+	 * read while the rule itself is on its way (match.h). */
+	__u32 head_id;
 	__u16 next_end; /* 0: leaf; else hash on to next_end and look up the child */
 	__u16 pad;
 };

@@ -133,7 +133,7 @@ func indexKey(indexID uint32, k rules.IndexKey) santaSantaIndexKey {
 }
 
 func indexNode(n rules.IndexNode) santaSantaIndexNode {
-	v := santaSantaIndexNode{NextEnd: n.NextEnd}
+	v := santaSantaIndexNode{NextEnd: n.NextEnd, HeadId: n.HeadID}
 	copy(v.Slots[:], n.Slots)
 	return v
 }

@@ -17,10 +17,13 @@ type IndexKey struct {
 
 // IndexNode is struct santa_index_node: up to NodeSlots rule slots, most
 // specific first, all ending before NextEnd; every condition below the node
-// is longer than all of them. NextEnd 0 marks a leaf.
+// is longer than all of them. NextEnd 0 marks a leaf. HeadID is the ID of
+// the rule in Slots[0], the likeliest to answer: the data plane reads its
+// counters while it waits for the rule itself.
 type IndexNode struct {
 	Slots   []uint32
 	NextEnd uint16
+	HeadID  uint32
 }
 
 // Entry is one rule's condition to index: Slot is where the data plane
@@ -180,7 +183,7 @@ func (b *indexBuilder) done(key IndexKey, n *pendingNode, node IndexNode) {
 // cannot keep on to its children.
 func (b *indexBuilder) split(key IndexKey, n *pendingNode) error {
 	if len(n.entries) <= NodeSlots {
-		b.done(key, n, IndexNode{Slots: slotsOf(n.entries)})
+		b.done(key, n, nodeOf(n.entries, 0))
 		return nil
 	}
 	off := int(b.regions[key.Region].Off)
@@ -209,21 +212,25 @@ func (b *indexBuilder) split(key IndexKey, n *pendingNode) error {
 		h := FNV1a(key.Hash, e.Cond.Pattern[end-off:next-off])
 		b.add(IndexKey{Region: key.Region, End: uint16(next), Hash: h}, n.depth+1, e, n.root, n.shared)
 	}
-	b.done(key, n, IndexNode{Slots: slotsOf(kept), NextEnd: uint16(next)})
+	b.done(key, n, nodeOf(kept, uint16(next)))
 	return nil
 }
 
-// slotsOf lists entries most specific first: longest pattern, then lowest ID,
-// so the kernel can stop at the first slot that matches.
-func slotsOf(entries []Entry) []uint32 {
+// nodeOf is the node holding entries, most specific first: longest
+// pattern, then lowest ID, so the kernel can stop at the first slot that
+// matches.
+func nodeOf(entries []Entry, nextEnd uint16) IndexNode {
 	slices.SortFunc(entries, func(a, b Entry) int {
 		return cmp.Or(cmp.Compare(len(b.Cond.Pattern), len(a.Cond.Pattern)), cmp.Compare(a.ID, b.ID))
 	})
-	slots := make([]uint32, len(entries))
+	n := IndexNode{Slots: make([]uint32, len(entries)), NextEnd: nextEnd}
 	for i, e := range entries {
-		slots[i] = e.Slot
+		n.Slots[i] = e.Slot
 	}
-	return slots
+	if len(entries) > 0 {
+		n.HeadID = entries[0].ID
+	}
+	return n
 }
 
 func countEqual(sorted []int, v int) int {

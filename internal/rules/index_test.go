@@ -39,6 +39,9 @@ func checkIndex(t *testing.T, regions []Region, entries []Entry, index map[Index
 		if len(n.Slots) == 0 && n.NextEnd == 0 {
 			t.Fatalf("node %+v is an empty leaf", key)
 		}
+		if len(n.Slots) > 0 && n.HeadID != bySlot[n.Slots[0]].ID {
+			t.Fatalf("node %+v has head id %d; its first slot holds rule %d", key, n.HeadID, bySlot[n.Slots[0]].ID)
+		}
 	}
 	visited := map[IndexKey]bool{}
 	deepest := 0
@@ -142,14 +145,14 @@ func TestIndexSharedPrefix(t *testing.T) {
 func TestIndexFigure3(t *testing.T) {
 	cs := conds(0, "COMSYS", 0, "COM", 3, "SYS")
 	index, depth := buildChecked(t, cs)
-	// C1 and C2 share the root of region 0, C1 (longer) first; C3 has
-	// region 1 to itself.
+	// C1 and C2 share the root of region 0, C1 (longer) first and so the
+	// head; C3 has region 1 to itself.
 	want := map[IndexKey]IndexNode{
-		{Region: 0, End: 3, Hash: FNV1a(FNVOffset, []byte("COM"))}: {Slots: []uint32{1, 2}},
-		{Region: 1, End: 6, Hash: FNV1a(FNVOffset, []byte("SYS"))}: {Slots: []uint32{3}},
+		{Region: 0, End: 3, Hash: FNV1a(FNVOffset, []byte("COM"))}: {Slots: []uint32{1, 2}, HeadID: 1000},
+		{Region: 1, End: 6, Hash: FNV1a(FNVOffset, []byte("SYS"))}: {Slots: []uint32{3}, HeadID: 1002},
 	}
 	if depth != 0 || !maps.EqualFunc(index, want, func(a, b IndexNode) bool {
-		return a.NextEnd == b.NextEnd && slices.Equal(a.Slots, b.Slots)
+		return a.NextEnd == b.NextEnd && slices.Equal(a.Slots, b.Slots) && a.HeadID == b.HeadID
 	}) {
 		t.Fatalf("index %v; want %v", index, want)
 	}
