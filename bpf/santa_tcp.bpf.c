@@ -22,6 +22,8 @@
 #include <bpf/bpf_endian.h>
 #include <bpf/bpf_core_read.h>
 
+/* The verdict and reply programs also run in tasks (maps.h, santa_add). */
+#define SANTA_TASK_CONTEXT
 #include "santa_abi.h"
 #include "maps.h"
 #include "match.h"
@@ -214,15 +216,45 @@ static __always_inline int santa_verdict_pass(struct santa_conn *conn, __u32 ser
 	return SK_PASS;
 }
 
+/* The verdict on a request the connection may have answered here, read
+ * into s. */
+static __always_inline int santa_verdict_request(struct __sk_buff *skb, struct santa_conn *conn,
+						 struct santa_service *svc, __u64 *cookie, struct santa_scratch *s,
+						 __u32 plen)
+{
+	struct santa_rule *rule;
+
+	if (bpf_skb_load_bytes(skb, 0, s->buf, plen))
+		return santa_verdict_pass(conn, svc->id, SANTA_TCP_ERROR);
+	rule = santa_tcp_match(s, svc, plen);
+	if (!rule)
+		return santa_verdict_pass(conn, svc->id, SANTA_TCP_NO_MATCH);
+	if (conn->pending >= SANTA_MAX_PENDING)
+		return santa_verdict_pass(conn, svc->id, SANTA_TCP_BUSY);
+	if (santa_app_receiving(skb, conn))
+		return santa_verdict_pass(conn, svc->id, SANTA_TCP_APP_RECEIVING);
+	if (santa_stream_ends(skb))
+		return santa_verdict_pass(conn, svc->id, SANTA_TCP_FIN);
+	/* One linear skb is sent in one piece: the reply program sees the
+	 * whole request in one message. */
+	if (bpf_skb_pull_data(skb, plen))
+		return santa_verdict_pass(conn, svc->id, SANTA_TCP_ERROR);
+	if (bpf_sk_redirect_hash(skb, &tcp_conns, cookie, 0) != SK_PASS)
+		return santa_verdict_pass(conn, svc->id, SANTA_TCP_ERROR);
+	__sync_fetch_and_add(&conn->pending, 1);
+	santa_count_tcp_path(SANTA_TCP_BOUNCED);
+	return SK_PASS;
+}
+
 SEC("sk_skb/verdict")
 int santa_tcp_verdict(struct __sk_buff *skb)
 {
 	__u64 cookie = bpf_get_socket_cookie(skb);
+	struct santa_verdict_buffer *buf;
 	struct santa_service *svc;
-	struct santa_scratch *s;
 	struct santa_conn *conn;
-	struct santa_rule *rule;
 	__u32 plen = skb->len;
+	int verdict;
 
 	conn = bpf_map_lookup_elem(&connections, &cookie);
 	if (!conn) {
@@ -242,27 +274,12 @@ int santa_tcp_verdict(struct __sk_buff *skb)
 		return santa_verdict_pass(conn, svc->id, SANTA_TCP_TOO_LONG);
 	if (santa_saw_out_of_order(skb, conn))
 		return santa_verdict_pass(conn, svc->id, SANTA_TCP_OUT_OF_ORDER);
-	s = santa_scratch();
-	if (!s || bpf_skb_load_bytes(skb, 0, s->buf, plen))
-		return santa_verdict_pass(conn, svc->id, SANTA_TCP_ERROR);
-	rule = santa_tcp_match(s, svc, plen);
-	if (!rule)
-		return santa_verdict_pass(conn, svc->id, SANTA_TCP_NO_MATCH);
-	if (conn->pending >= SANTA_MAX_PENDING)
-		return santa_verdict_pass(conn, svc->id, SANTA_TCP_BUSY);
-	if (santa_app_receiving(skb, conn))
-		return santa_verdict_pass(conn, svc->id, SANTA_TCP_APP_RECEIVING);
-	if (santa_stream_ends(skb))
-		return santa_verdict_pass(conn, svc->id, SANTA_TCP_FIN);
-	/* One linear skb is sent in one piece: the reply program sees the
-	 * whole request in one message. */
-	if (bpf_skb_pull_data(skb, plen))
-		return santa_verdict_pass(conn, svc->id, SANTA_TCP_ERROR);
-	if (bpf_sk_redirect_hash(skb, &tcp_conns, &cookie, 0) != SK_PASS)
-		return santa_verdict_pass(conn, svc->id, SANTA_TCP_ERROR);
-	__sync_fetch_and_add(&conn->pending, 1);
-	santa_count_tcp_path(SANTA_TCP_BOUNCED);
-	return SK_PASS;
+	buf = santa_take_verdict_buffer();
+	if (!buf)
+		return santa_verdict_pass(conn, svc->id, SANTA_TCP_NO_BUFFER);
+	verdict = santa_verdict_request(skb, conn, svc, &cookie, &buf->request, plen);
+	santa_give(&buf->busy);
+	return verdict;
 }
 
 /* Whether the message is one the verdict bounced: those are sent by the
@@ -346,11 +363,11 @@ int santa_tcp_reply(struct sk_msg_md *msg)
 	__sync_fetch_and_sub(&conn->pending, 1);
 
 	mem = bpf_map_lookup_elem(&reply_memory, &zero);
-	if (mem && __sync_lock_test_and_set(&mem->busy, 1))
+	if (mem && !santa_take(&mem->busy))
 		mem = NULL; /* a reply this one preempted is using it */
 	verdict = santa_reply(msg, conn, cookie, mem);
 	if (mem)
-		mem->busy = 0;
+		santa_give(&mem->busy);
 	return verdict;
 }
 

@@ -215,13 +215,24 @@ struct {
 	__type(value, struct santa_scratch);
 } scratch SEC(".maps");
 
+/* Adds v to a per-CPU counter. Programs that can run in a task (the TCP
+ * ones, which define SANTA_TASK_CONTEXT) add atomically: a softirq on the
+ * same CPU can bump the same counter in the middle of a read-modify-write,
+ * and one of the two additions would be lost. XDP and TC programs run only
+ * in softirqs, which do not interrupt one another, and add plainly. */
+#ifdef SANTA_TASK_CONTEXT
+#define santa_add(counter, v) __sync_fetch_and_add(&(counter), (v))
+#else
+#define santa_add(counter, v) ((counter) += (v))
+#endif
+
 /* Adds one to a per-CPU counter of a path-counter map. */
 static __always_inline void santa_count_in(void *counters, __u32 key)
 {
 	__u64 *n = bpf_map_lookup_elem(counters, &key);
 
 	if (n)
-		*n += 1;
+		santa_add(*n, 1);
 }
 
 static __always_inline void santa_count_path(__u32 path)
@@ -234,7 +245,7 @@ static __always_inline void santa_count_service(__u32 service_id, __u32 counter)
 	struct santa_service_stats *st = bpf_map_lookup_elem(&service_stats, &service_id);
 
 	if (st && counter < SANTA_SVC_NCOUNTERS)
-		st->packets[counter] += 1;
+		santa_add(st->packets[counter], 1);
 }
 
 static __always_inline void santa_count_rule(__u32 rule_id, __u32 bytes)
@@ -242,8 +253,8 @@ static __always_inline void santa_count_rule(__u32 rule_id, __u32 bytes)
 	struct santa_rule_stats *st = bpf_map_lookup_elem(&rule_stats, &rule_id);
 
 	if (st) {
-		st->hits += 1;
-		st->bytes += bytes;
+		santa_add(st->hits, 1);
+		santa_add(st->bytes, bytes);
 	}
 }
 

@@ -321,6 +321,7 @@ enum santa_tcp_path {
 	SANTA_TCP_APP_RECEIVING,   /* verdict: the application is inside a receive call on the connection */
 	SANTA_TCP_FIN,             /* verdict: the segment also ends the client's stream, or the stream has ended */
 	SANTA_TCP_FIN_HELD,        /* cgroup skb: a client's FIN dropped, to come again once the kernel has sent its replies */
+	SANTA_TCP_NO_BUFFER,       /* verdict: every request buffer of its CPU was taken by runs it interrupted */
 	SANTA_TCP_NPATHS,
 };
 

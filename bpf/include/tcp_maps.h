@@ -62,6 +62,64 @@ struct {
 	__type(value, struct santa_reply_memory);
 } reply_memory SEC(".maps");
 
+/* Where the verdict reads a request. It runs in a softirq, and also in a
+ * task: when a socket's lock is released, the segments that waited behind
+ * it go through the verdict with softirqs enabled, and so do requests that
+ * came before accept() (santa_answer_early_requests). A softirq on the same
+ * CPU (another connection's verdict, the UDP programs, which share the
+ * scratch map) can run in the middle of a task's verdict, and on a
+ * preemptible kernel another task can: before these buffers, such a run
+ * overwrote the request under the verdict it interrupted, which then
+ * passed the request, and its connection, to the application. Each run
+ * takes the first free buffer; nesting deeper than this passes. */
+#define SANTA_VERDICT_BUFFERS 3
+
+struct santa_verdict_buffer {
+	__u32 busy;
+	struct santa_scratch request;
+};
+
+struct santa_verdict_memory {
+	struct santa_verdict_buffer buffers[SANTA_VERDICT_BUFFERS];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct santa_verdict_memory);
+} verdict_memory SEC(".maps");
+
+/* Per-CPU memory guarded by a busy flag: santa_take says whether it was
+ * free (and takes it), santa_give gives it back once every access to it is
+ * done. Both exchange: a plain store could become visible before the
+ * reads it follows on some architectures. */
+static __always_inline int santa_take(__u32 *busy)
+{
+	return !__sync_lock_test_and_set(busy, 1);
+}
+
+static __always_inline void santa_give(__u32 *busy)
+{
+	__sync_lock_test_and_set(busy, 0);
+}
+
+/* A free request buffer of this CPU, now taken, or NULL. */
+static __always_inline struct santa_verdict_buffer *santa_take_verdict_buffer(void)
+{
+	struct santa_verdict_memory *m;
+	__u32 zero = 0;
+
+	m = bpf_map_lookup_elem(&verdict_memory, &zero);
+	if (!m)
+		return NULL;
+#pragma unroll
+	for (int i = 0; i < SANTA_VERDICT_BUFFERS; i++)
+		if (santa_take(&m->buffers[i].busy))
+			return &m->buffers[i];
+	return NULL;
+}
+
 static __always_inline void santa_count_tcp_path(__u32 path)
 {
 	santa_count_in(&tcp_path_stats, path);

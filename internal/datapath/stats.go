@@ -118,6 +118,7 @@ var tcpPathNames = map[santaTcpSantaTcpPath]string{
 	santaTcpSantaTcpPathSANTA_TCP_APP_RECEIVING:  "tcp_app_receiving",
 	santaTcpSantaTcpPathSANTA_TCP_FIN:            "tcp_fin",
 	santaTcpSantaTcpPathSANTA_TCP_FIN_HELD:       "tcp_fin_held",
+	santaTcpSantaTcpPathSANTA_TCP_NO_BUFFER:      "tcp_no_buffer",
 }
 
 // pathNames are the enum santa_path names, lower-cased, for reports.

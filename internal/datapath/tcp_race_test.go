@@ -18,7 +18,11 @@ import (
 // received on the other, in a softirq an IPI starts in the middle of
 // whatever runs there, often the sockmap worker running the reply program.
 // When that program shared its per-CPU scratch with the verdict, connections
-// got replies built from other connections' requests.
+// got replies built from other connections' requests. And the verdict itself
+// runs in a task when a socket's lock is released: while it read requests
+// into the shared scratch, a softirq could overwrite one under it (the
+// request passed, the connection's reads timed out), and while it added to
+// its counters plainly, increments were lost (bounced below answered).
 func TestTCPConcurrentRepliesStayApart(t *testing.T) {
 	r := newTCPRig(t, "tcp4", "127.0.0.1:0", appServer{})
 	defer r.back()
