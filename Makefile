@@ -10,7 +10,8 @@ VMLINUX  := bpf/include/vmlinux.h
 BPF_SRC  := $(wildcard bpf/*.bpf.c bpf/include/*.h)
 # The real peers of the benchmarks (bench/dns, ...), not needed for tests.
 BENCH_PKGS := bind9 knot nsd dnsperf memcached nginx-light wrk python3-matplotlib
-GEN      := internal/datapath/santa_bpfel.go internal/datapath/santatcp_bpfel.go internal/datapath/santahandover_bpfel.go internal/xdppass/xdppass_bpfel.go internal/droponce/droponce_bpfel.go bench/gen/gen_bpfel.go
+GEN      := internal/datapath/santa_bpfel.go internal/datapath/santatcp_bpfel.go internal/datapath/santahandover_bpfel.go internal/xdppass/xdppass_bpfel.go internal/droponce/droponce_bpfel.go bench/gen/gen_bpfel.go \
+            bench/memlat/memlat_bpfel.go
 
 .PHONY: setup bench-deps build test bench report demo clean
 
@@ -35,7 +36,7 @@ $(VMLINUX):
 	bpftool btf dump file /sys/kernel/btf/vmlinux format c > $@.tmp && mv $@.tmp $@
 
 $(GEN) &: $(VMLINUX) $(filter-out $(VMLINUX),$(BPF_SRC))
-	$(GO) generate ./internal/datapath/ ./internal/xdppass/ ./internal/droponce/ ./bench/gen/
+	$(GO) generate ./internal/datapath/ ./internal/xdppass/ ./internal/droponce/ ./bench/gen/ ./bench/memlat/
 
 build: setup $(GEN)
 	$(GO) build ./...
@@ -62,4 +63,4 @@ demo: build
 	bash examples/demo.sh
 
 clean:
-	rm -f $(VMLINUX) internal/datapath/santa_bpfel.* internal/xdppass/xdppass_bpfel.* bench/gen/gen_bpfel.*
+	rm -f $(VMLINUX) $(GEN) $(GEN:.go=.o)

@@ -5,6 +5,7 @@
 #
 #   (a) bench/dataplane/cmd/dpbench: XDP ns/packet through BPF_PROG_TEST_RUN,
 #       rule sets x reply sizes x request mixes, interleaved over rounds.
+#       bench/memlat: what one random access to a BPF array costs here.
 #   (b) bench/udp-e2e: Santa vs a userspace recvmmsg/sendmmsg responder in
 #       the two-namespace veth rig (bench/rig.sh), interleaved A B A B,
 #       with the C client and with the XDP generator.
@@ -93,6 +94,7 @@ cleanup() {
 trap cleanup EXIT
 
 go build -o "$bin/dpbench" ./bench/dataplane/cmd/dpbench
+go build -o "$bin/memlat" ./bench/memlat
 go build -o "$bin/udp-e2e" ./bench/udp-e2e
 go build -o "$bin/daemon" ./bench/daemon
 go build -o "$bin/genrate" ./bench/genrate
@@ -112,6 +114,8 @@ if part a; then
 	echo "== (a) data plane through BPF_PROG_TEST_RUN" >&2
 	bounded 20m "$bin/dpbench" -rules "$dp_rules" -sizes "$dp_sizes" -rounds "$dp_rounds" -k "$dp_k" \
 		-cpu "$server_cpu"
+	# The machine's cost of a random access, the floor under (a) at 1M rules.
+	bounded 5m taskset -c "$server_cpu" "$bin/memlat"
 fi
 
 if part b; then
