@@ -29,6 +29,23 @@
 extern void *bpf_rdonly_cast(const void *obj, __u32 btf_id) __ksym;
 extern void *bpf_cast_to_kern_ctx(void *obj) __ksym;
 
+/* Where XDP and TC read the request. Only these two use it: they run in
+ * softirqs, which do not interrupt one another on a CPU. (The TCP verdict,
+ * which also runs in tasks, has buffers of its own: tcp_maps.h.) */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct santa_scratch);
+} scratch SEC(".maps");
+
+static __always_inline struct santa_scratch *santa_scratch(void)
+{
+	__u32 zero = 0;
+
+	return bpf_map_lookup_elem(&scratch, &zero);
+}
+
 /* The service owning the socket that would receive this packet, if any. The
  * socket cookie ties rules to the very socket that installed them. */
 static __always_inline struct santa_service *santa_find_service(void *ctx, struct santa_pkt *pkt,

@@ -28,8 +28,8 @@ struct {
 /* Region-hash index: {index_id, region, prefix end, FNV-1a} -> candidates,
  * in an open-addressing table whose entries user space places
  * (internal/datapath/indextable.go). A probe is one array access, which
- * the verifier inlines, and two entries share a cache line; a hash map's
- * bucket would be a dependent cache miss of its own. */
+ * the verifier inlines; a hash map's bucket would be a dependent cache miss
+ * of its own. */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, 1); /* load time: a power of two */
@@ -208,13 +208,6 @@ struct santa_scratch {
 	__u8 buf[SANTA_SCRATCH_LEN];
 };
 
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, struct santa_scratch);
-} scratch SEC(".maps");
-
 /* Adds v to a per-CPU counter. Programs that can run in a task (the TCP
  * ones, which define SANTA_TASK_CONTEXT) add atomically: a softirq on the
  * same CPU can bump the same counter in the middle of a read-modify-write,
@@ -267,13 +260,6 @@ static __always_inline void santa_warm_rule_stats(__u32 rule_id)
 
 	if (st)
 		asm volatile("" : : "r"(st->hits));
-}
-
-static __always_inline struct santa_scratch *santa_scratch(void)
-{
-	__u32 zero = 0;
-
-	return bpf_map_lookup_elem(&scratch, &zero);
 }
 
 #endif /* SANTA_MAPS_H */

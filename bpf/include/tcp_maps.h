@@ -66,12 +66,12 @@ struct {
  * task: when a socket's lock is released, the segments that waited behind
  * it go through the verdict with softirqs enabled, and so do requests that
  * came before accept() (santa_answer_early_requests). A softirq on the same
- * CPU (another connection's verdict, the UDP programs, which share the
- * scratch map) can run in the middle of a task's verdict, and on a
- * preemptible kernel another task can: before these buffers, such a run
- * overwrote the request under the verdict it interrupted, which then
- * passed the request, and its connection, to the application. Each run
- * takes the first free buffer; nesting deeper than this passes. */
+ * CPU (another connection's verdict) can run in the middle of a task's
+ * verdict, and on a preemptible kernel another task can: when the verdict
+ * read requests into the UDP programs' scratch, such a run overwrote the
+ * request under the verdict it interrupted, which then passed the request,
+ * and its connection, to the application. Each run takes the first free
+ * buffer; nesting deeper than this passes. */
 #define SANTA_VERDICT_BUFFERS 3
 
 struct santa_verdict_buffer {

@@ -19,8 +19,7 @@ import (
 // someone else's change. A tombstone followed by a free position is freed
 // (no probe needs to pass it), so tombstones do not pile up at the ends of
 // runs. The table has four positions per possible entry: at a load of 1/4,
-// linear probing takes about 1.2 positions for a hit and 1.4 for a miss,
-// mostly in one cache line (two entries share one).
+// linear probing takes about 1.2 positions for a hit and 1.4 for a miss.
 type indexTable struct {
 	keys []santaSantaIndexKey // by position; IndexId 0: free, indexTomb: deleted
 }

@@ -48,7 +48,7 @@ func (d *Datapath) loadTCP(maxConns, maxServices uint32) error {
 		"rules_small": d.objs.RulesSmall, "rules_medium": d.objs.RulesMedium,
 		"rules_large": d.objs.RulesLarge, "rules_huge": d.objs.RulesHuge,
 		"rule_stats": d.objs.RuleStats, "service_stats": d.objs.ServiceStats,
-		"scratch": d.objs.Scratch, "connections": d.objs.Connections,
+		"connections": d.objs.Connections,
 	}
 	if err := loadOnto(spec, &d.tcp, shared, "TCP BPF objects"); err != nil {
 		return err
