@@ -34,6 +34,9 @@ type Config struct {
 	MaxServices uint32 `json:"max_services"`
 	// ReplyTTL is the TTL / hop limit of the data plane's replies.
 	ReplyTTL uint8 `json:"reply_ttl"`
+	// AdminGroup, a group name or number, makes the clients that were in
+	// it when they connected admins, besides uid 0. Empty: none.
+	AdminGroup string `json:"admin_group"`
 	// QuotaRules and QuotaBytes bound what each non-admin uid installs
 	// (0: unlimited); Quotas overrides them per uid.
 	QuotaRules uint32           `json:"quota_rules"`
@@ -93,8 +96,23 @@ func (c Config) check() error {
 	if c.MaxRules == 0 || c.MaxServices == 0 || c.ReplyTTL == 0 {
 		return fmt.Errorf("max_rules, max_services and reply_ttl must be at least 1")
 	}
+	if _, err := c.adminGroup(); err != nil {
+		return err
+	}
 	_, err := c.quotas()
 	return err
+}
+
+// adminGroup is the gid AdminGroup names, or noAdminGroup.
+func (c Config) adminGroup() (int64, error) {
+	if c.AdminGroup == "" {
+		return noAdminGroup, nil
+	}
+	gid, err := groupID(c.AdminGroup)
+	if err != nil {
+		return 0, fmt.Errorf("admin_group %q: %w", c.AdminGroup, err)
+	}
+	return int64(gid), nil
 }
 
 func (c Config) socketMode() (os.FileMode, error) {

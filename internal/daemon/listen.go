@@ -59,17 +59,26 @@ func listen(cfg Config) (*net.UnixListener, error) {
 // defaultGroup if it exists, else -1 (santad's own).
 func socketGroup(name string) (int, error) {
 	if name == "" {
-		if g, err := user.LookupGroup(defaultGroup); err == nil {
-			return strconv.Atoi(g.Gid)
+		if gid, err := groupID(defaultGroup); err == nil {
+			return gid, nil
 		}
 		return -1, nil
 	}
-	if gid, err := strconv.Atoi(name); err == nil {
-		return gid, nil
+	gid, err := groupID(name)
+	if err != nil {
+		return 0, fmt.Errorf("socket group: %w", err)
+	}
+	return gid, nil
+}
+
+// groupID is the gid of a group number or name.
+func groupID(name string) (int, error) {
+	if gid, err := strconv.ParseUint(name, 10, 32); err == nil {
+		return int(gid), nil
 	}
 	g, err := user.LookupGroup(name)
 	if err != nil {
-		return 0, fmt.Errorf("socket group: %w", err)
+		return 0, err
 	}
 	return strconv.Atoi(g.Gid)
 }
@@ -87,7 +96,7 @@ func (s *Server) Accept(l *net.UnixListener) {
 			time.Sleep(100 * time.Millisecond)
 			continue
 		}
-		peer, err := peerOf(c)
+		peer, err := peerOf(c, s.adminGroup)
 		if err != nil {
 			s.log.Error("reading a client's credentials", "err", err)
 			c.Close()

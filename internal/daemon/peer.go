@@ -1,95 +1,80 @@
 package daemon
 
 import (
-	"bufio"
 	"fmt"
 	"net"
-	"os"
-	"strconv"
-	"strings"
+	"slices"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
-
-// capNetAdmin is CAP_NET_ADMIN's bit in /proc/PID/status's CapEff.
-const capNetAdmin = 12
 
 // Peer is who is at the other end of a connection, as the kernel recorded
 // it at connect time.
 type Peer struct {
 	UID, GID uint32
 	PID      int32
-	// Admin may touch every service: uid 0, or CAP_NET_ADMIN in santad's
-	// user namespace.
+	// Admin may touch every service and has no quota.
 	Admin bool
 }
 
-// peerOf reads SO_PEERCRED and decides whether the peer is an admin.
-func peerOf(c *net.UnixConn) (Peer, error) {
+// noAdminGroup is adminGroup when no group makes its members admins.
+const noAdminGroup = -1
+
+// peerOf reads the credentials the kernel recorded when the client
+// connected, and decides from them alone whether it is an admin: uid 0, or
+// a member of adminGroup (its gid or one of its supplementary groups), if
+// that is not noAdminGroup.
+//
+// Nothing is read from the client's process as it is now: a process may
+// connect unprivileged and gain privileges later at the same pid (exec a
+// setuid program), or hand the connection to one that has them; what it
+// was at connect time is what it proved. The kernel gives the ids in
+// santad's user namespace, so a container's root, mapped to another uid
+// here, is not uid 0.
+func peerOf(c *net.UnixConn, adminGroup int64) (Peer, error) {
 	raw, err := c.SyscallConn()
 	if err != nil {
 		return Peer{}, err
 	}
 	var cred *unix.Ucred
-	pidfd := -1
-	var credErr error
+	var groups []uint32
+	var credErr, groupsErr error
 	err = raw.Control(func(fd uintptr) {
 		cred, credErr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
-		// The pidfd pins the peer's identity: a pid read later could be
-		// another process's by then (Linux 6.5; without it, the pid alone).
-		if n, err := unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_PEERPIDFD); err == nil {
-			pidfd = n
+		if credErr == nil && adminGroup != noAdminGroup {
+			groups, groupsErr = peerGroups(int(fd))
 		}
 	})
-	if err == nil {
-		err = credErr
-	}
-	if err != nil {
-		return Peer{}, fmt.Errorf("reading SO_PEERCRED: %w", err)
-	}
-	if pidfd >= 0 {
-		defer unix.Close(pidfd)
+	switch {
+	case err != nil:
+		return Peer{}, err
+	case credErr != nil:
+		return Peer{}, fmt.Errorf("reading SO_PEERCRED: %w", credErr)
+	case groupsErr != nil:
+		return Peer{}, fmt.Errorf("reading SO_PEERGROUPS: %w", groupsErr)
 	}
 	p := Peer{UID: cred.Uid, GID: cred.Gid, PID: cred.Pid}
-	p.Admin = p.UID == 0 || hasNetAdmin(p.PID, pidfd)
+	p.Admin = p.UID == 0 || (adminGroup != noAdminGroup &&
+		(int64(p.GID) == adminGroup || slices.Contains(groups, uint32(adminGroup))))
 	return p, nil
 }
 
-// hasNetAdmin reports whether process pid has CAP_NET_ADMIN in effect in
-// santad's user namespace: a capability held in a user namespace of its
-// own (a container's root) grants nothing here.
-func hasNetAdmin(pid int32, pidfd int) bool {
-	if pid <= 0 || !sameUserNS(pid) {
-		return false
-	}
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return false
-	}
-	defer f.Close()
-	var capEff uint64
-	found := false
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "CapEff:"); ok {
-			capEff, err = strconv.ParseUint(strings.TrimSpace(v), 16, 64)
-			found = err == nil
-			break
+// peerGroups reads SO_PEERGROUPS: the supplementary groups of the peer as
+// they were when it connected. x/sys/unix has no wrapper for it.
+func peerGroups(fd int) ([]uint32, error) {
+	groups := make([]uint32, 64)
+	for {
+		size := uint32(len(groups) * 4)
+		_, _, errno := unix.Syscall6(unix.SYS_GETSOCKOPT, uintptr(fd), unix.SOL_SOCKET, unix.SO_PEERGROUPS,
+			uintptr(unsafe.Pointer(&groups[0])), uintptr(unsafe.Pointer(&size)), 0)
+		switch {
+		case errno == unix.ERANGE: // size is now what it takes
+			groups = make([]uint32, size/4)
+		case errno != 0:
+			return nil, errno
+		default:
+			return groups[:size/4], nil
 		}
 	}
-	// What was read is the peer's only if the peer still lives: then its
-	// pid cannot have been reused.
-	if pidfd >= 0 && unix.PidfdSendSignal(pidfd, 0, nil, 0) != nil {
-		return false
-	}
-	return found && capEff&(1<<capNetAdmin) != 0
-}
-
-func sameUserNS(pid int32) bool {
-	var mine, theirs unix.Stat_t
-	if unix.Stat("/proc/self/ns/user", &mine) != nil ||
-		unix.Stat(fmt.Sprintf("/proc/%d/ns/user", pid), &theirs) != nil {
-		return false
-	}
-	return mine.Dev == theirs.Dev && mine.Ino == theirs.Ino
 }

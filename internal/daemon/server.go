@@ -28,12 +28,13 @@ type Dataplane interface {
 // Server answers santad's clients and keeps the state, the journal and
 // the data plane in step.
 type Server struct {
-	dp       Dataplane
-	log      *slog.Logger
-	quotas   quotaPolicy
-	capacity uint32 // rules per host
-	netns    uint64 // SO_NETNS_COOKIE of santad's network namespace
-	version  string // the daemon's version text
+	dp         Dataplane
+	log        *slog.Logger
+	adminGroup int64 // gid whose members are admins, or noAdminGroup
+	quotas     quotaPolicy
+	capacity   uint32 // rules per host
+	netns      uint64 // SO_NETNS_COOKIE of santad's network namespace
+	version    string // the daemon's version text
 
 	// mu orders every change: data plane first, then state, then
 	// journal, all before the reply. Reads take it too.
@@ -59,7 +60,11 @@ func NewServer(dp Dataplane, j *journal.Journal, cfg Config, netns uint64, log *
 	if err != nil {
 		return nil, err
 	}
-	return &Server{dp: dp, log: log, quotas: q, capacity: cfg.MaxRules, netns: netns, version: Version(),
+	admins, err := cfg.adminGroup()
+	if err != nil {
+		return nil, err
+	}
+	return &Server{dp: dp, log: log, adminGroup: admins, quotas: q, capacity: cfg.MaxRules, netns: netns, version: Version(),
 		st: newState(), held: map[uint32]int64{}, journal: j, conns: map[*net.UnixConn]bool{}}, nil
 }
 
