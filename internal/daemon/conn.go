@@ -46,9 +46,11 @@ func (s *Server) Serve(c *net.UnixConn, peer Peer) {
 	oob := make([]byte, unix.CmsgSpace(4*maxFDs))
 	for {
 		n, fds, err := receive(raw, buf, oob)
-		if err != nil || n == 0 {
+		if err != nil || (n == 0 && hungUp(raw)) {
+			closeFDs(fds)
 			return // closed by either side
 		}
+		// An empty message is refused like any shorter than a header.
 		seq, reply, done := s.respond(sess, buf, n, fds)
 		closeFDs(fds)
 		msg, err := protocol.Encode(seq, reply)
@@ -93,9 +95,11 @@ func (s *Server) respond(sess *session, buf []byte, n int, fds []int) (seq uint3
 	return h.Seq, s.handle(sess, req, fds), false
 }
 
-// receive reads one datagram into buf with the descriptors it carries.
-// MSG_TRUNC makes n the datagram's real length, so that one longer than
-// buf is told from one that fills it.
+// receive reads one datagram into buf with the descriptors it carries,
+// which the caller closes whatever comes of it. MSG_TRUNC makes n the
+// datagram's real length, so that one longer than buf is told from one
+// that fills it. Descriptors that did not fit oob (MSG_CTRUNC) the kernel
+// closed itself; fds are those it passed.
 func receive(raw syscall.RawConn, buf, oob []byte) (n int, fds []int, err error) {
 	var oobn int
 	var rerr error
@@ -110,6 +114,20 @@ func receive(raw syscall.RawConn, buf, oob []byte) (n int, fds []int, err error)
 		fds = rights(oob[:oobn])
 	}
 	return n, fds, err
+}
+
+// hungUp tells the end of the connection from an empty message: on a
+// SOCK_SEQPACKET socket recvmsg returns 0 bytes for both. It is the end if
+// the client closed the connection or shut down its sending side.
+func hungUp(raw syscall.RawConn) bool {
+	hup := true
+	raw.Control(func(fd uintptr) {
+		p := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLRDHUP}}
+		if _, err := unix.Poll(p, 0); err == nil {
+			hup = p[0].Revents&(unix.POLLRDHUP|unix.POLLHUP) != 0
+		}
+	})
+	return hup
 }
 
 // rights are the descriptors of every SCM_RIGHTS message in oob.

@@ -15,6 +15,7 @@ import (
 
 	"github.com/santa-offload/santa/internal/daemon/journal"
 	"github.com/santa-offload/santa/internal/protocol"
+	"github.com/santa-offload/santa/internal/protocol/protocoltest"
 	"github.com/santa-offload/santa/internal/rules"
 )
 
@@ -76,16 +77,10 @@ func (s *testServer) connect(t *testing.T, peer Peer, hello bool) *conn {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := os.NewFile(uintptr(fds[1]), "server end")
-	nc, err := net.FileConn(f)
-	f.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	go s.Serve(nc.(*net.UnixConn), peer)
+	go s.Serve(unixConn(t, fds[1]), peer)
 	c := &conn{t: t, fd: fds[0]}
 	unix.SetsockoptTimeval(c.fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &unix.Timeval{Sec: 5})
-	t.Cleanup(func() { unix.Close(c.fd) })
+	t.Cleanup(c.close)
 	if hello {
 		c.ok(&protocol.Hello{MinVersion: 1, MaxVersion: 1, Client: "test"})
 	}
@@ -100,6 +95,35 @@ func (c *conn) send(msg []byte, fds ...int) {
 		oob = unix.UnixRights(fds...)
 	}
 	if err := unix.Sendmsg(c.fd, msg, oob, nil, 0); err != nil {
+		c.t.Fatalf("sending: %v", err)
+	}
+}
+
+// unixConn makes a *net.UnixConn of the socket fd, which it takes over.
+func unixConn(t *testing.T, fd int) *net.UnixConn {
+	t.Helper()
+	f := os.NewFile(uintptr(fd), "socket")
+	nc, err := net.FileConn(f)
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return nc.(*net.UnixConn)
+}
+
+// close closes the client end; once only, so that a descriptor number
+// reused meanwhile is not closed.
+func (c *conn) close() {
+	if c.fd >= 0 {
+		unix.Close(c.fd)
+		c.fd = -1
+	}
+}
+
+// sendEmpty sends a message of no bytes with the descriptors fds.
+func (c *conn) sendEmpty(fds ...int) {
+	c.t.Helper()
+	if err := protocoltest.SendEmpty(c.fd, fds...); err != nil {
 		c.t.Fatalf("sending: %v", err)
 	}
 }

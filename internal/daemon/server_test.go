@@ -10,8 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/santa-offload/santa/internal/daemon/journal"
 	"github.com/santa-offload/santa/internal/datapath"
 	"github.com/santa-offload/santa/internal/protocol"
@@ -466,7 +464,7 @@ func TestTransactionIDsGivenBack(t *testing.T) {
 
 	b := s.connect(t, alice, true)
 	ids = stage(b, testRules("c", 3, 8))
-	unix.Close(b.fd)
+	b.close()
 	givenBack("connection closed", ids)
 }
 

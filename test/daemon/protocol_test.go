@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/santa-offload/santa/internal/protocol"
+	"github.com/santa-offload/santa/internal/protocol/protocoltest"
 )
 
 // Garbage, truncated and oversized messages get a clear error; EPROTO and
@@ -142,6 +143,18 @@ func (c *rawConn) send(t *testing.T, msg []byte, fds ...int) {
 	}
 	if _, _, err := c.conn.WriteMsgUnix(msg, oob, nil); err != nil {
 		t.Fatalf("sending: %v", err)
+	}
+}
+
+// sendEmpty sends a message of no bytes with the descriptors fds.
+func (c *rawConn) sendEmpty(t *testing.T, fds ...int) {
+	t.Helper()
+	raw, err := c.conn.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cerr := raw.Control(func(fd uintptr) { err = protocoltest.SendEmpty(int(fd), fds...) }); cerr != nil || err != nil {
+		t.Fatalf("sending: %v, %v", cerr, err)
 	}
 }
 

@@ -1,0 +1,113 @@
+package daemon
+
+import (
+	"net"
+	"os"
+	"strings"
+	"syscall"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/santa-offload/santa/internal/protocol"
+)
+
+// Descriptors passed with a message that ends the connection are closed
+// like any others: an empty message, one too long, one that breaks the
+// protocol. Sent over and over, they leave no descriptor open, and a
+// socket passed so is really closed when its application closes it.
+func TestDescriptorsOfMessagesThatEndTheConnection(t *testing.T) {
+	s := newTestServer(t, nil)
+	status, _ := protocol.Encode(1, &protocol.Status{})
+	oversized := append(status, make([]byte, protocol.MaxMessage)...)
+	u := udp(t)
+	port := u.LocalAddr().(*net.UDPAddr).Port
+	ufd := fdOf(t, u)
+
+	before := openFDs(t)
+	for _, tc := range []struct {
+		name  string
+		hello bool
+		send  func(c *conn)
+		code  syscall.Errno
+		want  string
+	}{
+		{"empty", true, func(c *conn) { c.sendEmpty(ufd, ufd) }, syscall.EPROTO, "message is 0 bytes"},
+		{"empty, before HELLO", false, func(c *conn) { c.sendEmpty(ufd) }, syscall.EPROTO, "message is 0 bytes"},
+		{"oversized", true, func(c *conn) { c.send(oversized, ufd) }, syscall.EMSGSIZE, "the limit is"},
+		{"garbage", true, func(c *conn) { c.send([]byte("GET / HTTP/1.0\r\n\r\n"), ufd) }, syscall.EPROTO, "magic"},
+		{"before HELLO", false, func(c *conn) { c.send(status, ufd) }, syscall.EPROTO, "must be HELLO"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for range 100 {
+				c := s.connect(t, alice, tc.hello)
+				tc.send(c)
+				if e, ok := c.recv().(*protocol.Error); !ok || e.Code != tc.code || !strings.Contains(e.Message, tc.want) {
+					t.Fatalf("reply %v; want %v with %q", e, tc.code, tc.want)
+				}
+				c.closed()
+				c.close()
+			}
+		})
+	}
+	if after := openFDs(t); after != before {
+		t.Errorf("%d descriptors open before, %d after: santad kept some", before, after)
+	}
+	u.Close()
+	again, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1), Port: port})
+	if err != nil {
+		t.Fatalf("port %d still held after its socket was closed: %v", port, err)
+	}
+	again.Close()
+}
+
+// A client that closes its connection, or only its sending side, gets no
+// reply to the empty read that ends it: that is no empty message.
+func TestEndOfConnection(t *testing.T) {
+	s := newTestServer(t, nil)
+	c := s.connect(t, alice, true)
+	if err := unix.Shutdown(c.fd, unix.SHUT_WR); err != nil {
+		t.Fatal(err)
+	}
+	c.closed()
+	eventually(t, "the connection to end", func() bool { return s.connections() == 0 })
+}
+
+// When a message carries more descriptors than there is room for
+// (MSG_CTRUNC), the kernel closes those that do not fit; those that do
+// are the receiver's, and returned to be closed.
+func TestTruncatedDescriptors(t *testing.T) {
+	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(pair[0])
+	receiver := unixConn(t, pair[1])
+	defer receiver.Close()
+	raw, err := receiver.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer w.Close()
+	before := openFDs(t)
+	many := make([]int, 10)
+	for i := range many {
+		many[i] = int(r.Fd())
+	}
+	if err := unix.Sendmsg(pair[0], []byte("x"), unix.UnixRights(many...), nil, 0); err != nil {
+		t.Fatal(err)
+	}
+	n, fds, err := receive(raw, make([]byte, 16), make([]byte, unix.CmsgSpace(4*2)))
+	if err != nil || n != 1 || len(fds) != 2 {
+		t.Fatalf("received %d bytes, descriptors %v, %v; want 1 byte and the 2 that fit", n, fds, err)
+	}
+	closeFDs(fds)
+	if after := openFDs(t); after != before {
+		t.Errorf("%d descriptors open before, %d after", before, after)
+	}
+}
