@@ -21,6 +21,7 @@
 #include "match.h"
 #include "reply.h"
 #include "hook.h"
+#include "deliver.h"
 
 #define TC_ACT_OK 0
 #define TC_ACT_SHOT 2
@@ -97,6 +98,14 @@ static __always_inline int santa_xdp_exit(struct xdp_md *ctx, __u32 path, int ac
 	return action;
 }
 
+/* The device the frame came in on. */
+static __always_inline struct net_device *santa_xdp_dev(struct xdp_md *ctx)
+{
+	struct xdp_buff *xdp = bpf_cast_to_kern_ctx(ctx);
+
+	return xdp->rxq->dev;
+}
+
 SEC("xdp")
 int santa_udp(struct xdp_md *ctx)
 {
@@ -106,6 +115,7 @@ int santa_udp(struct xdp_md *ctx)
 	struct santa_service *svc;
 	struct santa_scratch *s;
 	struct santa_rule *rule;
+	struct net_device *dev;
 	__u32 path, reply_len;
 	__u64 sum;
 	int delta;
@@ -121,7 +131,14 @@ int santa_udp(struct xdp_md *ctx)
 	rule = santa_answering_rule(ctx, 1, &pkt, svc, s);
 	if (!rule)
 		goto pass;
+	/* Checked only now, so that only the packets to be answered pay. */
+	dev = santa_xdp_dev(ctx);
+	path = santa_check_delivery(dev, data, data_end, &pkt);
+	if (path != SANTA_PARSED)
+		return santa_xdp_exit(ctx, path, XDP_PASS);
 	reply_len = rule->reply_len;
+	if (!santa_reply_fits(dev, &pkt, reply_len))
+		goto over_mtu;
 	/* A failed check may be a checksum left to offload by a local sender:
 	 * TC sees the skb's checksum state and decides. */
 	if (!santa_request_csum_ok(&pkt, s))
@@ -146,6 +163,9 @@ int santa_udp(struct xdp_md *ctx)
 fallback:
 	santa_count_service(svc->id, SANTA_SVC_FALLBACK);
 	return santa_xdp_exit(ctx, SANTA_PATH_FALLBACK, XDP_PASS);
+over_mtu:
+	santa_count_service(svc->id, SANTA_SVC_PASSED);
+	return santa_xdp_exit(ctx, SANTA_PATH_OVER_MTU, XDP_PASS);
 pass:
 	santa_count_service(svc->id, SANTA_SVC_PASSED);
 	return santa_xdp_exit(ctx, SANTA_PATH_SERVICE_PASS, XDP_PASS);
@@ -200,12 +220,19 @@ int santa_udp_tc(struct __sk_buff *skb)
 	rule = santa_answering_rule(skb, 0, &pkt, svc, s);
 	if (!rule)
 		goto pass;
+	kskb = bpf_cast_to_kern_ctx(skb);
+	path = santa_check_delivery(kskb->dev, (void *)(long)skb->data, (void *)(long)skb->data_end, &pkt);
+	if (path != SANTA_PARSED)
+		return santa_tc_exit(path, TC_ACT_OK);
 	reply_len = rule->reply_len;
+	if (!santa_reply_fits(kskb->dev, &pkt, reply_len)) {
+		santa_count_service(svc->id, SANTA_SVC_PASSED);
+		return santa_tc_exit(SANTA_PATH_OVER_MTU, TC_ACT_OK);
+	}
 
 	/* A locally sent request (loopback, veth) may carry only a partial
 	 * checksum, which the stack trusts; so do we. Its reply keeps the
 	 * partial state, so it carries the pseudo-header seed, not a sum. */
-	kskb = bpf_cast_to_kern_ctx(skb);
 	partial = BPF_CORE_READ_BITFIELD(kskb, ip_summed) == CHECKSUM_PARTIAL;
 	if (!partial && !santa_request_csum_ok(&pkt, s)) {
 		santa_count_service(svc->id, SANTA_SVC_BAD_CSUM);
@@ -256,5 +283,6 @@ const enum santa_meta_verdict *unused_santa_meta_verdict __attribute__((unused))
 const enum santa_rule_class *unused_santa_rule_class __attribute__((unused));
 const enum santa_slot_layout *unused_santa_slot_layout __attribute__((unused));
 const enum santa_index_layout *unused_santa_index_layout __attribute__((unused));
+const enum santa_addr_kind *unused_santa_addr_kind __attribute__((unused));
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";

@@ -12,6 +12,7 @@
 #define IPPROTO_UDP 17
 #define IP_MF 0x2000
 #define IP_OFFSET 0x1FFF
+#define ETH_ALEN 6
 
 /* parse() result for a packet worth matching; any other value is a path. */
 #define SANTA_PARSED SANTA_PATH_NCOUNTERS
@@ -30,6 +31,21 @@ static __always_inline int santa_v4_unicast(__be32 addr)
 	__u32 a = bpf_ntohl(addr);
 
 	return (a >> 28) != 0xe && a != 0xffffffff && a != 0;
+}
+
+/* ip_rcv_core drops an IPv4 header whose checksum is wrong. The ten words
+ * of an option-less header sum to at most 20 bits: two folds suffice. */
+static __always_inline int santa_ip_header_ok(const struct iphdr *ip)
+{
+	const __u16 *w = (const __u16 *)ip;
+	__u32 sum = 0;
+
+#pragma unroll
+	for (int i = 0; i < sizeof(*ip) / 2; i++)
+		sum += w[i];
+	sum = (sum & 0xffff) + (sum >> 16);
+	sum = (sum & 0xffff) + (sum >> 16);
+	return sum == 0xffff;
 }
 
 /* frame_len is the whole frame (XDP: data_end - data; TC: skb->len); only the
@@ -54,6 +70,8 @@ static __always_inline __u32 santa_parse(void *data, void *data_end, __u32 frame
 			return SANTA_PATH_NOT_IP;
 		if (ip->ihl != 5)
 			return SANTA_PATH_IP_OPTIONS;
+		if (!santa_ip_header_ok(ip))
+			return SANTA_PATH_BAD_IP_CSUM;
 		if (ip->frag_off & bpf_htons(IP_MF | IP_OFFSET))
 			return SANTA_PATH_FRAGMENT;
 		if (ip->protocol != IPPROTO_UDP)

@@ -13,7 +13,6 @@
 volatile const __u8 santa_reply_ttl = 64;
 
 #define IP_DF 0x4000
-#define ETH_ALEN 6
 
 static __always_inline void santa_swap_mac(struct ethhdr *eth)
 {

@@ -225,8 +225,36 @@ enum santa_path {
 	SANTA_PATH_FALLBACK,     /* left for the TC program: reply too big for the XDP frame */
 	SANTA_PATH_SEEN_BY_XDP,  /* TC: XDP already examined and passed this packet */
 	SANTA_PATH_TX_ERROR,     /* TC: building or redirecting the reply failed; the request passes */
+	SANTA_PATH_BAD_IP_CSUM,  /* IPv4 header checksum wrong: the stack drops it */
+	SANTA_PATH_NOT_FOR_HOST, /* frame not addressed to this interface's MAC, or from a group MAC */
+	SANTA_PATH_NOT_LOCAL,    /* destination not an address of this host: the stack forwards or drops it */
+	SANTA_PATH_MARTIAN,      /* source or destination the stack drops on this interface (loopback, own, broadcast) */
+	SANTA_PATH_OVER_MTU,     /* the reply would not fit the interface's MTU: the application answers */
 	SANTA_PATH_NCOUNTERS,
 };
+
+/*
+ * The host's own addresses, as the kernel's local routing table has them
+ * (user space keeps this map in sync): a packet is delivered locally only
+ * if its destination is one (kind SANTA_ADDR_LOCAL); a source that is one,
+ * or a broadcast address, is a martian off loopback. IPv4 addresses fill
+ * addr[0..3], the rest zero. An IPv6 link-local address is bound to its
+ * interface (ifindex); every other entry has ifindex 0.
+ */
+struct santa_addr_key {
+	__u32 ifindex;
+	__u8 family; /* 4 or 6 */
+	__u8 pad[3];
+	__u8 addr[16];
+};
+
+enum santa_addr_kind {
+	SANTA_ADDR_LOCAL = 1,
+	SANTA_ADDR_BROADCAST = 2,
+};
+
+/* Entries of the local address map; a host with more passes the rest. */
+#define SANTA_MAX_LOCAL_ADDRS 16384
 
 /*
  * XDP leaves this in the packet's metadata when it passes a packet, so that

@@ -7,6 +7,7 @@ package datapath
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"sync"
@@ -44,6 +45,8 @@ type Options struct {
 	// services can be restored (RestoreService). Otherwise Open detaches
 	// them and starts from nothing.
 	KeepLinks bool
+	// Log receives what goes wrong in the background (default: discarded).
+	Log *slog.Logger
 }
 
 // Datapath is a loaded data plane. Its methods are safe for concurrent use.
@@ -69,6 +72,7 @@ type Datapath struct {
 	pending  retiredRules // waiting for a grace period, see reclaim.go
 
 	watcher *socketWatcher // nil until WatchSockets
+	addrs   *localAddrs    // the host's addresses, followed from Open to Close
 
 	previous *ebpf.Map   // an earlier process's services (KeepLinks), until EndRestore
 	prevTCP  *connMaps   // an earlier process's connections, until HandOverConnections
@@ -156,6 +160,15 @@ func Open(opts Options) (*Datapath, error) {
 		d.tcp.Close()
 		d.objs.Close()
 		return nil, err
+	}
+	if opts.Log == nil {
+		opts.Log = slog.New(slog.DiscardHandler)
+	}
+	if d.addrs, err = followLocalAddrs(d.objs.LocalAddrs, opts.Log); err != nil {
+		d.barrier.Close()
+		d.tcp.Close()
+		d.objs.Close()
+		return nil, fmt.Errorf("reading the host's addresses: %w", err)
 	}
 	d.kick, d.reclaimed = make(chan struct{}, 1), make(chan struct{})
 	go d.reclaimLoop()
@@ -247,6 +260,9 @@ func detachStale(dir string) error {
 // stay: the data plane keeps answering until Unpin.
 func (d *Datapath) Close() error {
 	d.stopWatching()
+	if d.addrs != nil {
+		d.addrs.stop()
+	}
 	d.EndRestore()
 	if d.prevTCP != nil {
 		d.prevTCP.Close()

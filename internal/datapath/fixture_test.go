@@ -80,9 +80,11 @@ func register(t testing.TB, d *Datapath, c *net.UDPConn) ServiceID {
 
 func local(c *net.UDPConn) netip.AddrPort { return c.LocalAddr().(*net.UDPAddr).AddrPort() }
 
+// The test run's device is loopback, whose address is all zeros: a frame
+// for any other MAC is not for this host.
 var (
 	clientMAC = [6]byte{0x02, 0, 0, 0, 0, 0x01}
-	serverMAC = [6]byte{0x02, 0, 0, 0, 0, 0x02}
+	serverMAC = [6]byte{}
 )
 
 func request(to netip.AddrPort, payload []byte) pkttest.UDPFrame {
@@ -170,6 +172,7 @@ func TestXDPFixtures(t *testing.T) {
 	query := pkttest.DNSQuery(0xbeef, "www.example.com")
 	fragment := request(to4, []byte("Hello")).Bytes()
 	fragment[14+6] |= 0x20 // more fragments
+	pkttest.FixIPv4Checksum(fragment)
 	options := request(to4, []byte("Hello")).Bytes()
 	options[14] = 0x46 // ihl 6: the data plane must not look further
 	truncated := request(to4, []byte("Hello")).Bytes()
@@ -180,6 +183,7 @@ func TestXDPFixtures(t *testing.T) {
 	noCsum.NoUDPCsum = true
 	tcpFrame := request(to4, []byte("Hello")).Bytes()
 	tcpFrame[14+9] = 6
+	pkttest.FixIPv4Checksum(tcpFrame)
 
 	cases := []struct {
 		name     string

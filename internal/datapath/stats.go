@@ -137,6 +137,11 @@ var pathNames = map[santaSantaPath]string{
 	santaSantaPathSANTA_PATH_FALLBACK:     "fallback",
 	santaSantaPathSANTA_PATH_SEEN_BY_XDP:  "seen_by_xdp",
 	santaSantaPathSANTA_PATH_TX_ERROR:     "tx_error",
+	santaSantaPathSANTA_PATH_BAD_IP_CSUM:  "bad_ip_csum",
+	santaSantaPathSANTA_PATH_NOT_FOR_HOST: "not_for_host",
+	santaSantaPathSANTA_PATH_NOT_LOCAL:    "not_local",
+	santaSantaPathSANTA_PATH_MARTIAN:      "martian",
+	santaSantaPathSANTA_PATH_OVER_MTU:     "over_mtu",
 }
 
 func pathName(p santaSantaPath) string {

@@ -1,0 +1,117 @@
+/* SPDX-License-Identifier: (GPL-2.0 OR BSD-2-Clause) */
+/* Would the kernel itself deliver this request to a local socket? The data
+ * plane runs before the stack, so it makes the stack's own checks before it
+ * answers: what ip_rcv and the input route lookup drop never gets a reply.
+ * Parsing (parse.h) refuses what is not plainly a unicast UDP datagram; this
+ * adds what needs the interface or the host's addresses. A packet that fails
+ * passes untouched, and the stack then drops it as it would without Santa.
+ * See docs/operations.md, "Threat model". */
+#ifndef SANTA_DELIVER_H
+#define SANTA_DELIVER_H
+
+#include "santa_abi.h"
+#include "parse.h"
+
+/* The host's addresses (santa_abi.h, struct santa_addr_key), kept by user
+ * space from the kernel's local routing table. Empty until the first sync:
+ * then nothing is answered. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, SANTA_MAX_LOCAL_ADDRS);
+	__type(key, struct santa_addr_key);
+	__type(value, __u32); /* enum santa_addr_kind */
+} local_addrs SEC(".maps");
+
+/* The kind of addr (an address of the request, 4 or 16 bytes) in
+ * local_addrs, or 0 if it is none of the host's. */
+static __always_inline __u32 santa_addr_kind(const struct santa_pkt *pkt, const void *addr, __u32 ifindex)
+{
+	struct santa_addr_key key = {};
+	__u32 *kind;
+
+	if (pkt->ipv6) {
+		key.family = 6;
+		__builtin_memcpy(key.addr, addr, 16);
+		/* fe80::/10 is scoped to its link. */
+		if (key.addr[0] == 0xfe && (key.addr[1] & 0xc0) == 0x80)
+			key.ifindex = ifindex;
+	} else {
+		key.family = 4;
+		__builtin_memcpy(key.addr, addr, 4);
+	}
+	kind = bpf_map_lookup_elem(&local_addrs, &key);
+	return kind ? *kind : 0;
+}
+
+/* What ip_rcv_core, ip6_rcv_core and the route lookup drop off loopback
+ * whatever the host's addresses: loopback addresses on the wire, a "this
+ * network" (0/8) IPv4 source, an IPv4-mapped IPv6 source. */
+static __always_inline int santa_martian_pattern(const struct santa_pkt *pkt)
+{
+	if (pkt->ipv6) {
+		const __u32 *s = (const __u32 *)pkt->tuple.ipv6.saddr;
+		const __u32 *d = (const __u32 *)pkt->tuple.ipv6.daddr;
+		__u32 one = bpf_htonl(1);
+
+		if ((s[0] | s[1] | s[2]) == 0 && s[3] == one)
+			return 1;
+		if ((d[0] | d[1] | d[2]) == 0 && d[3] == one)
+			return 1;
+		return (s[0] | s[1]) == 0 && s[2] == bpf_htonl(0xffff);
+	}
+	__u8 s = ((const __u8 *)&pkt->tuple.ipv4.saddr)[0];
+	__u8 d = ((const __u8 *)&pkt->tuple.ipv4.daddr)[0];
+
+	return s == 127 || d == 127 || s == 0;
+}
+
+static __always_inline int santa_mac_equal(const __u8 *a, const __u8 *b)
+{
+	return *(const __u32 *)a == *(const __u32 *)b && *(const __u16 *)(a + 4) == *(const __u16 *)(b + 4);
+}
+
+/* SANTA_PARSED if the kernel would deliver the request that came in on dev
+ * in the frame at data to a local socket, else the path that says why not. */
+static __always_inline __u32 santa_check_delivery(struct net_device *dev, void *data, void *data_end,
+						  const struct santa_pkt *pkt)
+{
+	int loopback = dev->flags & IFF_LOOPBACK;
+	__u32 ifindex = dev->ifindex;
+	struct ethhdr *eth = data;
+
+	if ((void *)(eth + 1) > data_end)
+		return SANTA_PATH_BAD_LENGTH;
+
+	/* eth_type_trans: a frame for another MAC is PACKET_OTHERHOST, and
+	 * only PACKET_HOST reaches a socket as unicast. dev_addr is a pointer
+	 * the verifier will not follow; dev_addr_shadow is the copy of the
+	 * same bytes that dev_addr_mod keeps inside struct net_device. A group
+	 * source MAC is no host's: a reply to it would be a broadcast. */
+	if (!santa_mac_equal(eth->h_dest, dev->dev_addr_shadow) || (eth->h_source[0] & 1))
+		return SANTA_PATH_NOT_FOR_HOST;
+	if (!loopback && santa_martian_pattern(pkt))
+		return SANTA_PATH_MARTIAN;
+	/* 127.0.0.0/8 is one local route on loopback, not 2^24 addresses in
+	 * the map; off loopback it is a martian, refused above. */
+	if (!(loopback && !pkt->ipv6 && ((const __u8 *)&pkt->tuple.ipv4.daddr)[0] == 127) &&
+	    santa_addr_kind(pkt, pkt->ipv6 ? (void *)pkt->tuple.ipv6.daddr : (void *)&pkt->tuple.ipv4.daddr,
+			    ifindex) != SANTA_ADDR_LOCAL)
+		return SANTA_PATH_NOT_LOCAL;
+	/* fib_validate_source: a packet from one of the host's own addresses,
+	 * or from a broadcast address, is a martian unless it came over
+	 * loopback. */
+	if (!loopback && santa_addr_kind(pkt, pkt->ipv6 ? (void *)pkt->tuple.ipv6.saddr : (void *)&pkt->tuple.ipv4.saddr,
+					 ifindex))
+		return SANTA_PATH_MARTIAN;
+	return SANTA_PARSED;
+}
+
+/* Whether a reply of reply_len payload bytes to pkt fits dev's MTU: the
+ * application's own reply would be fragmented (IPv4) or refused, never sent
+ * whole, and a frame over the MTU is dropped by the device. */
+static __always_inline int santa_reply_fits(struct net_device *dev, const struct santa_pkt *pkt, __u32 reply_len)
+{
+	return pkt->payload_off - pkt->l3_off + reply_len <= dev->mtu;
+}
+
+#endif /* SANTA_DELIVER_H */
