@@ -37,20 +37,25 @@ type Config struct {
 	// AdminGroup, a group name or number, makes the clients that were in
 	// it when they connected admins, besides uid 0. Empty: none.
 	AdminGroup string `json:"admin_group"`
-	// QuotaRules and QuotaBytes bound what each non-admin uid installs
-	// (0: unlimited); Quotas overrides them per uid.
-	QuotaRules uint32           `json:"quota_rules"`
-	QuotaBytes uint64           `json:"quota_bytes"`
-	Quotas     map[string]Quota `json:"quotas"`
+	// QuotaRules and QuotaBytes bound what each non-admin uid installs,
+	// QuotaServices how many sockets it attaches (0: unlimited); Quotas
+	// overrides them per uid.
+	QuotaRules    uint32           `json:"quota_rules"`
+	QuotaBytes    uint64           `json:"quota_bytes"`
+	QuotaServices uint32           `json:"quota_services"`
+	Quotas        map[string]Quota `json:"quotas"`
 	// MetricsAddr, if set, serves Prometheus metrics over HTTP there.
 	MetricsAddr string `json:"metrics_addr"`
 }
 
-// Quota bounds the rules of one uid: their number and their bytes
-// (pattern plus reply length). 0 is unlimited.
+// Quota bounds what one uid holds: its rules, their bytes (pattern plus
+// reply length) and its services. 0 is unlimited. Services left out of a
+// quotas entry (nil) is QuotaServices: an entry written before the key
+// existed must not lift the limit.
 type Quota struct {
-	Rules uint32 `json:"rules"`
-	Bytes uint64 `json:"bytes"`
+	Rules    uint32  `json:"rules"`
+	Bytes    uint64  `json:"bytes"`
+	Services *uint32 `json:"services,omitempty"`
 }
 
 // DefaultConfig is the configuration without a file or flags.
@@ -66,6 +71,9 @@ func DefaultConfig() Config {
 		ReplyTTL:    64,
 		QuotaRules:  65536,
 		QuotaBytes:  64 << 20,
+		// A server rarely needs more than a few sockets; 64 uids at
+		// their quota fill the default max_services.
+		QuotaServices: 64,
 	}
 }
 
@@ -125,11 +133,15 @@ func (c Config) socketMode() (os.FileMode, error) {
 
 // quotas is the quota policy the configuration describes.
 func (c Config) quotas() (quotaPolicy, error) {
-	p := quotaPolicy{def: Quota{Rules: c.QuotaRules, Bytes: c.QuotaBytes}, byUID: map[uint32]Quota{}}
+	services := c.QuotaServices
+	p := quotaPolicy{def: Quota{Rules: c.QuotaRules, Bytes: c.QuotaBytes, Services: &services}, byUID: map[uint32]Quota{}}
 	for uid, q := range c.Quotas {
 		n, err := strconv.ParseUint(uid, 10, 32)
 		if err != nil {
 			return p, fmt.Errorf("quotas: key %q is not a uid", uid)
+		}
+		if q.Services == nil {
+			q.Services = &services
 		}
 		p.byUID[uint32(n)] = q
 	}

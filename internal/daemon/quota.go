@@ -7,8 +7,8 @@ import (
 	"github.com/santa-offload/santa/internal/rules"
 )
 
-// Quotas count, per uid, the rules of the services that uid attached and
-// their bytes. They bind clients that are not admins.
+// Quotas count, per uid, the services that uid attached, their rules and
+// the rules' bytes. They bind clients that are not admins.
 
 // quotaPolicy is every uid's quota.
 type quotaPolicy struct {
@@ -77,4 +77,13 @@ func (q Quota) admit(uid uint32, have usage, held int64, more usage, adds []rule
 	}
 	return protocol.ErrorAt(syscall.EDQUOT, index, "quota of %d bytes for uid %d exceeded: %d installed, %d more requested",
 		q.Bytes, uid, have.bytes, more.bytes)
+}
+
+// admitService refuses uid, which has attached have services, one more if
+// that breaks q.
+func (q Quota) admitService(uid uint32, have int) *protocol.Error {
+	if n := int(*q.Services); n > 0 && have >= n {
+		return protocol.Errorf(syscall.EDQUOT, "quota of %d services for uid %d exceeded: %d attached", n, uid, have)
+	}
+	return nil
 }

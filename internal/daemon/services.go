@@ -51,6 +51,11 @@ func (s *Server) attach(sess *session, req *protocol.Attach, fds []int) protocol
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if !sess.peer.Admin {
+		if perr := s.quotas.of(sess.peer.UID).admitService(sess.peer.UID, s.st.owned[sess.peer.UID]); perr != nil {
+			return perr
+		}
+	}
 	id, err := s.dp.AddService(fd)
 	if err != nil {
 		return dataplaneError(err)

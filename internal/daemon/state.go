@@ -21,11 +21,12 @@ type service struct {
 type state struct {
 	services map[datapath.ServiceID]*service
 	usage    map[uint32]usage // by owner uid
+	owned    map[uint32]int   // services by owner uid
 	live     int64            // bytes of a journal snapshot of it all
 }
 
 func newState() state {
-	return state{services: map[datapath.ServiceID]*service{}, usage: map[uint32]usage{}}
+	return state{services: map[datapath.ServiceID]*service{}, usage: map[uint32]usage{}, owned: map[uint32]int{}}
 }
 
 // add makes s a service, with whatever rules it has.
@@ -36,6 +37,7 @@ func (st *state) add(js *journal.Service) *service {
 		s.size += journal.RuleSize(r)
 	}
 	st.services[s.ID] = s
+	st.owned[s.UID]++
 	st.charge(s, s.use, s.size)
 	return s
 }
@@ -43,6 +45,9 @@ func (st *state) add(js *journal.Service) *service {
 // remove forgets a service and its rules.
 func (st *state) remove(s *service) {
 	delete(st.services, s.ID)
+	if st.owned[s.UID]--; st.owned[s.UID] == 0 {
+		delete(st.owned, s.UID)
+	}
 	st.charge(s, usage{-s.use.rules, -s.use.bytes}, -s.size)
 }
 

@@ -123,8 +123,11 @@ func (h *opsHelper) run(i int, op string) (string, error) {
 		}
 		h.keep = append(h.keep, u)
 		s, err := h.c.Attach(u)
+		if err != nil {
+			return "", err
+		}
 		h.mine = s.ServiceID
-		return fmt.Sprintf("service=%d", s.ServiceID), err
+		return fmt.Sprintf("service=%d", s.ServiceID), nil
 	case "detach":
 		return "", h.c.Detach(num(1))
 	case "add":

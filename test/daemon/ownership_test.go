@@ -16,7 +16,7 @@ import (
 // its uid's services, and install no more than its quota; the refusals say
 // why. The client is a helper process running as nobody.
 func TestNonRootClient(t *testing.T) {
-	e := newEnv(t, "o", `{"quotas": {"65534": {"rules": 5, "bytes": 300}}}`, "-socket-mode", "0666")
+	e := newEnv(t, "o", `{"quotas": {"65534": {"rules": 5, "bytes": 300, "services": 1}}}`, "-socket-mode", "0666")
 	root := e.client(t)
 	rootSock := e.listenUDP(t)
 	svc, err := root.Attach(rootSock)
@@ -55,6 +55,7 @@ func TestNonRootClient(t *testing.T) {
 		{"add:mine:1:400", "EDQUOT", "quota of 300 bytes for uid 65534 exceeded: 0 installed, 409 more requested"},
 		{"add:mine:2:8", "ok", "ids="},
 		{"list:mine", "ok", "rules=2"},
+		{"attach-new", "EDQUOT", "quota of 1 services for uid 65534 exceeded: 1 attached"},
 	}
 	var args []string
 	for _, o := range ops {
@@ -81,7 +82,7 @@ func TestNonRootClient(t *testing.T) {
 		if op != o.op || result != o.result || !strings.Contains(msg, o.msg) {
 			t.Errorf("%s: got %s %q; want %s with %q", o.op, result, msg, o.result, o.msg)
 		}
-		if o.op == "attach-new" {
+		if o.op == "attach-new" && o.result == "ok" {
 			mine = strings.TrimPrefix(msg, "service=")
 		}
 		if o.op == "services" && msg != "ids="+mine {
