@@ -132,8 +132,9 @@ func boolByte(b bool) uint8 {
 	return 0
 }
 
-// errShort is a payload that ends inside a field: only a bug or a bad disk
-// writes one, since the CRC matched.
+// errShort is a payload that ends inside a field: at the end of the file,
+// what a write cut short leaves; in a record whose CRC matched, only a bug
+// or a bad disk writes one.
 var errShort = errors.New("record ends inside a field")
 
 // decoder reads fields of a payload; after the first error every read
@@ -143,9 +144,17 @@ type decoder struct {
 	err error
 }
 
+// fail keeps the first error: the later ones are reads of the zeros it
+// yields, and a payload cut short must read as cut short (cutShort).
+func (d *decoder) fail(err error) {
+	if d.err == nil {
+		d.err = err
+	}
+}
+
 func (d *decoder) take(n int) []byte {
 	if d.err != nil || len(d.b) < n {
-		d.err = errShort
+		d.fail(errShort)
 		return make([]byte, n)
 	}
 	p := d.b[:n:n]
@@ -165,7 +174,7 @@ func (d *decoder) bytes16() []byte { return d.take(int(d.u16())) }
 func (d *decoder) count(min int) int {
 	n := int(d.u32())
 	if n*min > len(d.b) {
-		d.err = errShort
+		d.fail(errShort)
 		return 0
 	}
 	return n
@@ -224,7 +233,7 @@ func (d *decoder) rule() rules.Rule {
 		case rules.ProcessorCopy:
 			p.SrcOffset, p.Length, p.DstOffset = d.u16(), d.u16(), d.u16()
 		default:
-			d.err = fmt.Errorf("processor kind %d", p.Kind)
+			d.fail(fmt.Errorf("processor kind %d", p.Kind))
 		}
 	}
 	return r

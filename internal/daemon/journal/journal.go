@@ -2,8 +2,7 @@
 // so that a restarted santad restores exactly what it had acknowledged.
 //
 // A record is written after the data plane took a change and before the
-// client hears of it: an acknowledged change is always in the journal. A
-// record torn by a crash is the last one, and replay ignores it. The
+// client hears of it: an acknowledged change is always in the journal. The
 // journal is rewritten as a snapshot (one attach and one batch record per
 // service) when santad starts and whenever it has grown past twice the size
 // of such a snapshot.
@@ -11,6 +10,33 @@
 // Records are not synced one by one: the journal has to survive santad, not
 // the host, whose reboot ends every socket and hence every service anyway.
 // What write(2) returned is in the page cache whatever happens to santad.
+//
+// What a crash can leave. A record is appended by one write(2), and a
+// snapshot is written beside the journal, synced and renamed over it, so
+// the header is never torn. santad dying inside a write (SIGKILL, the OOM
+// killer) leaves a prefix of that record in the page cache: the file ends
+// inside its frame or payload. Never a changed byte, a hole or zeros, and
+// never a whole record with a bad CRC. That record was not acknowledged, so
+// Open cuts it off and says so (Replayed.Torn). A record whose frame claims
+// more bytes than the file holds is torn only if the bytes left end inside
+// its fields: a damaged length in the middle of the journal claims bytes
+// that hold a whole record and then the next ones, and is damage.
+//
+// A host crash, with state_dir on a disk filesystem (on the default tmpfs,
+// /run, the journal is gone with the host), can also leave the file's new
+// length without its data, which reads as zeros. Zeros from the end of a
+// record to the end of the file are cut off like a torn record: no record
+// has a length of zero. Zeros that start inside a record, after a page
+// written only in part, look just like a damaged record whose payload ends
+// in zeros, and are damage. After a reboot nothing in a journal can be
+// restored (every socket it names ended), so moving it aside loses nothing.
+//
+// Anything else is damage no crash leaves: a whole record whose CRC-32C
+// does not match or that does not decode, a length of zero or over maxLen,
+// bytes after the last record that are not the start of one, a bad header.
+// Open refuses such a journal with a *CorruptError and leaves it as it is:
+// restoring the records before the damage would drop the acknowledged ones
+// after it without a word, and compacting would destroy the evidence.
 package journal
 
 import (
@@ -60,127 +86,52 @@ type Journal struct {
 // Replayed is what Open found in an existing journal.
 type Replayed struct {
 	Services map[datapath.ServiceID]*Service
-	Existed  bool  // there was a journal: santad ran before
-	Ignored  int64 // bytes after the last good record (a torn write)
+	Existed  bool   // there was a journal: santad ran before
+	Torn     string // what Open cut off the end, if anything: what a crash leaves
+	TornAt   int64  // where that started
+	Ignored  int64  // and its length in bytes
 }
 
 // Open replays the journal in dir, creating it if there is none, cuts off
-// a torn last record and opens the file for appending.
+// a torn end and opens the file for appending. A damaged journal is a
+// *CorruptError, and left as it is.
 func Open(dir string) (*Journal, Replayed, error) {
 	path := filepath.Join(dir, FileName)
-	rep := Replayed{Services: map[datapath.ServiceID]*Service{}}
 	f, err := os.OpenFile(path, os.O_RDWR, 0)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
 		j := &Journal{path: path}
-		return j, rep, j.Compact(nil)
+		return j, Replayed{Services: map[datapath.ServiceID]*Service{}}, j.Compact(nil)
 	case err != nil:
-		return nil, rep, fmt.Errorf("opening journal: %w", err)
+		return nil, Replayed{}, fmt.Errorf("opening journal: %w", err)
 	}
-	rep.Existed = true
-	good, err := replay(f, rep.Services)
+	j, rep, err := open(f)
 	if err != nil {
 		f.Close()
+		return nil, Replayed{}, err
+	}
+	return j, rep, nil
+}
+
+// open replays f and cuts off its torn end, if any.
+func open(f *os.File) (*Journal, Replayed, error) {
+	rep := Replayed{Services: map[datapath.ServiceID]*Service{}, Existed: true}
+	r, err := replay(f, rep.Services)
+	if err != nil {
 		return nil, rep, err
 	}
-	end, err := f.Seek(0, io.SeekEnd)
-	if err != nil {
-		f.Close()
-		return nil, rep, fmt.Errorf("reading journal: %w", err)
-	}
-	if good == 0 {
-		// Not even a header: start over with an empty journal.
-		f.Close()
-		rep.Ignored = end
-		j := &Journal{path: path}
-		return j, rep, j.Compact(nil)
-	}
-	// Appending after a torn record would hide every later record from
+	// Appending after a torn end would hide every later record from
 	// replay: cut it off first.
-	if rep.Ignored = end - good; rep.Ignored > 0 {
-		if err := f.Truncate(good); err != nil {
-			f.Close()
-			return nil, rep, fmt.Errorf("truncating torn journal record: %w", err)
+	if r.torn != "" {
+		rep.Torn, rep.TornAt, rep.Ignored = r.torn, r.good, r.size-r.good
+		if err := f.Truncate(r.good); err != nil {
+			return nil, rep, fmt.Errorf("cutting off the journal's torn end: %w", err)
 		}
 	}
-	if _, err := f.Seek(good, io.SeekStart); err != nil {
-		f.Close()
+	if _, err := f.Seek(r.good, io.SeekStart); err != nil {
 		return nil, rep, fmt.Errorf("reading journal: %w", err)
 	}
-	return &Journal{path: path, f: f, size: good}, rep, nil
-}
-
-// replay applies every good record to services and returns the offset
-// after the last one.
-func replay(f *os.File, services map[datapath.ServiceID]*Service) (int64, error) {
-	r := bufio.NewReaderSize(f, 1<<20)
-	var head [headLen]byte
-	if _, err := io.ReadFull(r, head[:]); err != nil {
-		return 0, nil // torn while being created: empty
-	}
-	if le.Uint32(head[:]) != magic || le.Uint32(head[4:]) != version {
-		return 0, fmt.Errorf("%s is not a version %d santad journal", f.Name(), version)
-	}
-	good := int64(headLen)
-	var frame [frameLen]byte
-	for {
-		if _, err := io.ReadFull(r, frame[:]); err != nil {
-			return good, nil
-		}
-		n := le.Uint32(frame[:])
-		if n == 0 || n > maxLen {
-			return good, nil
-		}
-		payload := make([]byte, n)
-		if _, err := io.ReadFull(r, payload); err != nil {
-			return good, nil
-		}
-		if crc32.Checksum(payload, castagnoli) != le.Uint32(frame[4:]) {
-			return good, nil
-		}
-		if err := apply(services, payload); err != nil {
-			return good, nil
-		}
-		good += frameLen + int64(n)
-	}
-}
-
-// apply makes one record's change to services. A record that names a
-// service or rule that is not there changes what it can: replay must
-// restore as much as the journal holds.
-func apply(services map[datapath.ServiceID]*Service, payload []byte) error {
-	d := decoder{b: payload[1:]}
-	switch payload[0] {
-	case kindAttach:
-		s := d.attach()
-		if d.err == nil {
-			services[s.ID] = s
-		}
-	case kindRemove:
-		id := datapath.ServiceID(d.u32())
-		if d.err == nil {
-			delete(services, id)
-		}
-	case kindBatch:
-		id, b := d.batch()
-		if s := services[id]; s != nil && d.err == nil {
-			for _, del := range b.Delete {
-				delete(s.Rules, del)
-			}
-			for _, u := range b.Replace {
-				s.Rules[u.ID] = u.Rule
-			}
-			for i, r := range b.Add {
-				s.Rules[b.AddIDs[i]] = r
-			}
-		}
-	default:
-		return fmt.Errorf("record kind %d", payload[0])
-	}
-	if d.err == nil && len(d.b) > 0 {
-		d.err = fmt.Errorf("%d bytes left over", len(d.b))
-	}
-	return d.err
+	return &Journal{path: f.Name(), f: f, size: r.good}, rep, nil
 }
 
 // Size is the journal's length in bytes.

@@ -2,7 +2,6 @@ package journal
 
 import (
 	"net/netip"
-	"os"
 	"path/filepath"
 	"reflect"
 	"testing"
@@ -25,22 +24,46 @@ func service(id datapath.ServiceID, addr string) *Service {
 		Rules: map[datapath.RuleID]rules.Rule{}}
 }
 
-// history writes a journal of two services, batches on both, one removed
-// later, and returns what replay must give.
-func history(t *testing.T, j *Journal) map[datapath.ServiceID]*Service {
+// history writes a journal of three services, batches on two, one removed
+// in between, and returns what replay must give and where each of its
+// seven records starts. The last record is a batch: its payload ends in
+// zeros (deleted rule 0), as many do.
+func history(t *testing.T, j *Journal) (map[datapath.ServiceID]*Service, []int64) {
 	t.Helper()
 	a, b, c := service(1, "127.0.0.1:53"), service(2, "[::1]:5353"), service(3, "[::ffff:10.0.0.1]:7")
-	must(t, j.Attach(a), j.Attach(b), j.Attach(c))
-	must(t, j.Apply(1, datapath.Batch{Add: []rules.Rule{rule("one", "1"), rule("two", "2")}, AddIDs: []datapath.RuleID{0, 1}}))
-	must(t, j.Apply(2, datapath.Batch{Add: []rules.Rule{rule("three", "3")}, AddIDs: []datapath.RuleID{2}}))
-	must(t, j.Apply(1, datapath.Batch{
-		Add:     []rules.Rule{rule("four", "4")},
-		AddIDs:  []datapath.RuleID{5},
-		Replace: []datapath.RuleUpdate{{ID: 1, Rule: rule("two", "II")}},
-		Delete:  []datapath.RuleID{0},
-	}))
-	must(t, j.Remove(3))
+	var starts []int64
+	for _, write := range []func() error{
+		func() error { return j.Attach(a) },
+		func() error { return j.Attach(b) },
+		func() error { return j.Attach(c) },
+		func() error {
+			return j.Apply(1, datapath.Batch{Add: []rules.Rule{rule("one", "1"), rule("two", "2")}, AddIDs: []datapath.RuleID{0, 1}})
+		},
+		func() error { return j.Remove(3) },
+		func() error {
+			return j.Apply(2, datapath.Batch{Add: []rules.Rule{rule("three", "3")}, AddIDs: []datapath.RuleID{2}})
+		},
+		func() error {
+			return j.Apply(1, datapath.Batch{
+				Add:     []rules.Rule{rule("four", "4")},
+				AddIDs:  []datapath.RuleID{5},
+				Replace: []datapath.RuleUpdate{{ID: 1, Rule: rule("two", "II")}},
+				Delete:  []datapath.RuleID{0},
+			})
+		},
+	} {
+		starts = append(starts, j.Size())
+		must(t, write())
+	}
 	a.Rules = map[datapath.RuleID]rules.Rule{1: rule("two", "II"), 5: rule("four", "4")}
+	b.Rules = map[datapath.RuleID]rules.Rule{2: rule("three", "3")}
+	return map[datapath.ServiceID]*Service{1: a, 2: b}, starts
+}
+
+// beforeLast is what the first six records of history give.
+func beforeLast() map[datapath.ServiceID]*Service {
+	a, b := service(1, "127.0.0.1:53"), service(2, "[::1]:5353")
+	a.Rules = map[datapath.RuleID]rules.Rule{0: rule("one", "1"), 1: rule("two", "2")}
 	b.Rules = map[datapath.RuleID]rules.Rule{2: rule("three", "3")}
 	return map[datapath.ServiceID]*Service{1: a, 2: b}
 }
@@ -70,7 +93,7 @@ func TestReplay(t *testing.T) {
 	if rep.Existed || len(rep.Services) != 0 {
 		t.Fatalf("a new journal replays %+v", rep)
 	}
-	want := history(t, j)
+	want, _ := history(t, j)
 	j.Close()
 
 	_, rep = reopen(t, dir)
@@ -82,67 +105,10 @@ func TestReplay(t *testing.T) {
 	}
 }
 
-// A record cut short by a crash is ignored and cut off, so that records
-// appended later replay.
-func TestTornRecord(t *testing.T) {
-	dir := t.TempDir()
-	j, _ := reopen(t, dir)
-	want := history(t, j)
-	good := j.Size()
-	must(t, j.Apply(2, datapath.Batch{Add: []rules.Rule{rule("lost", "x")}, AddIDs: []datapath.RuleID{9}}))
-	j.Close()
-	path := filepath.Join(dir, FileName)
-	for _, cut := range []int64{1, 5, 9} { // inside the frame, inside the payload
-		if err := os.Truncate(path, good+cut); err != nil {
-			t.Fatal(err)
-		}
-		j, rep := reopen(t, dir)
-		if rep.Ignored != cut || !reflect.DeepEqual(rep.Services, want) {
-			t.Fatalf("cut %d bytes into the last record: ignored %d, services %+v", cut, rep.Ignored, rep.Services)
-		}
-		must(t, j.Remove(1))
-		j.Close()
-		_, rep = reopen(t, dir)
-		if _, ok := rep.Services[1]; ok || len(rep.Services) != 1 {
-			t.Fatalf("a record appended after a torn one does not replay: %+v", rep.Services)
-		}
-		// Back to the state before the loop, for the next cut.
-		j, _ = reopen(t, dir)
-		must(t, j.Compact(func(yield func(*Service) bool) {
-			for _, s := range want {
-				if !yield(s) {
-					return
-				}
-			}
-		}))
-		good = j.Size()
-		must(t, j.Apply(2, datapath.Batch{Add: []rules.Rule{rule("lost", "x")}, AddIDs: []datapath.RuleID{9}}))
-		j.Close()
-	}
-}
-
-// A record whose checksum does not match ends the replay.
-func TestCorruptRecord(t *testing.T) {
-	dir := t.TempDir()
-	j, _ := reopen(t, dir)
-	must(t, j.Attach(service(1, "127.0.0.1:53")))
-	size := j.Size()
-	must(t, j.Attach(service(2, "127.0.0.1:54")))
-	j.Close()
-	path := filepath.Join(dir, FileName)
-	data, _ := os.ReadFile(path)
-	data[len(data)-1] ^= 0xff
-	must(t, os.WriteFile(path, data, 0o600))
-	_, rep := reopen(t, dir)
-	if len(rep.Services) != 1 || rep.Ignored != int64(len(data))-size {
-		t.Errorf("replay of a corrupt last record: services %v, ignored %d", rep.Services, rep.Ignored)
-	}
-}
-
 func TestCompact(t *testing.T) {
 	dir := t.TempDir()
 	j, _ := reopen(t, dir)
-	want := history(t, j)
+	want, _ := history(t, j)
 	before := j.Size()
 	must(t, j.Compact(func(yield func(*Service) bool) {
 		for _, id := range []datapath.ServiceID{1, 2} {
@@ -170,14 +136,6 @@ func TestCompact(t *testing.T) {
 	}
 	if left, _ := filepath.Glob(filepath.Join(dir, "*.tmp")); len(left) > 0 {
 		t.Errorf("compaction left %v", left)
-	}
-}
-
-func TestNotAJournal(t *testing.T) {
-	dir := t.TempDir()
-	must(t, os.WriteFile(filepath.Join(dir, FileName), []byte("something else entirely"), 0o600))
-	if _, _, err := Open(dir); err == nil {
-		t.Fatal("Open accepts a file that is not a journal")
 	}
 }
 
