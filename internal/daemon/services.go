@@ -1,7 +1,6 @@
 package daemon
 
 import (
-	"errors"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -34,10 +33,11 @@ func (s *Server) attach(sess *session, req *protocol.Attach, fds []int) protocol
 		unix.Close(fd)
 		fds[0] = -1
 	}()
+	if what := notSocket(fd); what != "" {
+		return protocol.Errorf(syscall.ENOTSOCK, "the descriptor passed is not a socket: %s", what)
+	}
 	info, err := datapath.InspectSocket(fd)
 	switch {
-	case errors.Is(err, unix.ENOTSOCK):
-		return protocol.Errorf(syscall.ENOTSOCK, "the descriptor passed is not a socket")
 	case err != nil:
 		return protocol.Errorf(syscall.EOPNOTSUPP, "%v", err)
 	case info.Protocol != unix.IPPROTO_UDP && info.Protocol != unix.IPPROTO_TCP:
