@@ -31,12 +31,21 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 	defer unlock()
 	j, saved, err := journal.Open(cfg.StateDir)
+	if damaged := (*journal.CorruptError)(nil); errors.As(err, &damaged) {
+		// Refusing loses nothing: an earlier run's data plane stays pinned
+		// and answering with all its rules. Restoring the records before
+		// the damage would take the acknowledged ones after it out of the
+		// kernel, without a word to their clients.
+		log.Error("refusing to start: the journal is damaged; a data plane left pinned keeps answering", "path", damaged.Path, "offset", damaged.Offset,
+			"size", damaged.Size, "good_records", damaged.Records, "reason", damaged.Reason)
+	}
 	if err != nil {
 		return err
 	}
 	defer j.Close()
-	if saved.Ignored > 0 {
-		log.Warn("ignored the journal's torn last record", "bytes", saved.Ignored)
+	if saved.Torn != "" {
+		log.Warn("cut off the journal's torn end: what a crash leaves of a change never acknowledged",
+			"what", saved.Torn, "offset", saved.TornAt, "bytes", saved.Ignored)
 	}
 	// With a journal, the earlier run's links keep answering with its
 	// maps until this run has restored the rules and takes them over.
