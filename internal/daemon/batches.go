@@ -14,9 +14,6 @@ import (
 // that a bad item is refused with its index.
 
 func (s *Server) addRules(sess *session, req *protocol.AddRules) protocol.Body {
-	if perr := checkRules(req.Rules); perr != nil {
-		return perr
-	}
 	return s.batch(sess, req.ServiceID, req.Txn, datapath.Batch{Add: req.Rules}, req.Rules, func(ids []uint32) protocol.Body {
 		return &protocol.AddRulesReply{RuleIDs: ids}
 	})
@@ -28,9 +25,6 @@ func (s *Server) replaceRules(sess *session, req *protocol.ReplaceRules) protoco
 	for i, u := range req.Updates {
 		b.Replace[i] = datapath.RuleUpdate{ID: datapath.RuleID(u.RuleID), Rule: u.Rule}
 		items[i] = u.Rule
-	}
-	if perr := checkRules(items); perr != nil {
-		return perr
 	}
 	return s.batch(sess, req.ServiceID, req.Txn, b, items, func([]uint32) protocol.Body {
 		return &protocol.ReplaceRulesReply{}
@@ -47,10 +41,18 @@ func (s *Server) deleteRules(sess *session, req *protocol.DeleteRules) protocol.
 	})
 }
 
-// checkRules refuses the first rule the data plane would refuse on its own.
-func checkRules(rs []rules.Rule) *protocol.Error {
+// checkRules refuses, with its index, the first rule the data plane would
+// refuse on its own for service sv: the data plane's error would not name
+// the request's item. The limits are the service's protocol's (a UDP
+// reply must fit one datagram), not only those every rule must meet.
+func checkRules(sv *service, rs []rules.Rule) *protocol.Error {
+	limits := rules.LimitsFor(sv.Info.Protocol)
 	for i, r := range rs {
-		if _, err := rules.Compile(r); err != nil {
+		err := r.Validate(limits)
+		if err == nil {
+			_, err = rules.Compile(r)
+		}
+		if err != nil {
 			return protocol.ErrorAt(syscall.EINVAL, uint32(i), "%v", err)
 		}
 	}
@@ -63,7 +65,7 @@ func checkRules(rs []rules.Rule) *protocol.Error {
 func (s *Server) batch(sess *session, svc, txnID uint32, b datapath.Batch, items []rules.Rule,
 	reply func([]uint32) protocol.Body) protocol.Body {
 	if txnID != 0 {
-		ids, perr := s.stage(sess, svc, txnID, b)
+		ids, perr := s.stage(sess, svc, txnID, b, items)
 		if perr != nil {
 			return perr
 		}
@@ -73,6 +75,9 @@ func (s *Server) batch(sess *session, svc, txnID uint32, b datapath.Batch, items
 	defer s.mu.Unlock()
 	sv, perr := s.owned(sess, svc)
 	if perr != nil {
+		return perr
+	}
+	if perr := checkRules(sv, items); perr != nil {
 		return perr
 	}
 	if perr := checkIDs(sv, b, nil); perr != nil {

@@ -5,6 +5,7 @@ import (
 
 	"github.com/santa-offload/santa/internal/datapath"
 	"github.com/santa-offload/santa/internal/protocol"
+	"github.com/santa-offload/santa/internal/rules"
 )
 
 // maxTxns is how many transactions one connection may hold open.
@@ -86,11 +87,14 @@ func (s *Server) open(sess *session, id, svc uint32) (*txn, *protocol.Error) {
 // installed now and what the owner's other open transactions hold: their
 // reserved ids count against the host's capacity, so a uid may not hold
 // more than its quota (COMMIT checks again).
-func (s *Server) stage(sess *session, svc, id uint32, b datapath.Batch) ([]uint32, *protocol.Error) {
+func (s *Server) stage(sess *session, svc, id uint32, b datapath.Batch, items []rules.Rule) ([]uint32, *protocol.Error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	t, perr := s.open(sess, id, svc)
 	if perr != nil {
+		return nil, perr
+	}
+	if perr := checkRules(t.svc, items); perr != nil {
 		return nil, perr
 	}
 	if perr := checkIDs(t.svc, b, t.touched); perr != nil {

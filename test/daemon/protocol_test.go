@@ -13,6 +13,7 @@ import (
 
 	"github.com/santa-offload/santa/internal/protocol"
 	"github.com/santa-offload/santa/internal/protocol/protocoltest"
+	"github.com/santa-offload/santa/internal/rules"
 )
 
 // Garbage, truncated and oversized messages get a clear error; EPROTO and
@@ -179,5 +180,27 @@ func (c *rawConn) closed(t *testing.T) {
 	c.conn.SetReadDeadline(time.Now().Add(2 * time.Second))
 	if n, err := c.conn.Read(make([]byte, 16)); !errors.Is(err, io.EOF) {
 		t.Fatalf("connection still open: %d bytes, %v", n, err)
+	}
+}
+
+// A rule the data plane cannot serve is refused with its index in the
+// batch: the daemon checks it against the service's own limits (a UDP
+// reply fits one datagram) before the data plane, whose error does not
+// name the request's item.
+func TestRuleErrorIndex(t *testing.T) {
+	e := newEnv(t, "ri", "")
+	c := e.client(t)
+	svc, err := c.Attach(e.listenUDP(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tooLong := pingRule
+	tooLong.ReplyLen = rules.MaxUDPReply + 1
+	for _, batch := range [][]rules.Rule{{tooLong}, {pingRule, tooLong}} {
+		_, err := c.AddRules(svc.ServiceID, batch)
+		var perr *protocol.Error
+		if !errors.As(err, &perr) || perr.Code != syscall.EINVAL || perr.Index != uint32(len(batch)-1) {
+			t.Errorf("ADD_RULES with rule %d too long: %v; want EINVAL at index %d", len(batch)-1, err, len(batch)-1)
+		}
 	}
 }
