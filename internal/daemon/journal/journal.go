@@ -159,15 +159,35 @@ func (j *Journal) Apply(id datapath.ServiceID, b datapath.Batch) error {
 	return j.append(e)
 }
 
-// append writes one record in one write.
+// append writes one record in one write. A write that fails may have
+// written part of the record: it is cut off, or the records appended after
+// it would sit behind it and the next Open would find the journal damaged.
+// If it cannot be, appends stop until Compact writes a new journal.
 func (j *Journal) append(e *encoder) error {
 	if j.f == nil {
 		return errors.New("journal is closed")
 	}
-	n, err := j.f.Write(e.frame())
-	j.size += int64(n)
+	if _, err := j.f.Write(e.frame()); err != nil {
+		err = fmt.Errorf("appending to journal: %w", err)
+		if cut := j.cutBack(); cut != nil {
+			j.f.Close()
+			j.f = nil
+			err = errors.Join(err, cut)
+		}
+		return err
+	}
+	j.size += int64(len(e.b))
+	return nil
+}
+
+// cutBack cuts the file back to the records written whole.
+func (j *Journal) cutBack() error {
+	err := j.f.Truncate(j.size)
+	if err == nil {
+		_, err = j.f.Seek(j.size, io.SeekStart)
+	}
 	if err != nil {
-		return fmt.Errorf("appending to journal: %w", err)
+		return fmt.Errorf("cutting off a record written in part: %w", err)
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"net/netip"
 	"path/filepath"
 	"reflect"
+	"syscall"
 	"testing"
 
 	"github.com/santa-offload/santa/internal/datapath"
@@ -152,5 +153,33 @@ func TestBatchLen(t *testing.T) {
 	e.batch(1, b)
 	if got, want := batchLen(b), int64(len(e.b)); got != want {
 		t.Fatalf("batchLen = %d, the record's payload is %d bytes", got, want)
+	}
+}
+
+// An append that fails part-way (a full disk, here the file size limit)
+// leaves nothing of its record: records appended later would follow it,
+// and the next start would find the journal damaged.
+func TestFailedAppend(t *testing.T) {
+	dir := t.TempDir()
+	j, _ := reopen(t, dir)
+	want, _ := history(t, j)
+	size := j.Size()
+	var limit syscall.Rlimit
+	must(t, syscall.Getrlimit(syscall.RLIMIT_FSIZE, &limit))
+	must(t, syscall.Setrlimit(syscall.RLIMIT_FSIZE, &syscall.Rlimit{Cur: uint64(size) + 10, Max: limit.Max}))
+	err := j.Apply(2, datapath.Batch{Add: []rules.Rule{rule("lost", "x")}, AddIDs: []datapath.RuleID{9}})
+	must(t, syscall.Setrlimit(syscall.RLIMIT_FSIZE, &limit))
+	if err == nil {
+		t.Fatal("an append past the file size limit succeeded")
+	}
+	if j.Size() != size {
+		t.Errorf("after a failed append the journal counts %d bytes, had %d", j.Size(), size)
+	}
+	must(t, j.Remove(2))
+	j.Close()
+	_, rep := reopen(t, dir)
+	delete(want, 2)
+	if !reflect.DeepEqual(rep.Services, want) || rep.Ignored != 0 {
+		t.Errorf("after a failed append and a good one, replay gives %+v, ignoring %d bytes", rep.Services, rep.Ignored)
 	}
 }
