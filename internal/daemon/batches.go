@@ -83,7 +83,7 @@ func (s *Server) batch(sess *session, svc, txnID uint32, b datapath.Batch, items
 	if perr := checkIDs(sv, b, nil); perr != nil {
 		return perr
 	}
-	ids, perr := s.apply(sess, sv, b, b.Add, items)
+	ids, perr := s.apply(sess, sv, b, nil, b.Add, items)
 	if perr != nil {
 		return perr
 	}
@@ -119,16 +119,18 @@ func checkIDs(sv *service, b datapath.Batch, touched map[datapath.RuleID]bool) *
 }
 
 // apply makes one all-or-nothing change: quota, data plane, state,
-// journal, in that order, so that what the client hears of is saved. adds
-// are the rules of an ADD_RULES request (for the quota error's index),
-// items those of any request (for a duplicate's). Called with s.mu held.
-func (s *Server) apply(sess *session, sv *service, b datapath.Batch, adds, items []rules.Rule) ([]uint32, *protocol.Error) {
+// journal, in that order, so that what the client hears of is saved. The
+// change is transaction t's, or nil; the rules the owner's other open
+// transactions hold count against its quota. adds are the rules of an
+// ADD_RULES request (for the quota error's index), items those of any
+// request (for a duplicate's). Called with s.mu held.
+func (s *Server) apply(sess *session, sv *service, b datapath.Batch, t *txn, adds, items []rules.Rule) ([]uint32, *protocol.Error) {
 	if len(b.Add)+len(b.Replace)+len(b.Delete) == 0 {
 		return []uint32{}, nil
 	}
 	if !sess.peer.Admin {
 		more := change(sv, b)
-		if perr := s.quotas.of(sv.UID).admit(sv.UID, s.st.usage[sv.UID], 0, more, adds); perr != nil {
+		if perr := s.quotas.of(sv.UID).admit(sv.UID, s.st.usage[sv.UID], s.heldBesides(sv.UID, t), more, adds); perr != nil {
 			return nil, perr
 		}
 	}

@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"fmt"
 	"syscall"
 
 	"github.com/santa-offload/santa/internal/protocol"
@@ -46,13 +47,13 @@ func rulesUse(rs []rules.Rule) usage {
 	return u
 }
 
-// admit refuses more on top of have if it breaks q, with a message naming
-// the quota. held of the rules in have are not installed but held for the
-// uid's open transactions (their ids are reserved). adds are the rules of
-// an ADD_RULES request, if that is what more is: the error's index is then
-// the first rule beyond the quota.
-func (q Quota) admit(uid uint32, have usage, held int64, more usage, adds []rules.Rule) *protocol.Error {
-	after := have.plus(more)
+// admit refuses more on top of what the uid has installed and what its
+// open transactions hold (the rules they stage to add: their ids are
+// reserved, and they land at COMMIT) if that breaks q, with a message
+// naming the quota. adds are the rules of an ADD_RULES request, if that is
+// what more is: the error's index is then the first rule beyond the quota.
+func (q Quota) admit(uid uint32, installed, held, more usage, adds []rules.Rule) *protocol.Error {
+	after := installed.plus(held).plus(more)
 	overRules := q.Rules > 0 && after.rules > int64(q.Rules)
 	overBytes := q.Bytes > 0 && after.bytes > int64(q.Bytes)
 	if !overRules && !overBytes {
@@ -67,16 +68,20 @@ func (q Quota) admit(uid uint32, have usage, held int64, more usage, adds []rule
 			break
 		}
 	}
-	if overRules && held > 0 {
-		return protocol.ErrorAt(syscall.EDQUOT, index, "quota of %d rules for uid %d exceeded: %d installed, %d held by open transactions, %d more requested",
-			q.Rules, uid, have.rules-held, held, more.rules)
-	}
 	if overRules {
-		return protocol.ErrorAt(syscall.EDQUOT, index, "quota of %d rules for uid %d exceeded: %d installed, %d more requested",
-			q.Rules, uid, have.rules, more.rules)
+		return exceeded(index, uid, uint64(q.Rules), "rules", installed.rules, held.rules, more.rules)
 	}
-	return protocol.ErrorAt(syscall.EDQUOT, index, "quota of %d bytes for uid %d exceeded: %d installed, %d more requested",
-		q.Bytes, uid, have.bytes, more.bytes)
+	return exceeded(index, uid, q.Bytes, "bytes", installed.bytes, held.bytes, more.bytes)
+}
+
+// exceeded is the EDQUOT of a rule or byte quota of limit units.
+func exceeded(index, uid uint32, limit uint64, units string, installed, held, more int64) *protocol.Error {
+	holding := ""
+	if held > 0 {
+		holding = fmt.Sprintf(", %d held by open transactions", held)
+	}
+	return protocol.ErrorAt(syscall.EDQUOT, index, "quota of %d %s for uid %d exceeded: %d installed%s, %d more requested",
+		limit, units, uid, installed, holding, more)
 }
 
 // admitService refuses uid, which has attached have services, one more if

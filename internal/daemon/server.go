@@ -40,7 +40,7 @@ type Server struct {
 	// journal, all before the reply. Reads take it too.
 	mu      sync.Mutex
 	st      state
-	held    map[uint32]int64 // by owner uid: rule ids reserved by open transactions
+	held    map[uint32]usage // by owner uid: the rules open transactions stage to add
 	journal *journal.Journal
 	ifaces  []protocol.Interface
 
@@ -65,7 +65,7 @@ func NewServer(dp Dataplane, j *journal.Journal, cfg Config, netns uint64, log *
 		return nil, err
 	}
 	return &Server{dp: dp, log: log, adminGroup: admins, quotas: q, capacity: cfg.MaxRules, netns: netns, version: Version(),
-		st: newState(), held: map[uint32]int64{}, journal: j, conns: map[*net.UnixConn]bool{}}, nil
+		st: newState(), held: map[uint32]usage{}, journal: j, conns: map[*net.UnixConn]bool{}}, nil
 }
 
 // record writes a change, already made to the state, to the journal. If

@@ -21,6 +21,7 @@ type txn struct {
 	svc     *service
 	batch   datapath.Batch
 	use     usage                    // what batch changes in the owner's quota, as staged
+	hold    usage                    // what its added rules hold of the owner's quota (Server.held)
 	touched map[datapath.RuleID]bool // replaced or deleted
 }
 
@@ -33,9 +34,18 @@ func (s *Server) end(sess *session, id uint32) {
 	}
 	delete(sess.txns, id)
 	s.dp.ReleaseRuleIDs(t.batch.AddIDs)
-	if s.held[t.svc.UID] -= int64(len(t.batch.AddIDs)); s.held[t.svc.UID] == 0 {
+	if s.held[t.svc.UID] = s.held[t.svc.UID].minus(t.hold); s.held[t.svc.UID] == (usage{}) {
 		delete(s.held, t.svc.UID)
 	}
+}
+
+// heldBesides is what the open transactions but t (nil: all) hold of
+// uid's quota. Called with s.mu held.
+func (s *Server) heldBesides(uid uint32, t *txn) usage {
+	if t == nil {
+		return s.held[uid]
+	}
+	return s.held[uid].minus(t.hold)
 }
 
 // endAll drops a closing connection's transactions.
@@ -84,9 +94,10 @@ func (s *Server) open(sess *session, id, svc uint32) (*txn, *protocol.Error) {
 // the transaction; it returns the ids the added rules will have. A
 // transaction holds at most the host's rule capacity, and, for a client
 // that is not an admin, no more than the owner's quota allows with what is
-// installed now and what the owner's other open transactions hold: their
-// reserved ids count against the host's capacity, so a uid may not hold
-// more than its quota (COMMIT checks again).
+// installed now and what the owner's other open transactions hold. The
+// rules it adds hold their share of the quota, rules and bytes, until it
+// ends: their reserved ids count against the host's capacity, so a uid may
+// not hold more than its quota, staged or installed (COMMIT checks again).
 func (s *Server) stage(sess *session, svc, id uint32, b datapath.Batch, items []rules.Rule) ([]uint32, *protocol.Error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -104,11 +115,9 @@ func (s *Server) stage(sess *session, svc, id uint32, b datapath.Batch, items []
 		return nil, protocol.Errorf(syscall.ENOSPC, "transaction %d would hold %d items; the host's rule capacity is %d", id, n, s.capacity)
 	}
 	sv := t.svc
-	more := t.use.plus(change(sv, b))
+	more := t.use.plus(change(sv, b)) // this one's held rules are in more
 	if !sess.peer.Admin {
-		others := s.held[sv.UID] - int64(len(t.batch.AddIDs)) // this one's are in more
-		have := s.st.usage[sv.UID].plus(usage{rules: others})
-		if perr := s.quotas.of(sv.UID).admit(sv.UID, have, others, more, b.Add); perr != nil {
+		if perr := s.quotas.of(sv.UID).admit(sv.UID, s.st.usage[sv.UID], s.heldBesides(sv.UID, t), more, b.Add); perr != nil {
 			return nil, perr
 		}
 	}
@@ -116,7 +125,9 @@ func (s *Server) stage(sess *session, svc, id uint32, b datapath.Batch, items []
 	if err != nil {
 		return nil, dataplaneError(err)
 	}
-	s.held[sv.UID] += int64(len(ids))
+	hold := rulesUse(b.Add)
+	s.held[sv.UID] = s.held[sv.UID].plus(hold)
+	t.hold = t.hold.plus(hold)
 	t.use = more
 	t.batch.AddIDs = append(t.batch.AddIDs, ids...)
 	t.batch.Add = append(t.batch.Add, b.Add...)
@@ -147,7 +158,7 @@ func (s *Server) commit(sess *session, req *protocol.Commit) protocol.Body {
 	if perr := checkIDs(t.svc, t.batch, nil); perr != nil {
 		return protocol.Errorf(perr.Code, "transaction %d: %s", req.Txn, perr.Message)
 	}
-	ids, perr := s.apply(sess, t.svc, t.batch, nil, nil)
+	ids, perr := s.apply(sess, t.svc, t.batch, t, nil, nil)
 	if perr != nil {
 		return perr
 	}
