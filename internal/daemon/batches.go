@@ -83,6 +83,9 @@ func (s *Server) batch(sess *session, svc, txnID uint32, b datapath.Batch, items
 	if perr := checkIDs(sv, b, nil); perr != nil {
 		return perr
 	}
+	if perr := checkOffsets(sv, datapath.Batch{}, b, items); perr != nil {
+		return perr
+	}
 	ids, perr := s.apply(sess, sv, b, nil, b.Add, items)
 	if perr != nil {
 		return perr

@@ -53,3 +53,44 @@ func TestRuleLimitsOfTheService(t *testing.T) {
 	tcp := a.ok(&protocol.Attach{}, fdOf(t, l.(*net.TCPListener))).(*protocol.ServiceInfo).ServiceID
 	a.ok(&protocol.AddRules{ServiceID: tcp, Rules: tooLong(1, 0)})
 }
+
+// A rule whose condition offset would be one distinct offset too many for
+// its service is refused with its index; offsets that the same change
+// frees (the last rule at an offset replaced or deleted) make room, in a
+// transaction too.
+func TestDistinctOffsetsIndex(t *testing.T) {
+	s := newTestServer(t, nil)
+	a := s.connect(t, alice, true)
+	svc := a.attach()
+	at := func(name string, off int) rules.Rule {
+		r := testRule(name, 8)
+		r.Condition.Offset = uint16(off)
+		return r
+	}
+	var first []rules.Rule
+	for off := range rules.MaxRegions {
+		first = append(first, at("a", off*10))
+	}
+	ids := a.ok(&protocol.AddRules{ServiceID: svc, Rules: first}).(*protocol.AddRulesReply).RuleIDs
+	index := func(req protocol.Body, want uint32) {
+		t.Helper()
+		e := a.refused(req, syscall.EINVAL, "would make 9 distinct condition offsets in service 0; the limit is 8")
+		if e.Index != want {
+			t.Errorf("%v: index %d, want %d: the rule of the ninth offset", req.Type(), e.Index, want)
+		}
+	}
+	index(&protocol.AddRules{ServiceID: svc, Rules: []rules.Rule{at("b", 0), at("b", 100)}}, 1)
+	a.ok(&protocol.AddRules{ServiceID: svc, Rules: []rules.Rule{at("x", 20)}})
+	// Offset 20 has two rules: replacing one frees nothing. Offset 0 has
+	// one: replacing it frees a place.
+	index(&protocol.ReplaceRules{ServiceID: svc, Updates: []protocol.RuleEntry{
+		{RuleID: ids[0], Rule: at("c", 0)}, {RuleID: ids[2], Rule: at("c", 300)}}}, 1)
+	a.ok(&protocol.ReplaceRules{ServiceID: svc, Updates: []protocol.RuleEntry{{RuleID: ids[0], Rule: at("c", 100)}}})
+
+	txn := a.ok(&protocol.Begin{ServiceID: svc}).(*protocol.BeginReply).Txn
+	index(&protocol.AddRules{ServiceID: svc, Txn: txn, Rules: []rules.Rule{at("d", 300)}}, 0)
+	a.ok(&protocol.DeleteRules{ServiceID: svc, Txn: txn, RuleIDs: ids[1:2]}) // the only rule at offset 10
+	a.ok(&protocol.AddRules{ServiceID: svc, Txn: txn, Rules: []rules.Rule{at("d", 300)}})
+	index(&protocol.AddRules{ServiceID: svc, Txn: txn, Rules: []rules.Rule{at("e", 300), at("e", 400)}}, 1)
+	a.ok(&protocol.Commit{Txn: txn})
+}

@@ -14,6 +14,7 @@ type service struct {
 	use             usage             // what its rules count against the owner's quota
 	size            int64             // its bytes in a journal snapshot
 	sorted          []datapath.RuleID // the ids of Rules in rising order; nil when stale
+	offsets         map[uint16]int    // its rules by condition offset (checkOffsets)
 }
 
 // state is every service with its owner and rules: what the journal holds
@@ -31,10 +32,11 @@ func newState() state {
 
 // add makes s a service, with whatever rules it has.
 func (st *state) add(js *journal.Service) *service {
-	s := &service{Service: *js, size: journal.ServiceSize}
+	s := &service{Service: *js, size: journal.ServiceSize, offsets: map[uint16]int{}}
 	for _, r := range s.Rules {
 		s.use = s.use.plus(ruleUse(r))
 		s.size += journal.RuleSize(r)
+		s.offsets[r.Condition.Offset]++
 	}
 	st.services[s.ID] = s
 	st.owned[s.UID]++
@@ -59,6 +61,9 @@ func (st *state) applied(s *service, b datapath.Batch) {
 		old := s.Rules[id]
 		use = use.minus(ruleUse(old))
 		size -= journal.RuleSize(old)
+		if s.offsets[old.Condition.Offset]--; s.offsets[old.Condition.Offset] == 0 {
+			delete(s.offsets, old.Condition.Offset)
+		}
 	}
 	for _, id := range b.Delete {
 		drop(id)
@@ -67,12 +72,14 @@ func (st *state) applied(s *service, b datapath.Batch) {
 	for _, u := range b.Replace {
 		drop(u.ID)
 		s.Rules[u.ID] = u.Rule
+		s.offsets[u.Rule.Condition.Offset]++
 		use = use.plus(ruleUse(u.Rule))
 		size += journal.RuleSize(u.Rule)
 	}
 	s.Rules = maputil.Reserve(s.Rules, len(b.Add))
 	for i, r := range b.Add {
 		s.Rules[b.AddIDs[i]] = r
+		s.offsets[r.Condition.Offset]++
 		use = use.plus(ruleUse(r))
 		size += journal.RuleSize(r)
 	}

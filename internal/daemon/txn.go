@@ -111,6 +111,9 @@ func (s *Server) stage(sess *session, svc, id uint32, b datapath.Batch, items []
 	if perr := checkIDs(t.svc, b, t.touched); perr != nil {
 		return nil, perr
 	}
+	if perr := checkOffsets(t.svc, t.batch, b, items); perr != nil {
+		return nil, perr
+	}
 	if n := t.items() + len(b.Add) + len(b.Replace) + len(b.Delete); n > int(s.capacity) {
 		return nil, protocol.Errorf(syscall.ENOSPC, "transaction %d would hold %d items; the host's rule capacity is %d", id, n, s.capacity)
 	}

@@ -185,8 +185,8 @@ func (c *rawConn) closed(t *testing.T) {
 
 // A rule the data plane cannot serve is refused with its index in the
 // batch: the daemon checks it against the service's own limits (a UDP
-// reply fits one datagram) before the data plane, whose error does not
-// name the request's item.
+// reply fits one datagram; 8 distinct condition offsets) before the data
+// plane, whose error does not name the request's item.
 func TestRuleErrorIndex(t *testing.T) {
 	e := newEnv(t, "ri", "")
 	c := e.client(t)
@@ -196,11 +196,21 @@ func TestRuleErrorIndex(t *testing.T) {
 	}
 	tooLong := pingRule
 	tooLong.ReplyLen = rules.MaxUDPReply + 1
-	for _, batch := range [][]rules.Rule{{tooLong}, {pingRule, tooLong}} {
+	var offsets []rules.Rule // the last is one distinct offset too many
+	for i := range rules.MaxRegions + 1 {
+		r := pingRule
+		r.Condition.Offset = uint16(10 * i)
+		offsets = append(offsets, r)
+	}
+	for _, batch := range [][]rules.Rule{{tooLong}, {pingRule, tooLong}, offsets} {
 		_, err := c.AddRules(svc.ServiceID, batch)
 		var perr *protocol.Error
 		if !errors.As(err, &perr) || perr.Code != syscall.EINVAL || perr.Index != uint32(len(batch)-1) {
-			t.Errorf("ADD_RULES with rule %d too long: %v; want EINVAL at index %d", len(batch)-1, err, len(batch)-1)
+			t.Errorf("ADD_RULES with rule %d bad: %v; want EINVAL at index %d", len(batch)-1, err, len(batch)-1)
 		}
+	}
+	// The data plane takes as many offsets as the daemon lets through.
+	if _, err := c.AddRules(svc.ServiceID, offsets[:rules.MaxRegions]); err != nil {
+		t.Errorf("ADD_RULES with %d distinct offsets: %v", rules.MaxRegions, err)
 	}
 }
