@@ -1,13 +1,16 @@
 package daemon
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"runtime"
 	"strconv"
 	"strings"
+	"testing"
 	"time"
 
 	"github.com/santa-offload/santa/client"
@@ -23,9 +26,59 @@ import (
 //
 // RESULT is "ok" or the errno's name. OPs: hello, services, attach-fd:N
 // (the inherited descriptor N), attach-new (a new socket of its own, from
-// then on "mine"), detach:S, add:S:COUNT:REPLYLEN, delete:S:RULE, list:S,
-// begin:S and stats:S, where S is a service id or "mine".
+// then on "mine"), detach:S, add:S:COUNT:REPLYLEN, replace:S:RULE,
+// delete:S:RULE, list:S, begin:S, stats:S, where S is a service id or
+// "mine", and hold (wait for the end of stdin, holding what was attached).
 const helperEnv = "SANTA_DAEMON_TEST_HELPER"
+
+// op is a helper op and what it must give: its RESULT, and text its
+// MESSAGE holds.
+type op struct{ op, result, msg string }
+
+// runOps runs ops in a helper as w, with files as descriptors 3, 4, ...,
+// checks what each gives and returns the messages, by op.
+func (e *env) runOps(t *testing.T, w who, files []*os.File, ops []op) []string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := e.helperAs(ctx, w, files, opArgs(ops)...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("helper: %v\n%s", err, stderr.String())
+	}
+	return checkOps(t, w, strings.Split(strings.TrimSpace(string(out)), "\n"), ops)
+}
+
+// opArgs are the helper's arguments for ops.
+func opArgs(ops []op) []string {
+	args := []string{"ops"}
+	for _, o := range ops {
+		args = append(args, o.op)
+	}
+	return args
+}
+
+// checkOps checks the lines a helper running as w printed against ops and
+// returns their messages, by op.
+func checkOps(t *testing.T, w who, lines []string, ops []op) []string {
+	t.Helper()
+	if len(lines) != len(ops) {
+		t.Fatalf("helper printed %d lines for %d ops:\n%s", len(lines), len(ops), strings.Join(lines, "\n"))
+	}
+	msgs := make([]string, len(ops))
+	for i, o := range ops {
+		t.Logf("as uid %d: %s", w.uid, lines[i])
+		name, rest, _ := strings.Cut(lines[i], " ")
+		result, msg, _ := strings.Cut(rest, " ")
+		if name != o.op || result != o.result || !strings.Contains(msg, o.msg) {
+			t.Errorf("%s: got %s %q; want %s with %q", o.op, result, msg, o.result, o.msg)
+		}
+		msgs[i] = msg
+	}
+	return msgs
+}
 
 func runHelper(args []string) int {
 	if len(args) < 2 {
@@ -141,6 +194,8 @@ func (h *opsHelper) run(i int, op string) (string, error) {
 		}
 		ids, err := h.c.AddRules(num(1), rs)
 		return fmt.Sprintf("ids=%v", ids), err
+	case "replace":
+		return "", h.c.ReplaceRules(num(1), []client.RuleEntry{{RuleID: num(2), Rule: pingRule}})
 	case "delete":
 		return "", h.c.DeleteRules(num(1), []uint32{num(2)})
 	case "list":
@@ -157,6 +212,9 @@ func (h *opsHelper) run(i int, op string) (string, error) {
 		return "", err
 	case "stats":
 		_, err := h.c.ServiceStats(num(1))
+		return "", err
+	case "hold":
+		_, err := io.Copy(io.Discard, os.Stdin)
 		return "", err
 	}
 	return "", fmt.Errorf("unknown op %q", op)

@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -186,20 +187,44 @@ func (e *env) dialUDP(t *testing.T, port uint16) *net.UDPConn {
 
 func portOf(u *net.UDPConn) uint16 { return u.LocalAddr().(*net.UDPAddr).AddrPort().Port() }
 
-// helper runs this test binary in helper mode in the namespace, as nobody
-// (uid and gid 65534, no groups, no capabilities), with files as
-// descriptors 3, 4, ...; args are the mode and its arguments.
+// who a client process runs as: uid and gid uid, with the supplementary
+// groups groups (setpriv's comma-separated gids; "": none), and no
+// capabilities.
+type who struct {
+	uid    int
+	groups string
+}
+
+// nobody is a client that is not an admin.
+var nobody = who{uid: 65534}
+
+// helper runs this test binary in helper mode in the namespace, as nobody,
+// with files as descriptors 3, 4, ...; args are the mode and its arguments.
 func (e *env) helper(ctx context.Context, files []*os.File, args ...string) *exec.Cmd {
-	cmd := e.asNobody(ctx, selfBin, append([]string{e.d.Socket}, args...)...)
+	return e.helperAs(ctx, nobody, files, args...)
+}
+
+// helperAs is helper as w.
+func (e *env) helperAs(ctx context.Context, w who, files []*os.File, args ...string) *exec.Cmd {
+	cmd := e.as(ctx, w, selfBin, append([]string{e.d.Socket}, args...)...)
 	cmd.Env = append(cmd.Env, helperEnv+"=1")
 	cmd.ExtraFiles = files
 	return cmd
 }
 
-// asNobody runs name in the namespace as nobody (uid and gid 65534, no
-// groups, no capabilities): a client that is not an admin.
+// asNobody runs name in the namespace as nobody.
 func (e *env) asNobody(ctx context.Context, name string, args ...string) *exec.Cmd {
-	argv := append([]string{"--reuid=65534", "--regid=65534", "--clear-groups", "--", name}, args...)
+	return e.as(ctx, nobody, name, args...)
+}
+
+// as runs name in the namespace as w.
+func (e *env) as(ctx context.Context, w who, name string, args ...string) *exec.Cmd {
+	groups := "--clear-groups"
+	if w.groups != "" {
+		groups = "--groups=" + w.groups
+	}
+	id := strconv.Itoa(w.uid)
+	argv := append([]string{"--reuid=" + id, "--regid=" + id, groups, "--", name}, args...)
 	cmd := e.ns.Command(ctx, "setpriv", argv...)
 	cmd.Env = os.Environ()
 	cmd.WaitDelay = 5 * time.Second

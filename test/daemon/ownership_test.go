@@ -1,7 +1,6 @@
 package daemon
 
 import (
-	"context"
 	"fmt"
 	"net"
 	"os"
@@ -36,9 +35,7 @@ func TestNonRootClient(t *testing.T) {
 	files := []*os.File{fileOf(t, rootSock), fileOf(t, hostSock)} // descriptors 3 and 4
 
 	theirs := svc.ServiceID
-	ops := []struct {
-		op, result, msg string
-	}{
+	ops := []op{
 		{"hello", "ok", "uid=65534 admin=false quota_rules=5 quota_bytes=300"},
 		// Root's socket, handed over: holding it is not enough, it is attached.
 		{"attach-fd:3", "EEXIST", "already registered"},
@@ -47,6 +44,7 @@ func TestNonRootClient(t *testing.T) {
 		{"services", "ok", ""}, // checked below: its own only
 		{fmt.Sprintf("detach:%d", theirs), "EPERM", "belongs to uid 0, not to uid 65534"},
 		{fmt.Sprintf("add:%d:1:8", theirs), "EPERM", "belongs to uid 0"},
+		{fmt.Sprintf("replace:%d:%d", theirs, ids[0]), "EPERM", "belongs to uid 0"},
 		{fmt.Sprintf("delete:%d:%d", theirs, ids[0]), "EPERM", "belongs to uid 0"},
 		{fmt.Sprintf("list:%d", theirs), "EPERM", "belongs to uid 0"},
 		{fmt.Sprintf("begin:%d", theirs), "EPERM", "belongs to uid 0"},
@@ -57,37 +55,10 @@ func TestNonRootClient(t *testing.T) {
 		{"list:mine", "ok", "rules=2"},
 		{"attach-new", "EDQUOT", "quota of 1 services for uid 65534 exceeded: 1 attached"},
 	}
-	var args []string
-	for _, o := range ops {
-		args = append(args, o.op)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	cmd := e.helper(ctx, files, append([]string{"ops"}, args...)...)
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("helper: %v\n%s", err, stderr.String())
-	}
-	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-	if len(lines) != len(ops) {
-		t.Fatalf("helper printed %d lines for %d ops:\n%s", len(lines), len(ops), out)
-	}
-	var mine string
-	for i, o := range ops {
-		t.Logf("as nobody: %s", lines[i])
-		op, rest, _ := strings.Cut(lines[i], " ")
-		result, msg, _ := strings.Cut(rest, " ")
-		if op != o.op || result != o.result || !strings.Contains(msg, o.msg) {
-			t.Errorf("%s: got %s %q; want %s with %q", o.op, result, msg, o.result, o.msg)
-		}
-		if o.op == "attach-new" && o.result == "ok" {
-			mine = strings.TrimPrefix(msg, "service=")
-		}
-		if o.op == "services" && msg != "ids="+mine {
-			t.Errorf("nobody lists services %q; want only its own, %s", msg, mine)
-		}
+	msgs := e.runOps(t, nobody, files, ops)
+	// ops[3] attached nobody's service; ops[4] listed the services.
+	if mine := strings.TrimPrefix(msgs[3], "service="); msgs[4] != "ids="+mine {
+		t.Errorf("nobody lists services %q; want only its own, %s", msgs[4], mine)
 	}
 
 	// Root's service is untouched; nobody's ended with its process.
