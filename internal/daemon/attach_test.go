@@ -75,7 +75,7 @@ func TestAttachNotASocket(t *testing.T) {
 	if after := openFDs(t); after != before {
 		t.Errorf("%d descriptors open before, %d after: santad kept some", before, after)
 	}
-	if len(s.st.services) != 0 {
-		t.Errorf("%d services registered", len(s.st.services))
+	if n := s.serviceCount(); n != 0 {
+		t.Errorf("%d services registered", n)
 	}
 }

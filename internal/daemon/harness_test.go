@@ -63,6 +63,13 @@ func newTestServer(t *testing.T, edit func(*Config)) *testServer {
 	return &testServer{Server: s, dp: dp, dir: dir}
 }
 
+// serviceCount is how many services the server knows.
+func (s *testServer) serviceCount() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.st.services)
+}
+
 // conn is a client end of a connection, speaking raw datagrams.
 type conn struct {
 	t   *testing.T

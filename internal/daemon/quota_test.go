@@ -27,9 +27,9 @@ func TestServiceQuota(t *testing.T) {
 	a.attach()
 	over := func(c *conn, want string) {
 		t.Helper()
-		before := len(s.st.services)
+		before := s.serviceCount()
 		c.refused(&protocol.Attach{}, syscall.EDQUOT, want, fdOf(t, udp(t)))
-		if len(s.st.services) != before {
+		if s.serviceCount() != before {
 			t.Errorf("a refused ATTACH registered a service")
 		}
 	}
@@ -43,7 +43,9 @@ func TestServiceQuota(t *testing.T) {
 	a.ok(&protocol.Detach{ServiceID: first})
 	gone := a.attach()
 	over(a, "2 attached")
+	s.mu.Lock()
 	sv := s.st.services[datapath.ServiceID(gone)]
+	s.mu.Unlock()
 	s.dp.RemoveService(sv.ID)
 	s.SocketClosed(sv.ID, sv.Info)
 	a.attach()
@@ -59,8 +61,8 @@ func TestServiceQuota(t *testing.T) {
 	for _, js := range rep.Services {
 		restarted.dp.restorable[js.Info.Cookie] = true
 	}
-	if n, _ := restarted.Restore(restarted.dp, rep.Services); n != len(s.st.services) {
-		t.Fatalf("restored %d services, want %d", n, len(s.st.services))
+	if n, _ := restarted.Restore(restarted.dp, rep.Services); n != s.serviceCount() {
+		t.Fatalf("restored %d services, want %d", n, s.serviceCount())
 	}
 	restarted.connect(t, alice, true).refused(&protocol.Attach{}, syscall.EDQUOT, "2 attached", fdOf(t, udp(t)))
 }
