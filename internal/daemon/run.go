@@ -50,7 +50,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	// With a journal, the earlier run's links keep answering with its
 	// maps until this run has restored the rules and takes them over.
 	dp, err := datapath.Open(datapath.Options{PinPath: cfg.PinPath, MaxRules: cfg.MaxRules,
-		MaxServices: cfg.MaxServices, ReplyTTL: cfg.ReplyTTL, KeepLinks: saved.Existed})
+		MaxServices: cfg.MaxServices, ReplyTTL: cfg.ReplyTTL, KeepLinks: saved.Existed, Log: log})
 	if err != nil {
 		return fmt.Errorf("opening the data plane: %w", err)
 	}

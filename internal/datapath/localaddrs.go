@@ -23,7 +23,8 @@ type localAddrs struct {
 }
 
 // followLocalAddrs fills m from the local table of the calling thread's
-// network namespace and keeps it in sync until stop.
+// network namespace and keeps it in sync until stop, from whichever thread
+// its goroutine runs on.
 func followLocalAddrs(m *ebpf.Map, log *slog.Logger) (*localAddrs, error) {
 	// Subscribed before the first dump: no change falls between the two.
 	w, err := localaddr.Watch()
@@ -57,7 +58,7 @@ func (l *localAddrs) loop() {
 // sync makes the map the current table: new entries first, then the stale
 // ones go, so that an address that stays is never missing.
 func (l *localAddrs) sync() error {
-	table, ranges, err := localaddr.Read()
+	table, ranges, err := l.watcher.Read()
 	if err != nil {
 		return err
 	}

@@ -45,13 +45,8 @@ type Table map[Key]Kind
 // are not answered in the kernel. Returned beside the table for reports.
 type Ranges int
 
-// Read dumps the local routing table of the calling thread's network
-// namespace.
-func Read() (Table, Ranges, error) {
-	rib, err := syscall.NetlinkRIB(unix.RTM_GETROUTE, unix.AF_UNSPEC)
-	if err != nil {
-		return nil, 0, fmt.Errorf("dumping routes: %w", err)
-	}
+// read parses a dump of every route.
+func read(rib []byte) (Table, Ranges, error) {
 	msgs, err := syscall.ParseNetlinkMessage(rib)
 	if err != nil {
 		return nil, 0, fmt.Errorf("parsing routes: %w", err)
@@ -128,9 +123,13 @@ func parseRoute(m syscall.NetlinkMessage) (k Key, kind Kind, wide, ok bool) {
 	return k, kind, false, true
 }
 
-// Watcher tells of changes to the host's routes and addresses.
+// Watcher reads the local table of one network namespace and tells of its
+// changes. Its sockets belong to the namespace they were opened in, so it
+// serves that namespace from any thread.
 type Watcher struct {
-	f *os.File
+	f    *os.File // subscribed to changes
+	dump int      // asks for the routes
+	seq  uint32
 }
 
 // Watch subscribes to route and address changes of the calling thread's
@@ -145,8 +144,49 @@ func Watch() (*Watcher, error) {
 		unix.Close(fd)
 		return nil, fmt.Errorf("subscribing to route changes: %w", err)
 	}
+	dump, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.NETLINK_ROUTE)
+	if err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("opening netlink socket: %w", err)
+	}
 	// Non-blocking and in the runtime's poller: Close wakes a Wait.
-	return &Watcher{f: os.NewFile(uintptr(fd), "netlink-route")}, nil
+	return &Watcher{f: os.NewFile(uintptr(fd), "netlink-route"), dump: dump}, nil
+}
+
+// Read dumps the local routing table. It is not safe for concurrent use.
+func (w *Watcher) Read() (Table, Ranges, error) {
+	w.seq++
+	req := make([]byte, unix.SizeofNlMsghdr+unix.SizeofRtMsg)
+	binary.NativeEndian.PutUint32(req[0:], uint32(len(req)))
+	binary.NativeEndian.PutUint16(req[4:], unix.RTM_GETROUTE)
+	binary.NativeEndian.PutUint16(req[6:], unix.NLM_F_REQUEST|unix.NLM_F_DUMP)
+	binary.NativeEndian.PutUint32(req[8:], w.seq)
+	req[unix.SizeofNlMsghdr] = unix.AF_UNSPEC
+	if err := unix.Sendto(w.dump, req, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
+		return nil, 0, fmt.Errorf("asking for the routes: %w", err)
+	}
+	var rib []byte
+	buf := make([]byte, 1<<16)
+	for {
+		n, _, err := unix.Recvfrom(w.dump, buf, 0)
+		if err != nil {
+			return nil, 0, fmt.Errorf("reading the routes: %w", err)
+		}
+		msgs, err := syscall.ParseNetlinkMessage(buf[:n])
+		if err != nil {
+			return nil, 0, fmt.Errorf("parsing routes: %w", err)
+		}
+		rib = append(rib, buf[:n]...)
+		for _, m := range msgs {
+			switch {
+			case m.Header.Seq != w.seq:
+			case m.Header.Type == unix.NLMSG_DONE:
+				return read(rib)
+			case m.Header.Type == unix.NLMSG_ERROR:
+				return nil, 0, fmt.Errorf("reading the routes: netlink error %d", int32(binary.NativeEndian.Uint32(m.Data)))
+			}
+		}
+	}
 }
 
 // Wait returns once something changed since the last Wait (or the kernel
@@ -184,4 +224,7 @@ func (w *Watcher) Wait() error {
 func isOverrun(err error) bool { return errors.Is(err, unix.ENOBUFS) }
 
 // Close ends the subscription and wakes a Wait.
-func (w *Watcher) Close() error { return w.f.Close() }
+func (w *Watcher) Close() error {
+	unix.Close(w.dump)
+	return w.f.Close()
+}

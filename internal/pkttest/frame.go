@@ -19,6 +19,10 @@ type UDPFrame struct {
 	DF             bool
 	TOS            uint8
 	NoUDPCsum      bool // IPv4 only: checksum field 0
+	// PartialUDPCsum leaves the checksum to offload, as a local sender's
+	// stack does (CHECKSUM_PARTIAL): the field holds the pseudo header's
+	// sum, not inverted.
+	PartialUDPCsum bool
 }
 
 // Bytes is the frame on the wire.
@@ -62,7 +66,10 @@ func (f UDPFrame) Bytes() []byte {
 	binary.BigEndian.PutUint16(udp[2:], f.Dst.Port())
 	binary.BigEndian.PutUint16(udp[4:], uint16(udpLen))
 	udp = append(udp, f.Payload...)
-	if !f.NoUDPCsum {
+	switch {
+	case f.PartialUDPCsum:
+		binary.BigEndian.PutUint16(udp[6:], fold(sum(pseudo)))
+	case !f.NoUDPCsum:
 		c := ^fold(sum(pseudo) + sum(udp))
 		if c == 0 {
 			c = 0xffff
@@ -73,9 +80,10 @@ func (f UDPFrame) Bytes() []byte {
 }
 
 // Reply is the frame the data plane must send back for f with payload p.
+// A reply to a request with a partial checksum keeps it partial.
 func (f UDPFrame) Reply(p []byte) UDPFrame {
 	return UDPFrame{SrcMAC: f.DstMAC, DstMAC: f.SrcMAC, Src: f.Dst, Dst: f.Src,
-		Payload: p, TTL: 64, DF: f.Src.Addr().Is4()}
+		Payload: p, TTL: 64, DF: f.Src.Addr().Is4(), PartialUDPCsum: f.PartialUDPCsum}
 }
 
 func sum(b []byte) uint32 {
