@@ -13,7 +13,7 @@ BENCH_PKGS := bind9 knot nsd dnsperf memcached nginx-light wrk python3-matplotli
 GEN      := internal/datapath/santa_bpfel.go internal/datapath/santatcp_bpfel.go internal/datapath/santahandover_bpfel.go internal/xdppass/xdppass_bpfel.go internal/droponce/droponce_bpfel.go bench/gen/gen_bpfel.go \
             bench/memlat/memlat_bpfel.go
 
-.PHONY: setup bench-deps build test bench report demo clean
+.PHONY: setup bench-deps build test fuzz bench report demo clean
 
 # Idempotent: installs only missing Debian packages, then Go modules.
 setup:
@@ -47,6 +47,19 @@ test: build
 	python3 -m unittest discover -s sdk/python/tests -t sdk/python
 	/usr/bin/python3 -m unittest discover -s bench/report
 	$(MAKE) -C sdk/c test
+	$(MAKE) fuzz
+
+# A short run of every fuzz target (each func FuzzX of a _test.go file);
+# a longer one is FUZZTIME=10m. A failing input lands in the package's
+# testdata/fuzz, where the plain tests run it from then on.
+FUZZTIME ?= 15s
+fuzz: build
+	@set -e; for f in $$(grep -rl --include='*_test.go' '^func Fuzz' .); do \
+		for fn in $$(sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(.*/\1/p' $$f); do \
+			echo "fuzz: $$fn in $$(dirname $$f) for $(FUZZTIME)"; \
+			$(GO) test -run '^$$' -fuzz "^$$fn\$$" -fuzztime $(FUZZTIME) ./$$(dirname $$f); \
+		done; \
+	done
 
 # Runs every benchmark, keeps the RESULT lines in bench/results/latest.txt
 # and regenerates the generated part of docs/benchmarks.md with its plots.

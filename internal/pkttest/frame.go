@@ -112,3 +112,46 @@ func FixIPv4Checksum(frame []byte) {
 	ip[10], ip[11] = 0, 0
 	binary.BigEndian.PutUint16(ip[10:], ^fold(sum(ip)))
 }
+
+// FixChecksums recomputes the IPv4 header checksum (option-less headers)
+// and the UDP checksum of a frame that a test or fuzzer changed after
+// Bytes, so that the change gets past the checksum checks. It leaves alone
+// whatever is too short or inconsistent to hold them.
+func FixChecksums(frame []byte) {
+	if len(frame) < 14 {
+		return
+	}
+	var addrs, udp []byte
+	switch binary.BigEndian.Uint16(frame[12:]) {
+	case 0x0800:
+		if len(frame) < 34 || frame[14] != 0x45 {
+			return
+		}
+		FixIPv4Checksum(frame)
+		addrs, udp = frame[26:34], frame[34:]
+	case 0x86dd:
+		if len(frame) < 54 {
+			return
+		}
+		addrs, udp = frame[22:54], frame[54:]
+	default:
+		return
+	}
+	if len(udp) < 8 {
+		return
+	}
+	n := int(binary.BigEndian.Uint16(udp[4:]))
+	if n < 8 || n > len(udp) {
+		return
+	}
+	udp = udp[:n]
+	// Both families' pseudo headers sum to the addresses, the protocol and
+	// the length.
+	pseudo := append(append([]byte{}, addrs...), 0, 17, byte(n>>8), byte(n))
+	udp[6], udp[7] = 0, 0
+	c := ^fold(sum(pseudo) + sum(udp))
+	if c == 0 {
+		c = 0xffff
+	}
+	binary.BigEndian.PutUint16(udp[6:], c)
+}
