@@ -43,9 +43,12 @@ static __always_inline __u32 santa_addr_kind(const struct santa_pkt *pkt, const 
 	return kind ? *kind : 0;
 }
 
-/* What ip_rcv_core, ip6_rcv_core and the route lookup drop off loopback
- * whatever the host's addresses: loopback addresses on the wire, a "this
- * network" (0/8) IPv4 source, an IPv4-mapped IPv6 source. */
+/* Addresses no request from the wire may carry, whatever the host's
+ * addresses: ip_rcv_core, ip6_rcv_core and the route lookup drop loopback
+ * sources and destinations off loopback. A "this network" (0/8) IPv4 source
+ * and an IPv4-mapped IPv6 source the kernel may deliver; no host sends
+ * from them, and a reply to one would not reach it: refused, stricter than
+ * the kernel. */
 static __always_inline int santa_martian_pattern(const struct santa_pkt *pkt)
 {
 	if (pkt->ipv6) {
@@ -82,11 +85,13 @@ static __always_inline __u32 santa_check_delivery(struct net_device *dev, void *
 	if ((void *)(eth + 1) > data_end)
 		return SANTA_PATH_BAD_LENGTH;
 
-	/* eth_type_trans: a frame for another MAC is PACKET_OTHERHOST, and
-	 * only PACKET_HOST reaches a socket as unicast. dev_addr is a pointer
-	 * the verifier will not follow; dev_addr_shadow is the copy of the
-	 * same bytes that dev_addr_mod keeps inside struct net_device. A group
-	 * source MAC is no host's: a reply to it would be a broadcast. */
+	/* eth_type_trans: ip_rcv drops a frame for another MAC
+	 * (PACKET_OTHERHOST). A unicast request in a broadcast or multicast
+	 * frame the kernel delivers, but no host sends one: refused, stricter
+	 * than the kernel, as is a group source MAC, to which a reply would be
+	 * a broadcast. dev_addr is a pointer the verifier will not follow;
+	 * dev_addr_shadow is the copy of the same bytes that dev_addr_mod
+	 * keeps inside struct net_device. */
 	if (!santa_mac_equal(eth->h_dest, dev->dev_addr_shadow) || (eth->h_source[0] & 1))
 		return SANTA_PATH_NOT_FOR_HOST;
 	if (!loopback && santa_martian_pattern(pkt))
@@ -106,9 +111,9 @@ static __always_inline __u32 santa_check_delivery(struct net_device *dev, void *
 	return SANTA_PARSED;
 }
 
-/* Whether a reply of reply_len payload bytes to pkt fits dev's MTU: the
- * application's own reply would be fragmented (IPv4) or refused, never sent
- * whole, and a frame over the MTU is dropped by the device. */
+/* Whether a reply of reply_len payload bytes to pkt fits dev's MTU. A
+ * frame over the MTU is dropped by the device; the application's own reply
+ * of that size the stack fragments. */
 static __always_inline int santa_reply_fits(struct net_device *dev, const struct santa_pkt *pkt, __u32 reply_len)
 {
 	return pkt->payload_off - pkt->l3_off + reply_len <= dev->mtu;

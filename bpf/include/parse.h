@@ -96,7 +96,11 @@ static __always_inline __u32 santa_parse(void *data, void *data_end, __u32 frame
 		/* Extension headers (fragments among them) are not followed. */
 		if (ip6->nexthdr != IPPROTO_UDP)
 			return SANTA_PATH_NOT_UDP;
-		if (ip6->daddr.in6_u.u6_addr8[0] == 0xff || ip6->saddr.in6_u.u6_addr8[0] == 0xff)
+		/* An unspecified (::) source the kernel delivers, but a reply
+		 * to it goes nowhere (the application's would go to ::1). */
+		if (ip6->daddr.in6_u.u6_addr8[0] == 0xff || ip6->saddr.in6_u.u6_addr8[0] == 0xff ||
+		    !(ip6->saddr.in6_u.u6_addr32[0] | ip6->saddr.in6_u.u6_addr32[1] |
+		      ip6->saddr.in6_u.u6_addr32[2] | ip6->saddr.in6_u.u6_addr32[3]))
 			return SANTA_PATH_NOT_UNICAST;
 		l4_len = bpf_ntohs(ip6->payload_len);
 		if (pkt->l3_off + sizeof(*ip6) + l4_len > frame_len)

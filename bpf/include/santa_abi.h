@@ -217,14 +217,14 @@ enum santa_path {
 	SANTA_PATH_FRAGMENT,     /* IPv4 fragment */
 	SANTA_PATH_IP_OPTIONS,   /* IPv4 header with options */
 	SANTA_PATH_BAD_LENGTH,   /* truncated packet, or length fields that disagree */
-	SANTA_PATH_NOT_UNICAST,  /* multicast/broadcast destination or source */
+	SANTA_PATH_NOT_UNICAST,  /* multicast/broadcast destination or source, unspecified source */
 	SANTA_PATH_TOO_LONG,     /* request payload above SANTA_MAX_UDP_REQUEST */
 	SANTA_PATH_NO_SOCKET,    /* no local socket would receive it */
 	SANTA_PATH_NOT_SERVICE,  /* the receiving socket is not registered */
 	SANTA_PATH_SERVICE_PASS, /* a service's packet that was not answered (see service_stats) */
 	SANTA_PATH_FALLBACK,     /* left for the TC program: reply too big for the XDP frame */
 	SANTA_PATH_SEEN_BY_XDP,  /* TC: XDP already examined and passed this packet */
-	SANTA_PATH_TX_ERROR,     /* TC: building or redirecting the reply failed; the request passes */
+	SANTA_PATH_TX_ERROR,     /* building the reply failed after the request was overwritten: dropped */
 	SANTA_PATH_BAD_IP_CSUM,  /* IPv4 header checksum wrong: the stack drops it */
 	SANTA_PATH_NOT_FOR_HOST, /* frame not addressed to this interface's MAC, or from a group MAC */
 	SANTA_PATH_NOT_LOCAL,    /* destination not an address of this host: the stack forwards or drops it */
@@ -253,7 +253,8 @@ enum santa_addr_kind {
 	SANTA_ADDR_BROADCAST = 2,
 };
 
-/* Entries of the local address map; a host with more passes the rest. */
+/* Entries of the local address map; requests to a host's addresses beyond
+ * them pass to the stack. */
 #define SANTA_MAX_LOCAL_ADDRS 16384
 
 /*

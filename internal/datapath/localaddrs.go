@@ -2,7 +2,6 @@ package datapath
 
 import (
 	"errors"
-	"fmt"
 	"log/slog"
 	"os"
 
@@ -24,7 +23,8 @@ type localAddrs struct {
 
 // followLocalAddrs fills m from the local table of the calling thread's
 // network namespace and keeps it in sync until stop, from whichever thread
-// its goroutine runs on.
+// its goroutine runs on. Only a table that cannot be read fails it: what
+// the map cannot hold is logged, and requests to it pass to the stack.
 func followLocalAddrs(m *ebpf.Map, log *slog.Logger) (*localAddrs, error) {
 	// Subscribed before the first dump: no change falls between the two.
 	w, err := localaddr.Watch()
@@ -50,13 +50,14 @@ func (l *localAddrs) loop() {
 			return
 		}
 		if err := l.sync(); err != nil {
-			l.log.Error("updating the host's addresses", "err", err)
+			l.log.Error("reading the host's addresses; the data plane keeps the last ones it read", "err", err)
 		}
 	}
 }
 
-// sync makes the map the current table: new entries first, then the stale
-// ones go, so that an address that stays is never missing.
+// sync makes the map the current table: the stale entries go first, which
+// makes room for the new ones and never touches an address that stays.
+// It fails only if the table cannot be read.
 func (l *localAddrs) sync() error {
 	table, ranges, err := l.watcher.Read()
 	if err != nil {
@@ -65,19 +66,6 @@ func (l *localAddrs) sync() error {
 	want := make(map[santaSantaAddrKey]santaSantaAddrKind, len(table))
 	for k, kind := range table {
 		want[addrKey(k)] = addrKinds[kind]
-	}
-	var errs []error
-	stored, limit := 0, int(l.m.MaxEntries())
-	for k, kind := range want {
-		if stored >= limit {
-			errs = append(errs, fmt.Errorf("the host has %d addresses; the data plane answers for %d of them only (SANTA_MAX_LOCAL_ADDRS)", len(want), limit))
-			break
-		}
-		if err := l.m.Put(k, kind); err != nil {
-			errs = append(errs, fmt.Errorf("storing a local address: %w", err))
-			continue
-		}
-		stored++
 	}
 	var k santaSantaAddrKey
 	var v santaSantaAddrKind
@@ -89,13 +77,23 @@ func (l *localAddrs) sync() error {
 	}
 	for _, k := range stale {
 		if err := l.m.Delete(k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
-			errs = append(errs, fmt.Errorf("removing a former local address: %w", err))
+			l.log.Error("removing a former local address from the data plane", "err", err)
 		}
+	}
+	failed := 0
+	for k, kind := range want {
+		if err := l.m.Put(k, kind); err != nil {
+			failed++
+		}
+	}
+	if failed > 0 {
+		l.log.Error("the data plane holds only some of the host's addresses; requests to the others pass to the stack",
+			"addresses", len(want), "not_held", failed, "capacity", l.m.MaxEntries())
 	}
 	if ranges > 0 {
 		l.log.Debug("local routes wider than one address are not answered in the kernel", "routes", ranges)
 	}
-	return errors.Join(errs...)
+	return nil
 }
 
 // stop ends the sync; the map keeps what it has.

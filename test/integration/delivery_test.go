@@ -88,6 +88,7 @@ func deliveryCases(linkLocalSrv, linkLocalCli netip.Addr) []deliveryCase {
 		{name: "ipv6 loopback source", frame: req(addr("::1"), srv6, "Hello"), path: "martian"},
 		{name: "ipv6 own address as source", frame: req(srv6, srv6, "Hello"), path: "martian"},
 		{name: "ipv6 v4-mapped destination", frame: req(cli6, addr("::ffff:"+serverIPv4), "Hello"), path: "not_local"},
+		{name: "ipv6 unspecified source", frame: req(addr("::"), srv6, "Hello"), path: "not_unicast"},
 		{name: "ipv6 v4-mapped source", frame: req(addr("::ffff:10.77.0.2"), srv6, "Hello"), path: "martian"},
 		{name: "ipv6 link-local of another interface", frame: req(linkLocalCli, addr("fe80::99"), "Hello"), path: "not_local"},
 	}
