@@ -32,7 +32,7 @@ func newFakeDP() *fakeDP {
 }
 
 // AdoptConnections: the fake has no connections to adopt.
-func (f *fakeDP) AdoptConnections(datapath.ServiceID, string) (datapath.Adopted, error) {
+func (f *fakeDP) AdoptConnections(datapath.ServiceID, string, int64) (datapath.Adopted, error) {
 	return datapath.Adopted{}, nil
 }
 

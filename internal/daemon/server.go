@@ -15,7 +15,7 @@ import (
 // *datapath.Datapath, or a fake in tests where the kernel is not the point.
 type Dataplane interface {
 	AddService(fd int) (datapath.ServiceID, error)
-	AdoptConnections(datapath.ServiceID, string) (datapath.Adopted, error)
+	AdoptConnections(datapath.ServiceID, string, int64) (datapath.Adopted, error)
 	RemoveService(datapath.ServiceID) error
 	Apply(datapath.ServiceID, datapath.Batch) ([]datapath.RuleID, error)
 	ReserveRuleIDs(n int) ([]datapath.RuleID, error)

@@ -71,16 +71,23 @@ func (s *Server) attach(sess *session, req *protocol.Attach, fds []int) protocol
 	}
 	s.log.Info("service attached", "service", id, "addr", info.Local, "owner_uid", sess.peer.UID, "client", sess.client)
 	if info.Protocol == unix.IPPROTO_TCP {
-		s.adopt(id)
+		s.adopt(id, sess.peer)
 	}
 	return serviceInfo(sv)
 }
 
 // adopt puts the connections a TCP listener accepted before it was
 // attached under its rules; those that are busy stay the application's.
-// Connections are santad's own netns's, like the listener.
-func (s *Server) adopt(id datapath.ServiceID) {
-	got, err := s.dp.AdoptConnections(id, "")
+// Connections are santad's own netns's, like the listener. A client that
+// is not an admin gets only connections of its own uid: another uid's
+// connection may share the listener's port (SO_REUSEADDR) without being
+// one it accepted.
+func (s *Server) adopt(id datapath.ServiceID, peer Peer) {
+	onlyUID := int64(peer.UID)
+	if peer.Admin {
+		onlyUID = datapath.AnyUID
+	}
+	got, err := s.dp.AdoptConnections(id, "", onlyUID)
 	if err != nil {
 		s.log.Warn("adopting connections", "service", id, "err", err)
 		return

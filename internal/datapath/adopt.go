@@ -21,7 +21,13 @@ type Adopted struct {
 // by the listener's port, and taken from the process holding it
 // (pidfd_getfd, so root). A connection that is not idle, or that closes
 // meanwhile, is skipped with its reason.
-func (d *Datapath) AdoptConnections(svc ServiceID, nsPath string) (Adopted, error) {
+//
+// The port alone does not make a connection the listener's: with
+// SO_REUSEADDR, another uid's outgoing connection can have the same local
+// port. So for a client that is not an admin, only connections of its own
+// uid (the owner /proc/net/tcp shows: whoever accepted, or created, the
+// socket) are taken, onlyUID; AnyUID takes every one.
+func (d *Datapath) AdoptConnections(svc ServiceID, nsPath string, onlyUID int64) (Adopted, error) {
 	var got Adopted
 	info, err := d.Service(svc)
 	if err != nil {
@@ -30,9 +36,17 @@ func (d *Datapath) AdoptConnections(svc ServiceID, nsPath string) (Adopted, erro
 	if info.Protocol != unix.IPPROTO_TCP {
 		return got, fmt.Errorf("service %d is not a TCP listener: %w", svc, ErrNotListener)
 	}
-	conns, err := procsock.EstablishedTCP(nsPath, info.Local.Port())
+	all, err := procsock.EstablishedTCP(nsPath, info.Local.Port())
 	if err != nil {
 		return got, fmt.Errorf("listing connections: %w", err)
+	}
+	var conns []procsock.Socket
+	for _, c := range all {
+		if onlyUID != AnyUID && int64(c.UID) != onlyUID {
+			got.Skipped = append(got.Skipped, fmt.Errorf("connection on %s: owned by uid %d, not by uid %d", c.Local, c.UID, onlyUID))
+			continue
+		}
+		conns = append(conns, c)
 	}
 	inodes := make([]uint64, len(conns))
 	for i, c := range conns {
@@ -60,6 +74,9 @@ func (d *Datapath) AdoptConnections(svc ServiceID, nsPath string) (Adopted, erro
 	}
 	return got, nil
 }
+
+// AnyUID makes AdoptConnections take connections of every owner.
+const AnyUID = -1
 
 func (d *Datapath) adoptHeld(svc ServiceID, h procsock.Held) error {
 	fd, err := procsock.TakeFD(h.PID, h.FD)

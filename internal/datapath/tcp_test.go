@@ -628,7 +628,7 @@ func TestTCPAdoptConnections(t *testing.T) {
 	exchange(t, before, []byte("miss\n"), []byte("APP:miss\n"))
 	r.register(t)
 	r.addRules(t)
-	got, err := r.d.AdoptConnections(r.svc, "")
+	got, err := r.d.AdoptConnections(r.svc, "", AnyUID)
 	if err != nil || got.Adopted != 1 || len(got.Skipped) != 0 {
 		t.Fatalf("adopted %+v, %v; want the one connection", got, err)
 	}
@@ -658,7 +658,7 @@ func TestTCPRemovedListenerReleasesConnections(t *testing.T) {
 	var got Adopted
 	var err error
 	if !eventually(2*time.Second, 20*time.Millisecond, func() bool {
-		got, err = r.d.AdoptConnections(r.svc, "")
+		got, err = r.d.AdoptConnections(r.svc, "", AnyUID)
 		return err == nil && got.Adopted == 1
 	}) {
 		t.Fatalf("adopted %+v, %v; want the connection back", got, err)

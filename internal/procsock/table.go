@@ -26,6 +26,7 @@ import (
 type Socket struct {
 	Local netip.AddrPort
 	State int
+	UID   uint32 // the socket's owner (sk_uid), in the reader's user namespace
 	Inode uint64
 	RecvQ uint32
 }
@@ -86,11 +87,15 @@ func parseTable(r io.Reader) ([]Socket, error) {
 		if err != nil {
 			return nil, fmt.Errorf("line %d: queues %q: %w", n, f[4], err)
 		}
+		uid, err := strconv.ParseUint(f[7], 10, 32)
+		if err != nil {
+			return nil, fmt.Errorf("line %d: uid %q: %w", n, f[7], err)
+		}
 		inode, err := strconv.ParseUint(f[9], 10, 64)
 		if err != nil {
 			return nil, fmt.Errorf("line %d: inode %q: %w", n, f[9], err)
 		}
-		sockets = append(sockets, Socket{Local: local, State: int(state), Inode: inode, RecvQ: uint32(recvQ)})
+		sockets = append(sockets, Socket{Local: local, State: int(state), UID: uint32(uid), Inode: inode, RecvQ: uint32(recvQ)})
 	}
 	return sockets, lines.Err()
 }

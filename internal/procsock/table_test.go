@@ -19,13 +19,13 @@ func TestParseTable(t *testing.T) {
 		strings.Repeat("0", 32) + ":0000 07 00000000:0000004B 00:00000000 00000000   101        0 99 2 0000000000000000 0\n"
 	got, err := parseTable(strings.NewReader(table))
 	want := []Socket{
-		{netip.MustParseAddrPort("127.0.0.1:7777"), 7, 31452, 0},
-		{netip.MustParseAddrPort("[2001:db8::1]:53"), 7, 99, 75},
+		{Local: netip.MustParseAddrPort("127.0.0.1:7777"), State: 7, UID: 0, Inode: 31452, RecvQ: 0},
+		{Local: netip.MustParseAddrPort("[2001:db8::1]:53"), State: 7, UID: 101, Inode: 99, RecvQ: 75},
 	}
 	if err != nil || !slices.Equal(got, want) {
 		t.Errorf("parseTable gives %v, %v; want %v", got, err, want)
 	}
-	for _, bad := range []string{"  0: 0100007F:1E61\n", "  0: 0100007F 00000000:0000 07 0:0 0:0 0 0 0 1\n", "  0: 0100007F:1E61 00000000:0000 07 0:0 0:0 0 0 0 x\n", "  0: 0100007F:1E61 00000000:0000 QQ 0:0 0:0 0 0 0 1\n", "  0: 0100007F:1E61 00000000:0000 07 0:QQ 0:0 0 0 0 1\n"} {
+	for _, bad := range []string{"  0: 0100007F:1E61\n", "  0: 0100007F 00000000:0000 07 0:0 0:0 0 0 0 1\n", "  0: 0100007F:1E61 00000000:0000 07 0:0 0:0 0 0 0 x\n", "  0: 0100007F:1E61 00000000:0000 QQ 0:0 0:0 0 0 0 1\n", "  0: 0100007F:1E61 00000000:0000 07 0:QQ 0:0 0 0 0 1\n", "  0: 0100007F:1E61 00000000:0000 07 0:0 0:0 0 x 0 1\n"} {
 		if _, err := parseTable(strings.NewReader("header\n" + bad)); err == nil {
 			t.Errorf("parseTable accepts %q", bad)
 		}

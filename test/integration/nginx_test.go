@@ -677,7 +677,7 @@ func readReplies(t *testing.T, c net.Conn, n int, quiet time.Duration) [][]byte 
 // Santa took its listener over is adopted, and from then on its matched
 // requests are the kernel's.
 func (s *site) testAdopted(t *testing.T) {
-	res, err := s.d.AdoptConnections(s.svcs[0], netns.Named(s.r.srv))
+	res, err := s.d.AdoptConnections(s.svcs[0], netns.Named(s.r.srv), datapath.AnyUID)
 	if err != nil {
 		t.Fatal(err)
 	}
