@@ -44,6 +44,10 @@ type Config struct {
 	QuotaBytes    uint64           `json:"quota_bytes"`
 	QuotaServices uint32           `json:"quota_services"`
 	Quotas        map[string]Quota `json:"quotas"`
+	// QuotaConnections bounds the connections to santad each non-admin
+	// uid holds open at once (0: unlimited): each costs santad a
+	// descriptor and a message buffer.
+	QuotaConnections uint32 `json:"quota_connections"`
 	// MetricsAddr, if set, serves Prometheus metrics over HTTP there.
 	MetricsAddr string `json:"metrics_addr"`
 }
@@ -73,7 +77,8 @@ func DefaultConfig() Config {
 		QuotaBytes:  64 << 20,
 		// A server rarely needs more than a few sockets; 64 uids at
 		// their quota fill the default max_services.
-		QuotaServices: 64,
+		QuotaServices:    64,
+		QuotaConnections: 64,
 	}
 }
 

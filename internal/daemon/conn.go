@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -35,13 +36,20 @@ func (s *Server) Serve(c *net.UnixConn, peer Peer) {
 		return
 	}
 	defer s.untrack(c)
-	sess := &session{peer: peer, txns: map[uint32]*txn{}}
-	defer s.endAll(sess) // closing the connection aborts its transactions
-	log := s.log.With("uid", peer.UID, "pid", peer.PID)
 	raw, err := c.SyscallConn()
 	if err != nil {
 		return
 	}
+	if !peer.Admin {
+		if n := s.admitConnection(peer.UID); n > 0 {
+			refuseConnection(c, raw, peer.UID, n)
+			return
+		}
+		defer s.releaseConnection(peer.UID)
+	}
+	sess := &session{peer: peer, txns: map[uint32]*txn{}}
+	defer s.endAll(sess) // closing the connection aborts its transactions
+	log := s.log.With("uid", peer.UID, "pid", peer.PID)
 	buf := make([]byte, protocol.MaxMessage+1)
 	oob := make([]byte, unix.CmsgSpace(4*maxFDs))
 	for {
@@ -152,6 +160,50 @@ func closeFDs(fds []int) {
 		if fd >= 0 {
 			unix.Close(fd)
 		}
+	}
+}
+
+// admitConnection counts a new connection of a non-admin uid, or returns
+// the quota it would exceed (then nothing is counted).
+func (s *Server) admitConnection(uid uint32) (over uint32) {
+	s.connMu.Lock()
+	defer s.connMu.Unlock()
+	if s.connQuota > 0 && s.byUID[uid] >= s.connQuota {
+		return s.connQuota
+	}
+	s.byUID[uid]++
+	return 0
+}
+
+func (s *Server) releaseConnection(uid uint32) {
+	s.connMu.Lock()
+	defer s.connMu.Unlock()
+	if s.byUID[uid]--; s.byUID[uid] == 0 {
+		delete(s.byUID, uid)
+	}
+}
+
+// refuseWait is how long a connection over its uid's quota has to send its
+// first request, which is answered EDQUOT.
+const refuseWait = time.Second
+
+// refuseConnection answers the first request of a connection that would
+// exceed its uid's quota with EDQUOT, whatever it asks, and ends it. The
+// reply tells a client why, where a closed connection would not.
+func refuseConnection(c *net.UnixConn, raw syscall.RawConn, uid, quota uint32) {
+	c.SetReadDeadline(time.Now().Add(refuseWait))
+	buf := make([]byte, protocol.HeaderLen)
+	oob := make([]byte, unix.CmsgSpace(4*maxFDs))
+	n, fds, err := receive(raw, buf, oob)
+	closeFDs(fds)
+	if err != nil || n == 0 {
+		return
+	}
+	h, _, _ := protocol.Decode(buf) // for its seq
+	msg, err := protocol.Encode(h.Seq, protocol.Errorf(syscall.EDQUOT,
+		"quota of %d connections to santad for uid %d exceeded: close some (quota_connections)", quota, uid))
+	if err == nil {
+		c.Write(msg)
 	}
 }
 

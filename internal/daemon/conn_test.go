@@ -6,6 +6,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -109,5 +110,37 @@ func TestTruncatedDescriptors(t *testing.T) {
 	closeFDs(fds)
 	if after := openFDs(t); after != before {
 		t.Errorf("%d descriptors open before, %d after", before, after)
+	}
+}
+
+// A uid that is not an admin holds at most quota_connections connections:
+// the next one's first request is refused EDQUOT and the connection ends,
+// and a connection closed makes room again. Admins and other uids are not
+// held to alice's count.
+func TestConnectionQuota(t *testing.T) {
+	s := newTestServer(t, func(c *Config) { c.QuotaConnections = 2 })
+	first := s.connect(t, alice, true)
+	s.connect(t, alice, true)
+	over := s.connect(t, alice, false)
+	over.refused(&protocol.Hello{MinVersion: 1, MaxVersion: 1, Client: "test"}, syscall.EDQUOT,
+		"quota of 2 connections to santad for uid 1000 exceeded")
+	over.closed()
+	for range 3 {
+		s.connect(t, admin, true)
+	}
+	s.connect(t, bob, true)
+	first.close()
+	// The server counts the connection out once its goroutine has ended.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		c := s.connect(t, alice, false)
+		reply := c.call(&protocol.Hello{MinVersion: 1, MaxVersion: 1, Client: "test"})
+		if _, refused := reply.(*protocol.Error); !refused {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("a closed connection did not make room")
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
