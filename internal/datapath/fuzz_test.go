@@ -105,7 +105,7 @@ func kernelDelivers(frame []byte, ports map[netip.AddrPort]bool) (pkttest.UDPFra
 			return f, false
 		}
 		hl, total := int(ip[0]&0xf)*4, int(binary.BigEndian.Uint16(ip[2:]))
-		if hl < 20 || total < hl || total > len(ip) || onesSum(ip[:hl]) != 0xffff {
+		if hl < 20 || total < hl || total > len(ip) || pkttest.OnesSum(ip[:hl]) != 0xffff {
 			return f, false
 		}
 		if binary.BigEndian.Uint16(ip[6:])&0x3fff != 0 || ip[9] != 17 {
@@ -145,7 +145,7 @@ func kernelDelivers(frame []byte, ports map[netip.AddrPort]bool) (pkttest.UDPFra
 		} else {
 			pseudo = append(append([]byte{}, ip[8:40]...), 0, 17, byte(ulen>>8), byte(ulen))
 		}
-		if onesSum(append(pseudo, udp...)) != 0xffff {
+		if pkttest.OnesSum(append(pseudo, udp...)) != 0xffff {
 			return f, false
 		}
 	}
@@ -156,19 +156,4 @@ func kernelDelivers(frame []byte, ports map[netip.AddrPort]bool) (pkttest.UDPFra
 	}
 	f.Payload = udp[8:]
 	return f, true
-}
-
-// onesSum is the folded ones-complement sum of b (RFC 1071).
-func onesSum(b []byte) uint16 {
-	var s uint32
-	for i := 0; i+1 < len(b); i += 2 {
-		s += uint32(binary.BigEndian.Uint16(b[i:]))
-	}
-	if len(b)%2 == 1 {
-		s += uint32(b[len(b)-1]) << 8
-	}
-	for s>>16 != 0 {
-		s = s&0xffff + s>>16
-	}
-	return uint16(s)
 }

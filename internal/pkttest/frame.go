@@ -86,6 +86,10 @@ func (f UDPFrame) Reply(p []byte) UDPFrame {
 		Payload: p, TTL: 64, DF: f.Src.Addr().Is4(), PartialUDPCsum: f.PartialUDPCsum}
 }
 
+// OnesSum is the folded ones-complement sum of b (RFC 1071): 0xffff over
+// a header or a datagram (with its pseudo header) whose checksum is right.
+func OnesSum(b []byte) uint16 { return fold(sum(b)) }
+
 func sum(b []byte) uint32 {
 	var s uint32
 	for i := 0; i+1 < len(b); i += 2 {
