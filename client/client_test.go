@@ -12,7 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/santa-offload/santa/internal/protocol"
-	"github.com/santa-offload/santa/internal/rules"
+	"github.com/santa-offload/santa/rule"
 )
 
 // dial connects a client to a fresh fake santad.
@@ -30,10 +30,10 @@ func dialTo(t *testing.T, path string) *Client {
 	return c
 }
 
-func rule(pattern, reply string) rules.Rule {
-	return rules.Rule{
-		Condition:  rules.Condition{Pattern: []byte(pattern)},
-		Processors: []rules.Processor{rules.Put(0, []byte(reply)), rules.Copy(0, 1, 0)},
+func newRule(pattern, reply string) rule.Rule {
+	return rule.Rule{
+		Condition:  rule.Condition{Pattern: []byte(pattern)},
+		Processors: []rule.Processor{rule.Put(0, []byte(reply)), rule.Copy(0, 1, 0)},
 		ReplyLen:   uint16(len(reply)),
 	}
 }
@@ -94,12 +94,12 @@ func TestAttach(t *testing.T) {
 
 func TestRules(t *testing.T) {
 	c, _ := dial(t)
-	rs := []rules.Rule{rule("a", "A"), rule("b", "B"), rule("c", "C")}
+	rs := []rule.Rule{newRule("a", "A"), newRule("b", "B"), newRule("c", "C")}
 	ids, err := c.AddRules(fakeService, rs)
 	if err != nil || !slices.Equal(ids, []uint32{1, 2, 3}) {
 		t.Fatalf("AddRules gives %v, %v; want ids 1, 2, 3", ids, err)
 	}
-	if err := c.ReplaceRules(fakeService, []RuleEntry{{RuleID: 2, Rule: rule("B", "b")}}); err != nil {
+	if err := c.ReplaceRules(fakeService, []RuleEntry{{RuleID: 2, Rule: newRule("B", "b")}}); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.DeleteRules(fakeService, []uint32{1}); err != nil {
@@ -109,7 +109,7 @@ func TestRules(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []RuleEntry{{RuleID: 2, Rule: rule("B", "b")}, {RuleID: 3, Rule: rs[2]}, {RuleID: more[0], Rule: rs[0]}, {RuleID: more[1], Rule: rs[1]}}
+	want := []RuleEntry{{RuleID: 2, Rule: newRule("B", "b")}, {RuleID: 3, Rule: rs[2]}, {RuleID: more[0], Rule: rs[0]}, {RuleID: more[1], Rule: rs[1]}}
 	var got []RuleEntry
 	for e, err := range c.Rules(fakeService) {
 		if err != nil {
@@ -141,7 +141,7 @@ func sameEntry(a, b RuleEntry) bool {
 // TestRulesStopEarly checks that leaving the loop leaves no reply unread.
 func TestRulesStopEarly(t *testing.T) {
 	c, _ := dial(t)
-	if _, err := c.AddRules(fakeService, []rules.Rule{rule("a", "A"), rule("b", "B"), rule("c", "C")}); err != nil {
+	if _, err := c.AddRules(fakeService, []rule.Rule{newRule("a", "A"), newRule("b", "B"), newRule("c", "C")}); err != nil {
 		t.Fatal(err)
 	}
 	for range c.Rules(fakeService) {
@@ -178,8 +178,8 @@ func TestTxn(t *testing.T) {
 		t.Fatalf("Begin gives %v, %v", txn, err)
 	}
 	var ids []uint32
-	for _, r := range []rules.Rule{rule("a", "A"), rule("b", "B")} {
-		got, err := txn.AddRules([]rules.Rule{r})
+	for _, r := range []rule.Rule{newRule("a", "A"), newRule("b", "B")} {
+		got, err := txn.AddRules([]rule.Rule{r})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -198,23 +198,23 @@ func TestTxn(t *testing.T) {
 	if err := txn.DeleteRules([]uint32{1}); err != nil {
 		t.Fatal(err)
 	}
-	if err := txn.ReplaceRules([]RuleEntry{{RuleID: 1, Rule: rule("x", "X")}}); err != nil {
+	if err := txn.ReplaceRules([]RuleEntry{{RuleID: 1, Rule: newRule("x", "X")}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := txn.AddRules([]rules.Rule{rule("c", "C")}); err != nil {
+	if _, err := txn.AddRules([]rule.Rule{newRule("c", "C")}); err != nil {
 		t.Fatal(err)
 	}
 	if err := txn.Abort(); err != nil {
 		t.Fatal(err)
 	}
-	if ids, err := c.AddRules(fakeService, []rules.Rule{rule("d", "D")}); err != nil || !slices.Equal(ids, []uint32{3}) {
+	if ids, err := c.AddRules(fakeService, []rule.Rule{newRule("d", "D")}); err != nil || !slices.Equal(ids, []uint32{3}) {
 		t.Errorf("after Abort, AddRules gives %v, %v; want id 3 (nothing of the aborted transaction applied)", ids, err)
 	}
 }
 
 func TestErrors(t *testing.T) {
 	c, _ := dial(t)
-	bad := rule("b", "B")
+	bad := newRule("b", "B")
 	bad.ReplyLen = 0
 	tests := []struct {
 		name  string
@@ -222,7 +222,7 @@ func TestErrors(t *testing.T) {
 		code  syscall.Errno
 		index uint32
 	}{
-		{"daemon refuses a rule", second(c.AddRules(fakeService, []rules.Rule{rule("a", "A"), bad})), syscall.EINVAL, 1},
+		{"daemon refuses a rule", second(c.AddRules(fakeService, []rule.Rule{newRule("a", "A"), bad})), syscall.EINVAL, 1},
 		{"daemon knows no such service", c.Detach(99), syscall.ENOENT, NoIndex},
 		{"daemon knows no such rule", c.DeleteRules(fakeService, []uint32{5}), syscall.ENOENT, 0},
 		{"refused before sending", second(c.AddRules(fakeService, nil)), syscall.EINVAL, NoIndex},

@@ -3,7 +3,7 @@
 //
 //	c, err := client.Dial(client.DefaultSocket)
 //	svc, err := c.Attach(udpConn)
-//	ids, err := c.AddRules(svc.ServiceID, []rules.Rule{r})
+//	ids, err := c.AddRules(svc.ServiceID, []rule.Rule{r})
 //
 // A refusal of the daemon is a *Error whose Code is the errno the protocol
 // names; errors.Is(err, syscall.ENOENT) works too.

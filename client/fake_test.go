@@ -10,7 +10,7 @@ import (
 
 	"github.com/santa-offload/santa/internal/protocol"
 	"github.com/santa-offload/santa/internal/protocol/protocoltest"
-	"github.com/santa-offload/santa/internal/rules"
+	"github.com/santa-offload/santa/rule"
 )
 
 // fake is a tiny santad: one service (fakeService) whose rules it keeps,
@@ -60,7 +60,7 @@ func (f *fake) handle(req protocol.Body, fds []int) protocol.Body {
 		return &protocol.DetachReply{}
 	case *protocol.AddRules:
 		for i, r := range req.Rules {
-			if err := r.Validate(rules.DefaultUDPLimits); err != nil {
+			if err := r.Validate(rule.DefaultUDPLimits); err != nil {
 				return protocol.ErrorAt(syscall.EINVAL, uint32(i), "%v", err)
 			}
 		}

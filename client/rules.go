@@ -4,13 +4,13 @@ import (
 	"fmt"
 
 	"github.com/santa-offload/santa/internal/protocol"
-	"github.com/santa-offload/santa/internal/rules"
+	"github.com/santa-offload/santa/rule"
 )
 
 // AddRules installs rules on a service as one all-or-nothing batch and
 // returns their ids, in order. On a refusal, the *Error's Index is the
 // first offending rule.
-func (c *Client) AddRules(service uint32, rs []rules.Rule) ([]uint32, error) {
+func (c *Client) AddRules(service uint32, rs []rule.Rule) ([]uint32, error) {
 	return c.addRules(service, 0, rs)
 }
 
@@ -26,7 +26,7 @@ func (c *Client) DeleteRules(service uint32, ids []uint32) error {
 
 // The batches, applied at once (txn 0) or held by a transaction.
 
-func (c *Client) addRules(service, txn uint32, rs []rules.Rule) ([]uint32, error) {
+func (c *Client) addRules(service, txn uint32, rs []rule.Rule) ([]uint32, error) {
 	r, err := call[*protocol.AddRulesReply](c, &protocol.AddRules{ServiceID: service, Txn: txn, Rules: rs}, nil)
 	if err != nil {
 		return nil, fmt.Errorf("add rules to service %d: %w", service, err)

@@ -4,7 +4,7 @@ import (
 	"fmt"
 
 	"github.com/santa-offload/santa/internal/protocol"
-	"github.com/santa-offload/santa/internal/rules"
+	"github.com/santa-offload/santa/rule"
 )
 
 // Txn is a transaction on one service: batches are checked when sent but
@@ -30,7 +30,7 @@ func (t *Txn) ID() uint32 { return t.id }
 
 // AddRules adds rules to the transaction and returns the ids they will
 // have once Commit lands them.
-func (t *Txn) AddRules(rs []rules.Rule) ([]uint32, error) {
+func (t *Txn) AddRules(rs []rule.Rule) ([]uint32, error) {
 	return t.c.addRules(t.service, t.id, rs)
 }
 

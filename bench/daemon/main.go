@@ -24,7 +24,7 @@ import (
 
 	"github.com/santa-offload/santa/bench/dataplane"
 	"github.com/santa-offload/santa/client"
-	"github.com/santa-offload/santa/internal/rules"
+	"github.com/santa-offload/santa/rule"
 	"github.com/santa-offload/santa/test/daemon/santadtest"
 )
 
@@ -84,7 +84,7 @@ func run(n, updates, chunk int) error {
 	}
 
 	fmt.Fprintf(os.Stderr, "generating %d DNS rules\n", n)
-	rs := make([]rules.Rule, n)
+	rs := make([]rule.Rule, n)
 	for i := range rs {
 		if rs[i], err = dataplane.DNSRule(dataplane.Name(i), 64); err != nil {
 			return err
@@ -107,7 +107,7 @@ func run(n, updates, chunk int) error {
 }
 
 // install sends rs in one transaction, chunk rules per message.
-func install(c *client.Client, svc uint32, rs []rules.Rule, chunk int) ([]uint32, error) {
+func install(c *client.Client, svc uint32, rs []rule.Rule, chunk int) ([]uint32, error) {
 	start := time.Now()
 	txn, err := c.Begin(svc)
 	if err != nil {
@@ -138,7 +138,7 @@ func install(c *client.Client, svc uint32, rs []rules.Rule, chunk int) ([]uint32
 // visibility replaces rule id (r, answering name) again and again with a
 // new reply, its last four bytes a counter, and times each replacement to
 // the first kernel reply that carries it.
-func visibility(c *client.Client, svc uint32, q *net.UDPConn, id uint32, r rules.Rule, name string, updates int) error {
+func visibility(c *client.Client, svc uint32, q *net.UDPConn, id uint32, r rule.Rule, name string, updates int) error {
 	query := dataplane.DNSQuery(0, name)
 	var visible, acked []time.Duration
 	for i := range updates {
@@ -190,11 +190,11 @@ func poll(q *net.UDPConn, query []byte, want uint32, seen chan<- time.Time, stop
 }
 
 // withTail is r with the last four reply bytes set to v.
-func withTail(r rules.Rule, v uint32) rules.Rule {
+func withTail(r rule.Rule, v uint32) rule.Rule {
 	out := r
 	out.Processors = slices.Clone(r.Processors)
 	for i, p := range out.Processors {
-		if p.Kind == rules.ProcessorPut && int(p.DstOffset)+len(p.Bytes) == int(r.ReplyLen) {
+		if p.Kind == rule.ProcessorPut && int(p.DstOffset)+len(p.Bytes) == int(r.ReplyLen) {
 			b := slices.Clone(p.Bytes)
 			binary.BigEndian.PutUint32(b[len(b)-4:], v)
 			out.Processors[i].Bytes = b

@@ -13,7 +13,7 @@ import (
 	"net/netip"
 
 	"github.com/santa-offload/santa/internal/pkttest"
-	"github.com/santa-offload/santa/internal/rules"
+	"github.com/santa-offload/santa/rule"
 )
 
 // Name is the n-th benchmark name. All names share the 10 bytes of DNS
@@ -60,14 +60,14 @@ func answer(qname string, size int) ([]byte, error) {
 // (condition: the query from offset 2, i.e. flags, counts, QNAME, QTYPE,
 // QCLASS; reply: a put of the response plus a copy of the 2-byte
 // transaction id) with the answer padded to size.
-func DNSRule(qname string, size int) (rules.Rule, error) {
+func DNSRule(qname string, size int) (rule.Rule, error) {
 	a, err := answer(qname, size)
 	if err != nil {
-		return rules.Rule{}, err
+		return rule.Rule{}, err
 	}
 	r := pkttest.DNSRule(qname, a)
 	if int(r.ReplyLen) != size {
-		return rules.Rule{}, fmt.Errorf("reply for %q is %d bytes, want %d", qname, r.ReplyLen, size)
+		return rule.Rule{}, fmt.Errorf("reply for %q is %d bytes, want %d", qname, r.ReplyLen, size)
 	}
 	return r, nil
 }
@@ -79,7 +79,7 @@ func DNSReply(qname string, size int) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	c, err := rules.Compile(r)
+	c, err := rule.Compile(r)
 	if err != nil {
 		return nil, err
 	}

@@ -13,7 +13,7 @@ import (
 	"github.com/cilium/ebpf"
 
 	"github.com/santa-offload/santa/internal/datapath"
-	"github.com/santa-offload/santa/internal/rules"
+	"github.com/santa-offload/santa/rule"
 )
 
 // XDP verdicts.
@@ -94,7 +94,7 @@ func OpenSet(o SetOptions) (*Set, error) {
 	}
 	for start := 0; start < o.Rules; start += o.Batch {
 		t0 := time.Now()
-		batch := make([]rules.Rule, 0, min(o.Batch, o.Rules-start))
+		batch := make([]rule.Rule, 0, min(o.Batch, o.Rules-start))
 		for n := start; n < min(start+o.Batch, o.Rules); n++ {
 			r, err := DNSRule(o.Names(n), o.Size)
 			if err != nil {

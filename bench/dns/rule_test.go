@@ -7,6 +7,7 @@ import (
 
 	"github.com/santa-offload/santa/bench/scenario"
 	"github.com/santa-offload/santa/internal/rules"
+	"github.com/santa-offload/santa/rule"
 )
 
 // TestRule: the rule for name i answers exactly the query for name
@@ -29,7 +30,7 @@ func TestRule(t *testing.T) {
 		if !ok || got.ID != uint32(i) {
 			t.Fatalf("query for %s: matched %v (rule %d), want rule %d", name(i), ok, got.ID, i)
 		}
-		c, err := rules.Compile(got.Rule)
+		c, err := rule.Compile(got.Rule)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -17,7 +17,7 @@ import (
 	"github.com/santa-offload/santa/internal/datapath"
 	"github.com/santa-offload/santa/internal/netns"
 	"github.com/santa-offload/santa/internal/procsock"
-	"github.com/santa-offload/santa/internal/rules"
+	"github.com/santa-offload/santa/rule"
 )
 
 // offload is Santa on nginx's own listening socket of the santa port: for
@@ -46,12 +46,12 @@ func startOffload(c config) (*offload, error) {
 	for _, size := range c.sizes {
 		req := wrkRequest(port, size)
 		reply, err := nginxReply(c.r, port, req)
-		if err == nil && len(reply) > rules.MaxTCPReply {
-			err = fmt.Errorf("nginx's reply for %d B is %d B, above Santa's TCP limit %d", size, len(reply), rules.MaxTCPReply)
+		if err == nil && len(reply) > rule.MaxTCPReply {
+			err = fmt.Errorf("nginx's reply for %d B is %d B, above Santa's TCP limit %d", size, len(reply), rule.MaxTCPReply)
 		}
 		if err == nil {
-			_, err = o.d.AddRule(o.svc, rules.Rule{Condition: rules.Condition{Pattern: req},
-				Processors: []rules.Processor{rules.Put(0, reply)}, ReplyLen: uint16(len(reply))})
+			_, err = o.d.AddRule(o.svc, rule.Rule{Condition: rule.Condition{Pattern: req},
+				Processors: []rule.Processor{rule.Put(0, reply)}, ReplyLen: uint16(len(reply))})
 		}
 		if err != nil {
 			o.d.Close()

@@ -13,7 +13,7 @@ import (
 	"github.com/santa-offload/santa/bench/gen"
 	"github.com/santa-offload/santa/bench/rig"
 	"github.com/santa-offload/santa/internal/netns"
-	"github.com/santa-offload/santa/internal/rules"
+	"github.com/santa-offload/santa/rule"
 )
 
 // Bench is a running server under test: copies of its sockets, its
@@ -69,7 +69,7 @@ func Open(c Config) (*Bench, error) {
 			}
 		}
 	}
-	rule := func(i int) rules.Rule { return Rule(c.Request, i, b.replies[i]) }
+	rule := func(i int) rule.Rule { return Rule(c.Request, i, b.replies[i]) }
 	if b.o, err = newOffloader(c.Rig, b.fds, c.Items, rule); err != nil {
 		b.Close()
 		return nil, err

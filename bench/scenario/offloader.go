@@ -7,7 +7,7 @@ import (
 
 	"github.com/santa-offload/santa/bench/rig"
 	"github.com/santa-offload/santa/internal/datapath"
-	"github.com/santa-offload/santa/internal/rules"
+	"github.com/santa-offload/santa/rule"
 )
 
 // offloader keeps the top n items offloaded to Santa on the server's
@@ -17,14 +17,14 @@ type offloader struct {
 	r        rig.Rig
 	d        *datapath.Datapath
 	svcs     []datapath.ServiceID
-	rule     func(i int) rules.Rule
+	rule     func(i int) rule.Rule
 	ids      [][]datapath.RuleID // per service, rule of item i at i
 	attached bool
 }
 
 // newOffloader registers fds (copies of the server's sockets, which the
 // caller keeps open) as services, room for items rules on each.
-func newOffloader(r rig.Rig, fds []int, items int, rule func(i int) rules.Rule) (*offloader, error) {
+func newOffloader(r rig.Rig, fds []int, items int, rule func(i int) rule.Rule) (*offloader, error) {
 	maxRules := uint32(1024)
 	for maxRules < uint32(2*len(fds)*items) {
 		maxRules <<= 1
@@ -54,7 +54,7 @@ func (o *offloader) set(n int) error {
 		have := len(o.ids[i])
 		switch {
 		case n > have:
-			rs := make([]rules.Rule, 0, n-have)
+			rs := make([]rule.Rule, 0, n-have)
 			for k := have; k < n; k++ {
 				rs = append(rs, o.rule(k))
 			}

@@ -15,7 +15,7 @@ import (
 
 	"github.com/santa-offload/santa/bench/gen"
 	"github.com/santa-offload/santa/bench/rig"
-	"github.com/santa-offload/santa/internal/rules"
+	"github.com/santa-offload/santa/rule"
 )
 
 // Request is the request for item i with id in its first two bytes.
@@ -52,11 +52,11 @@ const ClientPort = 40000
 // Rule answers the request for item i with reply, as the server replied
 // to it with id 0: the condition is the request from byte 2 on, the reply
 // its template with the request's id copied in.
-func Rule(request Request, i int, reply []byte) rules.Rule {
+func Rule(request Request, i int, reply []byte) rule.Rule {
 	q := request(0, i)
-	return rules.Rule{
-		Condition:  rules.Condition{Offset: 2, Pattern: q[2:]},
-		Processors: []rules.Processor{rules.Put(2, reply[2:]), rules.Copy(0, 2, 0)},
+	return rule.Rule{
+		Condition:  rule.Condition{Offset: 2, Pattern: q[2:]},
+		Processors: []rule.Processor{rule.Put(2, reply[2:]), rule.Copy(0, 2, 0)},
 		ReplyLen:   uint16(len(reply)),
 	}
 }

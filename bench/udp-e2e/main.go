@@ -38,8 +38,8 @@ import (
 	"github.com/santa-offload/santa/bench/gen"
 	"github.com/santa-offload/santa/bench/rig"
 	"github.com/santa-offload/santa/internal/datapath"
-	"github.com/santa-offload/santa/internal/rules"
 	"github.com/santa-offload/santa/internal/xdppass"
+	"github.com/santa-offload/santa/rule"
 )
 
 //go:embed csrc/responder.c
@@ -366,7 +366,7 @@ func installSanta(fd, n, size int, names func(int) string) (*datapath.Datapath, 
 	t0 := time.Now()
 	const batch = 50000
 	for start := 0; start < n; start += batch {
-		rs := make([]rules.Rule, 0, batch)
+		rs := make([]rule.Rule, 0, batch)
 		for i := start; i < min(n, start+batch); i++ {
 			r, err := dp.DNSRule(names(i), size)
 			if err != nil {

@@ -26,7 +26,7 @@ import (
 	"time"
 
 	"github.com/santa-offload/santa/internal/datapath"
-	"github.com/santa-offload/santa/internal/rules"
+	"github.com/santa-offload/santa/rule"
 )
 
 type config struct {
@@ -63,21 +63,21 @@ func main() {
 
 // helloRule is Listing 1: a request whose payload starts with "Hello" is
 // answered with the 6 bytes "COMSYS".
-var helloRule = rules.Rule{
-	Condition:  rules.Condition{Offset: 0, Pattern: []byte("Hello")},
-	Processors: []rules.Processor{rules.Put(0, []byte("COMSYS"))},
+var helloRule = rule.Rule{
+	Condition:  rule.Condition{Offset: 0, Pattern: []byte("Hello")},
+	Processors: []rule.Processor{rule.Put(0, []byte("COMSYS"))},
 	ReplyLen:   6,
 }
 
 // bigRule is -big's: "Big" is answered with 1400 bytes "ABC...XYZABC...".
-func bigRule() rules.Rule {
+func bigRule() rule.Rule {
 	reply := make([]byte, 1400)
 	for i := range reply {
 		reply[i] = 'A' + byte(i%26)
 	}
-	return rules.Rule{
-		Condition:  rules.Condition{Offset: 0, Pattern: []byte("Big")},
-		Processors: []rules.Processor{rules.Put(0, reply)},
+	return rule.Rule{
+		Condition:  rule.Condition{Offset: 0, Pattern: []byte("Big")},
+		Processors: []rule.Processor{rule.Put(0, reply)},
 		ReplyLen:   uint16(len(reply)),
 	}
 }

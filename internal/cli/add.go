@@ -7,7 +7,7 @@ import (
 	"io"
 
 	"github.com/santa-offload/santa/client"
-	"github.com/santa-offload/santa/internal/rules"
+	"github.com/santa-offload/santa/rule"
 )
 
 type addOptions struct{}
@@ -30,7 +30,7 @@ func (*addOptions) run(ctx context.Context, e *env, args []string) error {
 	// later processors cut copies: all the daemon's limits on one rule,
 	// found before anything is sent.
 	for i, r := range rs {
-		if _, err := rules.Compile(r); err != nil {
+		if _, err := rule.Compile(r); err != nil {
 			return fmt.Errorf("%s: rule %d: %w", fileName(args[1]), i, err)
 		}
 	}

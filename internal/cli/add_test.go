@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/santa-offload/santa/client"
-	"github.com/santa-offload/santa/internal/rules"
+	"github.com/santa-offload/santa/rule"
 )
 
 // writeFile writes a rule file into a temporary directory.
@@ -24,7 +24,7 @@ func writeFile(t *testing.T, content string) string {
 }
 
 // ruleFileOf is the rule file of rs.
-func ruleFileOf(t *testing.T, rs []rules.Rule) string {
+func ruleFileOf(t *testing.T, rs []rule.Rule) string {
 	f := ruleFile{}
 	for _, r := range rs {
 		jr := newJSONRule(client.RuleEntry{Rule: r})
@@ -40,13 +40,13 @@ func ruleFileOf(t *testing.T, rs []rules.Rule) string {
 
 // patterned is n rules with 256-byte patterns and 1400-byte replies, so
 // that they take many messages; rule i's pattern begins with i.
-func patterned(n int) []rules.Rule {
-	var rs []rules.Rule
+func patterned(n int) []rule.Rule {
+	var rs []rule.Rule
 	for i := range n {
 		pattern := fmt.Appendf(nil, "%04d", i)
 		pattern = append(pattern, bytes.Repeat([]byte("p"), 252)...)
-		rs = append(rs, rules.Rule{Condition: rules.Condition{Pattern: pattern},
-			Processors: []rules.Processor{rules.Put(0, bytes.Repeat([]byte("r"), 1400))}, ReplyLen: 1400})
+		rs = append(rs, rule.Rule{Condition: rule.Condition{Pattern: pattern},
+			Processors: []rule.Processor{rule.Put(0, bytes.Repeat([]byte("r"), 1400))}, ReplyLen: 1400})
 	}
 	return rs
 }
@@ -61,9 +61,9 @@ func TestAdd(t *testing.T) {
 	if stderr != "" || code != 0 {
 		t.Errorf("add: stderr %q, exit status %d", stderr, code)
 	}
-	want := []rules.Rule{hello, dns, hi,
-		{Condition: rules.Condition{Pattern: []byte("Bye")}, Processors: []rules.Processor{rules.Put(0, []byte("CIAO"))}, ReplyLen: 4},
-		{Condition: rules.Condition{Offset: 4, Pattern: []byte{0, 1}}, Processors: []rules.Processor{rules.Copy(0, 4, 0)}, ReplyLen: 8}}
+	want := []rule.Rule{hello, dns, hi,
+		{Condition: rule.Condition{Pattern: []byte("Bye")}, Processors: []rule.Processor{rule.Put(0, []byte("CIAO"))}, ReplyLen: 4},
+		{Condition: rule.Condition{Offset: 4, Pattern: []byte{0, 1}}, Processors: []rule.Processor{rule.Copy(0, 4, 0)}, ReplyLen: 8}}
 	if got := rulesOnly(f.rulesOf(7)); !slices.EqualFunc(got, want, sameRule) {
 		t.Errorf("the service holds %+v, want %+v", got, want)
 	}
@@ -148,8 +148,8 @@ func TestAddInvalid(t *testing.T) {
 	}
 }
 
-func rulesOnly(entries []client.RuleEntry) []rules.Rule {
-	var rs []rules.Rule
+func rulesOnly(entries []client.RuleEntry) []rule.Rule {
+	var rs []rule.Rule
 	for _, e := range entries {
 		rs = append(rs, e.Rule)
 	}

@@ -5,7 +5,7 @@ import (
 
 	"github.com/santa-offload/santa/client"
 	"github.com/santa-offload/santa/internal/protocol"
-	"github.com/santa-offload/santa/internal/rules"
+	"github.com/santa-offload/santa/rule"
 )
 
 // batchRoom is what a batch request (ADD_RULES, DELETE_RULES) leaves for
@@ -14,10 +14,10 @@ import (
 const batchRoom = protocol.MaxMessage - protocol.HeaderLen - 3*4
 
 // ruleSize is the size of a rule on the wire (docs/protocol.md, "rule").
-func ruleSize(r rules.Rule) int {
+func ruleSize(r rule.Rule) int {
 	n := 8 + len(r.Condition.Pattern) // cond_off, pattern's length and bytes, reply_len, nproc, flags
 	for _, p := range r.Processors {
-		if p.Kind == rules.ProcessorPut {
+		if p.Kind == rule.ProcessorPut {
 			n += 6 + len(p.Bytes) // kind, reserved, dst, bytes' length and bytes
 		} else {
 			n += 8 // kind, reserved, src, len, dst

@@ -6,13 +6,13 @@ import (
 	"testing"
 
 	"github.com/santa-offload/santa/internal/protocol"
-	"github.com/santa-offload/santa/internal/rules"
+	"github.com/santa-offload/santa/rule"
 )
 
 // TestRuleSize checks ruleSize, and batchRoom, against the encoder.
 func TestRuleSize(t *testing.T) {
-	for _, r := range []rules.Rule{hello, dns, hi} {
-		msg, err := protocol.Encode(1, &protocol.AddRules{ServiceID: 7, Txn: 1, Rules: []rules.Rule{r}})
+	for _, r := range []rule.Rule{hello, dns, hi} {
+		msg, err := protocol.Encode(1, &protocol.AddRules{ServiceID: 7, Txn: 1, Rules: []rule.Rule{r}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -24,10 +24,10 @@ func TestRuleSize(t *testing.T) {
 
 // TestBatches checks that batches fill messages to the brim and no further.
 func TestBatches(t *testing.T) {
-	big := rules.Rule{Condition: rules.Condition{Pattern: bytes.Repeat([]byte("a"), 256)},
-		Processors: []rules.Processor{rules.Put(0, bytes.Repeat([]byte("b"), 1400))}, ReplyLen: 1400}
+	big := rule.Rule{Condition: rule.Condition{Pattern: bytes.Repeat([]byte("a"), 256)},
+		Processors: []rule.Processor{rule.Put(0, bytes.Repeat([]byte("b"), 1400))}, ReplyLen: 1400}
 	perMessage := batchRoom / ruleSize(big)
-	rs := slices.Repeat([]rules.Rule{big}, 2*perMessage+1)
+	rs := slices.Repeat([]rule.Rule{big}, 2*perMessage+1)
 	var starts, sizes []int
 	for start, batch := range batches(rs, ruleSize) {
 		starts, sizes = append(starts, start), append(sizes, len(batch))
@@ -41,7 +41,7 @@ func TestBatches(t *testing.T) {
 	if want := []int{perMessage, perMessage, 1}; !slices.Equal(sizes, want) {
 		t.Errorf("batches hold %v rules, want %v", sizes, want)
 	}
-	for range batches([]rules.Rule{}, ruleSize) {
+	for range batches([]rule.Rule{}, ruleSize) {
 		t.Error("no rules make a batch")
 	}
 }

@@ -4,7 +4,7 @@ import (
 	"cmp"
 
 	"github.com/santa-offload/santa/client"
-	"github.com/santa-offload/santa/internal/rules"
+	"github.com/santa-offload/santa/rule"
 )
 
 // ruleCounters reads the counters of every rule of a service.
@@ -22,8 +22,8 @@ func ruleCounters(c *client.Client, service uint32) ([]client.RuleCounters, erro
 // conditionsOf reads the conditions of the service's rules whose ids are
 // in want. Counters carry ids only, and there is no request for one rule,
 // so the service's rules are walked.
-func conditionsOf(c *client.Client, service uint32, want map[uint32]bool) (map[uint32]rules.Condition, error) {
-	found := make(map[uint32]rules.Condition, len(want))
+func conditionsOf(c *client.Client, service uint32, want map[uint32]bool) (map[uint32]rule.Condition, error) {
+	found := make(map[uint32]rule.Condition, len(want))
 	if len(want) == 0 {
 		return found, nil
 	}
@@ -46,14 +46,14 @@ type ruleCountersView struct {
 	Bytes     uint64         `json:"bytes"`
 	Condition *jsonCondition `json:"condition,omitempty"` // none for a rule gone meanwhile
 
-	cond *rules.Condition
+	cond *rule.Condition
 }
 
 func newRuleCountersView(rc client.RuleCounters) ruleCountersView {
 	return ruleCountersView{ID: rc.RuleID, Hits: rc.Hits, Bytes: rc.Bytes}
 }
 
-func (v *ruleCountersView) setCondition(c rules.Condition) {
+func (v *ruleCountersView) setCondition(c rule.Condition) {
 	jc := newJSONCondition(c)
 	v.Condition, v.cond = &jc, &c
 }

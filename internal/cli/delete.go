@@ -7,7 +7,7 @@ import (
 	"io"
 
 	"github.com/santa-offload/santa/client"
-	"github.com/santa-offload/santa/internal/rules"
+	"github.com/santa-offload/santa/rule"
 )
 
 // deleteOptions name the rules by id, or by the conditions of a rule
@@ -69,7 +69,7 @@ type condition struct {
 }
 
 // idsOf finds the ids of the service's rules with the conditions of rs.
-func idsOf(c *client.Client, service uint32, rs []rules.Rule) ([]uint32, error) {
+func idsOf(c *client.Client, service uint32, rs []rule.Rule) ([]uint32, error) {
 	byCondition := make(map[condition]uint32)
 	for e, err := range c.Rules(service) {
 		if err != nil {

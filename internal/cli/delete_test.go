@@ -4,12 +4,12 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/santa-offload/santa/internal/rules"
+	"github.com/santa-offload/santa/rule"
 )
 
 func TestDelete(t *testing.T) {
 	f, path := withService(t)
-	helloFile := writeFile(t, ruleFileOf(t, []rules.Rule{hello}))
+	helloFile := writeFile(t, ruleFileOf(t, []rule.Rule{hello}))
 	for _, tt := range []struct {
 		args           []string
 		stdout, stderr string
@@ -50,7 +50,7 @@ func TestAddThenDeleteFile(t *testing.T) {
 	if stdout != "deleted 200 rules of service 7\n" || code != 0 {
 		t.Errorf("delete -f: stdout %q, stderr %q, exit status %d", stdout, stderr, code)
 	}
-	if got := rulesOnly(f.rulesOf(7)); !slices.EqualFunc(got, []rules.Rule{hello, dns, hi}, sameRule) {
+	if got := rulesOnly(f.rulesOf(7)); !slices.EqualFunc(got, []rule.Rule{hello, dns, hi}, sameRule) {
 		t.Errorf("the service holds %d rules after add and delete -f, want its 3", len(got))
 	}
 }

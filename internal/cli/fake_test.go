@@ -12,7 +12,7 @@ import (
 	"github.com/santa-offload/santa/client"
 	"github.com/santa-offload/santa/internal/protocol"
 	"github.com/santa-offload/santa/internal/protocol/protocoltest"
-	"github.com/santa-offload/santa/internal/rules"
+	"github.com/santa-offload/santa/rule"
 )
 
 // fake is a small santad: services with rules and counters, changed only
@@ -37,7 +37,7 @@ type fakeService struct {
 
 type fakeTxn struct {
 	service uint32
-	adds    []rules.Rule
+	adds    []rule.Rule
 	addIDs  []uint32 // given out when staged, as santad does
 	deletes []uint32
 }
@@ -57,7 +57,7 @@ func newFake(t *testing.T) (*fake, string) {
 }
 
 // addService installs a service with rules, as if attached and added to.
-func (f *fake) addService(info client.ServiceInfo, stats client.ServiceStats, rs ...rules.Rule) uint32 {
+func (f *fake) addService(info client.ServiceInfo, stats client.ServiceStats, rs ...rule.Rule) uint32 {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	info.ServiceID = f.nextService
@@ -97,7 +97,7 @@ func (f *fake) rulesOf(service uint32) []client.RuleEntry {
 }
 
 // install puts rules rs in s under ids.
-func (f *fake) install(s *fakeService, rs []rules.Rule, ids []uint32) {
+func (f *fake) install(s *fakeService, rs []rule.Rule, ids []uint32) {
 	for i, r := range rs {
 		// A copy of its own, as santad keeps: the fakes of different
 		// tests would otherwise encode the same processors.
@@ -226,10 +226,10 @@ func (f *fake) addRules(req *protocol.AddRules) protocol.Body {
 		return perr
 	}
 	for i, r := range req.Rules {
-		if err := r.Validate(rules.DefaultUDPLimits); err != nil {
+		if err := r.Validate(rule.DefaultUDPLimits); err != nil {
 			return protocol.ErrorAt(syscall.EINVAL, uint32(i), "%v", err)
 		}
-		same := func(o rules.Rule) bool {
+		same := func(o rule.Rule) bool {
 			return o.Condition.Offset == r.Condition.Offset && string(o.Condition.Pattern) == string(r.Condition.Pattern)
 		}
 		if slices.ContainsFunc(txn.adds, same) || slices.ContainsFunc(s.rules, func(e client.RuleEntry) bool { return same(e.Rule) }) {

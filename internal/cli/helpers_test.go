@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/santa-offload/santa/client"
-	"github.com/santa-offload/santa/internal/rules"
+	"github.com/santa-offload/santa/rule"
 )
 
 // start is when the tests' clock starts; it moves a second at each reading.
@@ -56,19 +56,19 @@ func check(t *testing.T, what, got, want string) {
 // hello and dns are the rules of the tests' service: the paper's Listing 1
 // and a DNS answer that copies the query's transaction id.
 var (
-	hello = rules.Rule{
-		Condition:  rules.Condition{Offset: 0, Pattern: []byte("Hello")},
-		Processors: []rules.Processor{rules.Put(0, []byte("COMSYS"))},
+	hello = rule.Rule{
+		Condition:  rule.Condition{Offset: 0, Pattern: []byte("Hello")},
+		Processors: []rule.Processor{rule.Put(0, []byte("COMSYS"))},
 		ReplyLen:   6,
 	}
-	dns = rules.Rule{
-		Condition:  rules.Condition{Offset: 2, Pattern: []byte("\x01\x00\x00\x01\x00\x00\x00\x00\x00\x00\x07example\x03com\x00\x00\x01\x00\x01")},
-		Processors: []rules.Processor{rules.Put(2, []byte("\x81\x80\x00\x01\x00\x01")), rules.Copy(0, 2, 0)},
+	dns = rule.Rule{
+		Condition:  rule.Condition{Offset: 2, Pattern: []byte("\x01\x00\x00\x01\x00\x00\x00\x00\x00\x00\x07example\x03com\x00\x00\x01\x00\x01")},
+		Processors: []rule.Processor{rule.Put(2, []byte("\x81\x80\x00\x01\x00\x01")), rule.Copy(0, 2, 0)},
 		ReplyLen:   12,
 	}
-	hi = rules.Rule{
-		Condition:  rules.Condition{Offset: 0, Pattern: []byte("Hi")},
-		Processors: []rules.Processor{rules.Put(0, []byte("Ho")), rules.Copy(2, 4, 2), rules.Put(3, []byte("!"))},
+	hi = rule.Rule{
+		Condition:  rule.Condition{Offset: 0, Pattern: []byte("Hi")},
+		Processors: []rule.Processor{rule.Put(0, []byte("Ho")), rule.Copy(2, 4, 2), rule.Put(3, []byte("!"))},
 		ReplyLen:   6,
 	}
 )

@@ -13,7 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/santa-offload/santa/client"
-	"github.com/santa-offload/santa/internal/rules"
+	"github.com/santa-offload/santa/rule"
 )
 
 // The rule file of add and delete -f, which is also what rules -json
@@ -67,7 +67,7 @@ type byteString struct {
 }
 
 // parseRuleFile reads a rule file. It holds at least one rule.
-func parseRuleFile(data []byte) ([]rules.Rule, error) {
+func parseRuleFile(data []byte) ([]rule.Rule, error) {
 	var file struct {
 		Rules []json.RawMessage `json:"rules"`
 	}
@@ -77,7 +77,7 @@ func parseRuleFile(data []byte) ([]rules.Rule, error) {
 	if len(file.Rules) == 0 {
 		return nil, errors.New(`no rules: want {"rules": [rule, ...]}`)
 	}
-	rs := make([]rules.Rule, len(file.Rules))
+	rs := make([]rule.Rule, len(file.Rules))
 	for i, raw := range file.Rules {
 		var jr jsonRule
 		err := decodeStrict(raw, &jr)
@@ -109,17 +109,17 @@ func decodeStrict(data []byte, v any) error {
 	return nil
 }
 
-func (jr jsonRule) rule() (rules.Rule, error) {
+func (jr jsonRule) rule() (rule.Rule, error) {
 	pattern, err := jr.Condition.bytes()
 	if err != nil {
-		return rules.Rule{}, fmt.Errorf("condition: %w", err)
+		return rule.Rule{}, fmt.Errorf("condition: %w", err)
 	}
-	r := rules.Rule{Condition: rules.Condition{Offset: jr.Condition.Offset, Pattern: pattern}}
+	r := rule.Rule{Condition: rule.Condition{Offset: jr.Condition.Offset, Pattern: pattern}}
 	end := 0 // of the processors' writes
 	for i, jp := range jr.Processors {
 		p, err := jp.processor()
 		if err != nil {
-			return rules.Rule{}, fmt.Errorf("processor %d: %w", i, err)
+			return rule.Rule{}, fmt.Errorf("processor %d: %w", i, err)
 		}
 		end = max(end, int(p.DstOffset)+int(p.Length)+len(p.Bytes)) // a put has no Length, a copy no Bytes
 		r.Processors = append(r.Processors, p)
@@ -128,27 +128,27 @@ func (jr jsonRule) rule() (rules.Rule, error) {
 	case jr.ReplyLen != nil:
 		r.ReplyLen = *jr.ReplyLen
 	case end > math.MaxUint16:
-		return rules.Rule{}, fmt.Errorf("the processors write up to byte %d, beyond any reply", end)
+		return rule.Rule{}, fmt.Errorf("the processors write up to byte %d, beyond any reply", end)
 	default:
 		r.ReplyLen = uint16(end)
 	}
 	return r, nil
 }
 
-func (jp jsonProcessor) processor() (rules.Processor, error) {
+func (jp jsonProcessor) processor() (rule.Processor, error) {
 	switch {
 	case jp.Put != nil && jp.Copy != nil:
-		return rules.Processor{}, errors.New(`give "put" or "copy", not both`)
+		return rule.Processor{}, errors.New(`give "put" or "copy", not both`)
 	case jp.Put != nil:
 		b, err := jp.Put.bytes()
 		if err != nil {
-			return rules.Processor{}, fmt.Errorf("put: %w", err)
+			return rule.Processor{}, fmt.Errorf("put: %w", err)
 		}
-		return rules.Put(jp.Put.Offset, b), nil
+		return rule.Put(jp.Put.Offset, b), nil
 	case jp.Copy != nil:
-		return rules.Copy(jp.Copy.From, jp.Copy.Length, jp.Copy.To), nil
+		return rule.Copy(jp.Copy.From, jp.Copy.Length, jp.Copy.To), nil
 	}
-	return rules.Processor{}, errors.New(`give "put" or "copy"`)
+	return rule.Processor{}, errors.New(`give "put" or "copy"`)
 }
 
 func (s byteString) bytes() ([]byte, error) {
@@ -192,7 +192,7 @@ func isText(b []byte) bool {
 	return true
 }
 
-func newJSONCondition(c rules.Condition) jsonCondition {
+func newJSONCondition(c rule.Condition) jsonCondition {
 	return jsonCondition{Offset: c.Offset, byteString: newByteString(c.Pattern)}
 }
 
@@ -205,9 +205,9 @@ func newJSONRule(e client.RuleEntry) jsonRule {
 	}
 	for _, p := range e.Rule.Processors {
 		switch p.Kind {
-		case rules.ProcessorPut:
+		case rule.ProcessorPut:
 			jr.Processors = append(jr.Processors, jsonProcessor{Put: &jsonPut{Offset: p.DstOffset, byteString: newByteString(p.Bytes)}})
-		case rules.ProcessorCopy:
+		case rule.ProcessorCopy:
 			jr.Processors = append(jr.Processors, jsonProcessor{Copy: &jsonCopy{From: p.SrcOffset, Length: p.Length, To: p.DstOffset}})
 		}
 	}

@@ -5,12 +5,12 @@ import (
 	"io"
 	"os"
 
-	"github.com/santa-offload/santa/internal/rules"
+	"github.com/santa-offload/santa/rule"
 )
 
 // readRuleFile reads and parses the rule file at path, or standard input
 // for "-". Its errors begin with the file's name.
-func (e *env) readRuleFile(path string) ([]rules.Rule, error) {
+func (e *env) readRuleFile(path string) ([]rule.Rule, error) {
 	var data []byte
 	var err error
 	if path == "-" {

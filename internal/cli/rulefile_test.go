@@ -7,29 +7,29 @@ import (
 	"testing"
 
 	"github.com/santa-offload/santa/client"
-	"github.com/santa-offload/santa/internal/rules"
+	"github.com/santa-offload/santa/rule"
 )
 
 func TestParseRuleFile(t *testing.T) {
 	tests := []struct {
 		name string
 		file string
-		want []rules.Rule
+		want []rule.Rule
 	}{
 		{"text, put and copy", `{"rules": [{"condition": {"offset": 0, "text": "Hello"}, "reply_len": 6,
 			"processors": [{"put": {"offset": 0, "text": "COMSYS"}}, {"copy": {"from": 0, "length": 2, "to": 0}}]}]}`,
-			[]rules.Rule{{Condition: rules.Condition{Pattern: []byte("Hello")}, ReplyLen: 6,
-				Processors: []rules.Processor{rules.Put(0, []byte("COMSYS")), rules.Copy(0, 2, 0)}}}},
+			[]rule.Rule{{Condition: rule.Condition{Pattern: []byte("Hello")}, ReplyLen: 6,
+				Processors: []rule.Processor{rule.Put(0, []byte("COMSYS")), rule.Copy(0, 2, 0)}}}},
 		{"hex with spaces", `{"rules": [{"condition": {"offset": 2, "hex": "01 00 0A ff"}, "reply_len": 1, "processors": []}]}`,
-			[]rules.Rule{{Condition: rules.Condition{Offset: 2, Pattern: []byte{1, 0, 10, 255}}, ReplyLen: 1}}},
+			[]rule.Rule{{Condition: rule.Condition{Offset: 2, Pattern: []byte{1, 0, 10, 255}}, ReplyLen: 1}}},
 		{"reply_len defaults to where the writes end", `{"rules": [{"condition": {"text": "a"},
 			"processors": [{"put": {"offset": 4, "text": "xy"}}, {"copy": {"from": 0, "length": 1, "to": 1}}]}]}`,
-			[]rules.Rule{{Condition: rules.Condition{Pattern: []byte("a")}, ReplyLen: 6,
-				Processors: []rules.Processor{rules.Put(4, []byte("xy")), rules.Copy(0, 1, 1)}}}},
+			[]rule.Rule{{Condition: rule.Condition{Pattern: []byte("a")}, ReplyLen: 6,
+				Processors: []rule.Processor{rule.Put(4, []byte("xy")), rule.Copy(0, 1, 1)}}}},
 		{"text and hex that agree, and an id, as rules -json prints", `{"rules": [{"id": 9, "condition": {"offset": 0, "text": "Hi", "hex": "4869"}, "reply_len": 1, "processors": []}]}`,
-			[]rules.Rule{{Condition: rules.Condition{Pattern: []byte("Hi")}, ReplyLen: 1}}},
+			[]rule.Rule{{Condition: rule.Condition{Pattern: []byte("Hi")}, ReplyLen: 1}}},
 		{"text is UTF-8 bytes", `{"rules": [{"condition": {"text": "é\n"}, "reply_len": 1, "processors": []}]}`,
-			[]rules.Rule{{Condition: rules.Condition{Pattern: []byte("\xc3\xa9\n")}, ReplyLen: 1}}},
+			[]rule.Rule{{Condition: rule.Condition{Pattern: []byte("\xc3\xa9\n")}, ReplyLen: 1}}},
 	}
 	for _, tt := range tests {
 		got, err := parseRuleFile([]byte(tt.file))
@@ -79,7 +79,7 @@ func TestParseRuleFileErrors(t *testing.T) {
 // TestRuleFileRoundTrip checks that what rules -json prints is a rule file
 // of the same rules.
 func TestRuleFileRoundTrip(t *testing.T) {
-	want := []rules.Rule{hello, dns, hi}
+	want := []rule.Rule{hello, dns, hi}
 	f := ruleFile{}
 	for i, r := range want {
 		f.Rules = append(f.Rules, newJSONRule(client.RuleEntry{RuleID: uint32(i + 1), Rule: r}))
@@ -94,10 +94,10 @@ func TestRuleFileRoundTrip(t *testing.T) {
 	}
 }
 
-func sameRule(a, b rules.Rule) bool {
+func sameRule(a, b rule.Rule) bool {
 	return a.ReplyLen == b.ReplyLen && a.Condition.Offset == b.Condition.Offset &&
 		bytes.Equal(a.Condition.Pattern, b.Condition.Pattern) &&
-		slices.EqualFunc(a.Processors, b.Processors, func(p, q rules.Processor) bool {
+		slices.EqualFunc(a.Processors, b.Processors, func(p, q rule.Processor) bool {
 			return p.Kind == q.Kind && p.DstOffset == q.DstOffset && p.SrcOffset == q.SrcOffset &&
 				p.Length == q.Length && bytes.Equal(p.Bytes, q.Bytes)
 		})

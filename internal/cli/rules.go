@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/santa-offload/santa/client"
-	"github.com/santa-offload/santa/internal/rules"
+	"github.com/santa-offload/santa/rule"
 )
 
 // Escaped bytes in the rules table are cut after this many characters.
@@ -88,11 +88,11 @@ func (v ruleList) table(w io.Writer) error {
 
 // describe tells what a processor does, with a put's bytes cut after
 // width escaped characters.
-func describe(p rules.Processor, width int) string {
+func describe(p rule.Processor, width int) string {
 	switch p.Kind {
-	case rules.ProcessorPut:
+	case rule.ProcessorPut:
 		return fmt.Sprintf("put %s at %d", quoteUpTo(p.Bytes, width), p.DstOffset)
-	case rules.ProcessorCopy:
+	case rule.ProcessorCopy:
 		return fmt.Sprintf("copy %d bytes from %d to %d", p.Length, p.SrcOffset, p.DstOffset)
 	}
 	return p.Kind.String()

@@ -8,7 +8,7 @@ import (
 	"math"
 
 	"github.com/santa-offload/santa/client"
-	"github.com/santa-offload/santa/internal/rules"
+	"github.com/santa-offload/santa/rule"
 )
 
 func showRule(ctx context.Context, e *env, service, id uint32) error {
@@ -22,7 +22,7 @@ func showRule(ctx context.Context, e *env, service, id uint32) error {
 			return err
 		}
 		if entry.RuleID == id {
-			compiled, err := rules.Compile(entry.Rule)
+			compiled, err := rule.Compile(entry.Rule)
 			if err != nil {
 				return fmt.Errorf("rule %d: %w", id, err)
 			}
@@ -41,10 +41,10 @@ type ruleDetail struct {
 	Copies   []jsonCopy `json:"copies"`   // what every reply takes from its request, after later processors cut copies
 
 	entry    client.RuleEntry
-	compiled rules.Compiled
+	compiled rule.Compiled
 }
 
-func newRuleDetail(service uint32, entry client.RuleEntry, compiled rules.Compiled) ruleDetail {
+func newRuleDetail(service uint32, entry client.RuleEntry, compiled rule.Compiled) ruleDetail {
 	v := ruleDetail{
 		ServiceID: service,
 		jsonRule:  newJSONRule(entry),
@@ -67,7 +67,7 @@ func (v ruleDetail) table(w io.Writer) error {
 	fmt.Fprintf(w, "\nreply      %d bytes, %d processors\n", r.ReplyLen, len(r.Processors))
 	for i, p := range r.Processors {
 		fmt.Fprintf(w, "  %d  %s\n", i, describe(p, math.MaxInt))
-		if p.Kind == rules.ProcessorPut {
+		if p.Kind == rule.ProcessorPut {
 			hexdump(w, "     ", p.Bytes, nil)
 		}
 	}

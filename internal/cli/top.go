@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/santa-offload/santa/client"
-	"github.com/santa-offload/santa/internal/rules"
+	"github.com/santa-offload/santa/rule"
 )
 
 type topOptions struct {
@@ -36,7 +36,7 @@ func (o *topOptions) run(ctx context.Context, e *env, args []string) error {
 	if err := wantArgs(args, 0, 1); err != nil {
 		return err
 	}
-	w := &watcher{all: len(args) == 0, last: map[ruleKey]client.RuleCounters{}, conds: map[ruleKey]rules.Condition{}}
+	w := &watcher{all: len(args) == 0, last: map[ruleKey]client.RuleCounters{}, conds: map[ruleKey]rule.Condition{}}
 	if !w.all {
 		var err error
 		if w.service, err = parseID("SERVICE", args[0]); err != nil {
@@ -97,7 +97,7 @@ type watcher struct {
 	service  uint32 // this one
 	last     map[ruleKey]client.RuleCounters
 	lastTime time.Time
-	conds    map[ruleKey]rules.Condition
+	conds    map[ruleKey]rule.Condition
 }
 
 func (w *watcher) services() ([]uint32, error) {

@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	"github.com/santa-offload/santa/client"
-	"github.com/santa-offload/santa/internal/rules"
+	"github.com/santa-offload/santa/rule"
 )
 
 // topFake is the fake of withService with a second service, 8, and a tick
@@ -15,7 +15,7 @@ func topFake(t *testing.T) (string, func()) {
 	f.setCounters(7, client.RuleCounters{RuleID: 1, Hits: 120, Bytes: 5040})
 	f.setCounters(7, client.RuleCounters{RuleID: 3, Hits: 30, Bytes: 1260})
 	other := f.addService(client.ServiceInfo{Protocol: 17, Family: 6, Port: 53}, client.ServiceStats{},
-		rules.Rule{Condition: rules.Condition{Pattern: []byte("ping")}, Processors: []rules.Processor{rules.Put(0, []byte("pong"))}, ReplyLen: 4})
+		rule.Rule{Condition: rule.Condition{Pattern: []byte("ping")}, Processors: []rule.Processor{rule.Put(0, []byte("pong"))}, ReplyLen: 4})
 	f.setCounters(other, client.RuleCounters{RuleID: 4, Hits: 40, Bytes: 160})
 	return path, func() {
 		f.bump(7, 1, 10, 420)

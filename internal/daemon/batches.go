@@ -6,7 +6,7 @@ import (
 	"github.com/santa-offload/santa/internal/daemon/journal"
 	"github.com/santa-offload/santa/internal/datapath"
 	"github.com/santa-offload/santa/internal/protocol"
-	"github.com/santa-offload/santa/internal/rules"
+	"github.com/santa-offload/santa/rule"
 )
 
 // ADD_RULES, REPLACE_RULES and DELETE_RULES: one batch, applied at once
@@ -21,7 +21,7 @@ func (s *Server) addRules(sess *session, req *protocol.AddRules) protocol.Body {
 
 func (s *Server) replaceRules(sess *session, req *protocol.ReplaceRules) protocol.Body {
 	b := datapath.Batch{Replace: make([]datapath.RuleUpdate, len(req.Updates))}
-	items := make([]rules.Rule, len(req.Updates))
+	items := make([]rule.Rule, len(req.Updates))
 	for i, u := range req.Updates {
 		b.Replace[i] = datapath.RuleUpdate{ID: datapath.RuleID(u.RuleID), Rule: u.Rule}
 		items[i] = u.Rule
@@ -45,12 +45,12 @@ func (s *Server) deleteRules(sess *session, req *protocol.DeleteRules) protocol.
 // refuse on its own for service sv: the data plane's error would not name
 // the request's item. The limits are the service's protocol's (a UDP
 // reply must fit one datagram), not only those every rule must meet.
-func checkRules(sv *service, rs []rules.Rule) *protocol.Error {
-	limits := rules.LimitsFor(sv.Info.Protocol)
+func checkRules(sv *service, rs []rule.Rule) *protocol.Error {
+	limits := rule.LimitsFor(sv.Info.Protocol)
 	for i, r := range rs {
 		err := r.Validate(limits)
 		if err == nil {
-			_, err = rules.Compile(r)
+			_, err = rule.Compile(r)
 		}
 		if err != nil {
 			return protocol.ErrorAt(syscall.EINVAL, uint32(i), "%v", err)
@@ -62,7 +62,7 @@ func checkRules(sv *service, rs []rules.Rule) *protocol.Error {
 // batch applies b to a service now, or stages it in transaction txn.
 // items are the rules the request lists (for error indexes); reply makes
 // the answer from the ids of added rules.
-func (s *Server) batch(sess *session, svc, txnID uint32, b datapath.Batch, items []rules.Rule,
+func (s *Server) batch(sess *session, svc, txnID uint32, b datapath.Batch, items []rule.Rule,
 	reply func([]uint32) protocol.Body) protocol.Body {
 	if txnID != 0 {
 		ids, perr := s.stage(sess, svc, txnID, b, items)
@@ -127,7 +127,7 @@ func checkIDs(sv *service, b datapath.Batch, touched map[datapath.RuleID]bool) *
 // transactions hold count against its quota. adds are the rules of an
 // ADD_RULES request (for the quota error's index), items those of any
 // request (for a duplicate's). Called with s.mu held.
-func (s *Server) apply(sess *session, sv *service, b datapath.Batch, t *txn, adds, items []rules.Rule) ([]uint32, *protocol.Error) {
+func (s *Server) apply(sess *session, sv *service, b datapath.Batch, t *txn, adds, items []rule.Rule) ([]uint32, *protocol.Error) {
 	if len(b.Add)+len(b.Replace)+len(b.Delete) == 0 {
 		return []uint32{}, nil
 	}

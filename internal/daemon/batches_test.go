@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/santa-offload/santa/internal/protocol"
-	"github.com/santa-offload/santa/internal/rules"
+	"github.com/santa-offload/santa/rule"
 )
 
 // A rule the service's protocol cannot serve is refused with its index in
@@ -18,9 +18,9 @@ func TestRuleLimitsOfTheService(t *testing.T) {
 	a := s.connect(t, alice, true)
 	svc := a.attach()
 	installed := a.ok(&protocol.AddRules{ServiceID: svc, Rules: testRules("ok", 2, 8)}).(*protocol.AddRulesReply).RuleIDs
-	tooLong := func(n, bad int) []rules.Rule {
-		rs := testRules("new", n, rules.MaxUDPReply)
-		rs[bad].ReplyLen = rules.MaxUDPReply + 1
+	tooLong := func(n, bad int) []rule.Rule {
+		rs := testRules("new", n, rule.MaxUDPReply)
+		rs[bad].ReplyLen = rule.MaxUDPReply + 1
 		return rs
 	}
 	txn := a.ok(&protocol.Begin{ServiceID: svc}).(*protocol.BeginReply).Txn
@@ -62,13 +62,13 @@ func TestDistinctOffsetsIndex(t *testing.T) {
 	s := newTestServer(t, nil)
 	a := s.connect(t, alice, true)
 	svc := a.attach()
-	at := func(name string, off int) rules.Rule {
+	at := func(name string, off int) rule.Rule {
 		r := testRule(name, 8)
 		r.Condition.Offset = uint16(off)
 		return r
 	}
-	var first []rules.Rule
-	for off := range rules.MaxRegions {
+	var first []rule.Rule
+	for off := range rule.MaxRegions {
 		first = append(first, at("a", off*10))
 	}
 	ids := a.ok(&protocol.AddRules{ServiceID: svc, Rules: first}).(*protocol.AddRulesReply).RuleIDs
@@ -79,8 +79,8 @@ func TestDistinctOffsetsIndex(t *testing.T) {
 			t.Errorf("%v: index %d, want %d: the rule of the ninth offset", req.Type(), e.Index, want)
 		}
 	}
-	index(&protocol.AddRules{ServiceID: svc, Rules: []rules.Rule{at("b", 0), at("b", 100)}}, 1)
-	a.ok(&protocol.AddRules{ServiceID: svc, Rules: []rules.Rule{at("x", 20)}})
+	index(&protocol.AddRules{ServiceID: svc, Rules: []rule.Rule{at("b", 0), at("b", 100)}}, 1)
+	a.ok(&protocol.AddRules{ServiceID: svc, Rules: []rule.Rule{at("x", 20)}})
 	// Offset 20 has two rules: replacing one frees nothing. Offset 0 has
 	// one: replacing it frees a place.
 	index(&protocol.ReplaceRules{ServiceID: svc, Updates: []protocol.RuleEntry{
@@ -88,9 +88,9 @@ func TestDistinctOffsetsIndex(t *testing.T) {
 	a.ok(&protocol.ReplaceRules{ServiceID: svc, Updates: []protocol.RuleEntry{{RuleID: ids[0], Rule: at("c", 100)}}})
 
 	txn := a.ok(&protocol.Begin{ServiceID: svc}).(*protocol.BeginReply).Txn
-	index(&protocol.AddRules{ServiceID: svc, Txn: txn, Rules: []rules.Rule{at("d", 300)}}, 0)
+	index(&protocol.AddRules{ServiceID: svc, Txn: txn, Rules: []rule.Rule{at("d", 300)}}, 0)
 	a.ok(&protocol.DeleteRules{ServiceID: svc, Txn: txn, RuleIDs: ids[1:2]}) // the only rule at offset 10
-	a.ok(&protocol.AddRules{ServiceID: svc, Txn: txn, Rules: []rules.Rule{at("d", 300)}})
-	index(&protocol.AddRules{ServiceID: svc, Txn: txn, Rules: []rules.Rule{at("e", 300), at("e", 400)}}, 1)
+	a.ok(&protocol.AddRules{ServiceID: svc, Txn: txn, Rules: []rule.Rule{at("d", 300)}})
+	index(&protocol.AddRules{ServiceID: svc, Txn: txn, Rules: []rule.Rule{at("e", 300), at("e", 400)}}, 1)
 	a.ok(&protocol.Commit{Txn: txn})
 }

@@ -8,11 +8,12 @@ import (
 	"github.com/santa-offload/santa/internal/datapath"
 	"github.com/santa-offload/santa/internal/protocol"
 	"github.com/santa-offload/santa/internal/rules"
+	"github.com/santa-offload/santa/rule"
 )
 
 // dataplaneError is the ERROR reply for an error of the data plane.
 func dataplaneError(err error) *protocol.Error {
-	var limit *rules.LimitError
+	var limit *rule.LimitError
 	var dup *rules.DuplicateError
 	var errno syscall.Errno
 	code := syscall.EINVAL // a rule or batch the data plane refuses
@@ -35,7 +36,7 @@ func dataplaneError(err error) *protocol.Error {
 // batchError is dataplaneError for a batch whose items are the request's
 // rules: a duplicate condition then names the offending item, which the
 // data plane cannot (the ids it names were never handed out).
-func batchError(err error, sv *service, items []rules.Rule) *protocol.Error {
+func batchError(err error, sv *service, items []rule.Rule) *protocol.Error {
 	var dup *rules.DuplicateError
 	if !errors.As(err, &dup) || items == nil {
 		return dataplaneError(err)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/santa-offload/santa/internal/datapath"
 	"github.com/santa-offload/santa/internal/rules"
+	"github.com/santa-offload/santa/rule"
 )
 
 // fakeDP is a data plane in memory: services by socket cookie, rules with
@@ -24,7 +25,7 @@ type fakeDP struct {
 
 type fakeService struct {
 	cookie uint64
-	rules  map[datapath.RuleID]rules.Rule
+	rules  map[datapath.RuleID]rule.Rule
 }
 
 func newFakeDP() *fakeDP {
@@ -50,7 +51,7 @@ func (f *fakeDP) AddService(fd int) (datapath.ServiceID, error) {
 	}
 	id := f.nextSvc
 	f.nextSvc++
-	f.services[id] = &fakeService{cookie: info.Cookie, rules: map[datapath.RuleID]rules.Rule{}}
+	f.services[id] = &fakeService{cookie: info.Cookie, rules: map[datapath.RuleID]rule.Rule{}}
 	return id, nil
 }
 
@@ -60,7 +61,7 @@ func (f *fakeDP) RestoreService(id datapath.ServiceID, info datapath.SocketInfo)
 	if !f.restorable[info.Cookie] {
 		return datapath.ErrSocketClosed
 	}
-	f.services[id] = &fakeService{cookie: info.Cookie, rules: map[datapath.RuleID]rules.Rule{}}
+	f.services[id] = &fakeService{cookie: info.Cookie, rules: map[datapath.RuleID]rule.Rule{}}
 	return nil
 }
 
@@ -81,7 +82,7 @@ func (f *fakeDP) Apply(id datapath.ServiceID, b datapath.Batch) ([]datapath.Rule
 	if s == nil {
 		return nil, datapath.ErrUnknownService
 	}
-	next := map[datapath.RuleID]rules.Rule{}
+	next := map[datapath.RuleID]rule.Rule{}
 	for rid, r := range s.rules {
 		next[rid] = r
 	}
@@ -154,7 +155,7 @@ func (f *fakeDP) PathStats() (datapath.PathStats, error) {
 }
 
 // rulesOf is what the fake data plane runs for a service.
-func (f *fakeDP) rulesOf(id datapath.ServiceID) map[datapath.RuleID]rules.Rule {
+func (f *fakeDP) rulesOf(id datapath.ServiceID) map[datapath.RuleID]rule.Rule {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if s := f.services[id]; s != nil {

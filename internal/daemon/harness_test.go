@@ -16,7 +16,7 @@ import (
 	"github.com/santa-offload/santa/internal/daemon/journal"
 	"github.com/santa-offload/santa/internal/protocol"
 	"github.com/santa-offload/santa/internal/protocol/protocoltest"
-	"github.com/santa-offload/santa/internal/rules"
+	"github.com/santa-offload/santa/rule"
 )
 
 // The server's tests run it on a fake data plane, with connections made by
@@ -236,17 +236,17 @@ func (c *conn) attach() uint32 {
 	return c.ok(&protocol.Attach{}, fdOf(c.t, udp(c.t))).(*protocol.ServiceInfo).ServiceID
 }
 
-func testRule(name string, replyLen int) rules.Rule {
-	return rules.Rule{
-		Condition:  rules.Condition{Offset: 0, Pattern: []byte(name)},
-		Processors: []rules.Processor{rules.Put(0, []byte("R"))},
+func testRule(name string, replyLen int) rule.Rule {
+	return rule.Rule{
+		Condition:  rule.Condition{Offset: 0, Pattern: []byte(name)},
+		Processors: []rule.Processor{rule.Put(0, []byte("R"))},
 		ReplyLen:   uint16(replyLen),
 	}
 }
 
 // testRules are n rules whose patterns are no prefixes of one another.
-func testRules(prefix string, n, replyLen int) []rules.Rule {
-	out := make([]rules.Rule, n)
+func testRules(prefix string, n, replyLen int) []rule.Rule {
+	out := make([]rule.Rule, n)
 	for i := range out {
 		out[i] = testRule(fmt.Sprintf("%s%07d", prefix, i), replyLen)
 	}

@@ -6,7 +6,7 @@ import (
 
 	"github.com/santa-offload/santa/internal/datapath"
 	"github.com/santa-offload/santa/internal/protocol"
-	"github.com/santa-offload/santa/internal/rules"
+	"github.com/santa-offload/santa/rule"
 )
 
 // checkOffsets refuses, with its index, the first of items (the rules b
@@ -15,7 +15,7 @@ import (
 // "regions"): the data plane refuses such a batch too, but its error names
 // no rule. staged is what a transaction holds besides b. Called with s.mu
 // held.
-func checkOffsets(sv *service, staged, b datapath.Batch, items []rules.Rule) *protocol.Error {
+func checkOffsets(sv *service, staged, b datapath.Batch, items []rule.Rule) *protocol.Error {
 	if len(items) == 0 {
 		return nil
 	}
@@ -34,7 +34,7 @@ func checkOffsets(sv *service, staged, b datapath.Batch, items []rules.Rule) *pr
 	for _, u := range staged.Replace {
 		count[u.Rule.Condition.Offset]++
 	}
-	limit := rules.LimitsFor(sv.Info.Protocol).MaxRegions
+	limit := rule.LimitsFor(sv.Info.Protocol).MaxRegions
 	distinct := len(count)
 	for i, r := range items {
 		off := r.Condition.Offset

@@ -6,7 +6,7 @@ import (
 
 	"github.com/santa-offload/santa/internal/datapath"
 	"github.com/santa-offload/santa/internal/protocol"
-	"github.com/santa-offload/santa/internal/rules"
+	"github.com/santa-offload/santa/rule"
 )
 
 // Room in one reply for the items of a LIST_RULES or RULE_STATS page: the
@@ -84,11 +84,11 @@ func page(sv *service, start uint32) []datapath.RuleID {
 
 // entryLen is the size of a rule with its id on the wire
 // (docs/protocol.md, "rule").
-func entryLen(r rules.Rule) int {
+func entryLen(r rule.Rule) int {
 	n := 4 + 2 + 2 + len(r.Condition.Pattern) + 2 + 1 + 1
 	for _, p := range r.Processors {
 		n += 2 // kind, reserved
-		if p.Kind == rules.ProcessorPut {
+		if p.Kind == rule.ProcessorPut {
 			n += 2 + 2 + len(p.Bytes)
 		} else {
 			n += 6

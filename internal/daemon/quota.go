@@ -5,7 +5,7 @@ import (
 	"syscall"
 
 	"github.com/santa-offload/santa/internal/protocol"
-	"github.com/santa-offload/santa/internal/rules"
+	"github.com/santa-offload/santa/rule"
 )
 
 // Quotas count, per uid, the services that uid attached, their rules and
@@ -35,11 +35,11 @@ func (u usage) minus(v usage) usage { return usage{u.rules - v.rules, u.bytes - 
 
 // ruleUse is what a rule counts against its owner's quota: one rule, and
 // its pattern and reply bytes.
-func ruleUse(r rules.Rule) usage {
+func ruleUse(r rule.Rule) usage {
 	return usage{1, int64(len(r.Condition.Pattern)) + int64(r.ReplyLen)}
 }
 
-func rulesUse(rs []rules.Rule) usage {
+func rulesUse(rs []rule.Rule) usage {
 	var u usage
 	for _, r := range rs {
 		u = u.plus(ruleUse(r))
@@ -52,7 +52,7 @@ func rulesUse(rs []rules.Rule) usage {
 // reserved, and they land at COMMIT) if that breaks q, with a message
 // naming the quota. adds are the rules of an ADD_RULES request, if that is
 // what more is: the error's index is then the first rule beyond the quota.
-func (q Quota) admit(uid uint32, installed, held, more usage, adds []rules.Rule) *protocol.Error {
+func (q Quota) admit(uid uint32, installed, held, more usage, adds []rule.Rule) *protocol.Error {
 	after := installed.plus(held).plus(more)
 	overRules := q.Rules > 0 && after.rules > int64(q.Rules)
 	overBytes := q.Bytes > 0 && after.bytes > int64(q.Bytes)

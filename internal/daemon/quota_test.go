@@ -7,7 +7,7 @@ import (
 	"github.com/santa-offload/santa/internal/daemon/journal"
 	"github.com/santa-offload/santa/internal/datapath"
 	"github.com/santa-offload/santa/internal/protocol"
-	"github.com/santa-offload/santa/internal/rules"
+	"github.com/santa-offload/santa/rule"
 )
 
 // A uid that is not an admin attaches at most its quota of services; the
@@ -71,7 +71,7 @@ func TestServiceQuota(t *testing.T) {
 // its quota, rules and bytes, against every other change: a direct
 // ADD_RULES and other transactions, until the transaction ends.
 func TestStagedRulesHoldTheQuota(t *testing.T) {
-	begin := func(c *conn, svc uint32, rs []rules.Rule) uint32 {
+	begin := func(c *conn, svc uint32, rs []rule.Rule) uint32 {
 		t.Helper()
 		txn := c.ok(&protocol.Begin{ServiceID: svc}).(*protocol.BeginReply).Txn
 		c.ok(&protocol.AddRules{ServiceID: svc, Txn: txn, Rules: rs})

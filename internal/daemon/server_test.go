@@ -13,7 +13,7 @@ import (
 	"github.com/santa-offload/santa/internal/daemon/journal"
 	"github.com/santa-offload/santa/internal/datapath"
 	"github.com/santa-offload/santa/internal/protocol"
-	"github.com/santa-offload/santa/internal/rules"
+	"github.com/santa-offload/santa/rule"
 )
 
 func TestHello(t *testing.T) {
@@ -290,7 +290,7 @@ func TestListRulesPages(t *testing.T) {
 	s := newTestServer(t, nil)
 	a := s.connect(t, alice, true)
 	svc := a.attach()
-	want := map[uint32]rules.Rule{}
+	want := map[uint32]rule.Rule{}
 	for chunk := range 6 {
 		rs := testRules(string(rune('a'+chunk)), 150, 1400) // 150 × about 1430 bytes fit one message
 		ids := a.ok(&protocol.AddRules{ServiceID: svc, Rules: rs}).(*protocol.AddRulesReply).RuleIDs
@@ -299,7 +299,7 @@ func TestListRulesPages(t *testing.T) {
 		}
 	}
 	for _, max := range []uint32{0, 7} {
-		got := map[uint32]rules.Rule{}
+		got := map[uint32]rule.Rule{}
 		pages := 0
 		for start := uint32(0); start != protocol.LastPage; pages++ {
 			page := a.ok(&protocol.ListRules{ServiceID: svc, Start: start, Max: max}).(*protocol.ListRulesReply)
@@ -314,7 +314,7 @@ func TestListRulesPages(t *testing.T) {
 			}
 			start = page.Next
 		}
-		if !maps.EqualFunc(got, want, func(a, b rules.Rule) bool { return reflect.DeepEqual(a, b) }) {
+		if !maps.EqualFunc(got, want, func(a, b rule.Rule) bool { return reflect.DeepEqual(a, b) }) {
 			t.Errorf("max %d: %d pages hold %d rules, want %d", max, pages, len(got), len(want))
 		}
 		t.Logf("max %d: %d rules in %d pages", max, len(got), pages)
@@ -326,9 +326,9 @@ func TestListRulesPages(t *testing.T) {
 }
 
 func TestEntryLen(t *testing.T) {
-	for _, r := range append(testRules("x", 2, 100), rules.Rule{
-		Condition:  rules.Condition{Offset: 3, Pattern: []byte("abc")},
-		Processors: []rules.Processor{rules.Copy(0, 2, 0), rules.Put(2, []byte("hello"))},
+	for _, r := range append(testRules("x", 2, 100), rule.Rule{
+		Condition:  rule.Condition{Offset: 3, Pattern: []byte("abc")},
+		Processors: []rule.Processor{rule.Copy(0, 2, 0), rule.Put(2, []byte("hello"))},
 		ReplyLen:   9,
 	}) {
 		empty, _ := protocol.Encode(0, &protocol.ListRulesReply{})
@@ -426,7 +426,7 @@ func TestTransactionIDsGivenBack(t *testing.T) {
 	a := s.connect(t, alice, true)
 	svc := a.attach()
 	a.ok(&protocol.AddRules{ServiceID: svc, Rules: testRules("old", 1, 8)})
-	stage := func(c *conn, rs []rules.Rule) []datapath.RuleID {
+	stage := func(c *conn, rs []rule.Rule) []datapath.RuleID {
 		t.Helper()
 		txn := c.ok(&protocol.Begin{ServiceID: svc}).(*protocol.BeginReply).Txn
 		var ids []datapath.RuleID

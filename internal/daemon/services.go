@@ -8,7 +8,7 @@ import (
 	"github.com/santa-offload/santa/internal/daemon/journal"
 	"github.com/santa-offload/santa/internal/datapath"
 	"github.com/santa-offload/santa/internal/protocol"
-	"github.com/santa-offload/santa/internal/rules"
+	"github.com/santa-offload/santa/rule"
 )
 
 // attach makes the socket passed along a service of the client's uid.
@@ -65,7 +65,7 @@ func (s *Server) attach(sess *session, req *protocol.Attach, fds []int) protocol
 		s.forget(old, "socket closed")
 	}
 	sv := s.st.add(&journal.Service{ID: id, Info: info, UID: sess.peer.UID, GID: sess.peer.GID,
-		Rules: map[datapath.RuleID]rules.Rule{}})
+		Rules: map[datapath.RuleID]rule.Rule{}})
 	if err := s.record(func(j *journal.Journal) error { return j.Attach(&sv.Service) }); err != nil {
 		return notSaved(err)
 	}

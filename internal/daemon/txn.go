@@ -5,7 +5,7 @@ import (
 
 	"github.com/santa-offload/santa/internal/datapath"
 	"github.com/santa-offload/santa/internal/protocol"
-	"github.com/santa-offload/santa/internal/rules"
+	"github.com/santa-offload/santa/rule"
 )
 
 // maxTxns is how many transactions one connection may hold open.
@@ -98,7 +98,7 @@ func (s *Server) open(sess *session, id, svc uint32) (*txn, *protocol.Error) {
 // rules it adds hold their share of the quota, rules and bytes, until it
 // ends: their reserved ids count against the host's capacity, so a uid may
 // not hold more than its quota, staged or installed (COMMIT checks again).
-func (s *Server) stage(sess *session, svc, id uint32, b datapath.Batch, items []rules.Rule) ([]uint32, *protocol.Error) {
+func (s *Server) stage(sess *session, svc, id uint32, b datapath.Batch, items []rule.Rule) ([]uint32, *protocol.Error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	t, perr := s.open(sess, id, svc)

@@ -4,9 +4,10 @@ import (
 	"testing"
 
 	"github.com/santa-offload/santa/internal/rules"
+	"github.com/santa-offload/santa/rule"
 )
 
-// The rules package mirrors santa_abi.h's #define limits (BTF carries no
+// The rule and rules packages mirror santa_abi.h's #define limits (BTF carries no
 // macros); the generated structs carry their sizes. They must agree.
 func TestRuleLimitsMatchABI(t *testing.T) {
 	var r santaSantaRuleLarge
@@ -14,16 +15,16 @@ func TestRuleLimitsMatchABI(t *testing.T) {
 	var s santaSantaService
 	for _, c := range []struct {
 		name      string
-		abi, rule int
+		abi, mirror int
 	}{
-		{"condition pattern", len(r.Rule.Cond), rules.MaxCondLen},
-		{"reply", len(r.Reply), rules.MaxUDPReply},
-		{"copies", len(r.Rule.Copies), rules.MaxCopies},
+		{"condition pattern", len(r.Rule.Cond), rule.MaxCondLen},
+		{"reply", len(r.Reply), rule.MaxUDPReply},
+		{"copies", len(r.Rule.Copies), rule.MaxCopies},
 		{"node slots", len(n.Slots), rules.NodeSlots},
-		{"regions", len(s.Regions), rules.MaxRegions},
+		{"regions", len(s.Regions), rule.MaxRegions},
 	} {
-		if c.abi != c.rule {
-			t.Errorf("%s: santa_abi.h has %d, internal/rules %d", c.name, c.abi, c.rule)
+		if c.abi != c.mirror {
+			t.Errorf("%s: santa_abi.h has %d, Go %d", c.name, c.abi, c.mirror)
 		}
 	}
 }
@@ -37,7 +38,7 @@ func TestRuleClasses(t *testing.T) {
 		want  santaSantaRuleClass
 	}{
 		{1, smallRule}, {small, smallRule}, {small + 1, mediumRule},
-		{medium, mediumRule}, {medium + 1, largeRule}, {rules.MaxUDPReply, largeRule},
+		{medium, mediumRule}, {medium + 1, largeRule}, {rule.MaxUDPReply, largeRule},
 	} {
 		if got := classOf(c.reply); got != c.want {
 			t.Errorf("classOf(%d) = %v, want %v", c.reply, got, c.want)

@@ -9,7 +9,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/santa-offload/santa/internal/rules"
+	"github.com/santa-offload/santa/rule"
 )
 
 // Bad requests to the Go API are refused with a specific reason and change
@@ -28,7 +28,7 @@ func TestAPIRefusals(t *testing.T) {
 	}
 	long := hello()
 	long.Condition.Pattern = make([]byte, 300)
-	nineOffsets := make([]rules.Rule, 9)
+	nineOffsets := make([]rule.Rule, 9)
 	for i := range nineOffsets {
 		nineOffsets[i] = hello()
 		nineOffsets[i].Condition.Offset = uint16(10 * (i + 1))
@@ -61,9 +61,9 @@ func TestAPIRefusals(t *testing.T) {
 			}
 		})
 	}
-	var lim *rules.LimitError
+	var lim *rule.LimitError
 	if _, err := d.AddRule(s1, long); !errors.As(err, &lim) || lim.Limit != 256 {
-		t.Errorf("a limit error is a *rules.LimitError naming the limit, got %v", err)
+		t.Errorf("a limit error is a *rule.LimitError naming the limit, got %v", err)
 	}
 	for _, s := range []ServiceID{s1, s2} {
 		got, err := d.Rules(s)

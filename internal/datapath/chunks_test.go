@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/santa-offload/santa/internal/rules"
+	"github.com/santa-offload/santa/rule"
 )
 
 // Rule bodies of every UDP class are answered from the first chunk, the
@@ -18,13 +18,13 @@ func TestRuleBodiesAcrossChunks(t *testing.T) {
 	c := boundUDP(t, "127.0.0.1:0")
 	svc := register(t, d, c)
 	to := local(c)
-	rule := func(class string, i, n int) rules.Rule {
+	classRule := func(class string, i, n int) rule.Rule {
 		key := fmt.Sprintf("%s-%05d", class, i) // fixed width: no key is a prefix of another
 		body := bytes.Repeat([]byte(key+"/"), n/(len(key)+1)+1)[:n]
-		return rules.Rule{Condition: rules.Condition{Pattern: []byte(key)},
-			Processors: []rules.Processor{rules.Put(0, body)}, ReplyLen: uint16(n)}
+		return rule.Rule{Condition: rule.Condition{Pattern: []byte(key)},
+			Processors: []rule.Processor{rule.Put(0, body)}, ReplyLen: uint16(n)}
 	}
-	answers := func(t *testing.T, r rules.Rule) {
+	answers := func(t *testing.T, r rule.Rule) {
 		t.Helper()
 		req := request(to, r.Condition.Pattern)
 		verdict, out := run(t, d.XDPProgram(), req.Bytes())
@@ -38,13 +38,13 @@ func TestRuleBodiesAcrossChunks(t *testing.T) {
 		name  string
 		reply int
 		chunk int // bodies per chunk: santa_abi.h's shifts
-	}{{"small", 100, 1 << 12}, {"medium", 600, 1 << 11}, {"large", rules.MaxUDPReply, 1 << 10}} {
+	}{{"small", 100, 1 << 12}, {"medium", 600, 1 << 11}, {"large", rule.MaxUDPReply, 1 << 10}} {
 		t.Run(class.name, func(t *testing.T) {
 			// Slot numbers start at 1: chunk 0 is full at chunk-1 rules.
 			n := class.chunk + 1
-			rs := make([]rules.Rule, n)
+			rs := make([]rule.Rule, n)
 			for i := range rs {
-				rs[i] = rule(class.name, i, class.reply)
+				rs[i] = classRule(class.name, i, class.reply)
 			}
 			ids, err := d.AddRules(svc, rs)
 			if err != nil {
@@ -65,7 +65,7 @@ func TestRuleBodiesAcrossChunks(t *testing.T) {
 			}) {
 				t.Fatalf("slot %#x not freed", last)
 			}
-			again := rule(class.name, n, class.reply)
+			again := classRule(class.name, n, class.reply)
 			id, err := d.AddRule(svc, again)
 			if err != nil {
 				t.Fatal(err)

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/santa-offload/santa/internal/rules"
+	"github.com/santa-offload/santa/rule"
 )
 
 // The kernel against the pure-Go reference matcher: random rule sets,
@@ -28,7 +29,7 @@ func TestDifferential(t *testing.T) {
 	svc := register(t, d, c)
 	to := local(c)
 
-	installed := map[RuleID]rules.Rule{}
+	installed := map[RuleID]rule.Rule{}
 	g := ruleGen{rng: rng}
 	answered := 0
 	for round := range rounds {
@@ -89,7 +90,7 @@ func (g *ruleGen) bytes(n int) []byte {
 	return b
 }
 
-func (g *ruleGen) rule() rules.Rule {
+func (g *ruleGen) rule() rule.Rule {
 	if len(g.prefixes) == 0 || g.rng.IntN(8) == 0 {
 		g.prefixes = append(g.prefixes, g.bytes(1+g.rng.IntN(90)))
 	}
@@ -97,18 +98,18 @@ func (g *ruleGen) rule() rules.Rule {
 	pat = append(pat, g.bytes(g.rng.IntN(12))...)
 	pat = pat[:min(len(pat), 1+g.rng.IntN(120))]
 	replyLen := 1 + g.rng.IntN(700)
-	var procs []rules.Processor
+	var procs []rule.Processor
 	for range g.rng.IntN(4) {
 		dst := g.rng.IntN(replyLen)
 		n := 1 + g.rng.IntN(min(replyLen-dst, 40))
 		if g.rng.IntN(2) == 0 {
-			procs = append(procs, rules.Put(uint16(dst), g.bytes(n)))
+			procs = append(procs, rule.Put(uint16(dst), g.bytes(n)))
 		} else {
-			procs = append(procs, rules.Copy(uint16(g.rng.IntN(60)), uint16(n), uint16(dst)))
+			procs = append(procs, rule.Copy(uint16(g.rng.IntN(60)), uint16(n), uint16(dst)))
 		}
 	}
-	return rules.Rule{
-		Condition:  rules.Condition{Offset: offsets[g.rng.IntN(len(offsets))], Pattern: pat},
+	return rule.Rule{
+		Condition:  rule.Condition{Offset: offsets[g.rng.IntN(len(offsets))], Pattern: pat},
 		Processors: procs,
 		ReplyLen:   uint16(replyLen),
 	}
@@ -116,9 +117,9 @@ func (g *ruleGen) rule() rules.Rule {
 
 // mutate adds, replaces and deletes rules, each as one batch. Batches the
 // data plane refuses (a duplicate condition, say) must leave it unchanged.
-func (g *ruleGen) mutate(t *testing.T, d *Datapath, svc ServiceID, installed map[RuleID]rules.Rule) {
+func (g *ruleGen) mutate(t *testing.T, d *Datapath, svc ServiceID, installed map[RuleID]rule.Rule) {
 	t.Helper()
-	adds := make([]rules.Rule, 10+g.rng.IntN(40))
+	adds := make([]rule.Rule, 10+g.rng.IntN(40))
 	for i := range adds {
 		adds[i] = g.rule()
 	}

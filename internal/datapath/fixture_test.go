@@ -17,6 +17,7 @@ import (
 
 	"github.com/santa-offload/santa/internal/pkttest"
 	"github.com/santa-offload/santa/internal/rules"
+	"github.com/santa-offload/santa/rule"
 )
 
 const (
@@ -113,16 +114,16 @@ func passedUnchanged(frame []byte, verdict santaSantaMetaVerdict) []byte {
 	return append(meta, frame...)
 }
 
-func hello() rules.Rule {
-	return rules.Rule{
-		Condition:  rules.Condition{Offset: 0, Pattern: []byte("Hello")},
-		Processors: []rules.Processor{rules.Put(0, []byte("COMSYS"))},
+func hello() rule.Rule {
+	return rule.Rule{
+		Condition:  rule.Condition{Offset: 0, Pattern: []byte("Hello")},
+		Processors: []rule.Processor{rule.Put(0, []byte("COMSYS"))},
 		ReplyLen:   6,
 	}
 }
 
-func expectReply(r rules.Rule, req []byte) []byte {
-	c, err := rules.Compile(r)
+func expectReply(r rule.Rule, req []byte) []byte {
+	c, err := rule.Compile(r)
 	if err != nil {
 		panic(err)
 	}
@@ -141,24 +142,24 @@ func TestXDPFixtures(t *testing.T) {
 	s4, s6 := register(t, d, v4), register(t, d, v6)
 
 	// Rules on the IPv4 service, ids in this order.
-	comsys := rules.Rule{Condition: rules.Condition{Offset: 0, Pattern: []byte("COMSYS")},
-		Processors: []rules.Processor{rules.Put(0, []byte("long"))}, ReplyLen: 4}
-	com := rules.Rule{Condition: rules.Condition{Offset: 0, Pattern: []byte("COM")},
-		Processors: []rules.Processor{rules.Put(0, []byte("short"))}, ReplyLen: 5}
-	sys := rules.Rule{Condition: rules.Condition{Offset: 3, Pattern: []byte("SYS")},
-		Processors: []rules.Processor{rules.Put(0, []byte("sys"))}, ReplyLen: 3}
-	abcd := rules.Rule{Condition: rules.Condition{Offset: 0, Pattern: []byte("ABCD")},
-		Processors: []rules.Processor{rules.Put(0, []byte("abcd"))}, ReplyLen: 4}
-	efgh := rules.Rule{Condition: rules.Condition{Offset: 4, Pattern: []byte("EFGH")},
-		Processors: []rules.Processor{rules.Put(0, []byte("efgh"))}, ReplyLen: 4}
+	comsys := rule.Rule{Condition: rule.Condition{Offset: 0, Pattern: []byte("COMSYS")},
+		Processors: []rule.Processor{rule.Put(0, []byte("long"))}, ReplyLen: 4}
+	com := rule.Rule{Condition: rule.Condition{Offset: 0, Pattern: []byte("COM")},
+		Processors: []rule.Processor{rule.Put(0, []byte("short"))}, ReplyLen: 5}
+	sys := rule.Rule{Condition: rule.Condition{Offset: 3, Pattern: []byte("SYS")},
+		Processors: []rule.Processor{rule.Put(0, []byte("sys"))}, ReplyLen: 3}
+	abcd := rule.Rule{Condition: rule.Condition{Offset: 0, Pattern: []byte("ABCD")},
+		Processors: []rule.Processor{rule.Put(0, []byte("abcd"))}, ReplyLen: 4}
+	efgh := rule.Rule{Condition: rule.Condition{Offset: 4, Pattern: []byte("EFGH")},
+		Processors: []rule.Processor{rule.Put(0, []byte("efgh"))}, ReplyLen: 4}
 	dns := pkttest.DNSRule("www.example.com", []byte{0xc0, 0x0c, 0, 1, 0, 1, 0, 0, 0, 60, 0, 4, 10, 0, 0, 1})
 	collA, collB := fnvCollision(t)
-	ca := rules.Rule{Condition: rules.Condition{Offset: 0, Pattern: collA},
-		Processors: []rules.Processor{rules.Put(0, []byte("A"))}, ReplyLen: 1}
-	cb := rules.Rule{Condition: rules.Condition{Offset: 0, Pattern: collB},
-		Processors: []rules.Processor{rules.Put(0, []byte("B"))}, ReplyLen: 1}
+	ca := rule.Rule{Condition: rule.Condition{Offset: 0, Pattern: collA},
+		Processors: []rule.Processor{rule.Put(0, []byte("A"))}, ReplyLen: 1}
+	cb := rule.Rule{Condition: rule.Condition{Offset: 0, Pattern: collB},
+		Processors: []rule.Processor{rule.Put(0, []byte("B"))}, ReplyLen: 1}
 
-	ids, err := d.AddRules(s4, []rules.Rule{hello(), comsys, com, sys, abcd, efgh, dns, ca, cb})
+	ids, err := d.AddRules(s4, []rule.Rule{hello(), comsys, com, sys, abcd, efgh, dns, ca, cb})
 	if err != nil {
 		t.Fatal(err)
 	}

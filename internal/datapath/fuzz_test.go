@@ -17,13 +17,14 @@ import (
 
 	"github.com/santa-offload/santa/internal/pkttest"
 	"github.com/santa-offload/santa/internal/rules"
+	"github.com/santa-offload/santa/rule"
 )
 
 func FuzzXDP(f *testing.F) {
 	d := openTest(f)
 	v4, v6 := boundUDP(f, "127.0.0.1:0"), boundUDP(f, "[::1]:0")
 	dns := pkttest.DNSRule("www.example.com", []byte{0xc0, 0x0c, 0, 1, 0, 1, 0, 0, 0, 60, 0, 4, 10, 0, 0, 1})
-	ruleSet := []rules.Rule{hello(), dns}
+	ruleSet := []rule.Rule{hello(), dns}
 	for _, c := range []ServiceID{register(f, d, v4), register(f, d, v6)} {
 		if _, err := d.AddRules(c, ruleSet); err != nil {
 			f.Fatal(err)
@@ -73,7 +74,7 @@ func FuzzXDP(f *testing.F) {
 
 // referenceReply is the reply the reference matcher (rules.Match) gives
 // payload, or nil.
-func referenceReply(rs []rules.Rule, payload []byte) []byte {
+func referenceReply(rs []rule.Rule, payload []byte) []byte {
 	ref := make([]rules.RefRule, len(rs))
 	for i, r := range rs {
 		ref[i] = rules.RefRule{ID: uint32(i), Rule: r}

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/santa-offload/santa/internal/rules"
+	"github.com/santa-offload/santa/rule"
 )
 
 func TestIndexPositions(t *testing.T) {
@@ -97,12 +97,12 @@ func TestIndexTableInKernel(t *testing.T) {
 	c := boundUDP(t, "127.0.0.1:0")
 	svc := register(t, d, c)
 	to := local(c)
-	rule := func(i int) rules.Rule {
+	keyRule := func(i int) rule.Rule {
 		key := fmt.Sprintf("key-%03d", i)
-		return rules.Rule{Condition: rules.Condition{Pattern: []byte(key)},
-			Processors: []rules.Processor{rules.Put(0, []byte("reply to "+key))}, ReplyLen: 16}
+		return rule.Rule{Condition: rule.Condition{Pattern: []byte(key)},
+			Processors: []rule.Processor{rule.Put(0, []byte("reply to "+key))}, ReplyLen: 16}
 	}
-	answered := func(r rules.Rule) bool {
+	answered := func(r rule.Rule) bool {
 		req := request(to, r.Condition.Pattern)
 		verdict, out := run(t, d.XDPProgram(), req.Bytes())
 		want := req.Reply(expectReply(r, r.Condition.Pattern)).Bytes()
@@ -111,7 +111,7 @@ func TestIndexTableInKernel(t *testing.T) {
 	ids := make(map[int]RuleID)
 	add := func(from, to int) {
 		for i := from; i < to; i++ {
-			id, err := d.AddRule(svc, rule(i))
+			id, err := d.AddRule(svc, keyRule(i))
 			if err != nil {
 				t.Fatalf("rule %d: %v", i, err)
 			}
@@ -121,7 +121,7 @@ func TestIndexTableInKernel(t *testing.T) {
 	expect := func() {
 		t.Helper()
 		for i := range 24 {
-			if _, live := ids[i]; answered(rule(i)) != live {
+			if _, live := ids[i]; answered(keyRule(i)) != live {
 				t.Errorf("rule %d: answered %v, installed %v", i, !live, live)
 			}
 		}

@@ -9,18 +9,18 @@ import (
 	"testing"
 	"time"
 
-	"github.com/santa-offload/santa/internal/rules"
+	"github.com/santa-offload/santa/rule"
 )
 
 // versioned is rule key's reply in version v: every byte says which version
 // it belongs to, and the lengths differ, so a reply mixing two versions (or
 // an old length with new bytes) cannot pass for either.
-func versioned(key string, v int) rules.Rule {
+func versioned(key string, v int) rule.Rule {
 	n := 100 + (v%2)*900
 	body := bytes.Repeat([]byte{byte('A' + v%26)}, n)
-	return rules.Rule{
-		Condition:  rules.Condition{Offset: 0, Pattern: []byte(key)},
-		Processors: []rules.Processor{rules.Put(0, body), rules.Copy(0, uint16(len(key)), 0)},
+	return rule.Rule{
+		Condition:  rule.Condition{Offset: 0, Pattern: []byte(key)},
+		Processors: []rule.Processor{rule.Put(0, body), rule.Copy(0, uint16(len(key)), 0)},
 		ReplyLen:   uint16(n),
 	}
 }
@@ -72,8 +72,8 @@ func TestReplaceUnderTraffic(t *testing.T) {
 			}
 			replaced.Add(1)
 			if v%50 == 0 { // regions change twice: a new generation each time
-				extra, err := d.AddRule(svc, rules.Rule{Condition: rules.Condition{Offset: 3, Pattern: []byte("z")},
-					Processors: []rules.Processor{rules.Put(0, []byte("z"))}, ReplyLen: 1})
+				extra, err := d.AddRule(svc, rule.Rule{Condition: rule.Condition{Offset: 3, Pattern: []byte("z")},
+					Processors: []rule.Processor{rule.Put(0, []byte("z"))}, ReplyLen: 1})
 				if err != nil {
 					t.Error(err)
 					return

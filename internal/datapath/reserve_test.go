@@ -5,7 +5,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/santa-offload/santa/internal/rules"
+	"github.com/santa-offload/santa/rule"
 )
 
 // A transaction's ids are known before its rules land: rules land under
@@ -27,11 +27,11 @@ func TestReservedRuleIDs(t *testing.T) {
 	}
 
 	// Refused: a duplicate condition. The ids stay reserved.
-	dup := []rules.Rule{numbered(1), hello(), numbered(3)}
+	dup := []rule.Rule{numbered(1), hello(), numbered(3)}
 	if _, err := d.Apply(svc, Batch{Add: dup, AddIDs: ids}); err == nil {
 		t.Fatal("a batch with a duplicate condition lands")
 	}
-	got, err := d.Apply(svc, Batch{Add: []rules.Rule{numbered(1), numbered(2), numbered(3)}, AddIDs: ids})
+	got, err := d.Apply(svc, Batch{Add: []rule.Rule{numbered(1), numbered(2), numbered(3)}, AddIDs: ids})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +71,7 @@ func TestReserveBeyondCapacity(t *testing.T) {
 }
 
 // numbered is a rule whose condition is "rule-N".
-func numbered(n int) rules.Rule {
+func numbered(n int) rule.Rule {
 	r := hello()
 	r.Condition.Pattern = []byte{'r', 'u', 'l', 'e', '-', byte('0' + n)}
 	return r

@@ -7,6 +7,7 @@ import (
 
 	"github.com/santa-offload/santa/internal/maputil"
 	"github.com/santa-offload/santa/internal/rules"
+	"github.com/santa-offload/santa/rule"
 )
 
 // RuleID names an installed rule; it stays the same when the rule is replaced.
@@ -18,23 +19,23 @@ var ErrUnknownRule = errors.New("unknown rule")
 type installedRule struct {
 	id   RuleID
 	svc  *service
-	rule rules.Rule
+	rule rule.Rule
 	// compiled is the body to write, until it is written: then it goes,
 	// since rule holds the same reply (a million 1400-B replies kept twice
 	// took 1.3 GiB more).
-	compiled rules.Compiled
+	compiled rule.Compiled
 	slot     uint32 // where the data plane reads it; new on every replace
 }
 
 // RuleUpdate replaces the rule with ID by Rule.
 type RuleUpdate struct {
 	ID   RuleID
-	Rule rules.Rule
+	Rule rule.Rule
 }
 
 // AddRule installs one rule on a service.
-func (d *Datapath) AddRule(svc ServiceID, r rules.Rule) (RuleID, error) {
-	ids, err := d.AddRules(svc, []rules.Rule{r})
+func (d *Datapath) AddRule(svc ServiceID, r rule.Rule) (RuleID, error) {
+	ids, err := d.AddRules(svc, []rule.Rule{r})
 	if err != nil {
 		return 0, err
 	}
@@ -42,12 +43,12 @@ func (d *Datapath) AddRule(svc ServiceID, r rules.Rule) (RuleID, error) {
 }
 
 // AddRules installs rules on a service, all or none.
-func (d *Datapath) AddRules(id ServiceID, rs []rules.Rule) ([]RuleID, error) {
+func (d *Datapath) AddRules(id ServiceID, rs []rule.Rule) ([]RuleID, error) {
 	return d.Apply(id, Batch{Add: rs})
 }
 
 // ReplaceRule replaces one rule; readers see the old rule or the new one.
-func (d *Datapath) ReplaceRule(id RuleID, r rules.Rule) error {
+func (d *Datapath) ReplaceRule(id RuleID, r rule.Rule) error {
 	return d.ReplaceRules([]RuleUpdate{{ID: id, Rule: r}})
 }
 
@@ -82,7 +83,7 @@ func (d *Datapath) DeleteRules(ids []RuleID) error {
 
 // Batch is one all-or-nothing change of a service's rules.
 type Batch struct {
-	Add []rules.Rule
+	Add []rule.Rule
 	// AddIDs, if set, are the ids the added rules get: reserved by
 	// ReserveRuleIDs, or free (restoring a saved rule set). Otherwise ids
 	// are assigned.
@@ -107,7 +108,7 @@ func (d *Datapath) Apply(id ServiceID, b Batch) ([]RuleID, error) {
 		return nil, fmt.Errorf("%d ids for %d added rules", len(b.AddIDs), len(b.Add))
 	}
 	replaceIDs := make([]RuleID, len(b.Replace))
-	replaceRules := make([]rules.Rule, len(b.Replace))
+	replaceRules := make([]rule.Rule, len(b.Replace))
 	for i, u := range b.Replace {
 		replaceIDs[i], replaceRules[i] = u.ID, u.Rule
 	}
@@ -142,14 +143,14 @@ func (d *Datapath) Apply(id ServiceID, b Batch) ([]RuleID, error) {
 }
 
 // Rules lists a service's rules in id order.
-func (d *Datapath) Rules(id ServiceID) (map[RuleID]rules.Rule, error) {
+func (d *Datapath) Rules(id ServiceID) (map[RuleID]rule.Rule, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	svc, ok := d.services[id]
 	if !ok {
 		return nil, fmt.Errorf("service %d: %w", id, ErrUnknownService)
 	}
-	out := make(map[RuleID]rules.Rule, len(svc.rules))
+	out := make(map[RuleID]rule.Rule, len(svc.rules))
 	for id, r := range svc.rules {
 		out[id] = r.rule
 	}
@@ -202,13 +203,13 @@ func (d *Datapath) lookupRules(svc *service, lists ...[]RuleID) ([][]*installedR
 
 // prepare validates and compiles rules and gives each a slot and the id
 // idOf names. On error nothing stays allocated.
-func (d *Datapath) prepare(svc *service, rs []rules.Rule, idOf func(int) (RuleID, error)) ([]*installedRule, error) {
+func (d *Datapath) prepare(svc *service, rs []rule.Rule, idOf func(int) (RuleID, error)) ([]*installedRule, error) {
 	out := make([]*installedRule, 0, len(rs))
 	fail := func(i int, err error) ([]*installedRule, error) {
 		d.unprepare(svc, out)
 		return nil, fmt.Errorf("rule %d of the batch: %w", i, err)
 	}
-	compiled, err := compileAll(rs, rules.LimitsFor(svc.info.Protocol)) // before anything is allocated
+	compiled, err := compileAll(rs, rule.LimitsFor(svc.info.Protocol)) // before anything is allocated
 	if err != nil {
 		return nil, err
 	}
@@ -232,13 +233,13 @@ func (d *Datapath) prepare(svc *service, rs []rules.Rule, idOf func(int) (RuleID
 // compileAll validates every rule against the service's limits and
 // compiles it, on every CPU: a million take half a second on one. An error
 // names the first rule of the batch that failed.
-func compileAll(rs []rules.Rule, limits rules.Limits) ([]rules.Compiled, error) {
-	out := make([]rules.Compiled, len(rs))
+func compileAll(rs []rule.Rule, limits rule.Limits) ([]rule.Compiled, error) {
+	out := make([]rule.Compiled, len(rs))
 	errs := inParts(len(rs), 1024, func(lo, hi int) error {
 		for i := lo; i < hi; i++ {
 			err := rs[i].Validate(limits)
 			if err == nil {
-				out[i], err = rules.Compile(rs[i])
+				out[i], err = rule.Compile(rs[i])
 			}
 			if err != nil {
 				return fmt.Errorf("rule %d of the batch: %w", i, err)
@@ -358,7 +359,7 @@ func (d *Datapath) commit(svc *service, fresh, replaced, deleted []*installedRul
 		return abort(err)
 	}
 	for _, r := range fresh {
-		r.compiled = rules.Compiled{}
+		r.compiled = rule.Compiled{}
 	}
 	var err error
 	if change.Full {

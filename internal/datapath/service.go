@@ -8,6 +8,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/santa-offload/santa/internal/rules"
+	"github.com/santa-offload/santa/rule"
 )
 
 // ServiceID names a registered socket.
@@ -123,7 +124,7 @@ func (d *Datapath) register(id ServiceID, info SocketInfo) (ServiceID, error) {
 		}
 	}
 	svc := &service{id: id, info: info, indexID: d.newIndexID(),
-		index: rules.NewServiceIndex(rules.LimitsFor(info.Protocol).MaxRegions), rules: map[RuleID]*installedRule{}}
+		index: rules.NewServiceIndex(rule.LimitsFor(info.Protocol).MaxRegions), rules: map[RuleID]*installedRule{}}
 	if err := d.resetServiceStats(svc.id); err != nil {
 		d.svcIDs.put(uint32(id))
 		return 0, err

@@ -5,16 +5,16 @@ import (
 	"testing"
 
 	"github.com/santa-offload/santa/internal/pkttest"
-	"github.com/santa-offload/santa/internal/rules"
+	"github.com/santa-offload/santa/rule"
 )
 
 // bigRule answers "Big" with a reply of n bytes: more than a native veth XDP
 // frame can grow to, so on real devices the TC program answers it.
-func bigRule(n int) rules.Rule {
+func bigRule(n int) rule.Rule {
 	body := bytes.Repeat([]byte("0123456789abcdef"), n/16+1)[:n]
-	return rules.Rule{
-		Condition:  rules.Condition{Offset: 0, Pattern: []byte("Big")},
-		Processors: []rules.Processor{rules.Put(0, body)},
+	return rule.Rule{
+		Condition:  rule.Condition{Offset: 0, Pattern: []byte("Big")},
+		Processors: []rule.Processor{rule.Put(0, body)},
 		ReplyLen:   uint16(n),
 	}
 }
@@ -24,11 +24,11 @@ func TestTCFixtures(t *testing.T) {
 	v4 := boundUDP(t, "127.0.0.1:0")
 	v6 := boundUDP(t, "[::1]:0")
 	s4, s6 := register(t, d, v4), register(t, d, v6)
-	big := bigRule(rules.MaxUDPReply)
+	big := bigRule(rule.MaxUDPReply)
 	dns := pkttest.DNSRule("a.example.org", []byte{1, 2, 3})
 	var ids []RuleID
 	for _, s := range []ServiceID{s4, s6} {
-		got, err := d.AddRules(s, []rules.Rule{big, dns})
+		got, err := d.AddRules(s, []rule.Rule{big, dns})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -94,7 +94,7 @@ func TestTCFixtures(t *testing.T) {
 func TestXDPLargestReply(t *testing.T) {
 	d := openTest(t)
 	c := boundUDP(t, "127.0.0.1:0")
-	big := bigRule(rules.MaxUDPReply)
+	big := bigRule(rule.MaxUDPReply)
 	if _, err := d.AddRule(register(t, d, c), big); err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/santa-offload/santa/internal/rules"
+	"github.com/santa-offload/santa/rule"
 )
 
 // Many connections ask at once, each its own rule, whose reply copies the
@@ -35,11 +35,11 @@ func TestTCPConcurrentRepliesStayApart(t *testing.T) {
 	reply := func(req []byte) []byte { return append(append(bytes.Repeat([]byte{'r'}, 40), req...), '\n') }
 	for i := range conns {
 		req := request(i)
-		rule := rules.Rule{Condition: rules.Condition{Pattern: req},
-			Processors: []rules.Processor{rules.Put(0, reply(bytes.Repeat([]byte{'?'}, len(req)))),
-				rules.Copy(0, uint16(len(req)), 40)},
+		rr := rule.Rule{Condition: rule.Condition{Pattern: req},
+			Processors: []rule.Processor{rule.Put(0, reply(bytes.Repeat([]byte{'?'}, len(req)))),
+				rule.Copy(0, uint16(len(req)), 40)},
 			ReplyLen: uint16(len(req) + 41)}
-		if _, err := r.d.AddRule(r.svc, rule); err != nil {
+		if _, err := r.d.AddRule(r.svc, rr); err != nil {
 			t.Fatal(err)
 		}
 	}

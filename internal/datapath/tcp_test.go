@@ -17,7 +17,7 @@ import (
 
 	"github.com/santa-offload/santa/internal/droponce"
 	"github.com/santa-offload/santa/internal/procsock"
-	"github.com/santa-offload/santa/internal/rules"
+	"github.com/santa-offload/santa/rule"
 )
 
 // tcpRig is a listener registered with Santa in a network namespace of its
@@ -97,16 +97,16 @@ func trim(b []byte) []byte {
 	return b
 }
 
-func tcpRule(req string, reply []byte) rules.Rule {
-	return rules.Rule{Condition: rules.Condition{Pattern: []byte(req)},
-		Processors: []rules.Processor{rules.Put(0, reply)}, ReplyLen: uint16(len(reply))}
+func tcpRule(req string, reply []byte) rule.Rule {
+	return rule.Rule{Condition: rule.Condition{Pattern: []byte(req)},
+		Processors: []rule.Processor{rule.Put(0, reply)}, ReplyLen: uint16(len(reply))}
 }
 
 var (
 	hotReq, midReq, bigReq = "GET /hot\n", "GET /mid\n", "GET /big\n"
 	hotReply               = []byte("HOT!\n")
 	midReply               = bytes.Repeat([]byte("m"), 900)
-	bigReply               = bytes.Repeat([]byte("0123456789abcdef"), 4096)[:rules.MaxTCPReply]
+	bigReply               = bytes.Repeat([]byte("0123456789abcdef"), 4096)[:rule.MaxTCPReply]
 	kernelReplies          = map[string][]byte{hotReq: hotReply, midReq: midReply, bigReq: bigReply}
 )
 

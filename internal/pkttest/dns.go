@@ -3,7 +3,7 @@ package pkttest
 import (
 	"bytes"
 
-	"github.com/santa-offload/santa/internal/rules"
+	"github.com/santa-offload/santa/rule"
 )
 
 // DNSQuery is a standard query (RD set) for an A record of name.
@@ -19,15 +19,15 @@ func DNSQuery(txid uint16, name string) []byte {
 // DNSRule answers DNSQuery(*, name) with one answer record: the condition is
 // the query from byte 2 on (flags, counts, question), the reply puts the
 // response and copies the transaction id.
-func DNSRule(name string, answer []byte) rules.Rule {
+func DNSRule(name string, answer []byte) rule.Rule {
 	q := DNSQuery(0, name)
 	reply := append(append([]byte{0, 0, 0x81, 0x80}, q[4:]...), answer...)
 	reply[7] = 1 // one answer
-	return rules.Rule{
-		Condition: rules.Condition{Offset: 2, Pattern: q[2:]},
-		Processors: []rules.Processor{
-			rules.Put(2, reply[2:]),
-			rules.Copy(0, 2, 0),
+	return rule.Rule{
+		Condition: rule.Condition{Offset: 2, Pattern: q[2:]},
+		Processors: []rule.Processor{
+			rule.Put(2, reply[2:]),
+			rule.Copy(0, 2, 0),
 		},
 		ReplyLen: uint16(len(reply)),
 	}

@@ -7,12 +7,12 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/santa-offload/santa/internal/rules"
+	"github.com/santa-offload/santa/rule"
 )
 
 func TestEncodeRefuses(t *testing.T) {
 	badKind := helloRule
-	badKind.Processors = []rules.Processor{{Kind: 7}}
+	badKind.Processors = []rule.Processor{{Kind: 7}}
 	tests := []struct {
 		name  string
 		body  Body
@@ -21,9 +21,9 @@ func TestEncodeRefuses(t *testing.T) {
 		msg   string // in the error message
 	}{
 		{"add rules without rules", &AddRules{ServiceID: 1}, syscall.EINVAL, NoIndex, "rules: has 0 items"},
-		{"unknown processor kind", &AddRules{Rules: []rules.Rule{helloRule, badKind}}, syscall.EINVAL, 1, "rules[1].processors[0].kind: unknown kind 7"},
-		{"pattern over 65535 bytes", &AddRules{Rules: []rules.Rule{{Condition: rules.Condition{Pattern: make([]byte, 1<<16)}}}}, syscall.EINVAL, 0, "rules[0].pattern"},
-		{"processors over 255", &AddRules{Rules: []rules.Rule{{Processors: make([]rules.Processor, 256)}}}, syscall.EINVAL, 0, "processors: has 256 items"},
+		{"unknown processor kind", &AddRules{Rules: []rule.Rule{helloRule, badKind}}, syscall.EINVAL, 1, "rules[1].processors[0].kind: unknown kind 7"},
+		{"pattern over 65535 bytes", &AddRules{Rules: []rule.Rule{{Condition: rule.Condition{Pattern: make([]byte, 1<<16)}}}}, syscall.EINVAL, 0, "rules[0].pattern"},
+		{"processors over 255", &AddRules{Rules: []rule.Rule{{Processors: make([]rule.Processor, 256)}}}, syscall.EINVAL, 0, "processors: has 256 items"},
 		{"client name over 64 bytes", &Hello{Client: strings.Repeat("a", 65)}, syscall.EINVAL, NoIndex, "client: is 65 bytes"},
 		{"client name not UTF-8", &Hello{Client: "\xff"}, syscall.EINVAL, NoIndex, "client: is not UTF-8"},
 		{"error message over 1024 bytes", &Error{Message: strings.Repeat("a", 1025)}, syscall.EINVAL, NoIndex, "message"},
@@ -77,7 +77,7 @@ func TestDecodeErrorDetails(t *testing.T) {
 }
 
 func TestDecodeCopiesBytes(t *testing.T) {
-	msg := mustEncode(1, &AddRules{Rules: []rules.Rule{helloRule}})
+	msg := mustEncode(1, &AddRules{Rules: []rule.Rule{helloRule}})
 	_, body, err := Decode(msg)
 	if err != nil {
 		t.Fatal(err)

@@ -1,6 +1,6 @@
 package protocol
 
-import "github.com/santa-offload/santa/internal/rules"
+import "github.com/santa-offload/santa/rule"
 
 // MaxClientName is the longest client name HELLO may carry.
 const MaxClientName = 64
@@ -40,7 +40,7 @@ func (d *Detach) fields(c codec) { c.u32("service_id", &d.ServiceID) }
 type AddRules struct {
 	ServiceID uint32
 	Txn       uint32
-	Rules     []rules.Rule
+	Rules     []rule.Rule
 }
 
 func (*AddRules) Type() Type { return TypeAddRules }

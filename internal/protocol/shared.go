@@ -1,6 +1,6 @@
 package protocol
 
-import "github.com/santa-offload/santa/internal/rules"
+import "github.com/santa-offload/santa/rule"
 
 // The shared structures of docs/protocol.md.
 
@@ -17,11 +17,11 @@ const (
 // processorKinds names the processor kinds by value, for the wire's kind
 // byte and the JSON form's key.
 var processorKinds = []string{
-	rules.ProcessorPut:  "put",
-	rules.ProcessorCopy: "copy",
+	rule.ProcessorPut:  "put",
+	rule.ProcessorCopy: "copy",
 }
 
-func ruleFields(c codec, r *rules.Rule) {
+func ruleFields(c codec, r *rule.Rule) {
 	c.u16("cond_off", &r.Condition.Offset)
 	c.bytes16("pattern", &r.Condition.Pattern)
 	c.u16("reply_len", &r.ReplyLen)
@@ -30,27 +30,27 @@ func ruleFields(c codec, r *rules.Rule) {
 	each(c, "processors", &r.Processors, n, processorFields)
 }
 
-func processorFields(c codec, p *rules.Processor) {
+func processorFields(c codec, p *rule.Processor) {
 	kind := uint8(p.Kind)
 	c.variant(processorKinds, &kind, func(c codec) {
-		switch rules.ProcessorKind(kind) {
-		case rules.ProcessorPut:
+		switch rule.ProcessorKind(kind) {
+		case rule.ProcessorPut:
 			c.u16("dst", &p.DstOffset)
 			c.bytes16("bytes", &p.Bytes)
-		case rules.ProcessorCopy:
+		case rule.ProcessorCopy:
 			c.u16("src", &p.SrcOffset)
 			c.u16("len", &p.Length)
 			c.u16("dst", &p.DstOffset)
 		}
 	})
-	p.Kind = rules.ProcessorKind(kind)
+	p.Kind = rule.ProcessorKind(kind)
 }
 
 // RuleEntry is a rule with its id: an update of REPLACE_RULES, an item of a
 // LIST_RULES page.
 type RuleEntry struct {
 	RuleID uint32
-	Rule   rules.Rule
+	Rule   rule.Rule
 }
 
 func ruleEntryFields(c codec, e *RuleEntry) {

@@ -11,7 +11,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/santa-offload/santa/internal/rules"
+	"github.com/santa-offload/santa/rule"
 )
 
 var update = flag.Bool("update", false, "rewrite "+vectorsPath+" from the tables of vectors_test.go")
@@ -40,19 +40,19 @@ type invalidVector struct {
 // dnsRule answers an A query for example.com. with 192.0.2.1: the
 // condition is the query after its id, the reply is put whole, and copy
 // fills in the id.
-var dnsRule = rules.Rule{
-	Condition: rules.Condition{Offset: 2, Pattern: mustHex("0100000100000000000007" + "6578616d706c6503636f6d00" + "00010001")},
-	Processors: []rules.Processor{
-		rules.Put(2, mustHex("8180000100010000000007"+"6578616d706c6503636f6d00"+"00010001"+"c00c000100010000012c0004c0000201")),
-		rules.Copy(0, 2, 0),
+var dnsRule = rule.Rule{
+	Condition: rule.Condition{Offset: 2, Pattern: mustHex("0100000100000000000007" + "6578616d706c6503636f6d00" + "00010001")},
+	Processors: []rule.Processor{
+		rule.Put(2, mustHex("8180000100010000000007"+"6578616d706c6503636f6d00"+"00010001"+"c00c000100010000012c0004c0000201")),
+		rule.Copy(0, 2, 0),
 	},
 	ReplyLen: 45,
 }
 
 var (
-	helloRule  = rules.Rule{Condition: rules.Condition{Pattern: []byte("Hello")}, Processors: []rules.Processor{rules.Put(0, []byte("COMSYS"))}, ReplyLen: 6}
-	echoRule   = rules.Rule{Condition: rules.Condition{Offset: 4, Pattern: []byte("PING")}, Processors: []rules.Processor{rules.Copy(0, 8, 0), rules.Put(4, []byte("PONG"))}, ReplyLen: 8}
-	zeroesRule = rules.Rule{Condition: rules.Condition{Offset: 0x1234, Pattern: []byte{0}}, ReplyLen: 0x0102}
+	helloRule  = rule.Rule{Condition: rule.Condition{Pattern: []byte("Hello")}, Processors: []rule.Processor{rule.Put(0, []byte("COMSYS"))}, ReplyLen: 6}
+	echoRule   = rule.Rule{Condition: rule.Condition{Offset: 4, Pattern: []byte("PING")}, Processors: []rule.Processor{rule.Copy(0, 8, 0), rule.Put(4, []byte("PONG"))}, ReplyLen: 8}
+	zeroesRule = rule.Rule{Condition: rule.Condition{Offset: 0x1234, Pattern: []byte{0}}, ReplyLen: 0x0102}
 
 	serviceV6 = ServiceInfo{
 		ServiceID: 3, Protocol: 17, Family: 6, Port: 53,
@@ -80,9 +80,9 @@ var goVectors = []struct {
 	{"attach reply, IPv4 service", 3, &serviceV4},
 	{"detach request", 4, &Detach{ServiceID: 3}},
 	{"detach reply", 4, &DetachReply{}},
-	{"add rules request, one rule with put and copy", 5, &AddRules{ServiceID: 3, Rules: []rules.Rule{dnsRule}}},
-	{"add rules request, three rules", 6, &AddRules{ServiceID: 4, Rules: []rules.Rule{helloRule, echoRule, zeroesRule}}},
-	{"add rules request in a transaction", 7, &AddRules{ServiceID: 3, Txn: 9, Rules: []rules.Rule{helloRule}}},
+	{"add rules request, one rule with put and copy", 5, &AddRules{ServiceID: 3, Rules: []rule.Rule{dnsRule}}},
+	{"add rules request, three rules", 6, &AddRules{ServiceID: 4, Rules: []rule.Rule{helloRule, echoRule, zeroesRule}}},
+	{"add rules request in a transaction", 7, &AddRules{ServiceID: 3, Txn: 9, Rules: []rule.Rule{helloRule}}},
 	{"add rules reply", 6, &AddRulesReply{RuleIDs: []uint32{1, 2, 0x10000}}},
 	{"add rules reply in a transaction", 7, &AddRulesReply{}},
 	{"replace rules request", 8, &ReplaceRules{ServiceID: 4, Updates: []RuleEntry{{RuleID: 1, Rule: echoRule}, {RuleID: 2, Rule: helloRule}}}},

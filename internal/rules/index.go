@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"slices"
+
+	"github.com/santa-offload/santa/rule"
 )
 
 // IndexKey is struct santa_index_key without the service's index_id: the
@@ -31,20 +33,20 @@ type IndexNode struct {
 type Entry struct {
 	Slot uint32
 	ID   uint32
-	Cond Condition
+	Cond rule.Condition
 }
 
 // CheckDuplicates rejects two rules with the same condition: the data plane
 // could answer only one of them, and enough of them would overflow a node.
 func CheckDuplicates(entries []Entry) error {
-	_, err := NewServiceIndex(MaxRegions).checkDuplicates(entries, nil)
+	_, err := NewServiceIndex(rule.MaxRegions).checkDuplicates(entries, nil)
 	return err
 }
 
 // DuplicateError names two rules with the same condition.
 type DuplicateError struct {
 	First, Second uint32
-	Cond          Condition
+	Cond          rule.Condition
 }
 
 func (e *DuplicateError) Error() string {
@@ -55,7 +57,7 @@ func (e *DuplicateError) Error() string {
 // RootKey is the key of the root node c is indexed under: the hash of c's
 // first bytes over the region starting at c's offset. ok is false if no
 // region starts there or c is shorter than that region.
-func RootKey(regions []Region, c Condition) (key IndexKey, ok bool) {
+func RootKey(regions []Region, c rule.Condition) (key IndexKey, ok bool) {
 	ri := RegionOf(regions, c)
 	if ri < 0 || len(c.Pattern) < int(regions[ri].Len) {
 		return IndexKey{}, false
@@ -88,23 +90,23 @@ func BuildIndex(regions []Region, entries []Entry) (map[IndexKey]IndexNode, erro
 // one root, which ServiceIndex cannot rebuild one root at a time.
 func buildIndex(regions []Region, entries []Entry) (*indexBuilder, error) {
 	if len(regions) > math.MaxUint8+1 {
-		return nil, tooBig("number of regions", "", len(regions), math.MaxUint8+1)
+		return nil, &rule.LimitError{Field: "number of regions", Value: len(regions), Limit: math.MaxUint8 + 1}
 	}
 	b := &indexBuilder{
 		regions: regions,
-		pending: make([]map[IndexKey]*pendingNode, MaxCondEnd+1),
+		pending: make([]map[IndexKey]*pendingNode, rule.MaxCondEnd+1),
 		// About one node per entry: sized once, not grown a million times.
 		index:  make(map[IndexKey]IndexNode, len(entries)),
 		byRoot: make(map[IndexKey][]Entry, len(entries)),
 	}
 	roots := make([]IndexKey, len(entries))
-	perEnd := make([]int, MaxCondEnd+1)
+	perEnd := make([]int, rule.MaxCondEnd+1)
 	for i, e := range entries {
 		if e.Slot == SlotNone {
 			return nil, fmt.Errorf("rule %d: slot %d is reserved for the end of a slot list", e.ID, SlotNone)
 		}
-		if e.Cond.End() > MaxCondEnd {
-			return nil, fmt.Errorf("rule %d: %w", e.ID, tooBig("condition end (offset + pattern length)", "", e.Cond.End(), MaxCondEnd))
+		if e.Cond.End() > rule.MaxCondEnd {
+			return nil, fmt.Errorf("rule %d: %w", e.ID, &rule.LimitError{Field: "condition end (offset + pattern length)", Value: e.Cond.End(), Limit: rule.MaxCondEnd})
 		}
 		key, ok := RootKey(regions, e.Cond)
 		if !ok {

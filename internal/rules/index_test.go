@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/santa-offload/santa/rule"
 )
 
 // checkIndex walks every entry's own path through the index as the kernel
@@ -92,7 +94,7 @@ func moreSpecificEntry(a, b Entry) bool {
 	return la > lb || la == lb && a.ID < b.ID
 }
 
-func entriesOf(cs []Condition) []Entry {
+func entriesOf(cs []rule.Condition) []Entry {
 	es := make([]Entry, len(cs))
 	for i, c := range cs {
 		es[i] = Entry{Slot: uint32(i + 1), ID: uint32(1000 + i), Cond: c}
@@ -100,9 +102,9 @@ func entriesOf(cs []Condition) []Entry {
 	return es
 }
 
-func buildChecked(t *testing.T, cs []Condition) (map[IndexKey]IndexNode, int) {
+func buildChecked(t *testing.T, cs []rule.Condition) (map[IndexKey]IndexNode, int) {
 	t.Helper()
-	regions, err := Regions(cs, MaxRegions)
+	regions, err := Regions(cs, rule.MaxRegions)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +125,7 @@ func TestIndexSharedPrefix(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	prefix := strings.Repeat("p", 30)
 	seen := map[string]bool{}
-	var cs []Condition
+	var cs []rule.Condition
 	for len(cs) < 10000 {
 		tail := make([]byte, 1+rng.IntN(60))
 		for i := range tail {
@@ -132,7 +134,7 @@ func TestIndexSharedPrefix(t *testing.T) {
 		p := prefix + string(tail)
 		if !seen[p] {
 			seen[p] = true
-			cs = append(cs, Condition{Offset: 0, Pattern: []byte(p)})
+			cs = append(cs, rule.Condition{Offset: 0, Pattern: []byte(p)})
 		}
 	}
 	index, depth := buildChecked(t, cs)
@@ -160,10 +162,10 @@ func TestIndexFigure3(t *testing.T) {
 
 // nested returns n conditions at offset 0 that are prefixes of one another:
 // the worst case for the index, each level can keep only NodeSlots of them.
-func nested(n int) []Condition {
-	var cs []Condition
+func nested(n int) []rule.Condition {
+	var cs []rule.Condition
 	for i := 1; i <= n; i++ {
-		cs = append(cs, Condition{Pattern: []byte(strings.Repeat("a", i))})
+		cs = append(cs, rule.Condition{Pattern: []byte(strings.Repeat("a", i))})
 	}
 	return cs
 }
@@ -174,7 +176,7 @@ func TestIndexDepthLimit(t *testing.T) {
 		t.Fatalf("%d nested conditions reach depth %d; want %d", max, depth, MaxDepth)
 	}
 	cs := nested(max + 1)
-	regions, _ := Regions(cs, MaxRegions)
+	regions, _ := Regions(cs, rule.MaxRegions)
 	_, err := BuildIndex(regions, entriesOf(cs))
 	if err == nil || !strings.Contains(err.Error(), "the limit is 4 levels of 4 conditions below the root") {
 		t.Fatalf("BuildIndex = %v; want a depth limit error", err)
@@ -183,7 +185,7 @@ func TestIndexDepthLimit(t *testing.T) {
 
 func TestIndexErrors(t *testing.T) {
 	regions := []Region{{0, 3}}
-	same := Condition{Pattern: []byte("abcd")}
+	same := rule.Condition{Pattern: []byte("abcd")}
 	five := make([]Entry, 5)
 	for i := range five {
 		five[i] = Entry{Slot: uint32(i + 1), ID: uint32(i), Cond: same}
@@ -196,11 +198,11 @@ func TestIndexErrors(t *testing.T) {
 	}{
 		{"bucket collision", regions, five, "5 conditions at offset 0 of 4 bytes collide in one index bucket; the limit is 4"},
 		{"slot 0", regions, []Entry{{Slot: 0, ID: 7, Cond: same}}, "rule 7: slot 0 is reserved for the end of a slot list"},
-		{"no region", regions, []Entry{{Slot: 1, ID: 7, Cond: Condition{Offset: 1, Pattern: []byte("abc")}}},
+		{"no region", regions, []Entry{{Slot: 1, ID: 7, Cond: rule.Condition{Offset: 1, Pattern: []byte("abc")}}},
 			"rule 7: no region starts at offset 1 and fits its 3-byte pattern"},
-		{"shorter than region", regions, []Entry{{Slot: 1, ID: 7, Cond: Condition{Pattern: []byte("ab")}}},
+		{"shorter than region", regions, []Entry{{Slot: 1, ID: 7, Cond: rule.Condition{Pattern: []byte("ab")}}},
 			"rule 7: no region starts at offset 0 and fits its 2-byte pattern"},
-		{"beyond MaxCondEnd", []Region{{1020, 3}}, []Entry{{Slot: 1, ID: 7, Cond: Condition{Offset: 1020, Pattern: []byte("abcde")}}},
+		{"beyond MaxCondEnd", []Region{{1020, 3}}, []Entry{{Slot: 1, ID: 7, Cond: rule.Condition{Offset: 1020, Pattern: []byte("abcde")}}},
 			"rule 7: condition end (offset + pattern length) is 1025; the limit is 1024"},
 	}
 	for _, tt := range tests {
@@ -217,10 +219,10 @@ func TestIndexErrors(t *testing.T) {
 // alike into one node, at the root and (since FNV-1a continues from equal
 // states) at every level below.
 func TestIndexCollisionsShareNodes(t *testing.T) {
-	var cs []Condition
+	var cs []rule.Condition
 	for _, w := range []string{collideA, collideB} {
 		for i := range 6 {
-			cs = append(cs, Condition{Pattern: []byte(w + strings.Repeat("z", i+1))})
+			cs = append(cs, rule.Condition{Pattern: []byte(w + strings.Repeat("z", i+1))})
 		}
 	}
 	index, depth := buildChecked(t, cs)
@@ -233,14 +235,14 @@ func TestIndexCollisionsShareNodes(t *testing.T) {
 
 func TestCheckDuplicates(t *testing.T) {
 	es := []Entry{
-		{Slot: 1, ID: 3, Cond: Condition{Offset: 0, Pattern: []byte("abc")}},
-		{Slot: 2, ID: 4, Cond: Condition{Offset: 1, Pattern: []byte("abc")}},
-		{Slot: 3, ID: 5, Cond: Condition{Offset: 0, Pattern: []byte("abcd")}},
+		{Slot: 1, ID: 3, Cond: rule.Condition{Offset: 0, Pattern: []byte("abc")}},
+		{Slot: 2, ID: 4, Cond: rule.Condition{Offset: 1, Pattern: []byte("abc")}},
+		{Slot: 3, ID: 5, Cond: rule.Condition{Offset: 0, Pattern: []byte("abcd")}},
 	}
 	if err := CheckDuplicates(es); err != nil {
 		t.Fatalf("distinct conditions: %v", err)
 	}
-	es = append(es, Entry{Slot: 4, ID: 9, Cond: Condition{Offset: 1, Pattern: []byte("abc")}})
+	es = append(es, Entry{Slot: 4, ID: 9, Cond: rule.Condition{Offset: 1, Pattern: []byte("abc")}})
 	err := CheckDuplicates(es)
 	if want := "rules 4 and 9 have the same condition (3 bytes at offset 1)"; err == nil || err.Error() != want {
 		t.Fatalf("CheckDuplicates = %v; want %q", err, want)

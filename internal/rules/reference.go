@@ -1,9 +1,11 @@
 package rules
 
+import "github.com/santa-offload/santa/rule"
+
 // RefRule is a rule with its stable id, as the reference matchers see it.
 type RefRule struct {
 	ID   uint32
-	Rule Rule
+	Rule rule.Rule
 }
 
 // Match is the reference matcher, the oracle the data plane is tested
@@ -75,11 +77,11 @@ func nodeBest(node IndexNode, bySlot map[uint32]RefRule, payload []byte) (RefRul
 }
 
 // answers reports whether r matches payload and can build its reply from it.
-func answers(r Rule, payload []byte) bool {
+func answers(r rule.Rule, payload []byte) bool {
 	if !r.Condition.Matches(payload) {
 		return false
 	}
-	c, err := Compile(r)
+	c, err := rule.Compile(r)
 	return err == nil && c.SourceEnd() <= len(payload)
 }
 

@@ -4,6 +4,9 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
+
+	"github.com/santa-offload/santa/internal/pkttest"
+	"github.com/santa-offload/santa/rule"
 )
 
 // indexed is a rule set as the data plane would hold it.
@@ -17,7 +20,7 @@ type indexed struct {
 func buildIndexed(t *testing.T, rules []RefRule) indexed {
 	t.Helper()
 	x := indexed{rules: rules, bySlot: map[uint32]RefRule{}}
-	var cs []Condition
+	var cs []rule.Condition
 	var es []Entry
 	for i, rr := range rules {
 		slot := uint32(i + 1)
@@ -26,7 +29,7 @@ func buildIndexed(t *testing.T, rules []RefRule) indexed {
 		es = append(es, Entry{Slot: slot, ID: rr.ID, Cond: rr.Rule.Condition})
 	}
 	var err error
-	if x.regions, err = Regions(cs, MaxRegions); err != nil {
+	if x.regions, err = Regions(cs, rule.MaxRegions); err != nil {
 		t.Fatal(err)
 	}
 	if err := CheckDuplicates(es); err != nil {
@@ -40,20 +43,20 @@ func buildIndexed(t *testing.T, rules []RefRule) indexed {
 }
 
 func TestMatchTieBreak(t *testing.T) {
-	rule := func(id uint32, off int, pattern string, procs ...Processor) RefRule {
-		return RefRule{ID: id, Rule: Rule{
-			Condition:  Condition{Offset: uint16(off), Pattern: []byte(pattern)},
+	ref := func(id uint32, off int, pattern string, procs ...rule.Processor) RefRule {
+		return RefRule{ID: id, Rule: rule.Rule{
+			Condition:  rule.Condition{Offset: uint16(off), Pattern: []byte(pattern)},
 			Processors: procs,
 			ReplyLen:   8,
 		}}
 	}
 	x := buildIndexed(t, []RefRule{
-		rule(5, 0, "COMSYS"),
-		rule(1, 0, "COM"),
-		rule(2, 3, "SYS"),
-		rule(4, 0, "COMSYSX", Copy(20, 2, 0)),
-		rule(9, 10, "AB"),
-		rule(3, 12, "CD"),
+		ref(5, 0, "COMSYS"),
+		ref(1, 0, "COM"),
+		ref(2, 3, "SYS"),
+		ref(4, 0, "COMSYSX", rule.Copy(20, 2, 0)),
+		ref(9, 10, "AB"),
+		ref(3, 12, "CD"),
 	})
 	tests := []struct {
 		name    string
@@ -99,7 +102,7 @@ func TestMatchTieBreak(t *testing.T) {
 func randomRules(rng *rand.Rand, base []byte) []RefRule {
 	var rules []RefRule
 	seen := map[string]bool{}
-	offsets := rng.Perm(61)[:1+rng.IntN(MaxRegions)]
+	offsets := rng.Perm(61)[:1+rng.IntN(rule.MaxRegions)]
 	for _, o := range offsets {
 		shared := rng.IntN(41)
 		collide := rng.IntN(3) == 0
@@ -117,9 +120,9 @@ func randomRules(rng *rand.Rand, base []byte) []RefRule {
 				continue
 			}
 			seen[k] = true
-			r := randomRule(rng, 100)
-			r.Condition = Condition{Offset: uint16(o), Pattern: p}
-			if _, err := Compile(r); err != nil {
+			r := pkttest.RandomRule(rng, 100)
+			r.Condition = rule.Condition{Offset: uint16(o), Pattern: p}
+			if _, err := rule.Compile(r); err != nil {
 				continue // too many copy pieces: it could not be installed
 			}
 			rules = append(rules, RefRule{ID: rng.Uint32N(1 << 20), Rule: r})

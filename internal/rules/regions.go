@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+
+	"github.com/santa-offload/santa/rule"
 )
 
 // Region is a hashed range of the request payload: [Off, Off+Len).
@@ -17,7 +19,7 @@ type Region struct {
 // as long as the shortest pattern starting at o, cut so that it ends before
 // the next offset (regions never overlap) and at MaxRegionLen bytes. Every
 // pattern at o is therefore at least as long as its region.
-func Regions(conds []Condition, maxRegions int) ([]Region, error) {
+func Regions(conds []rule.Condition, maxRegions int) ([]Region, error) {
 	shortest := map[uint16]int{}
 	for _, c := range conds {
 		if len(c.Pattern) == 0 {
@@ -33,7 +35,7 @@ func Regions(conds []Condition, maxRegions int) ([]Region, error) {
 // regionsOf turns the shortest pattern length at each offset into regions.
 func regionsOf(shortest map[uint16]int, maxRegions int) ([]Region, error) {
 	if len(shortest) > maxRegions {
-		return nil, tooBig("number of distinct condition offsets", "", len(shortest), maxRegions)
+		return nil, &rule.LimitError{Field: "number of distinct condition offsets", Value: len(shortest), Limit: maxRegions}
 	}
 	offs := slices.Sorted(maps.Keys(shortest))
 	regions := make([]Region, len(offs))
@@ -50,7 +52,7 @@ func regionsOf(shortest map[uint16]int, maxRegions int) ([]Region, error) {
 // RegionOf is the index of the region a condition belongs to, the one
 // starting at its offset; -1 if there is none. regions must be sorted by
 // offset, as Regions returns them.
-func RegionOf(regions []Region, c Condition) int {
+func RegionOf(regions []Region, c rule.Condition) int {
 	i, ok := slices.BinarySearchFunc(regions, c.Offset, func(r Region, off uint16) int {
 		return int(r.Off) - int(off)
 	})

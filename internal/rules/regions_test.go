@@ -5,12 +5,14 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/santa-offload/santa/rule"
 )
 
-func conds(specs ...any) []Condition {
-	var cs []Condition
+func conds(specs ...any) []rule.Condition {
+	var cs []rule.Condition
 	for i := 0; i < len(specs); i += 2 {
-		cs = append(cs, Condition{Offset: uint16(specs[i].(int)), Pattern: []byte(specs[i+1].(string))})
+		cs = append(cs, rule.Condition{Offset: uint16(specs[i].(int)), Pattern: []byte(specs[i+1].(string))})
 	}
 	return cs
 }
@@ -18,7 +20,7 @@ func conds(specs ...any) []Condition {
 func TestRegions(t *testing.T) {
 	tests := []struct {
 		name  string
-		conds []Condition
+		conds []rule.Condition
 		want  []Region
 	}{
 		{"paper figure 3", conds(0, "COMSYS", 0, "COM", 3, "SYS"), []Region{{0, 3}, {3, 3}}},
@@ -29,7 +31,7 @@ func TestRegions(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := Regions(tt.conds, MaxRegions)
+			got, err := Regions(tt.conds, rule.MaxRegions)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -47,12 +49,12 @@ func TestRegions(t *testing.T) {
 }
 
 func TestRegionsErrors(t *testing.T) {
-	var cs []Condition
+	var cs []rule.Condition
 	for i := range 9 {
-		cs = append(cs, Condition{Offset: uint16(10 * i), Pattern: []byte("x")})
+		cs = append(cs, rule.Condition{Offset: uint16(10 * i), Pattern: []byte("x")})
 	}
 	_, err := Regions(cs, 8)
-	var le *LimitError
+	var le *rule.LimitError
 	if !errors.As(err, &le) || le.Value != 9 || le.Limit != 8 {
 		t.Fatalf("Regions = %v; want 9 offsets over the limit of 8", err)
 	}
@@ -66,7 +68,7 @@ func TestRegionsErrors(t *testing.T) {
 
 func TestRegionOfMissing(t *testing.T) {
 	regions := []Region{{0, 3}, {3, 3}}
-	if i := RegionOf(regions, Condition{Offset: 2, Pattern: []byte("x")}); i != -1 {
+	if i := RegionOf(regions, rule.Condition{Offset: 2, Pattern: []byte("x")}); i != -1 {
 		t.Fatalf("RegionOf(offset 2) = %d; want -1", i)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/santa-offload/santa/internal/maputil"
+	"github.com/santa-offload/santa/rule"
 )
 
 // ServiceIndex is one service's indexed conditions, kept up to date change
@@ -151,7 +152,7 @@ func (s *ServiceIndex) checkDuplicates(add []Entry, removing map[uint32]bool) (m
 // pattern at each offset matters, so the change is counted per length.
 func (s *ServiceIndex) plannedRegions(add []Entry, remove []uint32) ([]Region, error) {
 	delta := map[uint16]map[int]int{}
-	count := func(c Condition, n int) {
+	count := func(c rule.Condition, n int) {
 		if len(c.Pattern) == 0 {
 			return
 		}
@@ -335,7 +336,7 @@ func (s *ServiceIndex) Apply(c *IndexChange) {
 
 // path lists the nodes a condition below root passes through, as the data
 // plane walks them: every node of a root's subtree is on some entry's path.
-func (s *ServiceIndex) path(root IndexKey, c Condition) []IndexKey {
+func (s *ServiceIndex) path(root IndexKey, c rule.Condition) []IndexKey {
 	var keys []IndexKey
 	off := int(s.regions[root.Region].Off)
 	for key := root; ; {
@@ -359,7 +360,7 @@ func (s *ServiceIndex) sharedNode(k IndexKey) {
 	s.shared[k] = true
 }
 
-func (s *ServiceIndex) countLen(c Condition, n int) {
+func (s *ServiceIndex) countLen(c rule.Condition, n int) {
 	counts := s.lens[c.Offset]
 	if counts == nil {
 		counts = map[int]int{}

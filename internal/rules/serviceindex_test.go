@@ -7,6 +7,8 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+
+	"github.com/santa-offload/santa/rule"
 )
 
 // checkAgainstFull asserts that the incrementally kept index is exactly what
@@ -14,12 +16,12 @@ import (
 func checkAgainstFull(t *testing.T, s *ServiceIndex) {
 	t.Helper()
 	var es []Entry
-	var cs []Condition
+	var cs []rule.Condition
 	for _, e := range s.entries {
 		es = append(es, e)
 		cs = append(cs, e.Cond)
 	}
-	regions, err := Regions(cs, MaxRegions)
+	regions, err := Regions(cs, rule.MaxRegions)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,13 +46,13 @@ func checkAgainstFull(t *testing.T, s *ServiceIndex) {
 
 func TestServiceIndexMatchesFullBuild(t *testing.T) {
 	rng := rand.New(rand.NewPCG(11, 12))
-	s := NewServiceIndex(MaxRegions)
+	s := NewServiceIndex(rule.MaxRegions)
 	nextID, fulls := uint32(1), 0
-	cond := func() Condition {
+	cond := func() rule.Condition {
 		// Few offsets and a shared prefix: roots are shared, subtrees deep,
 		// and now and then a shorter pattern changes the regions.
 		p := fmt.Appendf(nil, "prefix-%d-%d", rng.IntN(40), rng.IntN(1000))
-		return Condition{Offset: uint16(rng.IntN(3) * 40), Pattern: p[:min(len(p), 9+rng.IntN(8))]}
+		return rule.Condition{Offset: uint16(rng.IntN(3) * 40), Pattern: p[:min(len(p), 9+rng.IntN(8))]}
 	}
 	for round := range 300 {
 		var add []Entry
@@ -92,18 +94,18 @@ func TestServiceIndexMatchesFullBuild(t *testing.T) {
 }
 
 func TestServiceIndexRefusesDuplicates(t *testing.T) {
-	s := NewServiceIndex(MaxRegions)
-	c, err := s.Plan([]Entry{{Slot: 1, ID: 1, Cond: Condition{Pattern: []byte("abc")}}}, nil)
+	s := NewServiceIndex(rule.MaxRegions)
+	c, err := s.Plan([]Entry{{Slot: 1, ID: 1, Cond: rule.Condition{Pattern: []byte("abc")}}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	s.Apply(c)
-	_, err = s.Plan([]Entry{{Slot: 2, ID: 2, Cond: Condition{Pattern: []byte("abc")}}}, nil)
+	_, err = s.Plan([]Entry{{Slot: 2, ID: 2, Cond: rule.Condition{Pattern: []byte("abc")}}}, nil)
 	if want := "rules 1 and 2 have the same condition (3 bytes at offset 0)"; err == nil || err.Error() != want {
 		t.Fatalf("Plan = %v; want %q", err, want)
 	}
 	// Replacing rule 1 by a rule with its own condition is no duplicate.
-	if _, err := s.Plan([]Entry{{Slot: 2, ID: 1, Cond: Condition{Pattern: []byte("abc")}}}, []uint32{1}); err != nil {
+	if _, err := s.Plan([]Entry{{Slot: 2, ID: 1, Cond: rule.Condition{Pattern: []byte("abc")}}}, []uint32{1}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -130,16 +132,16 @@ func TestServiceIndexSharedNode(t *testing.T) {
 		}
 	}
 	// The bare prefixes make the region 8 bytes long.
-	es := []Entry{{Slot: 1, ID: 1, Cond: Condition{Pattern: pa}}, {Slot: 2, ID: 2, Cond: Condition{Pattern: pb}}}
+	es := []Entry{{Slot: 1, ID: 1, Cond: rule.Condition{Pattern: pa}}, {Slot: 2, ID: 2, Cond: rule.Condition{Pattern: pb}}}
 	id := uint32(3)
 	for _, side := range []struct{ prefix, ext []byte }{{pa, x}, {pb, y}} {
 		exts := [][]byte{side.ext, []byte("filler-01"), []byte("filler-02"), []byte("filler-03"), []byte("filler-04")}
 		for _, ext := range exts {
-			es = append(es, Entry{Slot: id, ID: id, Cond: Condition{Pattern: slices.Concat(side.prefix, ext)}})
+			es = append(es, Entry{Slot: id, ID: id, Cond: rule.Condition{Pattern: slices.Concat(side.prefix, ext)}})
 			id++
 		}
 	}
-	s := NewServiceIndex(MaxRegions)
+	s := NewServiceIndex(rule.MaxRegions)
 	c, err := s.Plan(es, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -148,7 +150,7 @@ func TestServiceIndexSharedNode(t *testing.T) {
 	if len(s.shared) != 1 || len(s.regions) != 1 || s.regions[0].Len != rootLen {
 		t.Fatalf("shared nodes %v, regions %v; want one shared node below 8-byte roots", s.shared, s.regions)
 	}
-	c, err = s.Plan([]Entry{{Slot: 99, ID: 99, Cond: Condition{Pattern: []byte("rootAAAAanother")}}}, nil)
+	c, err = s.Plan([]Entry{{Slot: 99, ID: 99, Cond: rule.Condition{Pattern: []byte("rootAAAAanother")}}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,7 +15,7 @@ import (
 
 	"github.com/santa-offload/santa/client"
 	"github.com/santa-offload/santa/internal/protocol"
-	"github.com/santa-offload/santa/internal/rules"
+	"github.com/santa-offload/santa/rule"
 )
 
 // helperEnv, when set, makes this test binary a client of santad instead:
@@ -128,7 +128,7 @@ func app(c *client.Client) error {
 	if err != nil {
 		return err
 	}
-	if _, err := c.AddRules(svc.ServiceID, []rules.Rule{pingRule}); err != nil {
+	if _, err := c.AddRules(svc.ServiceID, []rule.Rule{pingRule}); err != nil {
 		return err
 	}
 	fmt.Printf("ready service=%d port=%d\n", svc.ServiceID, svc.Port)
@@ -184,11 +184,11 @@ func (h *opsHelper) run(i int, op string) (string, error) {
 	case "detach":
 		return "", h.c.Detach(num(1))
 	case "add":
-		rs := make([]rules.Rule, num(2))
+		rs := make([]rule.Rule, num(2))
 		for k := range rs {
-			rs[k] = rules.Rule{
-				Condition:  rules.Condition{Pattern: []byte(fmt.Sprintf("op%02d-%04d", i, k))},
-				Processors: []rules.Processor{rules.Put(0, []byte("R"))},
+			rs[k] = rule.Rule{
+				Condition:  rule.Condition{Pattern: []byte(fmt.Sprintf("op%02d-%04d", i, k))},
+				Processors: []rule.Processor{rule.Put(0, []byte("R"))},
 				ReplyLen:   uint16(num(3)),
 			}
 		}

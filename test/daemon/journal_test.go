@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/santa-offload/santa/bench/dataplane"
-	"github.com/santa-offload/santa/internal/rules"
+	"github.com/santa-offload/santa/rule"
 	"github.com/santa-offload/santa/test/daemon/santadtest"
 )
 
@@ -94,7 +94,7 @@ func TestDamagedJournal(t *testing.T) {
 	if !strings.Contains(e.d.Log(), "msg=restored services=1 rules=6 ") {
 		t.Error("santad's log does not say it restored the 6 rules before the damage")
 	}
-	want := map[uint32]rules.Rule{}
+	want := map[uint32]rule.Rule{}
 	for i, id := range ids[:6] {
 		want[id] = added[i]
 	}

@@ -13,7 +13,7 @@ import (
 
 	"github.com/santa-offload/santa/bench/dataplane"
 	"github.com/santa-offload/santa/client"
-	"github.com/santa-offload/santa/internal/rules"
+	"github.com/santa-offload/santa/rule"
 	"github.com/santa-offload/santa/test/daemon/santadtest"
 )
 
@@ -91,7 +91,7 @@ func TestDaemonKilled(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := svc.ServiceID
-	want := map[uint32]rules.Rule{}
+	want := map[uint32]rule.Rule{}
 
 	// Committed: a transaction of 20,000 DNS rules, a batch, a
 	// replacement and a deletion.
@@ -114,7 +114,7 @@ func TestDaemonKilled(t *testing.T) {
 	for i, id := range ids {
 		want[id] = committed[i]
 	}
-	pingID, err := c.AddRules(s, []rules.Rule{pingRule})
+	pingID, err := c.AddRules(s, []rule.Rule{pingRule})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,9 +192,9 @@ func TestDaemonKilled(t *testing.T) {
 		t.Errorf("the kernel answers a rule of the killed transaction: %x", got)
 	}
 	// The restarted santad runs the data plane and changes it.
-	late := rules.Rule{Condition: rules.Condition{Pattern: []byte("late")},
-		Processors: []rules.Processor{rules.Put(0, []byte("LATE"))}, ReplyLen: 4}
-	lateID, err := c.AddRules(s, []rules.Rule{late})
+	late := rule.Rule{Condition: rule.Condition{Pattern: []byte("late")},
+		Processors: []rule.Processor{rule.Put(0, []byte("LATE"))}, ReplyLen: 4}
+	lateID, err := c.AddRules(s, []rule.Rule{late})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -227,7 +227,7 @@ func TestDaemonKilled(t *testing.T) {
 
 // checkState checks that service s is the only one and holds exactly want:
 // the same ids, the same rules.
-func checkState(t *testing.T, c *client.Client, s uint32, want map[uint32]rules.Rule) {
+func checkState(t *testing.T, c *client.Client, s uint32, want map[uint32]rule.Rule) {
 	t.Helper()
 	svcs, err := c.Services()
 	if err != nil {
@@ -236,7 +236,7 @@ func checkState(t *testing.T, c *client.Client, s uint32, want map[uint32]rules.
 	if len(svcs) != 1 || svcs[0].ServiceID != s || svcs[0].Rules != uint32(len(want)) {
 		t.Fatalf("services after the restart: %+v; want service %d with %d rules", svcs, s, len(want))
 	}
-	got := map[uint32]rules.Rule{}
+	got := map[uint32]rule.Rule{}
 	for e, err := range c.Rules(s) {
 		if err != nil {
 			t.Fatal(err)
@@ -255,9 +255,9 @@ func checkState(t *testing.T, c *client.Client, s uint32, want map[uint32]rules.
 
 // dnsRules are the DNS rules for names from to to, answered with size-byte
 // replies.
-func dnsRules(t *testing.T, from, to, size int) []rules.Rule {
+func dnsRules(t *testing.T, from, to, size int) []rule.Rule {
 	t.Helper()
-	out := make([]rules.Rule, 0, to-from)
+	out := make([]rule.Rule, 0, to-from)
 	for i := from; i < to; i++ {
 		r, err := dataplane.DNSRule(dataplane.Name(i), size)
 		if err != nil {

@@ -19,7 +19,7 @@ import (
 	"time"
 
 	"github.com/santa-offload/santa/client"
-	"github.com/santa-offload/santa/internal/rules"
+	"github.com/santa-offload/santa/rule"
 	"github.com/santa-offload/santa/test/daemon/santadtest"
 )
 
@@ -231,8 +231,8 @@ func (e *env) as(ctx context.Context, w who, name string, args ...string) *exec.
 	return cmd
 }
 
-var pingRule = rules.Rule{
-	Condition:  rules.Condition{Pattern: []byte("ping")},
-	Processors: []rules.Processor{rules.Put(0, []byte("pong"))},
+var pingRule = rule.Rule{
+	Condition:  rule.Condition{Pattern: []byte("ping")},
+	Processors: []rule.Processor{rule.Put(0, []byte("pong"))},
 	ReplyLen:   4,
 }

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/santa-offload/santa/internal/rules"
+	"github.com/santa-offload/santa/rule"
 	"github.com/santa-offload/santa/test/daemon/santadtest"
 )
 
@@ -28,7 +28,7 @@ func TestMetrics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.AddRules(svc.ServiceID, []rules.Rule{pingRule}); err != nil {
+	if _, err := c.AddRules(svc.ServiceID, []rule.Rule{pingRule}); err != nil {
 		t.Fatal(err)
 	}
 	q := e.dialUDP(t, svc.Port)

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/santa-offload/santa/internal/rules"
+	"github.com/santa-offload/santa/rule"
 )
 
 // A client that is not root may attach only a socket it holds, touch only
@@ -22,7 +22,7 @@ func TestNonRootClient(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ids, err := root.AddRules(svc.ServiceID, []rules.Rule{pingRule})
+	ids, err := root.AddRules(svc.ServiceID, []rule.Rule{pingRule})
 	if err != nil {
 		t.Fatal(err)
 	}

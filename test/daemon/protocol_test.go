@@ -13,7 +13,7 @@ import (
 
 	"github.com/santa-offload/santa/internal/protocol"
 	"github.com/santa-offload/santa/internal/protocol/protocoltest"
-	"github.com/santa-offload/santa/internal/rules"
+	"github.com/santa-offload/santa/rule"
 )
 
 // Garbage, truncated and oversized messages get a clear error; EPROTO and
@@ -195,14 +195,14 @@ func TestRuleErrorIndex(t *testing.T) {
 		t.Fatal(err)
 	}
 	tooLong := pingRule
-	tooLong.ReplyLen = rules.MaxUDPReply + 1
-	var offsets []rules.Rule // the last is one distinct offset too many
-	for i := range rules.MaxRegions + 1 {
+	tooLong.ReplyLen = rule.MaxUDPReply + 1
+	var offsets []rule.Rule // the last is one distinct offset too many
+	for i := range rule.MaxRegions + 1 {
 		r := pingRule
 		r.Condition.Offset = uint16(10 * i)
 		offsets = append(offsets, r)
 	}
-	for _, batch := range [][]rules.Rule{{tooLong}, {pingRule, tooLong}, offsets} {
+	for _, batch := range [][]rule.Rule{{tooLong}, {pingRule, tooLong}, offsets} {
 		_, err := c.AddRules(svc.ServiceID, batch)
 		var perr *protocol.Error
 		if !errors.As(err, &perr) || perr.Code != syscall.EINVAL || perr.Index != uint32(len(batch)-1) {
@@ -210,7 +210,7 @@ func TestRuleErrorIndex(t *testing.T) {
 		}
 	}
 	// The data plane takes as many offsets as the daemon lets through.
-	if _, err := c.AddRules(svc.ServiceID, offsets[:rules.MaxRegions]); err != nil {
-		t.Errorf("ADD_RULES with %d distinct offsets: %v", rules.MaxRegions, err)
+	if _, err := c.AddRules(svc.ServiceID, offsets[:rule.MaxRegions]); err != nil {
+		t.Errorf("ADD_RULES with %d distinct offsets: %v", rule.MaxRegions, err)
 	}
 }

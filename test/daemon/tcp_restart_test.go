@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/santa-offload/santa/client"
-	"github.com/santa-offload/santa/internal/rules"
+	"github.com/santa-offload/santa/rule"
 )
 
 // A connection the kernel answered before santad was killed is taken over
@@ -25,11 +25,11 @@ func TestDaemonRestartTakesTCPConnectionsOver(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pingRule := func(reply string) rules.Rule {
-		return rules.Rule{Condition: rules.Condition{Pattern: []byte("ping\n")},
-			Processors: []rules.Processor{rules.Put(0, []byte(reply))}, ReplyLen: uint16(len(reply))}
+	pingRule := func(reply string) rule.Rule {
+		return rule.Rule{Condition: rule.Condition{Pattern: []byte("ping\n")},
+			Processors: []rule.Processor{rule.Put(0, []byte(reply))}, ReplyLen: uint16(len(reply))}
 	}
-	ids, err := c.AddRules(svc.ServiceID, []rules.Rule{pingRule("pong\n")})
+	ids, err := c.AddRules(svc.ServiceID, []rule.Rule{pingRule("pong\n")})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,7 +22,7 @@ import (
 
 	"github.com/santa-offload/santa/internal/datapath"
 	"github.com/santa-offload/santa/internal/pkttest"
-	"github.com/santa-offload/santa/internal/rules"
+	"github.com/santa-offload/santa/rule"
 )
 
 const (
@@ -178,7 +178,7 @@ func replyFor(payload []byte) []byte {
 	return []byte("COMSYS")
 }
 
-var largestReply = bytes.Repeat([]byte("0123456789abcdef"), rules.MaxUDPReply/16)[:rules.MaxUDPReply]
+var largestReply = bytes.Repeat([]byte("0123456789abcdef"), rule.MaxUDPReply/16)[:rule.MaxUDPReply]
 
 // attachSanta loads the data plane in the server's namespace (where it
 // reads the host's addresses), attaches it to the server's veth and gives
@@ -212,8 +212,8 @@ func attachSanta(t *testing.T, r *rig, app *net.UDPConn) *datapath.Datapath {
 	}
 	for _, p := range []string{"Hello", "Big"} {
 		reply := replyFor([]byte(p))
-		r := rules.Rule{Condition: rules.Condition{Offset: 0, Pattern: []byte(p)},
-			Processors: []rules.Processor{rules.Put(0, reply)}, ReplyLen: uint16(len(reply))}
+		r := rule.Rule{Condition: rule.Condition{Offset: 0, Pattern: []byte(p)},
+			Processors: []rule.Processor{rule.Put(0, reply)}, ReplyLen: uint16(len(reply))}
 		if _, err := d.AddRule(svc, r); err != nil {
 			t.Fatal(err)
 		}

@@ -43,7 +43,7 @@ import (
 	"github.com/santa-offload/santa/internal/datapath"
 	"github.com/santa-offload/santa/internal/netns"
 	"github.com/santa-offload/santa/internal/procsock"
-	"github.com/santa-offload/santa/internal/rules"
+	"github.com/santa-offload/santa/rule"
 )
 
 const (
@@ -142,11 +142,11 @@ func newSite(t *testing.T) *site {
 	// Content-Length and ETag, whose lengths stay the same from 60000 to
 	// 65535 bytes.
 	probe := s.nginxReply(t, addr4, rawRequest(uriBig))
-	s.writeFiles(t, rules.MaxTCPReply-(len(probe)-60000))
+	s.writeFiles(t, rule.MaxTCPReply-(len(probe)-60000))
 	for _, e := range s.ex {
 		e.reply = s.nginxReply(t, s.addrOf(e), e.req)
-		if e.uri == uriBig && len(e.reply) != rules.MaxTCPReply {
-			t.Fatalf("nginx's reply to %q is %d bytes, want %d", e.req, len(e.reply), rules.MaxTCPReply)
+		if e.uri == uriBig && len(e.reply) != rule.MaxTCPReply {
+			t.Fatalf("nginx's reply to %q is %d bytes, want %d", e.req, len(e.reply), rule.MaxTCPReply)
 		}
 	}
 	// A keep-alive connection nginx has already served once: Santa adopts it.
@@ -170,8 +170,8 @@ func newSite(t *testing.T) *site {
 		if strings.Contains(name, "6 ") {
 			svc = s.svcs[1]
 		}
-		id, err := s.d.AddRule(svc, rules.Rule{Condition: rules.Condition{Offset: 0, Pattern: e.req},
-			Processors: []rules.Processor{rules.Put(0, e.reply)}, ReplyLen: uint16(len(e.reply))})
+		id, err := s.d.AddRule(svc, rule.Rule{Condition: rule.Condition{Offset: 0, Pattern: e.req},
+			Processors: []rule.Processor{rule.Put(0, e.reply)}, ReplyLen: uint16(len(e.reply))})
 		if err != nil {
 			t.Fatalf("rule for %s: %v", name, err)
 		}

@@ -7,7 +7,7 @@ import (
 	"net/netip"
 
 	"github.com/santa-offload/santa/internal/datapath"
-	"github.com/santa-offload/santa/internal/rules"
+	"github.com/santa-offload/santa/rule"
 )
 
 // The payload encoding of records (docs/operations.md, "The journal").
@@ -73,7 +73,7 @@ func (e *encoder) batch(id datapath.ServiceID, b datapath.Batch) {
 	}
 }
 
-func (e *encoder) rule(r rules.Rule) {
+func (e *encoder) rule(r rule.Rule) {
 	e.u16(r.Condition.Offset)
 	e.bytes16(r.Condition.Pattern)
 	e.u16(r.ReplyLen)
@@ -81,7 +81,7 @@ func (e *encoder) rule(r rules.Rule) {
 	for _, p := range r.Processors {
 		e.u8(uint8(p.Kind))
 		switch p.Kind {
-		case rules.ProcessorPut:
+		case rule.ProcessorPut:
 			e.u16(p.DstOffset)
 			e.bytes16(p.Bytes)
 		default:
@@ -94,11 +94,11 @@ func (e *encoder) rule(r rules.Rule) {
 
 // RuleSize is the bytes a rule and its id take in a batch record, so that
 // the daemon can tell how large a snapshot of its state would be.
-func RuleSize(r rules.Rule) int64 {
+func RuleSize(r rule.Rule) int64 {
 	n := 4 + 2 + 2 + len(r.Condition.Pattern) + 2 + 1
 	for _, p := range r.Processors {
 		n++
-		if p.Kind == rules.ProcessorPut {
+		if p.Kind == rule.ProcessorPut {
 			n += 2 + 2 + len(p.Bytes)
 		} else {
 			n += 6
@@ -181,7 +181,7 @@ func (d *decoder) count(min int) int {
 }
 
 func (d *decoder) attach() *Service {
-	s := &Service{ID: datapath.ServiceID(d.u32()), UID: d.u32(), GID: d.u32(), Rules: map[datapath.RuleID]rules.Rule{}}
+	s := &Service{ID: datapath.ServiceID(d.u32()), UID: d.u32(), GID: d.u32(), Rules: map[datapath.RuleID]rule.Rule{}}
 	s.Info.Cookie = d.u64()
 	s.Info.NetnsCookie = d.u64()
 	s.Info.Protocol = int(d.u8())
@@ -200,7 +200,7 @@ func (d *decoder) batch() (datapath.ServiceID, datapath.Batch) {
 	id := datapath.ServiceID(d.u32())
 	var b datapath.Batch
 	n := d.count(minRuleLen)
-	b.Add, b.AddIDs = make([]rules.Rule, n), make([]datapath.RuleID, n)
+	b.Add, b.AddIDs = make([]rule.Rule, n), make([]datapath.RuleID, n)
 	for i := range n {
 		b.AddIDs[i] = datapath.RuleID(d.u32())
 		b.Add[i] = d.rule()
@@ -217,20 +217,20 @@ func (d *decoder) batch() (datapath.ServiceID, datapath.Batch) {
 	return id, b
 }
 
-func (d *decoder) rule() rules.Rule {
-	var r rules.Rule
+func (d *decoder) rule() rule.Rule {
+	var r rule.Rule
 	r.Condition.Offset = d.u16()
 	r.Condition.Pattern = d.bytes16()
 	r.ReplyLen = d.u16()
-	r.Processors = make([]rules.Processor, d.u8())
+	r.Processors = make([]rule.Processor, d.u8())
 	for i := range r.Processors {
 		p := &r.Processors[i]
-		p.Kind = rules.ProcessorKind(d.u8())
+		p.Kind = rule.ProcessorKind(d.u8())
 		switch p.Kind {
-		case rules.ProcessorPut:
+		case rule.ProcessorPut:
 			p.DstOffset = d.u16()
 			p.Bytes = d.bytes16()
-		case rules.ProcessorCopy:
+		case rule.ProcessorCopy:
 			p.SrcOffset, p.Length, p.DstOffset = d.u16(), d.u16(), d.u16()
 		default:
 			d.fail(fmt.Errorf("processor kind %d", p.Kind))

@@ -51,7 +51,7 @@ import (
 	"slices"
 
 	"github.com/santa-offload/santa/internal/datapath"
-	"github.com/santa-offload/santa/internal/rules"
+	"github.com/santa-offload/santa/rule"
 )
 
 // FileName is the journal's name in the state directory.
@@ -73,7 +73,7 @@ type Service struct {
 	Info  datapath.SocketInfo
 	UID   uint32 // owner
 	GID   uint32
-	Rules map[datapath.RuleID]rules.Rule
+	Rules map[datapath.RuleID]rule.Rule
 }
 
 // Journal is the open journal file. It is not safe for concurrent use.
@@ -261,7 +261,7 @@ func (s *Service) Batch() datapath.Batch {
 		b.AddIDs = append(b.AddIDs, id)
 	}
 	slices.Sort(b.AddIDs)
-	b.Add = make([]rules.Rule, len(b.AddIDs))
+	b.Add = make([]rule.Rule, len(b.AddIDs))
 	for i, id := range b.AddIDs {
 		b.Add[i] = s.Rules[id]
 	}

@@ -8,13 +8,13 @@ import (
 	"testing"
 
 	"github.com/santa-offload/santa/internal/datapath"
-	"github.com/santa-offload/santa/internal/rules"
+	"github.com/santa-offload/santa/rule"
 )
 
-func rule(pattern string, reply string) rules.Rule {
-	return rules.Rule{
-		Condition:  rules.Condition{Offset: 2, Pattern: []byte(pattern)},
-		Processors: []rules.Processor{rules.Put(2, []byte(reply)), rules.Copy(0, 2, 0)},
+func newRule(pattern string, reply string) rule.Rule {
+	return rule.Rule{
+		Condition:  rule.Condition{Offset: 2, Pattern: []byte(pattern)},
+		Processors: []rule.Processor{rule.Put(2, []byte(reply)), rule.Copy(0, 2, 0)},
 		ReplyLen:   uint16(2 + len(reply)),
 	}
 }
@@ -22,7 +22,7 @@ func rule(pattern string, reply string) rules.Rule {
 func service(id datapath.ServiceID, addr string) *Service {
 	return &Service{ID: id, UID: 1000 + uint32(id), GID: 100,
 		Info:  datapath.SocketInfo{Cookie: 7 + uint64(id), NetnsCookie: 1, Protocol: 17, Local: netip.MustParseAddrPort(addr)},
-		Rules: map[datapath.RuleID]rules.Rule{}}
+		Rules: map[datapath.RuleID]rule.Rule{}}
 }
 
 // history writes a journal of three services, batches on two, one removed
@@ -38,17 +38,17 @@ func history(t *testing.T, j *Journal) (map[datapath.ServiceID]*Service, []int64
 		func() error { return j.Attach(b) },
 		func() error { return j.Attach(c) },
 		func() error {
-			return j.Apply(1, datapath.Batch{Add: []rules.Rule{rule("one", "1"), rule("two", "2")}, AddIDs: []datapath.RuleID{0, 1}})
+			return j.Apply(1, datapath.Batch{Add: []rule.Rule{newRule("one", "1"), newRule("two", "2")}, AddIDs: []datapath.RuleID{0, 1}})
 		},
 		func() error { return j.Remove(3) },
 		func() error {
-			return j.Apply(2, datapath.Batch{Add: []rules.Rule{rule("three", "3")}, AddIDs: []datapath.RuleID{2}})
+			return j.Apply(2, datapath.Batch{Add: []rule.Rule{newRule("three", "3")}, AddIDs: []datapath.RuleID{2}})
 		},
 		func() error {
 			return j.Apply(1, datapath.Batch{
-				Add:     []rules.Rule{rule("four", "4")},
+				Add:     []rule.Rule{newRule("four", "4")},
 				AddIDs:  []datapath.RuleID{5},
-				Replace: []datapath.RuleUpdate{{ID: 1, Rule: rule("two", "II")}},
+				Replace: []datapath.RuleUpdate{{ID: 1, Rule: newRule("two", "II")}},
 				Delete:  []datapath.RuleID{0},
 			})
 		},
@@ -56,16 +56,16 @@ func history(t *testing.T, j *Journal) (map[datapath.ServiceID]*Service, []int64
 		starts = append(starts, j.Size())
 		must(t, write())
 	}
-	a.Rules = map[datapath.RuleID]rules.Rule{1: rule("two", "II"), 5: rule("four", "4")}
-	b.Rules = map[datapath.RuleID]rules.Rule{2: rule("three", "3")}
+	a.Rules = map[datapath.RuleID]rule.Rule{1: newRule("two", "II"), 5: newRule("four", "4")}
+	b.Rules = map[datapath.RuleID]rule.Rule{2: newRule("three", "3")}
 	return map[datapath.ServiceID]*Service{1: a, 2: b}, starts
 }
 
 // beforeLast is what the first six records of history give.
 func beforeLast() map[datapath.ServiceID]*Service {
 	a, b := service(1, "127.0.0.1:53"), service(2, "[::1]:5353")
-	a.Rules = map[datapath.RuleID]rules.Rule{0: rule("one", "1"), 1: rule("two", "2")}
-	b.Rules = map[datapath.RuleID]rules.Rule{2: rule("three", "3")}
+	a.Rules = map[datapath.RuleID]rule.Rule{0: newRule("one", "1"), 1: newRule("two", "2")}
+	b.Rules = map[datapath.RuleID]rule.Rule{2: newRule("three", "3")}
 	return map[datapath.ServiceID]*Service{1: a, 2: b}
 }
 
@@ -144,9 +144,9 @@ func TestCompact(t *testing.T) {
 // exact, or a million-rule batch grows its buffer again and again.
 func TestBatchLen(t *testing.T) {
 	b := datapath.Batch{
-		Add:     []rules.Rule{rule("four", "4"), rule("five", "55555")},
+		Add:     []rule.Rule{newRule("four", "4"), newRule("five", "55555")},
 		AddIDs:  []datapath.RuleID{5, 6},
-		Replace: []datapath.RuleUpdate{{ID: 1, Rule: rule("two", "II")}},
+		Replace: []datapath.RuleUpdate{{ID: 1, Rule: newRule("two", "II")}},
 		Delete:  []datapath.RuleID{0, 3},
 	}
 	e := &encoder{}
@@ -167,7 +167,7 @@ func TestFailedAppend(t *testing.T) {
 	var limit syscall.Rlimit
 	must(t, syscall.Getrlimit(syscall.RLIMIT_FSIZE, &limit))
 	must(t, syscall.Setrlimit(syscall.RLIMIT_FSIZE, &syscall.Rlimit{Cur: uint64(size) + 10, Max: limit.Max}))
-	err := j.Apply(2, datapath.Batch{Add: []rules.Rule{rule("lost", "x")}, AddIDs: []datapath.RuleID{9}})
+	err := j.Apply(2, datapath.Batch{Add: []rule.Rule{newRule("lost", "x")}, AddIDs: []datapath.RuleID{9}})
 	must(t, syscall.Setrlimit(syscall.RLIMIT_FSIZE, &limit))
 	if err == nil {
 		t.Fatal("an append past the file size limit succeeded")

@@ -1,4 +1,4 @@
-package rules
+package rule
 
 // The data plane runs little-endian and loads 16-bit words in that native
 // order, as bpf_csum_diff does, so reply checksums are kept as partial sums

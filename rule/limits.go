@@ -1,14 +1,9 @@
-package rules
+package rule
 
 // Limits of the data plane, copied from bpf/include/santa_abi.h. The kernel's
-// loops and record sizes are bounded by them, so everything this package
-// produces for the kernel must respect them.
+// loops and record sizes are bounded by them, so a rule must respect them.
 const (
-	MaxRegions    = 8     // SANTA_MAX_REGIONS: hashed regions per service
-	MaxRegionLen  = 64    // SANTA_MAX_REGION_LEN: bytes hashed for a root lookup
-	MaxExtendLen  = 64    // SANTA_MAX_EXTEND_LEN: bytes hashed per deeper level
-	MaxDepth      = 4     // SANTA_MAX_DEPTH: index levels below a root
-	NodeSlots     = 4     // SANTA_NODE_SLOTS: candidates in one index node
+	MaxRegions    = 8     // SANTA_MAX_REGIONS: distinct condition offsets per service
 	MaxCondLen    = 256   // SANTA_MAX_COND_LEN
 	MaxCondEnd    = 1024  // SANTA_MAX_COND_END: conditions and copy sources end here
 	MaxProcessors = 8     // SANTA_MAX_PROCESSORS
@@ -16,10 +11,6 @@ const (
 	MaxCopyLen    = 256   // SANTA_MAX_COPY_LEN: bytes one copy processor moves
 	MaxUDPReply   = 1472  // SANTA_MAX_UDP_REPLY
 	MaxTCPReply   = 65535 // SANTA_MAX_TCP_REPLY: the stack segments it
-
-	// SlotNone (SANTA_SLOT_NONE) ends a node's slot list in the kernel, so
-	// no rule may be stored in slot 0.
-	SlotNone = 0
 )
 
 // Limits bounds what a rule may ask for. Callers may be stricter than the

@@ -1,4 +1,4 @@
-package rules
+package rule_test
 
 import (
 	"bytes"
@@ -6,17 +6,20 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+
+	"github.com/santa-offload/santa/internal/pkttest"
+	"github.com/santa-offload/santa/rule"
 )
 
 // simulate applies processors in order to a zeroed reply: the semantics
 // Compile must reproduce statically.
-func simulate(r Rule, payload []byte) ([]byte, bool) {
+func simulate(r rule.Rule, payload []byte) ([]byte, bool) {
 	reply := make([]byte, r.ReplyLen)
 	for _, p := range r.Processors {
 		switch p.Kind {
-		case ProcessorPut:
+		case rule.ProcessorPut:
 			copy(reply[p.DstOffset:], p.Bytes)
-		case ProcessorCopy:
+		case rule.ProcessorCopy:
 			end := int(p.SrcOffset) + int(p.Length)
 			if end > len(payload) {
 				return nil, false
@@ -31,29 +34,29 @@ func TestCompile(t *testing.T) {
 	payload := []byte("0123456789abcdefghij")
 	tests := []struct {
 		name     string
-		procs    []Processor
+		procs    []rule.Processor
 		replyLen uint16
 		template string
-		copies   []CopyPiece
+		copies   []rule.CopyPiece
 	}{
-		{"puts only, later wins", []Processor{Put(0, []byte("hello")), Put(3, []byte("LO!"))}, 8,
+		{"puts only, later wins", []rule.Processor{rule.Put(0, []byte("hello")), rule.Put(3, []byte("LO!"))}, 8,
 			"helLO!\x00\x00", nil},
-		{"copy split by a later put", []Processor{Copy(0, 10, 0), Put(4, []byte("--"))}, 10,
-			"\x00\x00\x00\x00--\x00\x00\x00\x00", []CopyPiece{{Src: 0, Dst: 0, Len: 4}, {Src: 6, Dst: 6, Len: 4}}},
-		{"later copy over an earlier one", []Processor{Copy(0, 8, 2), Copy(10, 4, 4)}, 10,
+		{"copy split by a later put", []rule.Processor{rule.Copy(0, 10, 0), rule.Put(4, []byte("--"))}, 10,
+			"\x00\x00\x00\x00--\x00\x00\x00\x00", []rule.CopyPiece{{Src: 0, Dst: 0, Len: 4}, {Src: 6, Dst: 6, Len: 4}}},
+		{"later copy over an earlier one", []rule.Processor{rule.Copy(0, 8, 2), rule.Copy(10, 4, 4)}, 10,
 			"\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00",
-			[]CopyPiece{{Src: 0, Dst: 2, Len: 2}, {Src: 10, Dst: 4, Len: 4}, {Src: 6, Dst: 8, Len: 2}}},
-		{"copy over a put zeroes the template", []Processor{Put(0, []byte("abcdef")), Copy(12, 2, 2)}, 6,
-			"ab\x00\x00ef", []CopyPiece{{Src: 12, Dst: 2, Len: 2}}},
-		{"copy entirely overwritten", []Processor{Copy(15, 3, 1), Put(0, []byte("XYZW"))}, 4,
+			[]rule.CopyPiece{{Src: 0, Dst: 2, Len: 2}, {Src: 10, Dst: 4, Len: 4}, {Src: 6, Dst: 8, Len: 2}}},
+		{"copy over a put zeroes the template", []rule.Processor{rule.Put(0, []byte("abcdef")), rule.Copy(12, 2, 2)}, 6,
+			"ab\x00\x00ef", []rule.CopyPiece{{Src: 12, Dst: 2, Len: 2}}},
+		{"copy entirely overwritten", []rule.Processor{rule.Copy(15, 3, 1), rule.Put(0, []byte("XYZW"))}, 4,
 			"XYZW", nil},
-		{"put, copy, put", []Processor{Put(0, []byte("aaaaaa")), Copy(0, 4, 1), Put(2, []byte("b"))}, 6,
-			"a\x00b\x00\x00a", []CopyPiece{{Src: 0, Dst: 1, Len: 1}, {Src: 2, Dst: 3, Len: 2}}},
+		{"put, copy, put", []rule.Processor{rule.Put(0, []byte("aaaaaa")), rule.Copy(0, 4, 1), rule.Put(2, []byte("b"))}, 6,
+			"a\x00b\x00\x00a", []rule.CopyPiece{{Src: 0, Dst: 1, Len: 1}, {Src: 2, Dst: 3, Len: 2}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r := Rule{Condition: Condition{Pattern: []byte("0")}, Processors: tt.procs, ReplyLen: tt.replyLen}
-			c, err := Compile(r)
+			r := rule.Rule{Condition: rule.Condition{Pattern: []byte("0")}, Processors: tt.procs, ReplyLen: tt.replyLen}
+			c, err := rule.Compile(r)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -63,7 +66,7 @@ func TestCompile(t *testing.T) {
 			if !slices.Equal(c.Copies, tt.copies) {
 				t.Errorf("copies %v; want %v", c.Copies, tt.copies)
 			}
-			if c.Csum != Sum16LE([]byte(tt.template), 0) {
+			if c.Csum != rule.Sum16LE([]byte(tt.template), 0) {
 				t.Errorf("csum %#x; want the template's sum", c.Csum)
 			}
 			got, ok := c.Reply(payload)
@@ -77,39 +80,21 @@ func TestCompile(t *testing.T) {
 
 func TestCompileTooManyPieces(t *testing.T) {
 	// One long copy cut by seven one-byte copies: 8 + 7 pieces.
-	procs := []Processor{Copy(0, 20, 0)}
+	procs := []rule.Processor{rule.Copy(0, 20, 0)}
 	for i := range uint16(7) {
-		procs = append(procs, Copy(100, 1, 1+2*i))
+		procs = append(procs, rule.Copy(100, 1, 1+2*i))
 	}
-	_, err := Compile(Rule{Condition: Condition{Pattern: []byte("x")}, Processors: procs, ReplyLen: 20})
-	var le *LimitError
-	if !errors.As(err, &le) || le.Value != 15 || le.Limit != MaxCopies {
-		t.Fatalf("Compile = %v; want 15 pieces over the limit of %d", err, MaxCopies)
+	_, err := rule.Compile(rule.Rule{Condition: rule.Condition{Pattern: []byte("x")}, Processors: procs, ReplyLen: 20})
+	var le *rule.LimitError
+	if !errors.As(err, &le) || le.Value != 15 || le.Limit != rule.MaxCopies {
+		t.Fatalf("Compile = %v; want 15 pieces over the limit of %d", err, rule.MaxCopies)
 	}
 }
 
 func TestCompileRejectsInvalid(t *testing.T) {
-	if _, err := Compile(Rule{Condition: Condition{Pattern: []byte("x")}}); err == nil {
+	if _, err := rule.Compile(rule.Rule{Condition: rule.Condition{Pattern: []byte("x")}}); err == nil {
 		t.Fatal("Compile accepted a rule without a reply")
 	}
-}
-
-func randomRule(rng *rand.Rand, maxSrc int) Rule {
-	r := Rule{Condition: Condition{Pattern: []byte("x")}, ReplyLen: uint16(1 + rng.IntN(40))}
-	for range rng.IntN(MaxProcessors + 1) {
-		dst := rng.IntN(int(r.ReplyLen))
-		n := 1 + rng.IntN(int(r.ReplyLen)-dst)
-		if rng.IntN(2) == 0 {
-			b := make([]byte, n)
-			for i := range b {
-				b[i] = byte(1 + rng.IntN(255))
-			}
-			r.Processors = append(r.Processors, Put(uint16(dst), b))
-		} else {
-			r.Processors = append(r.Processors, Copy(uint16(rng.IntN(maxSrc)), uint16(n), uint16(dst)))
-		}
-	}
-	return r
 }
 
 // TestCompileRandom checks Compile against simulate and checks the checksum
@@ -119,10 +104,10 @@ func TestCompileRandom(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	compiled := 0
 	for range 20000 {
-		r := randomRule(rng, 60)
-		c, err := Compile(r)
-		var le *LimitError
-		if errors.As(err, &le) && le.Limit == MaxCopies {
+		r := pkttest.RandomRule(rng, 60)
+		c, err := rule.Compile(r)
+		var le *rule.LimitError
+		if errors.As(err, &le) && le.Limit == rule.MaxCopies {
 			continue
 		}
 		if err != nil {
@@ -130,7 +115,7 @@ func TestCompileRandom(t *testing.T) {
 		}
 		compiled++
 		for i, p := range c.Copies {
-			if p.Len == 0 || int(p.Len) > MaxCopyLen || i > 0 && c.Copies[i-1].Dst+c.Copies[i-1].Len > p.Dst {
+			if p.Len == 0 || int(p.Len) > rule.MaxCopyLen || i > 0 && c.Copies[i-1].Dst+c.Copies[i-1].Len > p.Dst {
 				t.Fatalf("pieces %v are not disjoint, non-empty and ordered", c.Copies)
 			}
 		}
@@ -161,10 +146,10 @@ func TestCompileRandom(t *testing.T) {
 		for _, p := range c.Copies {
 			part := make([]byte, r.ReplyLen)
 			copy(part[p.Dst:], payload[p.Src:p.Src+p.Len])
-			sum = Sum16LE(part, sum)
+			sum = rule.Sum16LE(part, sum)
 		}
-		if Fold(sum) != Fold(Sum16LE(got, 0)) {
-			t.Fatalf("template sum plus pieces %#x != reply sum %#x", Fold(sum), Fold(Sum16LE(got, 0)))
+		if rule.Fold(sum) != rule.Fold(rule.Sum16LE(got, 0)) {
+			t.Fatalf("template sum plus pieces %#x != reply sum %#x", rule.Fold(sum), rule.Fold(rule.Sum16LE(got, 0)))
 		}
 	}
 	if compiled < 15000 {
