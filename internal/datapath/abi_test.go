@@ -14,7 +14,7 @@ func TestRuleLimitsMatchABI(t *testing.T) {
 	var n santaSantaIndexNode
 	var s santaSantaService
 	for _, c := range []struct {
-		name      string
+		name        string
 		abi, mirror int
 	}{
 		{"condition pattern", len(r.Rule.Cond), rule.MaxCondLen},

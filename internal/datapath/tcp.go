@@ -167,24 +167,6 @@ func (d *Datapath) attachTCPHooks() error {
 	return nil
 }
 
-// The socket option that announces an accepted connection (santa_abi.h's
-// SANTA_SOL and SANTA_SO_ACCEPTED): set right after accept(), before the
-// first receive, it lets the kernel answer requests that arrived before
-// accept(). Only needed after an accept() without the peer's address and
-// no other setsockopt, getpeername or getsockname before the first
-// receive (docs/tcp.md, "Requests that arrive before accept()").
-const (
-	SocketOptionLevel    = 0x53414e54 // "SANT"
-	SocketOptionAccepted = 1
-)
-
-// AnnounceAccepted sets SANTA_SO_ACCEPTED on a connection the caller has
-// just accepted. On a connection that is not Santa's it does nothing;
-// without Santa the kernel refuses it (ENOPROTOOPT).
-func AnnounceAccepted(fd int) error {
-	return unix.SetsockoptInt(fd, SocketOptionLevel, SocketOptionAccepted, 1)
-}
-
 // Errors of AdoptConnection callers tell apart.
 var (
 	ErrNotListener = errors.New("not a connection of a registered listening socket")

@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/santa-offload/santa/client"
 	"github.com/santa-offload/santa/internal/droponce"
 	"github.com/santa-offload/santa/internal/procsock"
 	"github.com/santa-offload/santa/rule"
@@ -207,7 +208,7 @@ func TestTCPApplicationReceiving(t *testing.T) {
 // call nothing else), any other setsockopt, getpeername or getsockname.
 // The verdict runs in that call, where a bounce is safe.
 func TestTCPEarlyRequestsAnsweredAtFirstCall(t *testing.T) {
-	announce := func(fd int) { AnnounceAccepted(fd) }
+	announce := func(fd int) { client.AnnounceAcceptedFD(fd) }
 	nodelay := func(fd int) { unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1) }
 	getpeername := func(fd int) { unix.Getpeername(fd) }
 	getsockname := func(fd int) { unix.Getsockname(fd) }
@@ -264,8 +265,7 @@ func expectAnnounceIgnored(t *testing.T, network, listen string) {
 		t.Fatal(err)
 	}
 	defer oc.Close()
-	control(t, oc.(*net.TCPConn))(func(fd uintptr) { err = AnnounceAccepted(int(fd)) })
-	if err != nil {
+	if err := client.AnnounceAccepted(oc.(*net.TCPConn)); err != nil {
 		t.Errorf("announcing a connection that is not Santa's: %v", err)
 	}
 	var rcvbuf int
