@@ -7,11 +7,22 @@ GO       ?= go
 PKGS     := clang llvm libbpf-dev bpftool iproute2 ethtool gcc make pkg-config python3 python3-matplotlib \
             nginx-light curl wrk
 VMLINUX  := bpf/include/vmlinux.h
-BPF_SRC  := $(wildcard bpf/*.bpf.c bpf/include/*.h)
 # The real peers of the benchmarks (bench/dns, ...), not needed for tests.
 BENCH_PKGS := bind9 knot nsd dnsperf memcached nginx-light wrk python3-matplotlib
-GEN      := internal/datapath/santa_bpfel.go internal/datapath/santatcp_bpfel.go internal/datapath/santahandover_bpfel.go internal/xdppass/xdppass_bpfel.go internal/droponce/droponce_bpfel.go bench/gen/gen_bpfel.go \
-            bench/memlat/memlat_bpfel.go
+
+# bpf2go's loaders (a .go and its .o each), one generate step per package,
+# each from its own sources: the data plane's from bpf/, the test
+# programs' from test/bpf/, the benchmark's from bench/bpf/. Those take
+# only vmlinux.h from bpf/include.
+DATAPLANE_GEN := internal/datapath/santa_bpfel.go internal/datapath/santatcp_bpfel.go \
+                 internal/datapath/santahandover_bpfel.go
+XDPPASS_GEN   := internal/xdppass/xdppass_bpfel.go
+DROPONCE_GEN  := internal/droponce/droponce_bpfel.go
+BENCHGEN_GEN  := bench/gen/gen_bpfel.go
+MEMLAT_GEN    := bench/memlat/memlat_bpfel.go
+GEN := $(DATAPLANE_GEN) $(XDPPASS_GEN) $(DROPONCE_GEN) $(BENCHGEN_GEN) $(MEMLAT_GEN)
+# Runs the //go:generate lines of the target's package.
+BPF2GO = $(GO) generate ./$(@D)/
 
 .PHONY: setup bench-deps build test fuzz bench report demo clean
 
@@ -35,8 +46,16 @@ bench-deps:
 $(VMLINUX):
 	bpftool btf dump file /sys/kernel/btf/vmlinux format c > $@.tmp && mv $@.tmp $@
 
-$(GEN) &: $(VMLINUX) $(filter-out $(VMLINUX),$(BPF_SRC))
-	$(GO) generate ./internal/datapath/ ./internal/xdppass/ ./internal/droponce/ ./bench/gen/ ./bench/memlat/
+$(DATAPLANE_GEN) &: $(VMLINUX) $(wildcard bpf/*.bpf.c bpf/include/*.h)
+	$(BPF2GO)
+$(XDPPASS_GEN): $(VMLINUX) test/bpf/xdp_pass.bpf.c
+	$(BPF2GO)
+$(DROPONCE_GEN): $(VMLINUX) test/bpf/drop_once.bpf.c
+	$(BPF2GO)
+$(BENCHGEN_GEN): $(VMLINUX) bench/bpf/gen.bpf.c
+	$(BPF2GO)
+$(MEMLAT_GEN): $(VMLINUX) bench/bpf/memlat.bpf.c
+	$(BPF2GO)
 
 build: setup $(GEN)
 	$(GO) build ./...

@@ -8,4 +8,4 @@
 // socket client (dnsperf: about 10 µs per request) saturates first.
 package gen
 
-//go:generate go tool bpf2go -cc clang -cflags "-O2 -g -Wall -Werror -mcpu=v3" -target bpfel -type gen_frame -type gen_counter -type gen_counters -type gen_pace gen ../../bpf/bench_gen.bpf.c -- -I../../bpf/include
+//go:generate go tool bpf2go -cc clang -cflags "-O2 -g -Wall -Werror -mcpu=v3" -target bpfel -type gen_frame -type gen_counter -type gen_counters -type gen_pace gen ../bpf/gen.bpf.c -- -I../../bpf/include

@@ -9,4 +9,4 @@
 //	go run ./bench/memlat [-rounds 5] [-repeat 200]
 package main
 
-//go:generate go tool bpf2go -cc clang -cflags "-O2 -g -Wall -Werror -mcpu=v3" -target bpfel -type memlat_line memlat ../../bpf/bench_memlat.bpf.c -- -I../../bpf/include
+//go:generate go tool bpf2go -cc clang -cflags "-O2 -g -Wall -Werror -mcpu=v3" -target bpfel -type memlat_line memlat ../bpf/memlat.bpf.c -- -I../../bpf/include

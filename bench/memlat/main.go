@@ -11,7 +11,7 @@ import (
 	"github.com/santa-offload/santa/bench/dataplane"
 )
 
-// steps is MEMLAT_STEPS of bench_memlat.bpf.c: accesses per run.
+// steps is MEMLAT_STEPS of bench/bpf/memlat.bpf.c: accesses per run.
 const steps = 1000
 
 // lineBytes is the size of struct memlat_line: one cache line.

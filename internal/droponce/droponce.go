@@ -1,8 +1,8 @@
 // Package droponce drops one TCP segment on its way into an interface, for
-// tests that need data to arrive out of order (bpf/drop_once.bpf.c). On the
-// way in, as a lossy path would: a segment dropped on the way out is a
-// local drop the sender sees, and sends again later with the data written
-// meanwhile merged into it.
+// tests that need data to arrive out of order (test/bpf/drop_once.bpf.c).
+// On the way in, as a lossy path would: a segment dropped on the way out is
+// a local drop the sender sees, and sends again later with the data
+// written meanwhile merged into it.
 package droponce
 
 import (
@@ -14,7 +14,7 @@ import (
 	"github.com/cilium/ebpf/link"
 )
 
-//go:generate go tool bpf2go -cc clang -cflags "-O2 -g -Wall -Werror -mcpu=v3" -target bpfel droponce ../../bpf/drop_once.bpf.c -- -I../../bpf/include
+//go:generate go tool bpf2go -cc clang -cflags "-O2 -g -Wall -Werror -mcpu=v3" -target bpfel droponce ../../test/bpf/drop_once.bpf.c -- -I../../bpf/include
 
 // Dropper drops the first IPv4 TCP segment reaching an interface whose
 // payload starts with its marker.

@@ -10,7 +10,7 @@ import (
 	"github.com/cilium/ebpf/link"
 )
 
-//go:generate go tool bpf2go -cc clang -cflags "-O2 -g -Wall -Werror -mcpu=v3" -target bpfel xdppass ../../bpf/xdp_pass.bpf.c -- -I../../bpf/include
+//go:generate go tool bpf2go -cc clang -cflags "-O2 -g -Wall -Werror -mcpu=v3" -target bpfel xdppass ../../test/bpf/xdp_pass.bpf.c -- -I../../bpf/include
 
 // Attach runs the pass program on the named interface (in the caller's
 // network namespace) in native mode. Closing the returned link detaches it.

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: (GPL-2.0 OR BSD-2-Clause)
 /*
- * bench_memlat: what one dependent random access to a BPF array costs on
+ * memlat: what one dependent random access to a BPF array costs on
  * this machine (bench/memlat). Each cache line of `lines` names the next
  * one to read, along a random cycle user space lays out; a run follows
  * MEMLAT_STEPS of them, and the next run goes on from where it stopped, so
