@@ -56,7 +56,7 @@ wait_for() {
 echo "== building santad, santactl, libsanta with its hello, and the client"
 "$GO" build -o "$tmp/santad" ./cmd/santad
 "$GO" build -o "$tmp/santactl" ./cmd/santactl
-"$GO" build -o "$tmp/client" ./examples/hello/client
+"$GO" build -o "$tmp/client" ./test/hello/client
 make -s -C sdk/c build/hello
 install -m 0755 sdk/c/build/hello "$tmp/hello"
 ctl() { "$tmp/santactl" -socket "$tmp/santa.sock" "$@"; }

@@ -1,4 +1,4 @@
-// Package integration runs Santa end to end: the real examples/hello binary
+// Package integration runs Santa end to end: the real test/hello binary
 // in one network namespace, real UDP sockets in another, joined by the veth
 // rig of bench/rig.sh. The tests need root (namespaces, veth, BPF) and a
 // kernel with native XDP on veth, tcx and bpf_rdonly_cast (Linux 6.6+);
@@ -99,7 +99,7 @@ func command(t *testing.T, timeout time.Duration, name string, args ...string) e
 	return nil
 }
 
-// buildHello builds examples/hello into the test's temporary directory.
+// buildHello builds test/hello into the test's temporary directory.
 func buildHello(t *testing.T) string {
 	t.Helper()
 	gobin, err := exec.LookPath("go")
@@ -109,10 +109,10 @@ func buildHello(t *testing.T) string {
 	bin := filepath.Join(t.TempDir(), "hello")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, gobin, "build", "-o", bin, "./examples/hello")
+	cmd := exec.CommandContext(ctx, gobin, "build", "-o", bin, "./test/hello")
 	cmd.Dir = repoRoot(t)
 	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("building examples/hello: %v\n%s", err, out)
+		t.Fatalf("building test/hello: %v\n%s", err, out)
 	}
 	return bin
 }
@@ -230,7 +230,7 @@ func abbrev(b []byte) string {
 	return string(b)
 }
 
-// hello is a running examples/hello.
+// hello is a running test/hello.
 type hello struct {
 	cmd    *exec.Cmd
 	cancel context.CancelFunc

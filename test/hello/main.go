@@ -1,7 +1,9 @@
-// Command hello is the paper's Listing 1 as a UDP server: its socket installs
-// one rule, and from then on the kernel answers the request "Hello" with
+// Command hello is the paper's Listing 1 as a UDP server on the data plane
+// alone, without santad: test/integration's server. Its socket installs one
+// rule, and from then on the kernel answers the request "Hello" with
 // "COMSYS" by itself. Every other request reaches hello as usual, which
-// answers "you said: <payload>" and logs it.
+// answers "you said: <payload>" and logs it. (An application's hello, on
+// santad, is examples/go/hello.)
 //
 //	hello -iface eth0 [-iface eth1,eth2] [-listen 0.0.0.0:7777] [-big]
 //

@@ -1,7 +1,7 @@
 // Command client sends hello's two kinds of request and prints each reply.
 // The reply says who answered: "COMSYS" comes from the kernel (the rule),
-// anything else from the application (the Go hello's "you said: ...", the
-// SDKs' "APP:...").
+// anything else from the application (test/hello's "you said: ...", the
+// SDKs' hellos' "APP:...").
 //
 //	client [-server 10.77.0.1:7777] [-n 5] [-iface NAME-c]
 //
