@@ -73,17 +73,22 @@ func command(name string, args ...string) error {
 	return nil
 }
 
+// GoBin is the go command: the one on PATH, else the one that built the
+// test.
+func GoBin() string {
+	if gobin, err := exec.LookPath("go"); err == nil {
+		return gobin
+	}
+	return filepath.Join(runtime.GOROOT(), "bin", "go")
+}
+
 // Build builds santad into dir. The working directory must be inside the
 // module.
 func Build(dir string) (string, error) {
-	gobin, err := exec.LookPath("go")
-	if err != nil {
-		gobin = filepath.Join(runtime.GOROOT(), "bin", "go")
-	}
 	bin := filepath.Join(dir, "santad")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, gobin, "build", "-o", bin, "github.com/santa-offload/santa/cmd/santad").CombinedOutput()
+	out, err := exec.CommandContext(ctx, GoBin(), "build", "-o", bin, "github.com/santa-offload/santa/cmd/santad").CombinedOutput()
 	if err != nil {
 		return "", fmt.Errorf("building santad: %w\n%s", err, out)
 	}
