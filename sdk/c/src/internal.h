@@ -142,15 +142,10 @@ struct santa_msg {
 		/* ERROR */
 		struct { uint32_t code, index; struct santa_bytes message; } error;
 	} u;
-	/* decode's allocations */
-	void *alloc[2];
-	struct santa_rule **alloc_rules;
-	uint32_t alloc_rule_cnt;
+	void *allocs; /* what decoding allocated, freed by santa_msg_release() */
 };
 
-/* Wire sizes of the fixed parts. */
-#define SANTA_SERVICE_LEN 48
-#define SANTA_COUNTERS_LEN 20
+/* The wire size of a batch request without its items. */
 #define SANTA_BATCH_HDR_LEN (SANTA_HDR_LEN + 12) /* service_id, txn, count */
 
 SANTA_HIDDEN const char *santa_msg_type_name(uint16_t type); /* NULL if unknown */
@@ -165,6 +160,8 @@ SANTA_HIDDEN void santa_msg_set_length(uint8_t *buf, uint32_t len);
 /* Decodes one datagram: 0, or -EMSGSIZE, -EPROTO (header), -EBADMSG (body),
  * -EINVAL (a flag, kind or reserved field), -ENOMEM.  On success release m. */
 SANTA_HIDDEN int santa_msg_decode(const uint8_t *buf, size_t len, struct santa_msg *m);
+/* Frees what decoding allocated, its rules too: those are read-only, never
+ * for santa_rule__free() or a builder (santa_rule__clone() keeps one). */
 SANTA_HIDDEN void santa_msg_release(struct santa_msg *m);
 
 /* ---- the connection (client.c) ---- */
