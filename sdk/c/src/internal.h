@@ -25,7 +25,7 @@ struct santa_proc {
 struct santa_rule {
 	uint16_t cond_off;
 	uint16_t reply_len;
-	uint8_t flags; /* 0 on the wire; only decoded rules may carry other values */
+	uint8_t flags; /* 0 on the wire and in every rule the library makes */
 	uint16_t pattern_len;
 	uint8_t *pattern;
 	size_t nproc, cap;
@@ -36,7 +36,6 @@ struct santa_rule {
 #define SANTA_MAX_NPROC 255 /* nproc is a u8 on the wire */
 
 SANTA_HIDDEN struct santa_rule *santa_rule_alloc(void);
-SANTA_HIDDEN int santa_rule_add_proc(struct santa_rule *r, const struct santa_proc *p);
 
 /* ---- wire codec (wire.c) ---- */
 

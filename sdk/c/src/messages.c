@@ -63,7 +63,7 @@ const struct santa_field santa_rule_fields[] = {
 	BYTES16(struct santa_rule, pattern, pattern_len),
 	U16(struct santa_rule, reply_len),
 	COUNT(struct santa_rule, nproc, 1, 0, MIN_PROC_LEN),
-	ZERO(struct santa_rule, flags), /* only decoded rules may hold another value */
+	ZERO(struct santa_rule, flags), /* reserved */
 	ITEMS(struct santa_rule, nproc, COL(struct santa_rule, procs, proc_fields)),
 	END,
 };

@@ -38,7 +38,7 @@ struct santa_rule *santa_rule__new(uint16_t cond_off, const void *pattern, size_
 }
 
 /* Appends p, taking p->data over; on failure p->data is still the caller's. */
-int santa_rule_add_proc(struct santa_rule *r, const struct santa_proc *p)
+static int add_proc(struct santa_rule *r, const struct santa_proc *p)
 {
 	if (r->nproc >= SANTA_MAX_NPROC)
 		return -EINVAL;
@@ -77,7 +77,7 @@ int santa_rule__put(struct santa_rule *rule, uint16_t dst, const void *data, siz
 			return builder_fail(rule, -ENOMEM);
 		memcpy(p.data, data, len);
 	}
-	err = santa_rule_add_proc(rule, &p);
+	err = add_proc(rule, &p);
 	if (err) {
 		free(p.data);
 		return builder_fail(rule, err);
@@ -92,7 +92,7 @@ int santa_rule__copy(struct santa_rule *rule, uint16_t src, uint16_t len, uint16
 
 	if (!rule)
 		return -EINVAL;
-	err = santa_rule_add_proc(rule, &p);
+	err = add_proc(rule, &p);
 	return err ? builder_fail(rule, err) : 0;
 }
 
