@@ -42,29 +42,13 @@ static __always_inline struct santa_rule *santa_answering_rule(void *ctx, int xd
  * read, so the lookup hits the cache. */
 static __always_inline long santa_store_template(void *ctx, int xdp, __u32 off, __u32 slot, __u32 len)
 {
-	struct santa_rule_small *small;
-	struct santa_rule_medium *medium;
-	struct santa_rule_large *large;
+	struct santa_rule *rule;
+	__u32 cap;
 
-	if (len == 0)
+	rule = santa_rule_at(slot, &cap);
+	if (!rule || len == 0 || len > cap)
 		return -1;
-	switch (slot >> SANTA_SLOT_CLASS_SHIFT) {
-	case SANTA_RULE_SMALL:
-		small = santa_chunked_body(rules_small, slot, SANTA_SMALL_CHUNK_SHIFT);
-		if (!small || len > SANTA_SMALL_REPLY)
-			return -1;
-		return santa_store(ctx, xdp, off, small->reply, len);
-	case SANTA_RULE_MEDIUM:
-		medium = santa_chunked_body(rules_medium, slot, SANTA_MEDIUM_CHUNK_SHIFT);
-		if (!medium || len > SANTA_MEDIUM_REPLY)
-			return -1;
-		return santa_store(ctx, xdp, off, medium->reply, len);
-	default:
-		large = santa_chunked_body(rules_large, slot, SANTA_LARGE_CHUNK_SHIFT);
-		if (!large || len > SANTA_MAX_UDP_REPLY)
-			return -1;
-		return santa_store(ctx, xdp, off, large->reply, len);
-	}
+	return santa_store(ctx, xdp, off, santa_rule_reply(rule), len);
 }
 
 /* Writes the reply payload over the (already resized) packet: the template,

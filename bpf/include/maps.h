@@ -100,66 +100,70 @@ struct {
 		body_;                                                                    \
 	})
 
-/* The rule in a slot, from its class's map. Matching reads only the part
- * every class shares. */
-static __always_inline struct santa_rule *santa_rule_at(__u32 slot)
+/* The rule in slot, from its class's map, or NULL; *cap (unless cap is
+ * NULL) is how many reply bytes the class holds. Every reader of a body
+ * goes through here: matching reads the head every class starts with, a
+ * reply the template right after it (santa_rule_reply), which the verifier
+ * bounds by the value size of the map the pointer came from. */
+static __always_inline struct santa_rule *santa_rule_at(__u32 slot, __u32 *cap)
 {
-	void *rule;
+	struct santa_rule *rule;
+	__u32 bytes;
 
 	switch (slot >> SANTA_SLOT_CLASS_SHIFT) {
 	case SANTA_RULE_SMALL:
 		rule = santa_chunked_body(rules_small, slot, SANTA_SMALL_CHUNK_SHIFT);
+		bytes = SANTA_SMALL_REPLY;
 		break;
 	case SANTA_RULE_MEDIUM:
 		rule = santa_chunked_body(rules_medium, slot, SANTA_MEDIUM_CHUNK_SHIFT);
+		bytes = SANTA_MEDIUM_REPLY;
 		break;
 	case SANTA_RULE_LARGE:
 		rule = santa_chunked_body(rules_large, slot, SANTA_LARGE_CHUNK_SHIFT);
+		bytes = SANTA_MAX_UDP_REPLY;
 		break;
-	default:
+	case SANTA_RULE_HUGE:
 		rule = bpf_map_lookup_elem(&rules_huge, &slot);
 		santa_own_lookup(rule);
+		bytes = SANTA_MAX_TCP_REPLY;
 		break;
+	default: /* none: a class is two bits; every value is a case */
+		return NULL;
 	}
+	if (cap)
+		*cap = bytes;
 	return rule;
 }
 
-/* Reads each cache line of *body, so that their misses are all under way
- * at once instead of one after another as matching and the reply reach
- * them. */
-#define santa_warm_lines(body)                                                      \
-	do {                                                                        \
-		_Pragma("unroll") for (__u32 at_ = 0; at_ < sizeof(*(body)); at_ += 64) \
-			asm volatile("" : : "r"(*(volatile __u8 *)((void *)(body) + at_))); \
-	} while (0)
+/* The reply template of a rule from santa_rule_at: every class's body has
+ * it right after the head (santa_abi.h). */
+static __always_inline __u8 *santa_rule_reply(struct santa_rule *rule)
+{
+	return (__u8 *)(rule + 1);
+}
 
 /* Starts reading the body in slot, before matching needs its first byte:
  * at a million rules every line of it is a cache miss, and the reply
- * template's lines would otherwise follow the head's. Huge (TCP) bodies
- * are rare and long: not warmed. */
+ * template's lines would otherwise follow the head's. Each of its cache
+ * lines is read, so that their misses are all under way at once instead
+ * of one after another as matching and the reply reach them. Huge (TCP)
+ * bodies are rare and long: not warmed. */
 static __always_inline void santa_warm_rule(__u32 slot)
 {
-	struct santa_rule_small *small;
-	struct santa_rule_medium *medium;
-	struct santa_rule_large *large;
+	struct santa_rule *rule;
+	__u32 cap, size;
 
-	switch (slot >> SANTA_SLOT_CLASS_SHIFT) {
-	case SANTA_RULE_SMALL:
-		small = santa_chunked_body(rules_small, slot, SANTA_SMALL_CHUNK_SHIFT);
-		if (small)
-			santa_warm_lines(small);
-		break;
-	case SANTA_RULE_MEDIUM:
-		medium = santa_chunked_body(rules_medium, slot, SANTA_MEDIUM_CHUNK_SHIFT);
-		if (medium)
-			santa_warm_lines(medium);
-		break;
-	case SANTA_RULE_LARGE:
-		large = santa_chunked_body(rules_large, slot, SANTA_LARGE_CHUNK_SHIFT);
-		if (large)
-			santa_warm_lines(large);
-		break;
-	}
+	if (slot >> SANTA_SLOT_CLASS_SHIFT == SANTA_RULE_HUGE)
+		return;
+	rule = santa_rule_at(slot, &cap);
+	if (!rule)
+		return;
+	size = sizeof(*rule) + cap;
+#pragma unroll
+	for (__u32 at = 0; at < sizeof(struct santa_rule_large); at += 64)
+		if (at < size)
+			asm volatile("" : : "r"(*(volatile __u8 *)((void *)rule + at)));
 }
 
 /* TCP connections under a registered listener, by socket cookie

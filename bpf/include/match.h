@@ -94,7 +94,7 @@ __noinline int santa_node_best(struct santa_scratch *s, struct santa_index_node 
 
 		if (slot == SANTA_SLOT_NONE)
 			break;
-		rule = santa_rule_at(slot);
+		rule = santa_rule_at(slot, NULL);
 		/* A slot read while the node was being replaced may name another
 		 * rule: the owner check and the full compare keep that harmless. */
 		if (rule && rule->service_id == service_id && santa_rule_applies(s, rule, plen)) {
@@ -216,7 +216,7 @@ static __always_inline struct santa_rule *santa_match(struct santa_scratch *s,
 	}
 	if (best.slot == SANTA_SLOT_NONE)
 		return NULL;
-	return santa_rule_at(best.slot);
+	return santa_rule_at(best.slot, NULL);
 }
 
 #endif /* SANTA_MATCH_H */

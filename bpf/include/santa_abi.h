@@ -188,6 +188,12 @@ struct santa_rule_huge {
 _Static_assert(sizeof(struct santa_rule_small) % 64 == 0, "small rules are whole cache lines");
 _Static_assert(sizeof(struct santa_rule_medium) % 64 == 0, "medium rules are whole cache lines");
 _Static_assert(sizeof(struct santa_rule_large) % 64 == 0, "large rules are whole cache lines");
+/* A body's reply starts right after its head, whatever its class: readers
+ * find it there (maps.h, santa_rule_reply). */
+_Static_assert(__builtin_offsetof(struct santa_rule_small, reply) == sizeof(struct santa_rule), "small reply after head");
+_Static_assert(__builtin_offsetof(struct santa_rule_medium, reply) == sizeof(struct santa_rule), "medium reply after head");
+_Static_assert(__builtin_offsetof(struct santa_rule_large, reply) == sizeof(struct santa_rule), "large reply after head");
+_Static_assert(__builtin_offsetof(struct santa_rule_huge, reply) == sizeof(struct santa_rule), "huge reply after head");
 
 /* Per-CPU, per-service packet counters (service_stats). */
 enum santa_service_counter {

@@ -41,36 +41,6 @@ __noinline int santa_msg_load(struct sk_msg_md *msg, struct santa_scratch *s, __
 	return bpf_probe_read_kernel(s->buf, len, data) ? -1 : 0;
 }
 
-/* The reply template of the rule in slot, and how many bytes its class
- * holds. */
-static __always_inline __u8 *santa_template(__u32 slot, __u32 *cap)
-{
-	struct santa_rule_small *small;
-	struct santa_rule_medium *medium;
-	struct santa_rule_large *large;
-	struct santa_rule_huge *huge;
-
-	switch (slot >> SANTA_SLOT_CLASS_SHIFT) {
-	case SANTA_RULE_SMALL:
-		small = santa_chunked_body(rules_small, slot, SANTA_SMALL_CHUNK_SHIFT);
-		*cap = SANTA_SMALL_REPLY;
-		return small ? small->reply : NULL;
-	case SANTA_RULE_MEDIUM:
-		medium = santa_chunked_body(rules_medium, slot, SANTA_MEDIUM_CHUNK_SHIFT);
-		*cap = SANTA_MEDIUM_REPLY;
-		return medium ? medium->reply : NULL;
-	case SANTA_RULE_LARGE:
-		large = santa_chunked_body(rules_large, slot, SANTA_LARGE_CHUNK_SHIFT);
-		*cap = SANTA_MAX_UDP_REPLY;
-		return large ? large->reply : NULL;
-	default:
-		huge = bpf_map_lookup_elem(&rules_huge, &slot);
-		santa_own_lookup(huge);
-		*cap = SANTA_MAX_TCP_REPLY;
-		return huge ? huge->reply : NULL;
-	}
-}
-
 /* Overlays w, reply bytes [off, off + len), with the request bytes the
  * rule's copy processors put there. */
 __noinline int santa_window_copies(struct santa_window *w, struct santa_rule *rule, struct santa_scratch *s,
@@ -156,6 +126,7 @@ __noinline int santa_window_store(struct sk_msg_md *msg, struct santa_window *w,
  * map holds it), the copies over it, then into the message. */
 __noinline int santa_msg_write(struct sk_msg_md *msg, struct santa_rule *rule, struct santa_reply_memory *mem)
 {
+	struct santa_rule *body;
 	struct santa_scratch *s;
 	struct santa_window *w;
 	__u32 cap = 0, to;
@@ -167,9 +138,11 @@ __noinline int santa_msg_write(struct sk_msg_md *msg, struct santa_rule *rule, s
 	s = &mem->request;
 	w = &mem->window;
 	to = rule->reply_len;
-	tmpl = santa_template(rule->slot, &cap);
-	if (!tmpl || to > cap)
+	/* The same rule, from its class's map: rule is only its head here. */
+	body = santa_rule_at(rule->slot, &cap);
+	if (!body || to > cap)
 		return -1;
+	tmpl = santa_rule_reply(body);
 	santa_for(i, 0, SANTA_MAX_TCP_REPLY / SANTA_REPLY_WINDOW + 1)
 	{
 		__u32 off = i * SANTA_REPLY_WINDOW, len;
@@ -194,7 +167,7 @@ static __always_inline int santa_msg_build_reply(struct sk_msg_md *msg, struct s
 {
 	__u32 rlen = rule->reply_len, cap = 0;
 
-	if (!santa_template(rule->slot, &cap) || rlen == 0 || rlen > cap)
+	if (!santa_rule_at(rule->slot, &cap) || rlen == 0 || rlen > cap)
 		return 1;
 	/* The reply gets an element of its own in front of the request, whose
 	 * elements are then dropped: TCP sends each element with its own
