@@ -13,6 +13,7 @@ import (
 	"github.com/cilium/ebpf"
 
 	"github.com/santa-offload/santa/internal/datapath"
+	"github.com/santa-offload/santa/internal/model"
 	"github.com/santa-offload/santa/rule"
 )
 
@@ -45,7 +46,7 @@ type Set struct {
 	Opts    SetOptions
 	D       *datapath.Datapath
 	Conn    *net.UDPConn
-	Svc     datapath.ServiceID
+	Svc     model.ServiceID
 	Addr    netip.AddrPort // the service socket
 	NoSock  netip.AddrPort // a port on 127.0.0.1 with no socket
 	Install time.Duration  // sum of the AddRules calls

@@ -15,6 +15,7 @@ import (
 
 	"github.com/santa-offload/santa/bench/rig"
 	"github.com/santa-offload/santa/internal/datapath"
+	"github.com/santa-offload/santa/internal/model"
 	"github.com/santa-offload/santa/internal/netns"
 	"github.com/santa-offload/santa/internal/procsock"
 	"github.com/santa-offload/santa/rule"
@@ -25,7 +26,7 @@ import (
 // it, learnt from nginx, as the paper's extended nginx installs its rule.
 type offload struct {
 	d   *datapath.Datapath
-	svc datapath.ServiceID
+	svc model.ServiceID
 }
 
 func startOffload(c config) (*offload, error) {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/santa-offload/santa/bench/rig"
 	"github.com/santa-offload/santa/internal/datapath"
+	"github.com/santa-offload/santa/internal/model"
 	"github.com/santa-offload/santa/rule"
 )
 
@@ -16,9 +17,9 @@ import (
 type offloader struct {
 	r        rig.Rig
 	d        *datapath.Datapath
-	svcs     []datapath.ServiceID
+	svcs     []model.ServiceID
 	rule     func(i int) rule.Rule
-	ids      [][]datapath.RuleID // per service, rule of item i at i
+	ids      [][]model.RuleID // per service, rule of item i at i
 	attached bool
 }
 
@@ -74,7 +75,7 @@ func (o *offloader) set(n int) error {
 	case n > 0 && !o.attached:
 		if err := rig.InNetns(o.r.ServerNS(), func() error {
 			att, err := o.d.Attach(o.r.ServerDev())
-			if err == nil && att.XDP != datapath.XDPNative {
+			if err == nil && att.XDP != model.XDPNative {
 				err = fmt.Errorf("XDP attached in %s mode, not native", att.XDP)
 			}
 			return err

@@ -38,6 +38,7 @@ import (
 	"github.com/santa-offload/santa/bench/gen"
 	"github.com/santa-offload/santa/bench/rig"
 	"github.com/santa-offload/santa/internal/datapath"
+	"github.com/santa-offload/santa/internal/model"
 	"github.com/santa-offload/santa/internal/xdppass"
 	"github.com/santa-offload/santa/rule"
 )
@@ -211,7 +212,7 @@ func runSize(ctx context.Context, c config, rng *rand.Rand, tmp, responderBin, c
 			if err != nil {
 				return err
 			}
-			if att.XDP != datapath.XDPNative {
+			if att.XDP != model.XDPNative {
 				return fmt.Errorf("XDP attached in %s mode, not native", att.XDP)
 			}
 			attached = true
@@ -349,7 +350,7 @@ func toSample(r loadRun, userAnswered, xdpAnswered uint64) sample {
 }
 
 // installSanta opens a data plane and installs the rule set on the socket.
-func installSanta(fd, n, size int, names func(int) string) (*datapath.Datapath, datapath.ServiceID, error) {
+func installSanta(fd, n, size int, names func(int) string) (*datapath.Datapath, model.ServiceID, error) {
 	maxRules := uint32(1024)
 	for maxRules < uint32(2*n) {
 		maxRules <<= 1
@@ -540,12 +541,12 @@ func keyValues(line string) map[string]uint64 {
 
 // counters is what a run is measured by, read before and after it.
 type counters struct {
-	responder map[string]uint64     // the userspace responder's own counts
-	service   datapath.ServiceStats // the data plane's, for the service
-	taskNS    uint64                // CPU time of the responder and the server's NAPI threads
+	responder map[string]uint64  // the userspace responder's own counts
+	service   model.ServiceStats // the data plane's, for the service
+	taskNS    uint64             // CPU time of the responder and the server's NAPI threads
 }
 
-func snapshot(resp *responderProc, d *datapath.Datapath, svc datapath.ServiceID, tasks []int) (counters, error) {
+func snapshot(resp *responderProc, d *datapath.Datapath, svc model.ServiceID, tasks []int) (counters, error) {
 	var c counters
 	var err error
 	if c.responder, err = resp.counters(); err != nil {

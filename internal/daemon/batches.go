@@ -4,7 +4,7 @@ import (
 	"syscall"
 
 	"github.com/santa-offload/santa/internal/daemon/journal"
-	"github.com/santa-offload/santa/internal/datapath"
+	"github.com/santa-offload/santa/internal/model"
 	"github.com/santa-offload/santa/internal/protocol"
 	"github.com/santa-offload/santa/rule"
 )
@@ -14,16 +14,16 @@ import (
 // that a bad item is refused with its index.
 
 func (s *Server) addRules(sess *session, req *protocol.AddRules) protocol.Body {
-	return s.batch(sess, req.ServiceID, req.Txn, datapath.Batch{Add: req.Rules}, req.Rules, func(ids []uint32) protocol.Body {
+	return s.batch(sess, req.ServiceID, req.Txn, model.Batch{Add: req.Rules}, req.Rules, func(ids []uint32) protocol.Body {
 		return &protocol.AddRulesReply{RuleIDs: ids}
 	})
 }
 
 func (s *Server) replaceRules(sess *session, req *protocol.ReplaceRules) protocol.Body {
-	b := datapath.Batch{Replace: make([]datapath.RuleUpdate, len(req.Updates))}
+	b := model.Batch{Replace: make([]model.RuleUpdate, len(req.Updates))}
 	items := make([]rule.Rule, len(req.Updates))
 	for i, u := range req.Updates {
-		b.Replace[i] = datapath.RuleUpdate{ID: datapath.RuleID(u.RuleID), Rule: u.Rule}
+		b.Replace[i] = model.RuleUpdate{ID: model.RuleID(u.RuleID), Rule: u.Rule}
 		items[i] = u.Rule
 	}
 	return s.batch(sess, req.ServiceID, req.Txn, b, items, func([]uint32) protocol.Body {
@@ -32,9 +32,9 @@ func (s *Server) replaceRules(sess *session, req *protocol.ReplaceRules) protoco
 }
 
 func (s *Server) deleteRules(sess *session, req *protocol.DeleteRules) protocol.Body {
-	b := datapath.Batch{Delete: make([]datapath.RuleID, len(req.RuleIDs))}
+	b := model.Batch{Delete: make([]model.RuleID, len(req.RuleIDs))}
 	for i, id := range req.RuleIDs {
-		b.Delete[i] = datapath.RuleID(id)
+		b.Delete[i] = model.RuleID(id)
 	}
 	return s.batch(sess, req.ServiceID, req.Txn, b, nil, func([]uint32) protocol.Body {
 		return &protocol.DeleteRulesReply{}
@@ -62,7 +62,7 @@ func checkRules(sv *service, rs []rule.Rule) *protocol.Error {
 // batch applies b to a service now, or stages it in transaction txn.
 // items are the rules the request lists (for error indexes); reply makes
 // the answer from the ids of added rules.
-func (s *Server) batch(sess *session, svc, txnID uint32, b datapath.Batch, items []rule.Rule,
+func (s *Server) batch(sess *session, svc, txnID uint32, b model.Batch, items []rule.Rule,
 	reply func([]uint32) protocol.Body) protocol.Body {
 	if txnID != 0 {
 		ids, perr := s.stage(sess, svc, txnID, b, items)
@@ -83,7 +83,7 @@ func (s *Server) batch(sess *session, svc, txnID uint32, b datapath.Batch, items
 	if perr := checkIDs(sv, b, nil); perr != nil {
 		return perr
 	}
-	if perr := checkOffsets(sv, datapath.Batch{}, b, items); perr != nil {
+	if perr := checkOffsets(sv, model.Batch{}, b, items); perr != nil {
 		return perr
 	}
 	ids, perr := s.apply(sess, sv, b, nil, b.Add, items)
@@ -96,9 +96,9 @@ func (s *Server) batch(sess *session, svc, txnID uint32, b datapath.Batch, items
 // checkIDs refuses an id of a replacement or deletion that is not a rule
 // of the service, or that the batch (or touched, a transaction) names
 // twice. Called with s.mu held.
-func checkIDs(sv *service, b datapath.Batch, touched map[datapath.RuleID]bool) *protocol.Error {
-	seen := map[datapath.RuleID]bool{}
-	check := func(i int, id datapath.RuleID) *protocol.Error {
+func checkIDs(sv *service, b model.Batch, touched map[model.RuleID]bool) *protocol.Error {
+	seen := map[model.RuleID]bool{}
+	check := func(i int, id model.RuleID) *protocol.Error {
 		if _, ok := sv.Rules[id]; !ok {
 			return protocol.ErrorAt(syscall.ENOENT, uint32(i), "service %d has no rule %d", sv.ID, id)
 		}
@@ -127,7 +127,7 @@ func checkIDs(sv *service, b datapath.Batch, touched map[datapath.RuleID]bool) *
 // transactions hold count against its quota. adds are the rules of an
 // ADD_RULES request (for the quota error's index), items those of any
 // request (for a duplicate's). Called with s.mu held.
-func (s *Server) apply(sess *session, sv *service, b datapath.Batch, t *txn, adds, items []rule.Rule) ([]uint32, *protocol.Error) {
+func (s *Server) apply(sess *session, sv *service, b model.Batch, t *txn, adds, items []rule.Rule) ([]uint32, *protocol.Error) {
 	if len(b.Add)+len(b.Replace)+len(b.Delete) == 0 {
 		return []uint32{}, nil
 	}
@@ -150,7 +150,7 @@ func (s *Server) apply(sess *session, sv *service, b datapath.Batch, t *txn, add
 }
 
 // wireIDs are rule ids as the protocol carries them.
-func wireIDs(ids []datapath.RuleID) []uint32 {
+func wireIDs(ids []model.RuleID) []uint32 {
 	out := make([]uint32, len(ids))
 	for i, id := range ids {
 		out[i] = uint32(id)
@@ -159,7 +159,7 @@ func wireIDs(ids []datapath.RuleID) []uint32 {
 }
 
 // change is what b would change in the quota of sv's owner.
-func change(sv *service, b datapath.Batch) usage {
+func change(sv *service, b model.Batch) usage {
 	u := rulesUse(b.Add)
 	for _, r := range b.Replace {
 		u = u.plus(ruleUse(r.Rule)).minus(ruleUse(sv.Rules[r.ID]))

@@ -7,7 +7,7 @@ import (
 	"os"
 	"strconv"
 
-	"github.com/santa-offload/santa/internal/datapath"
+	"github.com/santa-offload/santa/internal/model"
 )
 
 // Config is santad's configuration: a JSON file (docs/operations.md names
@@ -67,9 +67,9 @@ func DefaultConfig() Config {
 	return Config{
 		Socket:      "/run/santa/santa.sock",
 		SocketMode:  "0660",
-		PinPath:     datapath.DefaultPinPath,
+		PinPath:     model.DefaultPinPath,
 		StateDir:    "/run/santa/state",
-		CgroupPath:  datapath.DefaultCgroupPath,
+		CgroupPath:  model.DefaultCgroupPath,
 		MaxRules:    1 << 20,
 		MaxServices: 4096,
 		ReplyTTL:    64,

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"syscall"
 
-	"github.com/santa-offload/santa/internal/datapath"
+	"github.com/santa-offload/santa/internal/model"
 	"github.com/santa-offload/santa/internal/protocol"
 	"github.com/santa-offload/santa/internal/rules"
 	"github.com/santa-offload/santa/rule"
@@ -18,13 +18,13 @@ func dataplaneError(err error) *protocol.Error {
 	var errno syscall.Errno
 	code := syscall.EINVAL // a rule or batch the data plane refuses
 	switch {
-	case errors.Is(err, datapath.ErrUnknownService), errors.Is(err, datapath.ErrUnknownRule):
+	case errors.Is(err, model.ErrUnknownService), errors.Is(err, model.ErrUnknownRule):
 		code = syscall.ENOENT
-	case errors.Is(err, datapath.ErrExists), errors.As(err, &dup):
+	case errors.Is(err, model.ErrExists), errors.As(err, &dup):
 		code = syscall.EEXIST
-	case errors.Is(err, datapath.ErrCapacity):
+	case errors.Is(err, model.ErrCapacity):
 		code = syscall.ENOSPC
-	case errors.Is(err, datapath.ErrNotSupported):
+	case errors.Is(err, model.ErrNotSupported):
 		code = syscall.EOPNOTSUPP
 	case errors.As(err, &limit):
 	case errors.As(err, &errno):

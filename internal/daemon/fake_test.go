@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/santa-offload/santa/internal/datapath"
+	"github.com/santa-offload/santa/internal/model"
 	"github.com/santa-offload/santa/internal/rules"
 	"github.com/santa-offload/santa/rule"
 )
@@ -16,29 +16,29 @@ import (
 // still open.
 type fakeDP struct {
 	mu         sync.Mutex
-	services   map[datapath.ServiceID]*fakeService
-	nextSvc    datapath.ServiceID
-	nextRule   datapath.RuleID
-	restorable map[uint64]bool   // cookies of open sockets, for RestoreService
-	released   []datapath.RuleID // what ReleaseRuleIDs was given
+	services   map[model.ServiceID]*fakeService
+	nextSvc    model.ServiceID
+	nextRule   model.RuleID
+	restorable map[uint64]bool // cookies of open sockets, for RestoreService
+	released   []model.RuleID  // what ReleaseRuleIDs was given
 }
 
 type fakeService struct {
 	cookie uint64
-	rules  map[datapath.RuleID]rule.Rule
+	rules  map[model.RuleID]rule.Rule
 }
 
 func newFakeDP() *fakeDP {
-	return &fakeDP{services: map[datapath.ServiceID]*fakeService{}, restorable: map[uint64]bool{}}
+	return &fakeDP{services: map[model.ServiceID]*fakeService{}, restorable: map[uint64]bool{}}
 }
 
 // AdoptConnections: the fake has no connections to adopt.
-func (f *fakeDP) AdoptConnections(datapath.ServiceID, string, int64) (datapath.Adopted, error) {
-	return datapath.Adopted{}, nil
+func (f *fakeDP) AdoptConnections(model.ServiceID, string, int64) (model.Adopted, error) {
+	return model.Adopted{}, nil
 }
 
-func (f *fakeDP) AddService(fd int) (datapath.ServiceID, error) {
-	info, err := datapath.InspectSocket(fd)
+func (f *fakeDP) AddService(fd int) (model.ServiceID, error) {
+	info, err := model.InspectSocket(fd)
 	if err != nil {
 		return 0, err
 	}
@@ -46,55 +46,55 @@ func (f *fakeDP) AddService(fd int) (datapath.ServiceID, error) {
 	defer f.mu.Unlock()
 	for id, s := range f.services {
 		if s.cookie == info.Cookie {
-			return 0, fmt.Errorf("socket is already registered as service %d: %w", id, datapath.ErrExists)
+			return 0, fmt.Errorf("socket is already registered as service %d: %w", id, model.ErrExists)
 		}
 	}
 	id := f.nextSvc
 	f.nextSvc++
-	f.services[id] = &fakeService{cookie: info.Cookie, rules: map[datapath.RuleID]rule.Rule{}}
+	f.services[id] = &fakeService{cookie: info.Cookie, rules: map[model.RuleID]rule.Rule{}}
 	return id, nil
 }
 
-func (f *fakeDP) RestoreService(id datapath.ServiceID, info datapath.SocketInfo) error {
+func (f *fakeDP) RestoreService(id model.ServiceID, info model.SocketInfo) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if !f.restorable[info.Cookie] {
-		return datapath.ErrSocketClosed
+		return model.ErrSocketClosed
 	}
-	f.services[id] = &fakeService{cookie: info.Cookie, rules: map[datapath.RuleID]rule.Rule{}}
+	f.services[id] = &fakeService{cookie: info.Cookie, rules: map[model.RuleID]rule.Rule{}}
 	return nil
 }
 
-func (f *fakeDP) RemoveService(id datapath.ServiceID) error {
+func (f *fakeDP) RemoveService(id model.ServiceID) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.services[id] == nil {
-		return datapath.ErrUnknownService
+		return model.ErrUnknownService
 	}
 	delete(f.services, id)
 	return nil
 }
 
-func (f *fakeDP) Apply(id datapath.ServiceID, b datapath.Batch) ([]datapath.RuleID, error) {
+func (f *fakeDP) Apply(id model.ServiceID, b model.Batch) ([]model.RuleID, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	s := f.services[id]
 	if s == nil {
-		return nil, datapath.ErrUnknownService
+		return nil, model.ErrUnknownService
 	}
-	next := map[datapath.RuleID]rule.Rule{}
+	next := map[model.RuleID]rule.Rule{}
 	for rid, r := range s.rules {
 		next[rid] = r
 	}
 	for _, rid := range b.Delete {
 		if _, ok := next[rid]; !ok {
-			return nil, datapath.ErrUnknownRule
+			return nil, model.ErrUnknownRule
 		}
 		delete(next, rid)
 	}
 	for _, u := range b.Replace {
 		if _, ok := next[u.ID]; !ok {
-			return nil, datapath.ErrUnknownRule
+			return nil, model.ErrUnknownRule
 		}
 		next[u.ID] = u.Rule
 	}
@@ -120,10 +120,10 @@ func (f *fakeDP) Apply(id datapath.ServiceID, b datapath.Batch) ([]datapath.Rule
 
 // ReserveRuleIDs hands out the next ids; the fake never reuses an id, so
 // releasing has nothing to give back but is recorded for the tests.
-func (f *fakeDP) ReserveRuleIDs(n int) ([]datapath.RuleID, error) {
+func (f *fakeDP) ReserveRuleIDs(n int) ([]model.RuleID, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	ids := make([]datapath.RuleID, n)
+	ids := make([]model.RuleID, n)
 	for i := range ids {
 		ids[i] = f.nextRule
 		f.nextRule++
@@ -131,31 +131,31 @@ func (f *fakeDP) ReserveRuleIDs(n int) ([]datapath.RuleID, error) {
 	return ids, nil
 }
 
-func (f *fakeDP) ReleaseRuleIDs(ids []datapath.RuleID) {
+func (f *fakeDP) ReleaseRuleIDs(ids []model.RuleID) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.released = append(f.released, ids...)
 }
 
-func (f *fakeDP) ServiceStats(id datapath.ServiceID) (datapath.ServiceStats, error) {
+func (f *fakeDP) ServiceStats(id model.ServiceID) (model.ServiceStats, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.services[id] == nil {
-		return datapath.ServiceStats{}, datapath.ErrUnknownService
+		return model.ServiceStats{}, model.ErrUnknownService
 	}
-	return datapath.ServiceStats{Matched: 3, Passed: 1}, nil
+	return model.ServiceStats{Matched: 3, Passed: 1}, nil
 }
 
-func (f *fakeDP) RuleStats(id datapath.RuleID) (datapath.RuleStats, error) {
-	return datapath.RuleStats{Hits: uint64(id)}, nil
+func (f *fakeDP) RuleStats(id model.RuleID) (model.RuleStats, error) {
+	return model.RuleStats{Hits: uint64(id)}, nil
 }
 
-func (f *fakeDP) PathStats() (datapath.PathStats, error) {
-	return datapath.PathStats{"answered": 3}, nil
+func (f *fakeDP) PathStats() (model.PathStats, error) {
+	return model.PathStats{"answered": 3}, nil
 }
 
 // rulesOf is what the fake data plane runs for a service.
-func (f *fakeDP) rulesOf(id datapath.ServiceID) map[datapath.RuleID]rule.Rule {
+func (f *fakeDP) rulesOf(id model.ServiceID) map[model.RuleID]rule.Rule {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if s := f.services[id]; s != nil {

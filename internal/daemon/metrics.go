@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/santa-offload/santa/internal/datapath"
+	"github.com/santa-offload/santa/internal/model"
 	"github.com/santa-offload/santa/internal/protocol"
 )
 
@@ -43,13 +43,13 @@ func (s *Server) serveMetrics(addr string) (stop func(), err error) {
 type serviceRow struct {
 	labels []string
 	use    usage
-	stats  datapath.ServiceStats
+	stats  model.ServiceStats
 }
 
 func (s *Server) writeMetrics(out io.Writer) error {
 	s.mu.Lock()
 	var rows []serviceRow
-	var ids []datapath.ServiceID
+	var ids []model.ServiceID
 	for js := range s.st.journaled {
 		sv := s.st.services[js.ID]
 		ids = append(ids, sv.ID)

@@ -4,7 +4,7 @@ import (
 	"maps"
 	"syscall"
 
-	"github.com/santa-offload/santa/internal/datapath"
+	"github.com/santa-offload/santa/internal/model"
 	"github.com/santa-offload/santa/internal/protocol"
 	"github.com/santa-offload/santa/rule"
 )
@@ -15,12 +15,12 @@ import (
 // "regions"): the data plane refuses such a batch too, but its error names
 // no rule. staged is what a transaction holds besides b. Called with s.mu
 // held.
-func checkOffsets(sv *service, staged, b datapath.Batch, items []rule.Rule) *protocol.Error {
+func checkOffsets(sv *service, staged, b model.Batch, items []rule.Rule) *protocol.Error {
 	if len(items) == 0 {
 		return nil
 	}
 	count := maps.Clone(sv.offsets)
-	for _, batch := range []datapath.Batch{staged, b} {
+	for _, batch := range []model.Batch{staged, b} {
 		for _, id := range batch.Delete {
 			forget(count, sv, id)
 		}
@@ -52,7 +52,7 @@ func checkOffsets(sv *service, staged, b datapath.Batch, items []rule.Rule) *pro
 // forget takes the offset of rule id of sv out of count, if the rule is
 // still there (a transaction's may have gone since it was staged: COMMIT
 // refuses that).
-func forget(count map[uint16]int, sv *service, id datapath.RuleID) {
+func forget(count map[uint16]int, sv *service, id model.RuleID) {
 	r, ok := sv.Rules[id]
 	if !ok {
 		return

@@ -4,7 +4,7 @@ import (
 	"errors"
 	"slices"
 
-	"github.com/santa-offload/santa/internal/datapath"
+	"github.com/santa-offload/santa/internal/model"
 	"github.com/santa-offload/santa/internal/protocol"
 	"github.com/santa-offload/santa/rule"
 )
@@ -49,7 +49,7 @@ func (s *Server) ruleStats(sess *session, req *protocol.RuleStats) protocol.Body
 	}
 	s.mu.Lock()
 	sv, perr := s.owned(sess, req.ServiceID)
-	var ids []datapath.RuleID
+	var ids []model.RuleID
 	if perr == nil {
 		ids = page(sv, req.Start)
 		ids = slices.Clone(ids[:min(len(ids), limit+1)])
@@ -64,7 +64,7 @@ func (s *Server) ruleStats(sess *session, req *protocol.RuleStats) protocol.Body
 	}
 	for _, id := range ids {
 		st, err := s.dp.RuleStats(id)
-		if errors.Is(err, datapath.ErrUnknownRule) {
+		if errors.Is(err, model.ErrUnknownRule) {
 			continue // deleted since
 		}
 		if err != nil {
@@ -76,9 +76,9 @@ func (s *Server) ruleStats(sess *session, req *protocol.RuleStats) protocol.Body
 }
 
 // page is a service's rule ids from start on. Called with s.mu held.
-func page(sv *service, start uint32) []datapath.RuleID {
+func page(sv *service, start uint32) []model.RuleID {
 	ids := sv.ids()
-	i, _ := slices.BinarySearch(ids, datapath.RuleID(start))
+	i, _ := slices.BinarySearch(ids, model.RuleID(start))
 	return ids[i:]
 }
 

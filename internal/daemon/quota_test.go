@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/santa-offload/santa/internal/daemon/journal"
-	"github.com/santa-offload/santa/internal/datapath"
+	"github.com/santa-offload/santa/internal/model"
 	"github.com/santa-offload/santa/internal/protocol"
 	"github.com/santa-offload/santa/rule"
 )
@@ -44,7 +44,7 @@ func TestServiceQuota(t *testing.T) {
 	gone := a.attach()
 	over(a, "2 attached")
 	s.mu.Lock()
-	sv := s.st.services[datapath.ServiceID(gone)]
+	sv := s.st.services[model.ServiceID(gone)]
 	s.mu.Unlock()
 	s.dp.RemoveService(sv.ID)
 	s.SocketClosed(sv.ID, sv.Info)

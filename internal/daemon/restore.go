@@ -5,23 +5,23 @@ import (
 	"slices"
 
 	"github.com/santa-offload/santa/internal/daemon/journal"
-	"github.com/santa-offload/santa/internal/datapath"
+	"github.com/santa-offload/santa/internal/model"
 )
 
 // Restorer brings back an earlier santad's services: a *datapath.Datapath
 // opened with KeepLinks, between WatchSockets and EndRestore.
 type Restorer interface {
-	RestoreService(datapath.ServiceID, datapath.SocketInfo) error
-	Apply(datapath.ServiceID, datapath.Batch) ([]datapath.RuleID, error)
-	RemoveService(datapath.ServiceID) error
+	RestoreService(model.ServiceID, model.SocketInfo) error
+	Apply(model.ServiceID, model.Batch) ([]model.RuleID, error)
+	RemoveService(model.ServiceID) error
 }
 
 // Restore registers the journal's services whose sockets are still open,
 // with their rules under their old ids. Each service is restored under
 // s.mu, so that news of its socket closing meanwhile finds it in the
 // state. It returns how many services and rules came back.
-func (s *Server) Restore(r Restorer, saved map[datapath.ServiceID]*journal.Service) (services, rules int) {
-	ids := make([]datapath.ServiceID, 0, len(saved))
+func (s *Server) Restore(r Restorer, saved map[model.ServiceID]*journal.Service) (services, rules int) {
+	ids := make([]model.ServiceID, 0, len(saved))
 	for id := range saved {
 		ids = append(ids, id)
 	}
@@ -40,7 +40,7 @@ func (s *Server) restoreOne(r Restorer, js *journal.Service) bool {
 	defer s.mu.Unlock()
 	log := s.log.With("service", js.ID, "addr", js.Info.Local, "owner_uid", js.UID, "rules", len(js.Rules))
 	err := r.RestoreService(js.ID, js.Info)
-	if errors.Is(err, datapath.ErrSocketClosed) {
+	if errors.Is(err, model.ErrSocketClosed) {
 		log.Info("not restoring a service whose socket closed")
 		return false
 	}

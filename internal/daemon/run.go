@@ -14,6 +14,7 @@ import (
 
 	"github.com/santa-offload/santa/internal/daemon/journal"
 	"github.com/santa-offload/santa/internal/datapath"
+	"github.com/santa-offload/santa/internal/model"
 	"github.com/santa-offload/santa/internal/protocol"
 )
 
@@ -83,7 +84,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 	if got, err := dp.HandOverConnections(); err != nil {
 		log.Warn("handing over the earlier run's TCP connections", "err", err)
-	} else if got != (datapath.HandOver{}) {
+	} else if got != (model.HandOver{}) {
 		log.Info("took over the earlier run's TCP connections", "moved", got.Moved,
 			"released", got.Released, "left_passing", got.Left)
 		if got.Left > 0 {

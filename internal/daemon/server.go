@@ -7,22 +7,22 @@ import (
 	"sync"
 
 	"github.com/santa-offload/santa/internal/daemon/journal"
-	"github.com/santa-offload/santa/internal/datapath"
+	"github.com/santa-offload/santa/internal/model"
 	"github.com/santa-offload/santa/internal/protocol"
 )
 
 // Dataplane is what serving clients needs of the data plane: a
 // *datapath.Datapath, or a fake in tests where the kernel is not the point.
 type Dataplane interface {
-	AddService(fd int) (datapath.ServiceID, error)
-	AdoptConnections(datapath.ServiceID, string, int64) (datapath.Adopted, error)
-	RemoveService(datapath.ServiceID) error
-	Apply(datapath.ServiceID, datapath.Batch) ([]datapath.RuleID, error)
-	ReserveRuleIDs(n int) ([]datapath.RuleID, error)
-	ReleaseRuleIDs([]datapath.RuleID)
-	ServiceStats(datapath.ServiceID) (datapath.ServiceStats, error)
-	RuleStats(datapath.RuleID) (datapath.RuleStats, error)
-	PathStats() (datapath.PathStats, error)
+	AddService(fd int) (model.ServiceID, error)
+	AdoptConnections(model.ServiceID, string, int64) (model.Adopted, error)
+	RemoveService(model.ServiceID) error
+	Apply(model.ServiceID, model.Batch) ([]model.RuleID, error)
+	ReserveRuleIDs(n int) ([]model.RuleID, error)
+	ReleaseRuleIDs([]model.RuleID)
+	ServiceStats(model.ServiceID) (model.ServiceStats, error)
+	RuleStats(model.RuleID) (model.RuleStats, error)
+	PathStats() (model.PathStats, error)
 }
 
 // Server answers santad's clients and keeps the state, the journal and
@@ -49,7 +49,7 @@ type Server struct {
 	byUID  map[uint32]uint32      // open connections of non-admin uids
 	// connQuota bounds byUID's counts (0: unlimited).
 	connQuota uint32
-	wg     sync.WaitGroup         // one per connection goroutine
+	wg        sync.WaitGroup // one per connection goroutine
 }
 
 // minCompact is the journal size below which it is never compacted: a
@@ -115,7 +115,7 @@ func (s *Server) restored(js *journal.Service) {
 }
 
 // dropped forgets a service the data plane no longer has (EndRestore).
-func (s *Server) dropped(id datapath.ServiceID) {
+func (s *Server) dropped(id model.ServiceID) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if sv := s.st.services[id]; sv != nil {
@@ -126,7 +126,7 @@ func (s *Server) dropped(id datapath.ServiceID) {
 // SocketClosed is the data plane's news that a service's socket closed
 // and its rules are gone. The id may already name a newer service (ids
 // are reused at once), so the socket's cookie decides.
-func (s *Server) SocketClosed(id datapath.ServiceID, info datapath.SocketInfo) {
+func (s *Server) SocketClosed(id model.ServiceID, info model.SocketInfo) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if sv := s.st.services[id]; sv != nil && sv.Info.Cookie == info.Cookie {

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/santa-offload/santa/internal/daemon/journal"
-	"github.com/santa-offload/santa/internal/datapath"
+	"github.com/santa-offload/santa/internal/model"
 	"github.com/santa-offload/santa/internal/protocol"
 	"github.com/santa-offload/santa/rule"
 )
@@ -227,7 +227,7 @@ func TestTransactions(t *testing.T) {
 	a.ok(&protocol.ReplaceRules{ServiceID: svc, Txn: txn, Updates: []protocol.RuleEntry{{RuleID: installed[0], Rule: testRule("old0000000", 20)}}})
 	a.ok(&protocol.DeleteRules{ServiceID: svc, Txn: txn, RuleIDs: installed[1:2]})
 	a.refused(&protocol.DeleteRules{ServiceID: svc, Txn: txn, RuleIDs: installed[1:2]}, syscall.EINVAL, "twice")
-	if n := len(s.dp.rulesOf(datapath.ServiceID(svc))); n != 3 {
+	if n := len(s.dp.rulesOf(model.ServiceID(svc))); n != 3 {
 		t.Fatalf("the data plane has %d rules before COMMIT, want the 3 installed", n)
 	}
 	// Other connections see neither the transaction nor its changes.
@@ -236,12 +236,12 @@ func TestTransactions(t *testing.T) {
 	if added := a.ok(&protocol.Commit{Txn: txn}).(*protocol.CommitReply).Added; added != 2 {
 		t.Fatalf("COMMIT says %d rules added, want 2", added)
 	}
-	got := s.dp.rulesOf(datapath.ServiceID(svc))
-	if len(got) != 4 || got[datapath.RuleID(installed[0])].ReplyLen != 20 {
+	got := s.dp.rulesOf(model.ServiceID(svc))
+	if len(got) != 4 || got[model.RuleID(installed[0])].ReplyLen != 20 {
 		t.Errorf("after COMMIT the data plane has %v", got)
 	}
 	for _, id := range staged {
-		if _, ok := got[datapath.RuleID(id)]; !ok {
+		if _, ok := got[model.RuleID(id)]; !ok {
 			t.Errorf("rule %d, staged by ADD_RULES, did not land under its id: %v", id, got)
 		}
 	}
@@ -263,7 +263,7 @@ func TestTransactionOutlivesService(t *testing.T) {
 	svc := a.attach()
 	txn := a.ok(&protocol.Begin{ServiceID: svc}).(*protocol.BeginReply).Txn
 	a.ok(&protocol.AddRules{ServiceID: svc, Txn: txn, Rules: testRules("t", 1, 8)})
-	sv := s.st.services[datapath.ServiceID(svc)]
+	sv := s.st.services[model.ServiceID(svc)]
 	s.dp.RemoveService(sv.ID)
 	s.SocketClosed(sv.ID, sv.Info)
 	a.refused(&protocol.Commit{Txn: txn}, syscall.ENOENT, "has ended")
@@ -356,8 +356,8 @@ func TestJournalMatchesState(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer j.Close()
-	want := s.st.services[datapath.ServiceID(svc)].Service
-	if len(rep.Services) != 1 || !reflect.DeepEqual(*rep.Services[datapath.ServiceID(svc)], want) {
+	want := s.st.services[model.ServiceID(svc)].Service
+	if len(rep.Services) != 1 || !reflect.DeepEqual(*rep.Services[model.ServiceID(svc)], want) {
 		t.Fatalf("journal replays %+v, want service %+v", rep.Services, want)
 	}
 
@@ -426,16 +426,16 @@ func TestTransactionIDsGivenBack(t *testing.T) {
 	a := s.connect(t, alice, true)
 	svc := a.attach()
 	a.ok(&protocol.AddRules{ServiceID: svc, Rules: testRules("old", 1, 8)})
-	stage := func(c *conn, rs []rule.Rule) []datapath.RuleID {
+	stage := func(c *conn, rs []rule.Rule) []model.RuleID {
 		t.Helper()
 		txn := c.ok(&protocol.Begin{ServiceID: svc}).(*protocol.BeginReply).Txn
-		var ids []datapath.RuleID
+		var ids []model.RuleID
 		for _, id := range c.ok(&protocol.AddRules{ServiceID: svc, Txn: txn, Rules: rs}).(*protocol.AddRulesReply).RuleIDs {
-			ids = append(ids, datapath.RuleID(id))
+			ids = append(ids, model.RuleID(id))
 		}
 		return ids
 	}
-	givenBack := func(how string, ids []datapath.RuleID) {
+	givenBack := func(how string, ids []model.RuleID) {
 		t.Helper()
 		deadline := time.Now().Add(5 * time.Second)
 		for {

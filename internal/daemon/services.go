@@ -6,7 +6,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/santa-offload/santa/internal/daemon/journal"
-	"github.com/santa-offload/santa/internal/datapath"
+	"github.com/santa-offload/santa/internal/model"
 	"github.com/santa-offload/santa/internal/protocol"
 	"github.com/santa-offload/santa/rule"
 )
@@ -36,7 +36,7 @@ func (s *Server) attach(sess *session, req *protocol.Attach, fds []int) protocol
 	if what := notSocket(fd); what != "" {
 		return protocol.Errorf(syscall.ENOTSOCK, "the descriptor passed is not a socket: %s", what)
 	}
-	info, err := datapath.InspectSocket(fd)
+	info, err := model.InspectSocket(fd)
 	switch {
 	case err != nil:
 		return protocol.Errorf(syscall.EOPNOTSUPP, "%v", err)
@@ -65,7 +65,7 @@ func (s *Server) attach(sess *session, req *protocol.Attach, fds []int) protocol
 		s.forget(old, "socket closed")
 	}
 	sv := s.st.add(&journal.Service{ID: id, Info: info, UID: sess.peer.UID, GID: sess.peer.GID,
-		Rules: map[datapath.RuleID]rule.Rule{}})
+		Rules: map[model.RuleID]rule.Rule{}})
 	if err := s.record(func(j *journal.Journal) error { return j.Attach(&sv.Service) }); err != nil {
 		return notSaved(err)
 	}
@@ -82,10 +82,10 @@ func (s *Server) attach(sess *session, req *protocol.Attach, fds []int) protocol
 // is not an admin gets only connections of its own uid: another uid's
 // connection may share the listener's port (SO_REUSEADDR) without being
 // one it accepted.
-func (s *Server) adopt(id datapath.ServiceID, peer Peer) {
+func (s *Server) adopt(id model.ServiceID, peer Peer) {
 	onlyUID := int64(peer.UID)
 	if peer.Admin {
-		onlyUID = datapath.AnyUID
+		onlyUID = model.AnyUID
 	}
 	got, err := s.dp.AdoptConnections(id, "", onlyUID)
 	if err != nil {
@@ -122,7 +122,7 @@ func (s *Server) detach(sess *session, req *protocol.Detach) protocol.Body {
 // owned is the service id names, if the client may touch it. Called with
 // s.mu held.
 func (s *Server) owned(sess *session, id uint32) (*service, *protocol.Error) {
-	sv := s.st.services[datapath.ServiceID(id)]
+	sv := s.st.services[model.ServiceID(id)]
 	switch {
 	case sv == nil:
 		return nil, protocol.Errorf(syscall.ENOENT, "no service %d", id)

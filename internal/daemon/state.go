@@ -4,30 +4,30 @@ import (
 	"slices"
 
 	"github.com/santa-offload/santa/internal/daemon/journal"
-	"github.com/santa-offload/santa/internal/datapath"
 	"github.com/santa-offload/santa/internal/maputil"
+	"github.com/santa-offload/santa/internal/model"
 )
 
 // service is an attached socket as santad knows it.
 type service struct {
-	journal.Service                   // id, socket, owner, rules
-	use             usage             // what its rules count against the owner's quota
-	size            int64             // its bytes in a journal snapshot
-	sorted          []datapath.RuleID // the ids of Rules in rising order; nil when stale
-	offsets         map[uint16]int    // its rules by condition offset (checkOffsets)
+	journal.Service                // id, socket, owner, rules
+	use             usage          // what its rules count against the owner's quota
+	size            int64          // its bytes in a journal snapshot
+	sorted          []model.RuleID // the ids of Rules in rising order; nil when stale
+	offsets         map[uint16]int // its rules by condition offset (checkOffsets)
 }
 
 // state is every service with its owner and rules: what the journal holds
 // and the data plane runs. The Server's mutex guards it.
 type state struct {
-	services map[datapath.ServiceID]*service
+	services map[model.ServiceID]*service
 	usage    map[uint32]usage // by owner uid
 	owned    map[uint32]int   // services by owner uid
 	live     int64            // bytes of a journal snapshot of it all
 }
 
 func newState() state {
-	return state{services: map[datapath.ServiceID]*service{}, usage: map[uint32]usage{}, owned: map[uint32]int{}}
+	return state{services: map[model.ServiceID]*service{}, usage: map[uint32]usage{}, owned: map[uint32]int{}}
 }
 
 // add makes s a service, with whatever rules it has.
@@ -54,10 +54,10 @@ func (st *state) remove(s *service) {
 }
 
 // applied records a batch the data plane took; b.AddIDs are its new ids.
-func (st *state) applied(s *service, b datapath.Batch) {
+func (st *state) applied(s *service, b model.Batch) {
 	var use usage
 	var size int64
-	drop := func(id datapath.RuleID) {
+	drop := func(id model.RuleID) {
 		old := s.Rules[id]
 		use = use.minus(ruleUse(old))
 		size -= journal.RuleSize(old)
@@ -101,9 +101,9 @@ func (st *state) charge(s *service, use usage, size int64) {
 
 // ids are a service's rule ids in rising order, sorted once per change of
 // the set: listing a large service page by page must not sort every page.
-func (s *service) ids() []datapath.RuleID {
+func (s *service) ids() []model.RuleID {
 	if s.sorted == nil {
-		s.sorted = make([]datapath.RuleID, 0, len(s.Rules))
+		s.sorted = make([]model.RuleID, 0, len(s.Rules))
 		for id := range s.Rules {
 			s.sorted = append(s.sorted, id)
 		}
@@ -114,7 +114,7 @@ func (s *service) ids() []datapath.RuleID {
 
 // journaled lists the services for a journal snapshot, by id.
 func (st *state) journaled(yield func(*journal.Service) bool) {
-	ids := make([]datapath.ServiceID, 0, len(st.services))
+	ids := make([]model.ServiceID, 0, len(st.services))
 	for id := range st.services {
 		ids = append(ids, id)
 	}

@@ -3,7 +3,7 @@ package daemon
 import (
 	"syscall"
 
-	"github.com/santa-offload/santa/internal/datapath"
+	"github.com/santa-offload/santa/internal/model"
 	"github.com/santa-offload/santa/internal/protocol"
 	"github.com/santa-offload/santa/rule"
 )
@@ -19,10 +19,10 @@ const maxTxns = 4
 // not fit in one message.
 type txn struct {
 	svc     *service
-	batch   datapath.Batch
-	use     usage                    // what batch changes in the owner's quota, as staged
-	hold    usage                    // what its added rules hold of the owner's quota (Server.held)
-	touched map[datapath.RuleID]bool // replaced or deleted
+	batch   model.Batch
+	use     usage                 // what batch changes in the owner's quota, as staged
+	hold    usage                 // what its added rules hold of the owner's quota (Server.held)
+	touched map[model.RuleID]bool // replaced or deleted
 }
 
 // end drops the transaction, giving back the ids of rules that did not
@@ -71,7 +71,7 @@ func (s *Server) begin(sess *session, req *protocol.Begin) protocol.Body {
 	}
 	for sess.lastTxn++; sess.lastTxn == 0 || sess.txns[sess.lastTxn] != nil; sess.lastTxn++ {
 	}
-	sess.txns[sess.lastTxn] = &txn{svc: sv, touched: map[datapath.RuleID]bool{}}
+	sess.txns[sess.lastTxn] = &txn{svc: sv, touched: map[model.RuleID]bool{}}
 	return &protocol.BeginReply{Txn: sess.lastTxn}
 }
 
@@ -98,7 +98,7 @@ func (s *Server) open(sess *session, id, svc uint32) (*txn, *protocol.Error) {
 // rules it adds hold their share of the quota, rules and bytes, until it
 // ends: their reserved ids count against the host's capacity, so a uid may
 // not hold more than its quota, staged or installed (COMMIT checks again).
-func (s *Server) stage(sess *session, svc, id uint32, b datapath.Batch, items []rule.Rule) ([]uint32, *protocol.Error) {
+func (s *Server) stage(sess *session, svc, id uint32, b model.Batch, items []rule.Rule) ([]uint32, *protocol.Error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	t, perr := s.open(sess, id, svc)

@@ -6,14 +6,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/santa-offload/santa/internal/model"
 	"github.com/santa-offload/santa/internal/procsock"
 )
-
-// Adopted says what AdoptConnections did with a listener's connections.
-type Adopted struct {
-	Adopted int     // now under the listener's rules
-	Skipped []error // why each other one is the application's alone
-}
 
 // AdoptConnections adopts (AdoptConnection) every established connection
 // that the TCP listener svc accepted before it was registered: found in
@@ -26,9 +21,9 @@ type Adopted struct {
 // SO_REUSEADDR, another uid's outgoing connection can have the same local
 // port. So for a client that is not an admin, only connections of its own
 // uid (the owner /proc/net/tcp shows: whoever accepted, or created, the
-// socket) are taken, onlyUID; AnyUID takes every one.
-func (d *Datapath) AdoptConnections(svc ServiceID, nsPath string, onlyUID int64) (Adopted, error) {
-	var got Adopted
+// socket) are taken, onlyUID; model.AnyUID takes every one.
+func (d *Datapath) AdoptConnections(svc model.ServiceID, nsPath string, onlyUID int64) (model.Adopted, error) {
+	var got model.Adopted
 	info, err := d.Service(svc)
 	if err != nil {
 		return got, err
@@ -42,7 +37,7 @@ func (d *Datapath) AdoptConnections(svc ServiceID, nsPath string, onlyUID int64)
 	}
 	var conns []procsock.Socket
 	for _, c := range all {
-		if onlyUID != AnyUID && int64(c.UID) != onlyUID {
+		if onlyUID != model.AnyUID && int64(c.UID) != onlyUID {
 			got.Skipped = append(got.Skipped, fmt.Errorf("connection on %s: owned by uid %d, not by uid %d", c.Local, c.UID, onlyUID))
 			continue
 		}
@@ -75,10 +70,7 @@ func (d *Datapath) AdoptConnections(svc ServiceID, nsPath string, onlyUID int64)
 	return got, nil
 }
 
-// AnyUID makes AdoptConnections take connections of every owner.
-const AnyUID = -1
-
-func (d *Datapath) adoptHeld(svc ServiceID, h procsock.Held) error {
+func (d *Datapath) adoptHeld(svc model.ServiceID, h procsock.Held) error {
 	fd, err := procsock.TakeFD(h.PID, h.FD)
 	if err != nil {
 		return err

@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/santa-offload/santa/internal/model"
 )
 
 // Another uid's connection that only shares the listener's port is not
@@ -88,7 +90,7 @@ func TestTCPAdoptOnlyTheListenersConnections(t *testing.T) {
 	if svc, err = d.AddService(listener); err != nil {
 		t.Fatal(err)
 	}
-	if got, err = d.AdoptConnections(svc, "", AnyUID); err != nil || got.Adopted != 2 {
+	if got, err = d.AdoptConnections(svc, "", model.AnyUID); err != nil || got.Adopted != 2 {
 		t.Fatalf("an admin adopted %+v, %v; want both connections", got, err)
 	}
 }

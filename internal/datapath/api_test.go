@@ -9,6 +9,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/santa-offload/santa/internal/model"
 	"github.com/santa-offload/santa/rule"
 )
 
@@ -48,9 +49,9 @@ func TestAPIRefusals(t *testing.T) {
 		{"unknown service", func() error { _, err := d.AddRule(999, hello()); return err },
 			"unknown service"},
 		{"unknown rule", func() error { return d.DeleteRule(12345) }, "unknown rule"},
-		{"batch over two services", func() error { return d.DeleteRules([]RuleID{r1, r2}) },
+		{"batch over two services", func() error { return d.DeleteRules([]model.RuleID{r1, r2}) },
 			"a batch touches one service"},
-		{"rule twice in a batch", func() error { return d.DeleteRules([]RuleID{r1, r1}) },
+		{"rule twice in a batch", func() error { return d.DeleteRules([]model.RuleID{r1, r1}) },
 			"appears twice"},
 		{"empty batch", func() error { _, err := d.AddRules(s1, nil); return err }, "empty batch"},
 	} {
@@ -65,7 +66,7 @@ func TestAPIRefusals(t *testing.T) {
 	if _, err := d.AddRule(s1, long); !errors.As(err, &lim) || lim.Limit != 256 {
 		t.Errorf("a limit error is a *rule.LimitError naming the limit, got %v", err)
 	}
-	for _, s := range []ServiceID{s1, s2} {
+	for _, s := range []model.ServiceID{s1, s2} {
 		got, err := d.Rules(s)
 		if err != nil || len(got) != 1 {
 			t.Errorf("service %d holds %d rules (%v), want the 1 it had", s, len(got), err)

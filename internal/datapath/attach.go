@@ -10,35 +10,21 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
+
+	"github.com/santa-offload/santa/internal/model"
 )
-
-// XDPMode says how santa_udp runs on an interface.
-type XDPMode string
-
-const (
-	XDPNative  XDPMode = "native"  // in the driver, before any skb exists
-	XDPGeneric XDPMode = "generic" // on the skb, for drivers without XDP
-	XDPNone    XDPMode = "none"    // TC only
-)
-
-// Attachment tells where the data plane runs on one interface.
-type Attachment struct {
-	Interface string
-	XDP       XDPMode
-	TC        bool // santa_udp_tc on ingress: always, for what XDP cannot answer
-}
 
 // Attach runs the data plane on an interface: XDP in native mode if the
 // driver supports it, else generic, else none; plus the TC ingress program.
 // With pinning on, the links are pinned and survive this process. Links an
 // earlier process pinned for the interface (Options.KeepLinks) are pointed
 // at this process's programs in place, so no packet goes unanswered.
-func (d *Datapath) Attach(ifname string) (Attachment, error) {
+func (d *Datapath) Attach(ifname string) (model.Attachment, error) {
 	iface, err := net.InterfaceByName(ifname)
 	if err != nil {
-		return Attachment{}, fmt.Errorf("looking up interface: %w", err)
+		return model.Attachment{}, fmt.Errorf("looking up interface: %w", err)
 	}
-	att := Attachment{Interface: ifname, XDP: XDPNone}
+	att := model.Attachment{Interface: ifname, XDP: model.XDPNone}
 	var links []link.Link
 	keep := func(l link.Link, hook string, pinned bool) error {
 		links = append(links, l)
@@ -53,9 +39,9 @@ func (d *Datapath) Attach(ifname string) (Attachment, error) {
 	}
 
 	for _, mode := range []struct {
-		name  XDPMode
+		name  model.XDPMode
 		flags link.XDPAttachFlags
-	}{{XDPNative, link.XDPDriverMode}, {XDPGeneric, link.XDPGenericMode}} {
+	}{{model.XDPNative, link.XDPDriverMode}, {model.XDPGeneric, link.XDPGenericMode}} {
 		hook := "xdp_" + string(mode.name)
 		l := d.takeOver(d.linkPin(ifname, hook), d.objs.SantaUdp)
 		pinned := l != nil
@@ -65,7 +51,7 @@ func (d *Datapath) Attach(ifname string) (Attachment, error) {
 		if l != nil && err == nil {
 			att.XDP = mode.name
 			if err := keep(l, hook, pinned); err != nil {
-				return Attachment{}, err
+				return model.Attachment{}, err
 			}
 			break
 		}
@@ -76,12 +62,12 @@ func (d *Datapath) Attach(ifname string) (Attachment, error) {
 		tc, err = link.AttachTCX(link.TCXOptions{Program: d.objs.SantaUdpTc, Attach: ebpf.AttachTCXIngress, Interface: iface.Index})
 		if err != nil {
 			closeLinks(links)
-			return Attachment{}, fmt.Errorf("attaching TC program to %s: %w", ifname, err)
+			return model.Attachment{}, fmt.Errorf("attaching TC program to %s: %w", ifname, err)
 		}
 	}
 	att.TC = true
 	if err := keep(tc, "tc", tcPinned); err != nil {
-		return Attachment{}, err
+		return model.Attachment{}, err
 	}
 	d.mu.Lock()
 	closeLinks(d.links[ifname])

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/santa-offload/santa/internal/model"
 	"github.com/santa-offload/santa/rule"
 )
 
@@ -82,7 +83,7 @@ func TestRuleBodiesAcrossChunks(t *testing.T) {
 	}
 }
 
-func (d *Datapath) slotOf(id RuleID) uint32 {
+func (d *Datapath) slotOf(id model.RuleID) uint32 {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d.rules[id].slot

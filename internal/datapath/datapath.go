@@ -15,15 +15,14 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/rlimit"
-)
 
-// DefaultPinPath is where the maps, programs and links are pinned.
-const DefaultPinPath = "/sys/fs/bpf/santa"
+	"github.com/santa-offload/santa/internal/model"
+)
 
 // Options configure Open. Zero values take the defaults.
 type Options struct {
 	// PinPath is a directory on bpffs for maps, programs and links. Empty:
-	// DefaultPinPath. NoPin: nothing is pinned (tests, benchmarks).
+	// model.DefaultPinPath. NoPin: nothing is pinned (tests, benchmarks).
 	PinPath string
 	NoPin   bool
 	// MaxRules is the host's rule capacity (default 1,048,576).
@@ -35,7 +34,7 @@ type Options struct {
 	// beyond it are the application's alone.
 	MaxConnections uint32
 	// CgroupPath is the cgroup v2 hierarchy whose TCP connections can be
-	// served (default DefaultCgroupPath, the whole host).
+	// served (default model.DefaultCgroupPath, the whole host).
 	CgroupPath string
 	// ReplyTTL is the IPv4 TTL / IPv6 hop limit of replies (default 64).
 	ReplyTTL uint8
@@ -60,23 +59,23 @@ type Datapath struct {
 	links      map[string][]link.Link // by interface; pinned ones outlive this process
 
 	mu       sync.Mutex
-	services map[ServiceID]*service
-	rules    map[RuleID]*installedRule
+	services map[model.ServiceID]*service
+	rules    map[model.RuleID]*installedRule
 	svcIDs   idPool
 	ruleIDs  idPool
-	reserved map[RuleID]bool     // rule ids taken by ReserveRuleIDs, not yet landed
-	slots    [ruleClasses]idPool // slot numbers by size class
-	chunks   [hugeRule]chunks    // bodies of the UDP classes
-	index    *indexTable         // where each rule_index entry lies
+	reserved map[model.RuleID]bool // rule ids taken by ReserveRuleIDs, not yet landed
+	slots    [ruleClasses]idPool   // slot numbers by size class
+	chunks   [hugeRule]chunks      // bodies of the UDP classes
+	index    *indexTable           // where each rule_index entry lies
 	indexIDs uint32
 	pending  retiredRules // waiting for a grace period, see reclaim.go
 
 	watcher *socketWatcher // nil until WatchSockets
 	addrs   *localAddrs    // the host's addresses, followed from Open to Close
 
-	previous *ebpf.Map   // an earlier process's services (KeepLinks), until EndRestore
-	prevTCP  *connMaps   // an earlier process's connections, until HandOverConnections
-	restored []ServiceID // what RestoreService brought back
+	previous *ebpf.Map         // an earlier process's services (KeepLinks), until EndRestore
+	prevTCP  *connMaps         // an earlier process's connections, until HandOverConnections
+	restored []model.ServiceID // what RestoreService brought back
 
 	kick      chan struct{} // wakes reclaimLoop
 	reclaimed chan struct{} // closed when reclaimLoop has finished
@@ -101,13 +100,13 @@ func Open(opts Options) (*Datapath, error) {
 		opts.MaxConnections = 65536
 	}
 	if opts.CgroupPath == "" {
-		opts.CgroupPath = DefaultCgroupPath
+		opts.CgroupPath = model.DefaultCgroupPath
 	}
 	if opts.ReplyTTL == 0 {
 		opts.ReplyTTL = 64
 	}
 	if opts.PinPath == "" && !opts.NoPin {
-		opts.PinPath = DefaultPinPath
+		opts.PinPath = model.DefaultPinPath
 	}
 
 	spec, err := loadSanta()
@@ -134,11 +133,11 @@ func Open(opts Options) (*Datapath, error) {
 	d := &Datapath{
 		cgroupPath: opts.CgroupPath,
 		links:      make(map[string][]link.Link),
-		services:   make(map[ServiceID]*service),
-		rules:      make(map[RuleID]*installedRule),
+		services:   make(map[model.ServiceID]*service),
+		rules:      make(map[model.RuleID]*installedRule),
 		svcIDs:     newIDPool(0, opts.MaxServices),
 		ruleIDs:    newIDPool(0, opts.MaxRules),
-		reserved:   make(map[RuleID]bool),
+		reserved:   make(map[model.RuleID]bool),
 		index:      index,
 	}
 	for c := range d.slots {

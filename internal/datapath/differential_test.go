@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/santa-offload/santa/internal/model"
 	"github.com/santa-offload/santa/internal/rules"
 	"github.com/santa-offload/santa/rule"
 )
@@ -29,7 +30,7 @@ func TestDifferential(t *testing.T) {
 	svc := register(t, d, c)
 	to := local(c)
 
-	installed := map[RuleID]rule.Rule{}
+	installed := map[model.RuleID]rule.Rule{}
 	g := ruleGen{rng: rng}
 	answered := 0
 	for round := range rounds {
@@ -117,7 +118,7 @@ func (g *ruleGen) rule() rule.Rule {
 
 // mutate adds, replaces and deletes rules, each as one batch. Batches the
 // data plane refuses (a duplicate condition, say) must leave it unchanged.
-func (g *ruleGen) mutate(t *testing.T, d *Datapath, svc ServiceID, installed map[RuleID]rule.Rule) {
+func (g *ruleGen) mutate(t *testing.T, d *Datapath, svc model.ServiceID, installed map[model.RuleID]rule.Rule) {
 	t.Helper()
 	adds := make([]rule.Rule, 10+g.rng.IntN(40))
 	for i := range adds {
@@ -130,12 +131,12 @@ func (g *ruleGen) mutate(t *testing.T, d *Datapath, svc ServiceID, installed map
 	} else {
 		g.refused++
 	}
-	var updates []RuleUpdate
-	var deletes []RuleID
+	var updates []model.RuleUpdate
+	var deletes []model.RuleID
 	for id := range installed {
 		switch g.rng.IntN(6) {
 		case 0:
-			updates = append(updates, RuleUpdate{ID: id, Rule: g.rule()})
+			updates = append(updates, model.RuleUpdate{ID: id, Rule: g.rule()})
 		case 1:
 			deletes = append(deletes, id)
 		}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/cilium/ebpf"
 
+	"github.com/santa-offload/santa/internal/model"
 	"github.com/santa-offload/santa/internal/pkttest"
 	"github.com/santa-offload/santa/internal/rules"
 	"github.com/santa-offload/santa/rule"
@@ -62,13 +63,13 @@ func boundUDP(t testing.TB, addr string) *net.UDPConn {
 }
 
 // register makes c a service of d.
-func register(t testing.TB, d *Datapath, c *net.UDPConn) ServiceID {
+func register(t testing.TB, d *Datapath, c *net.UDPConn) model.ServiceID {
 	t.Helper()
 	raw, err := c.SyscallConn()
 	if err != nil {
 		t.Fatal(err)
 	}
-	var id ServiceID
+	var id model.ServiceID
 	var aerr error
 	if err := raw.Control(func(fd uintptr) { id, aerr = d.AddService(int(fd)) }); err != nil {
 		t.Fatal(err)
@@ -194,7 +195,7 @@ func TestXDPFixtures(t *testing.T) {
 		reply    []byte                // expected reply payload (XDP_TX)
 		meta     santaSantaMetaVerdict // expected metadata on XDP_PASS
 		path     string
-		ruleHit  RuleID
+		ruleHit  model.RuleID
 		hitsWant uint64
 	}{
 		{name: "match", frame: request(to4, []byte("Hello")), verdict: xdpTX, reply: []byte("COMSYS"), path: "answered", ruleHit: helloID, hitsWant: 1},
@@ -263,7 +264,7 @@ func TestXDPFixtures(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := (ServiceStats{Matched: 9, Passed: 2, Fallback: 1}); st != want {
+	if want := (model.ServiceStats{Matched: 9, Passed: 2, Fallback: 1}); st != want {
 		t.Errorf("service stats %+v, want %+v", st, want)
 	}
 

@@ -15,6 +15,7 @@ import (
 	"net/netip"
 	"testing"
 
+	"github.com/santa-offload/santa/internal/model"
 	"github.com/santa-offload/santa/internal/pkttest"
 	"github.com/santa-offload/santa/internal/rules"
 	"github.com/santa-offload/santa/rule"
@@ -25,7 +26,7 @@ func FuzzXDP(f *testing.F) {
 	v4, v6 := boundUDP(f, "127.0.0.1:0"), boundUDP(f, "[::1]:0")
 	dns := pkttest.DNSRule("www.example.com", []byte{0xc0, 0x0c, 0, 1, 0, 1, 0, 0, 0, 60, 0, 4, 10, 0, 0, 1})
 	ruleSet := []rule.Rule{hello(), dns}
-	for _, c := range []ServiceID{register(f, d, v4), register(f, d, v6)} {
+	for _, c := range []model.ServiceID{register(f, d, v4), register(f, d, v6)} {
 		if _, err := d.AddRules(c, ruleSet); err != nil {
 			f.Fatal(err)
 		}

@@ -11,6 +11,7 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 
+	"github.com/santa-offload/santa/internal/model"
 	"github.com/santa-offload/santa/internal/netns"
 )
 
@@ -20,14 +21,6 @@ import (
 // new process takes them into its own data plane, or gives them back to
 // their applications, with santa_tcp_handover (bpf/santa_handover.bpf.c).
 // The same program releases an unregistered listener's connections.
-
-// HandOver says what HandOverConnections did with an earlier process's
-// connections.
-type HandOver struct {
-	Moved    int // now served by this data plane, with their state
-	Released int // the applications' alone: their listener is not registered here, or they were passing
-	Left     int // still busy at the last pass: they stay where they were and pass everything
-}
 
 // Between passes over busy connections (a bounced request waiting for its
 // reply, passed data not read yet), and how many passes before giving up.
@@ -71,7 +64,7 @@ func (d *Datapath) keepPreviousTCP(dir string) {
 // Connections in a network namespace that no task is in are not found, and
 // keep the earlier rules. Call it after the services are restored; without
 // an earlier data plane it does nothing.
-func (d *Datapath) HandOverConnections() (HandOver, error) {
+func (d *Datapath) HandOverConnections() (model.HandOver, error) {
 	return d.handOverPrevious(handOverPasses)
 }
 
@@ -81,17 +74,17 @@ func (d *Datapath) HandOverConnections() (HandOver, error) {
 // alive, its rules included (gigabytes with a million rules), until the
 // last of them leaves. Got.Left is how many are still there; with none,
 // later calls do nothing.
-func (d *Datapath) ReleaseLeftConnections() (HandOver, error) {
+func (d *Datapath) ReleaseLeftConnections() (model.HandOver, error) {
 	return d.handOverPrevious(1)
 }
 
 // handOverPrevious runs the handover from the earlier data plane, and lets
 // go of it once no connection is left there.
-func (d *Datapath) handOverPrevious(passes int) (HandOver, error) {
+func (d *Datapath) handOverPrevious(passes int) (model.HandOver, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.prevTCP == nil {
-		return HandOver{}, nil
+		return model.HandOver{}, nil
 	}
 	got, err := d.handOver(d.prevTCP, 0, passes)
 	if err != nil || got.Left == 0 {
@@ -105,7 +98,7 @@ func (d *Datapath) handOverPrevious(passes int) (HandOver, error) {
 // of the sockhash, where they would keep a place and pass every segment
 // through the verdict; busy ones stay, passing. One pass, not retried, as
 // it holds up every other change. Called with d.mu held.
-func (d *Datapath) releaseConnections(listener uint64) (HandOver, error) {
+func (d *Datapath) releaseConnections(listener uint64) (model.HandOver, error) {
 	own := &connMaps{connections: d.objs.Connections, sockets: d.tcp.TcpConns}
 	return d.handOver(own, listener, 1)
 }
@@ -113,8 +106,8 @@ func (d *Datapath) releaseConnections(listener uint64) (HandOver, error) {
 // handOver runs santa_tcp_handover from the connection maps from (only on
 // the connections of listener, unless 0) in every network namespace, up
 // to passes times while connections are busy; the last pass leaves them.
-func (d *Datapath) handOver(from *connMaps, listener uint64, passes int) (HandOver, error) {
-	var got HandOver
+func (d *Datapath) handOver(from *connMaps, listener uint64, passes int) (model.HandOver, error) {
+	var got model.HandOver
 	spaces, err := netns.All()
 	if err != nil {
 		return got, err

@@ -13,6 +13,8 @@ import (
 
 	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
+
+	"github.com/santa-offload/santa/internal/model"
 )
 
 // restartRig is a dual-stack TCP listener registered with a pinned data
@@ -23,8 +25,8 @@ type restartRig struct {
 	opts   Options
 	first  *Datapath
 	second *Datapath // after restart
-	svc    ServiceID
-	info   SocketInfo
+	svc    model.ServiceID
+	info   model.SocketInfo
 }
 
 // newRestartRig registers the listener with a first data plane that
@@ -55,7 +57,7 @@ func newRestartRig(t *testing.T) (r *restartRig, back func()) {
 // restart closes the first process's data plane as if it was killed (pins
 // and links stay) and opens the next one, which restores the listener with
 // hotReq answered by reply from now on, and takes the connections over.
-func (r *restartRig) restart(t *testing.T, reply []byte) HandOver {
+func (r *restartRig) restart(t *testing.T, reply []byte) model.HandOver {
 	t.Helper()
 	r.first.Close()
 	opts := r.opts
@@ -124,7 +126,7 @@ func TestHandOverConnections(t *testing.T) {
 	time.Sleep(50 * time.Millisecond) // through the verdict, into the psock
 
 	newReply := []byte("NEW!\n")
-	if got := r.restart(t, newReply); got != (HandOver{Moved: 1, Released: 1, Left: 1}) {
+	if got := r.restart(t, newReply); got != (model.HandOver{Moved: 1, Released: 1, Left: 1}) {
 		t.Fatalf("handed over %+v; want one connection each", got)
 	}
 	exchange(t, idle, []byte(hotReq), newReply)
@@ -143,7 +145,7 @@ func TestHandOverConnections(t *testing.T) {
 	} else {
 		m.Close()
 	}
-	for _, want := range []HandOver{{Released: 1}, {}} { // then nothing to do
+	for _, want := range []model.HandOver{{Released: 1}, {}} { // then nothing to do
 		if got, err := r.second.ReleaseLeftConnections(); err != nil || got != want {
 			t.Fatalf("released %+v, %v; want %+v", got, err, want)
 		}

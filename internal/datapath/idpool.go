@@ -4,10 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-)
 
-// ErrCapacity: the host's rule or service capacity is used up.
-var ErrCapacity = errors.New("capacity exhausted")
+	"github.com/santa-offload/santa/internal/model"
+)
 
 // idPool hands out dense numbers in [first, limit): map indices for rules,
 // rule slots and services. Freed numbers are reused, most recently freed first.
@@ -25,7 +24,7 @@ func (p *idPool) get() (uint32, error) {
 		return id, nil
 	}
 	if p.next >= p.limit {
-		return 0, ErrCapacity
+		return 0, model.ErrCapacity
 	}
 	p.next++
 	return p.next - 1, nil

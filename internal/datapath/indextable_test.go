@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/santa-offload/santa/internal/model"
 	"github.com/santa-offload/santa/rule"
 )
 
@@ -108,7 +109,7 @@ func TestIndexTableInKernel(t *testing.T) {
 		want := req.Reply(expectReply(r, r.Condition.Pattern)).Bytes()
 		return verdict == xdpTX && bytes.Equal(out[:len(want)], want)
 	}
-	ids := make(map[int]RuleID)
+	ids := make(map[int]model.RuleID)
 	add := func(from, to int) {
 		for i := from; i < to; i++ {
 			id, err := d.AddRule(svc, keyRule(i))

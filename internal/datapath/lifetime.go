@@ -10,6 +10,8 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/ringbuf"
+
+	"github.com/santa-offload/santa/internal/model"
 )
 
 // Services live as long as their sockets. santa_sock_release, attached to
@@ -18,9 +20,6 @@ import (
 // closed_sockets ring; watchLoop then drops the service's rules. A sweep
 // every sweepEvery catches what an overflowing ring lost.
 
-// DefaultCgroupPath is the cgroup v2 hierarchy santa_sock_release attaches to.
-const DefaultCgroupPath = "/sys/fs/cgroup"
-
 const sweepEvery = 2 * time.Second
 
 // WatchSockets makes services end with their sockets: it attaches
@@ -28,7 +27,7 @@ const sweepEvery = 2 * time.Second
 // "unified" child on a hybrid host; mounted only where /sys has none) and
 // calls closed, from its own goroutine, for every service whose socket was
 // closed, after its rules are gone.
-func (d *Datapath) WatchSockets(cgroupPath string, closed func(ServiceID, SocketInfo)) error {
+func (d *Datapath) WatchSockets(cgroupPath string, closed func(model.ServiceID, model.SocketInfo)) error {
 	if d.watcher != nil {
 		return errors.New("sockets are watched already")
 	}
@@ -56,7 +55,7 @@ type socketWatcher struct {
 	done chan struct{} // closed when watchLoop returns
 }
 
-func (d *Datapath) watchLoop(closed func(ServiceID, SocketInfo)) {
+func (d *Datapath) watchLoop(closed func(model.ServiceID, model.SocketInfo)) {
 	defer close(d.watcher.done)
 	ring := d.watcher.ring
 	for {
@@ -74,7 +73,7 @@ func (d *Datapath) watchLoop(closed func(ServiceID, SocketInfo)) {
 }
 
 // socketClosed drops the service of a closed socket, if it has one.
-func (d *Datapath) socketClosed(cookie uint64, closed func(ServiceID, SocketInfo)) {
+func (d *Datapath) socketClosed(cookie uint64, closed func(model.ServiceID, model.SocketInfo)) {
 	d.mu.Lock()
 	var gone *service
 	for _, s := range d.services {
@@ -92,7 +91,7 @@ func (d *Datapath) socketClosed(cookie uint64, closed func(ServiceID, SocketInfo
 
 // sweep drops services whose map entry santa_sock_release deleted without
 // the ring telling: it was full.
-func (d *Datapath) sweep(closed func(ServiceID, SocketInfo)) {
+func (d *Datapath) sweep(closed func(model.ServiceID, model.SocketInfo)) {
 	d.mu.Lock()
 	var cookies []uint64
 	for _, s := range d.services {

@@ -7,18 +7,20 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/santa-offload/santa/internal/model"
 )
 
 type closedService struct {
-	id   ServiceID
-	info SocketInfo
+	id   model.ServiceID
+	info model.SocketInfo
 }
 
 // watch starts WatchSockets and returns the services it reports closed.
 func watch(t *testing.T, d *Datapath) <-chan closedService {
 	t.Helper()
 	closed := make(chan closedService, 16)
-	err := d.WatchSockets(DefaultCgroupPath, func(id ServiceID, info SocketInfo) { closed <- closedService{id, info} })
+	err := d.WatchSockets(model.DefaultCgroupPath, func(id model.ServiceID, info model.SocketInfo) { closed <- closedService{id, info} })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -26,7 +28,7 @@ func watch(t *testing.T, d *Datapath) <-chan closedService {
 }
 
 // waitClosed waits up to a second for service id to be reported closed.
-func waitClosed(t *testing.T, closed <-chan closedService, id ServiceID) time.Duration {
+func waitClosed(t *testing.T, closed <-chan closedService, id model.ServiceID) time.Duration {
 	t.Helper()
 	start := time.Now()
 	select {
@@ -54,8 +56,8 @@ func TestClosedSocketEndsService(t *testing.T) {
 	c.Close()
 	took := waitClosed(t, closed, svc)
 	t.Logf("service dropped %v after close", took)
-	if _, err := d.Service(svc); !errors.Is(err, ErrUnknownService) {
-		t.Fatalf("Service after close = %v; want ErrUnknownService", err)
+	if _, err := d.Service(svc); !errors.Is(err, model.ErrUnknownService) {
+		t.Fatalf("Service after close = %v; want model.ErrUnknownService", err)
 	}
 	var v santaSantaService
 	if err := d.objs.Services.Lookup(info.Cookie, &v); err == nil {
@@ -100,8 +102,8 @@ func TestRestoreServices(t *testing.T) {
 	if err := second.RestoreService(openID, openInfo); err != nil {
 		t.Fatalf("restoring an open socket's service: %v", err)
 	}
-	if err := second.RestoreService(goneID, goneInfo); !errors.Is(err, ErrSocketClosed) {
-		t.Fatalf("restoring a closed socket's service = %v; want ErrSocketClosed", err)
+	if err := second.RestoreService(goneID, goneInfo); !errors.Is(err, model.ErrSocketClosed) {
+		t.Fatalf("restoring a closed socket's service = %v; want model.ErrSocketClosed", err)
 	}
 	if dropped := second.EndRestore(); len(dropped) != 0 {
 		t.Fatalf("EndRestore dropped %v", dropped)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/cilium/ebpf"
 
+	"github.com/santa-offload/santa/internal/model"
 	"github.com/santa-offload/santa/internal/rules"
 )
 
@@ -162,7 +163,7 @@ func batchDelete[K any](m *ebpf.Map, keys []K, what string) error {
 	return nil
 }
 
-func (d *Datapath) resetRuleStats(id RuleID) error {
+func (d *Datapath) resetRuleStats(id model.RuleID) error {
 	zero := make([]santaSantaRuleStats, ebpf.MustPossibleCPU())
 	if err := d.objs.RuleStats.Put(uint32(id), zero); err != nil {
 		return fmt.Errorf("resetting rule counters: %w", err)
@@ -170,7 +171,7 @@ func (d *Datapath) resetRuleStats(id RuleID) error {
 	return nil
 }
 
-func (d *Datapath) resetServiceStats(id ServiceID) error {
+func (d *Datapath) resetServiceStats(id model.ServiceID) error {
 	zero := make([]santaSantaServiceStats, ebpf.MustPossibleCPU())
 	if err := d.objs.ServiceStats.Put(uint32(id), zero); err != nil {
 		return fmt.Errorf("resetting service counters: %w", err)

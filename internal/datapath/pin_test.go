@@ -9,6 +9,8 @@ import (
 
 	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
+
+	"github.com/santa-offload/santa/internal/model"
 )
 
 // A data plane pinned by a process that died keeps answering; the next Open
@@ -47,7 +49,7 @@ func TestOpenTakesOverStalePins(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if att.XDP == XDPNone {
+	if att.XDP == model.XDPNone {
 		t.Fatalf("second Attach got no XDP hook: %+v", att)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "link_tc_santa-pin0")); err != nil {

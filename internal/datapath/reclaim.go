@@ -1,6 +1,9 @@
 package datapath
 
-import "github.com/santa-offload/santa/internal/rules"
+import (
+	"github.com/santa-offload/santa/internal/model"
+	"github.com/santa-offload/santa/internal/rules"
+)
 
 // Reclaiming rule slots. A slot that no index node refers to any more may
 // still be read by a program that found it just before: it is reused only
@@ -15,7 +18,7 @@ import "github.com/santa-offload/santa/internal/rules"
 type retiredRules struct {
 	slots []uint32
 	index []santaSantaIndexKey
-	ids   []RuleID
+	ids   []model.RuleID
 }
 
 // retire queues rules that the index no longer reaches. Called with d.mu held.

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/santa-offload/santa/internal/model"
 	"github.com/santa-offload/santa/rule"
 )
 
@@ -37,7 +38,7 @@ func TestReplaceUnderTraffic(t *testing.T) {
 	to := local(c)
 
 	const keys = 8
-	ids := make([]RuleID, keys)
+	ids := make([]model.RuleID, keys)
 	for k := range keys {
 		id, err := d.AddRule(svc, versioned(fmt.Sprintf("key-%d", k), 0))
 		if err != nil {

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/santa-offload/santa/internal/model"
 	"github.com/santa-offload/santa/rule"
 )
 
@@ -28,10 +29,10 @@ func TestReservedRuleIDs(t *testing.T) {
 
 	// Refused: a duplicate condition. The ids stay reserved.
 	dup := []rule.Rule{numbered(1), hello(), numbered(3)}
-	if _, err := d.Apply(svc, Batch{Add: dup, AddIDs: ids}); err == nil {
+	if _, err := d.Apply(svc, model.Batch{Add: dup, AddIDs: ids}); err == nil {
 		t.Fatal("a batch with a duplicate condition lands")
 	}
-	got, err := d.Apply(svc, Batch{Add: []rule.Rule{numbered(1), numbered(2), numbered(3)}, AddIDs: ids})
+	got, err := d.Apply(svc, model.Batch{Add: []rule.Rule{numbered(1), numbered(2), numbered(3)}, AddIDs: ids})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,8 +63,8 @@ func TestReservedRuleIDs(t *testing.T) {
 // Reserved ids count against the capacity.
 func TestReserveBeyondCapacity(t *testing.T) {
 	d := openTestWith(t, Options{MaxRules: 4})
-	if _, err := d.ReserveRuleIDs(5); !errors.Is(err, ErrCapacity) {
-		t.Fatalf("reserving 5 of 4 gives %v, want ErrCapacity", err)
+	if _, err := d.ReserveRuleIDs(5); !errors.Is(err, model.ErrCapacity) {
+		t.Fatalf("reserving 5 of 4 gives %v, want model.ErrCapacity", err)
 	}
 	if _, err := d.ReserveRuleIDs(4); err != nil {
 		t.Fatalf("reserving all 4 after a refusal: %v", err)

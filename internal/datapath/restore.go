@@ -1,20 +1,18 @@
 package datapath
 
 import (
-	"errors"
 	"fmt"
 	"path/filepath"
 
 	"github.com/cilium/ebpf"
+
+	"github.com/santa-offload/santa/internal/model"
 )
 
 // Restoring after a restart. The daemon keeps its services and rules in its
 // own journal; the data plane it left behind keeps answering meanwhile, and
 // its santa_sock_release keeps deleting the services of closed sockets from
 // its services map. That map therefore says which sockets are still open.
-
-// ErrSocketClosed is returned by RestoreService for a socket that is gone.
-var ErrSocketClosed = errors.New("socket closed")
 
 // keepPrevious holds on to the earlier process's services map before its
 // pin is replaced.
@@ -29,11 +27,11 @@ func (d *Datapath) keepPrevious(dir string) error {
 
 // RestoreService registers a service of an earlier process under its old
 // id, if its socket is still open. Between WatchSockets and EndRestore.
-func (d *Datapath) RestoreService(id ServiceID, info SocketInfo) error {
+func (d *Datapath) RestoreService(id model.ServiceID, info model.SocketInfo) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if !d.previouslyOpen(info.Cookie) {
-		return fmt.Errorf("service %d: %w", id, ErrSocketClosed)
+		return fmt.Errorf("service %d: %w", id, model.ErrSocketClosed)
 	}
 	if err := d.svcIDs.claim(uint32(id)); err != nil {
 		return fmt.Errorf("service id %d: %w", id, err)
@@ -57,10 +55,10 @@ func (d *Datapath) previouslyOpen(cookie uint64) bool {
 // checked it, but before WatchSockets' program saw its service, is only in
 // the earlier map's deletions, so the restored services are checked once
 // more. It returns the services dropped that way.
-func (d *Datapath) EndRestore() []ServiceID {
+func (d *Datapath) EndRestore() []model.ServiceID {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	var dropped []ServiceID
+	var dropped []model.ServiceID
 	for _, id := range d.restored {
 		svc, ok := d.services[id]
 		if ok && !d.previouslyOpen(svc.info.Cookie) {

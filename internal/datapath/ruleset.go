@@ -6,18 +6,13 @@ import (
 	"slices"
 
 	"github.com/santa-offload/santa/internal/maputil"
+	"github.com/santa-offload/santa/internal/model"
 	"github.com/santa-offload/santa/internal/rules"
 	"github.com/santa-offload/santa/rule"
 )
 
-// RuleID names an installed rule; it stays the same when the rule is replaced.
-type RuleID uint32
-
-// ErrUnknownRule is returned for a RuleID that is not installed.
-var ErrUnknownRule = errors.New("unknown rule")
-
 type installedRule struct {
-	id   RuleID
+	id   model.RuleID
 	svc  *service
 	rule rule.Rule
 	// compiled is the body to write, until it is written: then it goes,
@@ -27,14 +22,8 @@ type installedRule struct {
 	slot     uint32 // where the data plane reads it; new on every replace
 }
 
-// RuleUpdate replaces the rule with ID by Rule.
-type RuleUpdate struct {
-	ID   RuleID
-	Rule rule.Rule
-}
-
 // AddRule installs one rule on a service.
-func (d *Datapath) AddRule(svc ServiceID, r rule.Rule) (RuleID, error) {
+func (d *Datapath) AddRule(svc model.ServiceID, r rule.Rule) (model.RuleID, error) {
 	ids, err := d.AddRules(svc, []rule.Rule{r})
 	if err != nil {
 		return 0, err
@@ -43,17 +32,17 @@ func (d *Datapath) AddRule(svc ServiceID, r rule.Rule) (RuleID, error) {
 }
 
 // AddRules installs rules on a service, all or none.
-func (d *Datapath) AddRules(id ServiceID, rs []rule.Rule) ([]RuleID, error) {
-	return d.Apply(id, Batch{Add: rs})
+func (d *Datapath) AddRules(id model.ServiceID, rs []rule.Rule) ([]model.RuleID, error) {
+	return d.Apply(id, model.Batch{Add: rs})
 }
 
 // ReplaceRule replaces one rule; readers see the old rule or the new one.
-func (d *Datapath) ReplaceRule(id RuleID, r rule.Rule) error {
-	return d.ReplaceRules([]RuleUpdate{{ID: id, Rule: r}})
+func (d *Datapath) ReplaceRule(id model.RuleID, r rule.Rule) error {
+	return d.ReplaceRules([]model.RuleUpdate{{ID: id, Rule: r}})
 }
 
 // ReplaceRules replaces rules of one service, all or none.
-func (d *Datapath) ReplaceRules(updates []RuleUpdate) error {
+func (d *Datapath) ReplaceRules(updates []model.RuleUpdate) error {
 	if len(updates) == 0 {
 		return errors.New("empty batch")
 	}
@@ -61,15 +50,15 @@ func (d *Datapath) ReplaceRules(updates []RuleUpdate) error {
 	if err != nil {
 		return err
 	}
-	_, err = d.Apply(svc, Batch{Replace: updates})
+	_, err = d.Apply(svc, model.Batch{Replace: updates})
 	return err
 }
 
 // DeleteRule deletes one rule.
-func (d *Datapath) DeleteRule(id RuleID) error { return d.DeleteRules([]RuleID{id}) }
+func (d *Datapath) DeleteRule(id model.RuleID) error { return d.DeleteRules([]model.RuleID{id}) }
 
 // DeleteRules deletes rules of one service, all or none.
-func (d *Datapath) DeleteRules(ids []RuleID) error {
+func (d *Datapath) DeleteRules(ids []model.RuleID) error {
 	if len(ids) == 0 {
 		return errors.New("empty batch")
 	}
@@ -77,29 +66,18 @@ func (d *Datapath) DeleteRules(ids []RuleID) error {
 	if err != nil {
 		return err
 	}
-	_, err = d.Apply(svc, Batch{Delete: ids})
+	_, err = d.Apply(svc, model.Batch{Delete: ids})
 	return err
-}
-
-// Batch is one all-or-nothing change of a service's rules.
-type Batch struct {
-	Add []rule.Rule
-	// AddIDs, if set, are the ids the added rules get: reserved by
-	// ReserveRuleIDs, or free (restoring a saved rule set). Otherwise ids
-	// are assigned.
-	AddIDs  []RuleID
-	Replace []RuleUpdate
-	Delete  []RuleID
 }
 
 // Apply makes one batch of changes to a service's rules: all land, or none
 // does. It returns the ids of the added rules, in order.
-func (d *Datapath) Apply(id ServiceID, b Batch) ([]RuleID, error) {
+func (d *Datapath) Apply(id model.ServiceID, b model.Batch) ([]model.RuleID, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	svc, ok := d.services[id]
 	if !ok {
-		return nil, fmt.Errorf("service %d: %w", id, ErrUnknownService)
+		return nil, fmt.Errorf("service %d: %w", id, model.ErrUnknownService)
 	}
 	if len(b.Add)+len(b.Replace)+len(b.Delete) == 0 {
 		return nil, errors.New("empty batch")
@@ -107,7 +85,7 @@ func (d *Datapath) Apply(id ServiceID, b Batch) ([]RuleID, error) {
 	if b.AddIDs != nil && len(b.AddIDs) != len(b.Add) {
 		return nil, fmt.Errorf("%d ids for %d added rules", len(b.AddIDs), len(b.Add))
 	}
-	replaceIDs := make([]RuleID, len(b.Replace))
+	replaceIDs := make([]model.RuleID, len(b.Replace))
 	replaceRules := make([]rule.Rule, len(b.Replace))
 	for i, u := range b.Replace {
 		replaceIDs[i], replaceRules[i] = u.ID, u.Rule
@@ -120,14 +98,14 @@ func (d *Datapath) Apply(id ServiceID, b Batch) ([]RuleID, error) {
 
 	var added []*installedRule
 	if b.AddIDs != nil {
-		added, err = d.prepare(svc, b.Add, func(i int) (RuleID, error) { return d.claimRuleID(b.AddIDs[i]) })
+		added, err = d.prepare(svc, b.Add, func(i int) (model.RuleID, error) { return d.claimRuleID(b.AddIDs[i]) })
 	} else {
-		added, err = d.prepare(svc, b.Add, func(int) (RuleID, error) { return d.newRuleID() })
+		added, err = d.prepare(svc, b.Add, func(int) (model.RuleID, error) { return d.newRuleID() })
 	}
 	if err != nil {
 		return nil, err
 	}
-	replacements, err := d.prepare(svc, replaceRules, func(i int) (RuleID, error) { return replaceIDs[i], nil })
+	replacements, err := d.prepare(svc, replaceRules, func(i int) (model.RuleID, error) { return replaceIDs[i], nil })
 	if err != nil {
 		d.unprepare(svc, added)
 		return nil, err
@@ -135,7 +113,7 @@ func (d *Datapath) Apply(id ServiceID, b Batch) ([]RuleID, error) {
 	if err := d.commit(svc, append(added, replacements...), replaced, deleted); err != nil {
 		return nil, err
 	}
-	ids := make([]RuleID, len(added))
+	ids := make([]model.RuleID, len(added))
 	for i, r := range added {
 		ids[i] = r.id
 	}
@@ -143,14 +121,14 @@ func (d *Datapath) Apply(id ServiceID, b Batch) ([]RuleID, error) {
 }
 
 // Rules lists a service's rules in id order.
-func (d *Datapath) Rules(id ServiceID) (map[RuleID]rule.Rule, error) {
+func (d *Datapath) Rules(id model.ServiceID) (map[model.RuleID]rule.Rule, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	svc, ok := d.services[id]
 	if !ok {
-		return nil, fmt.Errorf("service %d: %w", id, ErrUnknownService)
+		return nil, fmt.Errorf("service %d: %w", id, model.ErrUnknownService)
 	}
-	out := make(map[RuleID]rule.Rule, len(svc.rules))
+	out := make(map[model.RuleID]rule.Rule, len(svc.rules))
 	for id, r := range svc.rules {
 		out[id] = r.rule
 	}
@@ -166,26 +144,26 @@ func slotsOf(rs []*installedRule) []uint32 {
 }
 
 // serviceOf is the service a rule belongs to.
-func (d *Datapath) serviceOf(id RuleID) (ServiceID, error) {
+func (d *Datapath) serviceOf(id model.RuleID) (model.ServiceID, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	r, ok := d.rules[id]
 	if !ok {
-		return 0, fmt.Errorf("rule %d: %w", id, ErrUnknownRule)
+		return 0, fmt.Errorf("rule %d: %w", id, model.ErrUnknownRule)
 	}
 	return r.svc.id, nil
 }
 
 // lookupRules finds the installed rules a batch replaces and deletes: each
 // once, and all of svc.
-func (d *Datapath) lookupRules(svc *service, lists ...[]RuleID) ([][]*installedRule, error) {
-	seen := map[RuleID]bool{}
+func (d *Datapath) lookupRules(svc *service, lists ...[]model.RuleID) ([][]*installedRule, error) {
+	seen := map[model.RuleID]bool{}
 	out := make([][]*installedRule, len(lists))
 	for li, ids := range lists {
 		for _, id := range ids {
 			r, ok := d.rules[id]
 			if !ok {
-				return nil, fmt.Errorf("rule %d: %w", id, ErrUnknownRule)
+				return nil, fmt.Errorf("rule %d: %w", id, model.ErrUnknownRule)
 			}
 			if seen[id] {
 				return nil, fmt.Errorf("rule %d appears twice in one batch", id)
@@ -203,7 +181,7 @@ func (d *Datapath) lookupRules(svc *service, lists ...[]RuleID) ([][]*installedR
 
 // prepare validates and compiles rules and gives each a slot and the id
 // idOf names. On error nothing stays allocated.
-func (d *Datapath) prepare(svc *service, rs []rule.Rule, idOf func(int) (RuleID, error)) ([]*installedRule, error) {
+func (d *Datapath) prepare(svc *service, rs []rule.Rule, idOf func(int) (model.RuleID, error)) ([]*installedRule, error) {
 	out := make([]*installedRule, 0, len(rs))
 	fail := func(i int, err error) ([]*installedRule, error) {
 		d.unprepare(svc, out)
@@ -255,15 +233,15 @@ func compileAll(rs []rule.Rule, limits rule.Limits) ([]rule.Compiled, error) {
 	return out, nil
 }
 
-func (d *Datapath) newRuleID() (RuleID, error) {
+func (d *Datapath) newRuleID() (model.RuleID, error) {
 	raw, err := d.ruleIDs.get()
 	if err != nil {
 		return 0, fmt.Errorf("rule capacity of %d reached: %w", d.ruleIDs.limit, err)
 	}
-	return RuleID(raw), nil
+	return model.RuleID(raw), nil
 }
 
-func (d *Datapath) claimRuleID(id RuleID) (RuleID, error) {
+func (d *Datapath) claimRuleID(id model.RuleID) (model.RuleID, error) {
 	if d.reserved[id] {
 		delete(d.reserved, id)
 		return id, nil
@@ -276,12 +254,12 @@ func (d *Datapath) claimRuleID(id RuleID) (RuleID, error) {
 
 // ReserveRuleIDs takes n rule ids for rules still to come, a transaction's,
 // so that their owner learns them before the rules land: Apply with them
-// as Batch.AddIDs lands rules under them. ReleaseRuleIDs gives back what
+// as model.Batch.AddIDs lands rules under them. ReleaseRuleIDs gives back what
 // did not land. Reserved ids count against the rule capacity.
-func (d *Datapath) ReserveRuleIDs(n int) ([]RuleID, error) {
+func (d *Datapath) ReserveRuleIDs(n int) ([]model.RuleID, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	ids := make([]RuleID, 0, n)
+	ids := make([]model.RuleID, 0, n)
 	for range n {
 		id, err := d.newRuleID()
 		if err != nil {
@@ -302,7 +280,7 @@ func (d *Datapath) ReserveRuleIDs(n int) ([]RuleID, error) {
 // ReleaseRuleIDs gives back the ids of ids that are still reserved; those
 // that rules landed under (and those a refused Apply gave back already)
 // are left alone, so it is safe to call after any Apply.
-func (d *Datapath) ReleaseRuleIDs(ids []RuleID) {
+func (d *Datapath) ReleaseRuleIDs(ids []model.RuleID) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for _, id := range ids {

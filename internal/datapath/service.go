@@ -1,71 +1,22 @@
 package datapath
 
 import (
-	"errors"
 	"fmt"
-	"net/netip"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/santa-offload/santa/internal/model"
 	"github.com/santa-offload/santa/internal/rules"
 	"github.com/santa-offload/santa/rule"
 )
 
-// ServiceID names a registered socket.
-type ServiceID uint32
-
-// SocketInfo is what the kernel says about a registered socket.
-type SocketInfo struct {
-	Cookie      uint64         // SO_COOKIE: the data plane's key
-	NetnsCookie uint64         // SO_NETNS_COOKIE
-	Protocol    int            // unix.IPPROTO_UDP
-	Local       netip.AddrPort // getsockname
-}
-
 type service struct {
-	id      ServiceID
-	info    SocketInfo
+	id      model.ServiceID
+	info    model.SocketInfo
 	indexID uint32
 	regions []rules.Region
 	index   *rules.ServiceIndex // what rule_index holds for it
-	rules   map[RuleID]*installedRule
-}
-
-// Errors callers tell apart (with errors.Is).
-var (
-	ErrUnknownService = errors.New("unknown service")
-	ErrExists         = errors.New("already registered")
-	ErrNotSupported   = errors.New("not a socket santa can serve")
-)
-
-// InspectSocket reads a socket's identity. Asking for SO_COOKIE also makes
-// the kernel assign the cookie, which it otherwise does lazily: the data
-// plane reads it from the socket and would see 0.
-func InspectSocket(fd int) (SocketInfo, error) {
-	var info SocketInfo
-	var err error
-	if info.Cookie, err = unix.GetsockoptUint64(fd, unix.SOL_SOCKET, unix.SO_COOKIE); err != nil {
-		return info, fmt.Errorf("reading SO_COOKIE: %w", err)
-	}
-	if info.NetnsCookie, err = unix.GetsockoptUint64(fd, unix.SOL_SOCKET, unix.SO_NETNS_COOKIE); err != nil {
-		return info, fmt.Errorf("reading SO_NETNS_COOKIE: %w", err)
-	}
-	if info.Protocol, err = unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_PROTOCOL); err != nil {
-		return info, fmt.Errorf("reading SO_PROTOCOL: %w", err)
-	}
-	sa, err := unix.Getsockname(fd)
-	if err != nil {
-		return info, fmt.Errorf("reading the local address: %w", err)
-	}
-	switch a := sa.(type) {
-	case *unix.SockaddrInet4:
-		info.Local = netip.AddrPortFrom(netip.AddrFrom4(a.Addr), uint16(a.Port))
-	case *unix.SockaddrInet6:
-		info.Local = netip.AddrPortFrom(netip.AddrFrom16(a.Addr), uint16(a.Port))
-	default:
-		return info, fmt.Errorf("socket is not IPv4 or IPv6")
-	}
-	return info, nil
+	rules   map[model.RuleID]*installedRule
 }
 
 // AddService registers a bound UDP socket or a listening TCP socket by its
@@ -73,8 +24,8 @@ func InspectSocket(fd int) (SocketInfo, error) {
 // requests (a listener's: on the connections it accepts from now on; see
 // AdoptConnection for earlier ones). The fd may be closed afterwards; the
 // service lives until RemoveService.
-func (d *Datapath) AddService(fd int) (ServiceID, error) {
-	info, err := InspectSocket(fd)
+func (d *Datapath) AddService(fd int) (model.ServiceID, error) {
+	info, err := model.InspectSocket(fd)
 	if err != nil {
 		return 0, err
 	}
@@ -88,11 +39,11 @@ func (d *Datapath) AddService(fd int) (ServiceID, error) {
 	if err != nil {
 		return 0, fmt.Errorf("registering service: %d services registered: %w", d.svcIDs.inUse(0), err)
 	}
-	return d.register(ServiceID(raw), info)
+	return d.register(model.ServiceID(raw), info)
 }
 
 // servable says why Santa cannot serve a socket, if it cannot.
-func servable(fd int, info SocketInfo) error {
+func servable(fd int, info model.SocketInfo) error {
 	switch info.Protocol {
 	case unix.IPPROTO_UDP:
 	case unix.IPPROTO_TCP:
@@ -101,30 +52,30 @@ func servable(fd int, info SocketInfo) error {
 			return fmt.Errorf("reading SO_ACCEPTCONN: %w", err)
 		}
 		if listening == 0 {
-			return fmt.Errorf("TCP socket is not listening: register the listening socket, its connections follow: %w", ErrNotSupported)
+			return fmt.Errorf("TCP socket is not listening: register the listening socket, its connections follow: %w", model.ErrNotSupported)
 		}
 	case unix.IPPROTO_MPTCP:
-		return fmt.Errorf("socket is Multipath TCP, whose subflows sockmap cannot serve: %w", ErrNotSupported)
+		return fmt.Errorf("socket is Multipath TCP, whose subflows sockmap cannot serve: %w", model.ErrNotSupported)
 	default:
-		return fmt.Errorf("socket protocol %d is neither UDP nor TCP: %w", info.Protocol, ErrNotSupported)
+		return fmt.Errorf("socket protocol %d is neither UDP nor TCP: %w", info.Protocol, model.ErrNotSupported)
 	}
 	if info.Local.Port() == 0 {
-		return fmt.Errorf("socket is not bound to a port: %w", ErrNotSupported)
+		return fmt.Errorf("socket is not bound to a port: %w", model.ErrNotSupported)
 	}
 	return nil
 }
 
 // register makes info's socket a service under an id taken from svcIDs,
 // which it gives back on failure. Called with d.mu held.
-func (d *Datapath) register(id ServiceID, info SocketInfo) (ServiceID, error) {
+func (d *Datapath) register(id model.ServiceID, info model.SocketInfo) (model.ServiceID, error) {
 	for _, s := range d.services {
 		if s.info.Cookie == info.Cookie {
 			d.svcIDs.put(uint32(id))
-			return 0, fmt.Errorf("socket is already registered as service %d: %w", s.id, ErrExists)
+			return 0, fmt.Errorf("socket is already registered as service %d: %w", s.id, model.ErrExists)
 		}
 	}
 	svc := &service{id: id, info: info, indexID: d.newIndexID(),
-		index: rules.NewServiceIndex(rule.LimitsFor(info.Protocol).MaxRegions), rules: map[RuleID]*installedRule{}}
+		index: rules.NewServiceIndex(rule.LimitsFor(info.Protocol).MaxRegions), rules: map[model.RuleID]*installedRule{}}
 	if err := d.resetServiceStats(svc.id); err != nil {
 		d.svcIDs.put(uint32(id))
 		return 0, err
@@ -145,12 +96,12 @@ func (d *Datapath) register(id ServiceID, info SocketInfo) (ServiceID, error) {
 }
 
 // RemoveService unregisters a socket and deletes its rules.
-func (d *Datapath) RemoveService(id ServiceID) error {
+func (d *Datapath) RemoveService(id model.ServiceID) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	svc, ok := d.services[id]
 	if !ok {
-		return fmt.Errorf("service %d: %w", id, ErrUnknownService)
+		return fmt.Errorf("service %d: %w", id, model.ErrUnknownService)
 	}
 	if err := d.objs.Services.Delete(svc.info.Cookie); err != nil {
 		return fmt.Errorf("unregistering service %d: %w", id, err)
@@ -179,12 +130,12 @@ func (d *Datapath) drop(svc *service) {
 }
 
 // Service returns what is known of a registered socket.
-func (d *Datapath) Service(id ServiceID) (SocketInfo, error) {
+func (d *Datapath) Service(id model.ServiceID) (model.SocketInfo, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	svc, ok := d.services[id]
 	if !ok {
-		return SocketInfo{}, fmt.Errorf("service %d: %w", id, ErrUnknownService)
+		return model.SocketInfo{}, fmt.Errorf("service %d: %w", id, model.ErrUnknownService)
 	}
 	return svc.info, nil
 }

@@ -4,38 +4,23 @@ import (
 	"fmt"
 
 	"github.com/cilium/ebpf"
+
+	"github.com/santa-offload/santa/internal/model"
 )
 
-// ServiceStats are a service's packet counters, summed over CPUs.
-type ServiceStats struct {
-	Matched  uint64 // answered by the data plane
-	Passed   uint64 // reached the stack (the application)
-	Fallback uint64 // matched in XDP, left to TC: the reply did not fit the frame
-	BadCsum  uint64 // matched, but the request's checksum was wrong: passed
-}
-
-// RuleStats are a rule's counters, summed over CPUs.
-type RuleStats struct {
-	Hits  uint64
-	Bytes uint64 // reply payload bytes
-}
-
-// PathStats counts, per program exit, why packets left as they did.
-type PathStats map[string]uint64
-
 // ServiceStats reads a service's counters.
-func (d *Datapath) ServiceStats(id ServiceID) (ServiceStats, error) {
+func (d *Datapath) ServiceStats(id model.ServiceID) (model.ServiceStats, error) {
 	d.mu.Lock()
 	_, ok := d.services[id]
 	d.mu.Unlock()
 	if !ok {
-		return ServiceStats{}, fmt.Errorf("service %d: %w", id, ErrUnknownService)
+		return model.ServiceStats{}, fmt.Errorf("service %d: %w", id, model.ErrUnknownService)
 	}
 	var per []santaSantaServiceStats
 	if err := d.objs.ServiceStats.Lookup(uint32(id), &per); err != nil {
-		return ServiceStats{}, fmt.Errorf("reading service counters: %w", err)
+		return model.ServiceStats{}, fmt.Errorf("reading service counters: %w", err)
 	}
-	var s ServiceStats
+	var s model.ServiceStats
 	for _, c := range per {
 		s.Matched += c.Packets[santaSantaServiceCounterSANTA_SVC_MATCHED]
 		s.Passed += c.Packets[santaSantaServiceCounterSANTA_SVC_PASSED]
@@ -46,18 +31,18 @@ func (d *Datapath) ServiceStats(id ServiceID) (ServiceStats, error) {
 }
 
 // RuleStats reads a rule's counters.
-func (d *Datapath) RuleStats(id RuleID) (RuleStats, error) {
+func (d *Datapath) RuleStats(id model.RuleID) (model.RuleStats, error) {
 	d.mu.Lock()
 	_, ok := d.rules[id]
 	d.mu.Unlock()
 	if !ok {
-		return RuleStats{}, fmt.Errorf("rule %d: %w", id, ErrUnknownRule)
+		return model.RuleStats{}, fmt.Errorf("rule %d: %w", id, model.ErrUnknownRule)
 	}
 	var per []santaSantaRuleStats
 	if err := d.objs.RuleStats.Lookup(uint32(id), &per); err != nil {
-		return RuleStats{}, fmt.Errorf("reading rule counters: %w", err)
+		return model.RuleStats{}, fmt.Errorf("reading rule counters: %w", err)
 	}
-	var s RuleStats
+	var s model.RuleStats
 	for _, c := range per {
 		s.Hits += c.Hits
 		s.Bytes += c.Bytes
@@ -66,8 +51,8 @@ func (d *Datapath) RuleStats(id RuleID) (RuleStats, error) {
 }
 
 // PathStats reads the per-exit counters of every program.
-func (d *Datapath) PathStats() (PathStats, error) {
-	out := PathStats{}
+func (d *Datapath) PathStats() (model.PathStats, error) {
+	out := model.PathStats{}
 	for p := santaSantaPath(0); p < santaSantaPathSANTA_PATH_NCOUNTERS; p++ {
 		n, err := sumPerCPU(d.objs.PathStats, uint32(p))
 		if err != nil {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"testing"
 
+	"github.com/santa-offload/santa/internal/model"
 	"github.com/santa-offload/santa/internal/pkttest"
 	"github.com/santa-offload/santa/rule"
 )
@@ -26,8 +27,8 @@ func TestTCFixtures(t *testing.T) {
 	s4, s6 := register(t, d, v4), register(t, d, v6)
 	big := bigRule(rule.MaxUDPReply)
 	dns := pkttest.DNSRule("a.example.org", []byte{1, 2, 3})
-	var ids []RuleID
-	for _, s := range []ServiceID{s4, s6} {
+	var ids []model.RuleID
+	for _, s := range []model.ServiceID{s4, s6} {
 		got, err := d.AddRules(s, []rule.Rule{big, dns})
 		if err != nil {
 			t.Fatal(err)
@@ -44,7 +45,7 @@ func TestTCFixtures(t *testing.T) {
 		raw     []byte
 		verdict uint32
 		reply   []byte
-		rule    RuleID
+		rule    model.RuleID
 	}{
 		{name: "largest reply ipv4", frame: request(local(v4), []byte("Big")), verdict: tcActRedirect, reply: expectReply(big, []byte("Big")), rule: ids[0]},
 		{name: "largest reply ipv6", frame: request(local(v6), []byte("Big")), verdict: tcActRedirect, reply: expectReply(big, []byte("Big")), rule: ids[2]},
@@ -84,7 +85,7 @@ func TestTCFixtures(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := (ServiceStats{Matched: 2, Passed: 2, BadCsum: 1}); st != want {
+	if want := (model.ServiceStats{Matched: 2, Passed: 2, BadCsum: 1}); st != want {
 		t.Errorf("service stats %+v, want %+v", st, want)
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
+
+	"github.com/santa-offload/santa/internal/model"
 )
 
 // TCP (docs/tcp.md). A registered listening socket's connections are put
@@ -87,7 +89,7 @@ func loadOnto(spec *ebpf.CollectionSpec, objs any, shared map[string]*ebpf.Map, 
 }
 
 // listenerKey is how santa_tcp_sockops finds a connection's listener.
-func listenerKey(info SocketInfo) santaTcpSantaListenerKey {
+func listenerKey(info model.SocketInfo) santaTcpSantaListenerKey {
 	k := santaTcpSantaListenerKey{Netns: info.NetnsCookie, Port: info.Local.Port()}
 	a := info.Local.Addr()
 	if a.Is4() {
@@ -99,14 +101,14 @@ func listenerKey(info SocketInfo) santaTcpSantaListenerKey {
 
 // addListener makes a listening socket's future connections Santa's.
 // Called with d.mu held.
-func (d *Datapath) addListener(info SocketInfo) error {
+func (d *Datapath) addListener(info model.SocketInfo) error {
 	if err := d.attachTCPHooks(); err != nil {
 		return err
 	}
 	key := listenerKey(info)
 	if err := d.tcp.Listeners.Update(key, info.Cookie, ebpf.UpdateNoExist); errors.Is(err, ebpf.ErrKeyExist) {
 		return fmt.Errorf("another listening socket on %s in this network namespace is registered "+
-			"(of a SO_REUSEPORT group, register one): %w", info.Local, ErrExists)
+			"(of a SO_REUSEPORT group, register one): %w", info.Local, model.ErrExists)
 	} else if err != nil {
 		return fmt.Errorf("registering listener: %w", err)
 	}
@@ -115,7 +117,7 @@ func (d *Datapath) addListener(info SocketInfo) error {
 
 // removeListener forgets a listener: its connections pass from now on
 // (their service is gone), new ones are not added. Called with d.mu held.
-func (d *Datapath) removeListener(info SocketInfo) error {
+func (d *Datapath) removeListener(info model.SocketInfo) error {
 	var cookie uint64
 	key := listenerKey(info)
 	if err := d.tcp.Listeners.Lookup(key, &cookie); err != nil || cookie != info.Cookie {
@@ -178,8 +180,8 @@ var (
 // an idle connection is adopted (nothing unread, nothing unsent): the
 // application may be in the middle of a reply otherwise, which a kernel
 // answer must not overtake. The fd may be closed afterwards.
-func (d *Datapath) AdoptConnection(svc ServiceID, fd int) error {
-	info, err := InspectSocket(fd)
+func (d *Datapath) AdoptConnection(svc model.ServiceID, fd int) error {
+	info, err := model.InspectSocket(fd)
 	if err != nil {
 		return err
 	}
@@ -187,7 +189,7 @@ func (d *Datapath) AdoptConnection(svc ServiceID, fd int) error {
 	defer d.mu.Unlock()
 	s, ok := d.services[svc]
 	if !ok {
-		return fmt.Errorf("service %d: %w", svc, ErrUnknownService)
+		return fmt.Errorf("service %d: %w", svc, model.ErrUnknownService)
 	}
 	if err := belongsTo(info, s.info); err != nil {
 		return err
@@ -228,7 +230,7 @@ func (d *Datapath) AdoptConnection(svc ServiceID, fd int) error {
 }
 
 // belongsTo says why conn is not a connection accepted on listener.
-func belongsTo(conn, listener SocketInfo) error {
+func belongsTo(conn, listener model.SocketInfo) error {
 	switch {
 	case listener.Protocol != unix.IPPROTO_TCP:
 		return fmt.Errorf("service is not a TCP listener: %w", ErrNotListener)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/santa-offload/santa/client"
 	"github.com/santa-offload/santa/internal/droponce"
+	"github.com/santa-offload/santa/internal/model"
 	"github.com/santa-offload/santa/internal/procsock"
 	"github.com/santa-offload/santa/rule"
 )
@@ -27,7 +28,7 @@ type tcpRig struct {
 	d    *Datapath
 	ln   *net.TCPListener
 	app  *appServer
-	svc  ServiceID
+	svc  model.ServiceID
 	addr string
 	back func() // leaves the namespace
 }
@@ -628,7 +629,7 @@ func TestTCPAdoptConnections(t *testing.T) {
 	exchange(t, before, []byte("miss\n"), []byte("APP:miss\n"))
 	r.register(t)
 	r.addRules(t)
-	got, err := r.d.AdoptConnections(r.svc, "", AnyUID)
+	got, err := r.d.AdoptConnections(r.svc, "", model.AnyUID)
 	if err != nil || got.Adopted != 1 || len(got.Skipped) != 0 {
 		t.Fatalf("adopted %+v, %v; want the one connection", got, err)
 	}
@@ -655,10 +656,10 @@ func TestTCPRemovedListenerReleasesConnections(t *testing.T) {
 	r.register(t)
 	r.addRules(t)
 	// Idle once the client acknowledged the application's reply.
-	var got Adopted
+	var got model.Adopted
 	var err error
 	if !eventually(2*time.Second, 20*time.Millisecond, func() bool {
-		got, err = r.d.AdoptConnections(r.svc, "", AnyUID)
+		got, err = r.d.AdoptConnections(r.svc, "", model.AnyUID)
 		return err == nil && got.Adopted == 1
 	}) {
 		t.Fatalf("adopted %+v, %v; want the connection back", got, err)

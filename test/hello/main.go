@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"github.com/santa-offload/santa/internal/datapath"
+	"github.com/santa-offload/santa/internal/model"
 	"github.com/santa-offload/santa/rule"
 )
 
@@ -118,7 +119,7 @@ func run(ctx context.Context, cfg config) error {
 	if err != nil {
 		return err
 	}
-	var svc datapath.ServiceID
+	var svc model.ServiceID
 	var svcErr error
 	if err := raw.Control(func(fd uintptr) { svc, svcErr = dp.AddService(int(fd)) }); err != nil {
 		return err
@@ -130,7 +131,7 @@ func run(ctx context.Context, cfg config) error {
 	if err != nil {
 		return fmt.Errorf("adding the Hello rule: %w", err)
 	}
-	var bigID datapath.RuleID
+	var bigID model.RuleID
 	if cfg.big {
 		if bigID, err = dp.AddRule(svc, bigRule()); err != nil {
 			return fmt.Errorf("adding the Big rule: %w", err)

@@ -21,6 +21,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/santa-offload/santa/internal/datapath"
+	"github.com/santa-offload/santa/internal/model"
 	"github.com/santa-offload/santa/internal/pkttest"
 	"github.com/santa-offload/santa/rule"
 )
@@ -205,7 +206,7 @@ func attachSanta(t *testing.T, r *rig, app *net.UDPConn) *datapath.Datapath {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var svc datapath.ServiceID
+	var svc model.ServiceID
 	var aerr error
 	if err := raw.Control(func(fd uintptr) { svc, aerr = d.AddService(int(fd)) }); err != nil || aerr != nil {
 		t.Fatalf("registering the application's socket: %v %v", err, aerr)
@@ -286,7 +287,7 @@ func waitOutcome(w *wire, a *matrixApp, port uint16, wait time.Duration) (reply 
 	return w.reply(port), a.received()[port]
 }
 
-func pathDelta(before, after datapath.PathStats) map[string]uint64 {
+func pathDelta(before, after model.PathStats) map[string]uint64 {
 	out := map[string]uint64{}
 	for k, v := range after {
 		if v != before[k] {

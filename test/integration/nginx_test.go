@@ -41,6 +41,7 @@ import (
 
 	benchrig "github.com/santa-offload/santa/bench/rig"
 	"github.com/santa-offload/santa/internal/datapath"
+	"github.com/santa-offload/santa/internal/model"
 	"github.com/santa-offload/santa/internal/netns"
 	"github.com/santa-offload/santa/internal/procsock"
 	"github.com/santa-offload/santa/rule"
@@ -80,9 +81,9 @@ type site struct {
 	r           *rig
 	dir         string
 	d           *datapath.Datapath
-	svcs        []datapath.ServiceID // IPv4, IPv6
-	ex          map[string]*httpEx   // by client + " " + uri: "curl4 /small.txt"
-	ruleOf      map[string]datapath.RuleID
+	svcs        []model.ServiceID  // IPv4, IPv6
+	ex          map[string]*httpEx // by client + " " + uri: "curl4 /small.txt"
+	ruleOf      map[string]model.RuleID
 	python      string
 	preexisting net.Conn // opened before Santa took nginx's listeners over
 }
@@ -129,7 +130,7 @@ func TestNginx(t *testing.T) {
 // newSite captures the clients' requests, starts nginx, learns its
 // replies and registers its listeners and one rule per matched exchange.
 func newSite(t *testing.T) *site {
-	s := &site{r: newRig(t, "n"), dir: t.TempDir(), ex: map[string]*httpEx{}, ruleOf: map[string]datapath.RuleID{}}
+	s := &site{r: newRig(t, "n"), dir: t.TempDir(), ex: map[string]*httpEx{}, ruleOf: map[string]model.RuleID{}}
 	s.python, _ = exec.LookPath("python3")
 	if err := os.WriteFile(filepath.Join(s.dir, "client.py"), []byte(pythonClient), 0o644); err != nil {
 		t.Fatal(err)
@@ -188,7 +189,7 @@ func (s *site) addrOf(e *httpEx) string {
 }
 
 // register hands nginx's listening socket on addr:80 to Santa.
-func (s *site) register(t *testing.T, addr netip.Addr) datapath.ServiceID {
+func (s *site) register(t *testing.T, addr netip.Addr) model.ServiceID {
 	found, err := procsock.ListeningTCP(netns.Named(s.r.srv), 80, addr)
 	if err != nil || len(found) != 1 {
 		t.Fatalf("nginx's listener on %s: %d found, %v", addr, len(found), err)
@@ -404,8 +405,8 @@ func (s *site) accessLog(t *testing.T) []string {
 
 // mark is where the counters and nginx's access log stood.
 type mark struct {
-	st    datapath.ServiceStats // both services
-	paths datapath.PathStats
+	st    model.ServiceStats // both services
+	paths model.PathStats
 	log   int
 }
 
@@ -472,7 +473,7 @@ func (s *site) expect(t *testing.T, m mark, matched, passed uint64, nginx map[st
 
 // tcpPaths is the TCP path counters (minus those of before, if any) that
 // are not 0, for reports.
-func tcpPaths(now, before datapath.PathStats) string {
+func tcpPaths(now, before model.PathStats) string {
 	var parts []string
 	for _, k := range slices.Sorted(maps.Keys(now)) {
 		if d := now[k] - before[k]; strings.HasPrefix(k, "tcp_") && d != 0 {
@@ -677,7 +678,7 @@ func readReplies(t *testing.T, c net.Conn, n int, quiet time.Duration) [][]byte 
 // Santa took its listener over is adopted, and from then on its matched
 // requests are the kernel's.
 func (s *site) testAdopted(t *testing.T) {
-	res, err := s.d.AdoptConnections(s.svcs[0], netns.Named(s.r.srv), datapath.AnyUID)
+	res, err := s.d.AdoptConnections(s.svcs[0], netns.Named(s.r.srv), model.AnyUID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -725,7 +726,7 @@ func (s *site) fetchWithCurl(t *testing.T, fam, host string, uris ...string) {
 	s.expect(t, m, uint64(matched), uint64(len(uris)-matched), nginx)
 }
 
-func (s *site) ruleStats(t *testing.T, name string) datapath.RuleStats {
+func (s *site) ruleStats(t *testing.T, name string) model.RuleStats {
 	st, err := s.d.RuleStats(s.ruleOf[name])
 	if err != nil {
 		t.Fatal(err)

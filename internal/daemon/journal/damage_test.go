@@ -12,12 +12,12 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/santa-offload/santa/internal/datapath"
+	"github.com/santa-offload/santa/internal/model"
 )
 
 // historyFile is history's journal as bytes, with where each record starts
 // and what replay must give.
-func historyFile(t *testing.T) ([]byte, []int64, map[datapath.ServiceID]*Service) {
+func historyFile(t *testing.T) ([]byte, []int64, map[model.ServiceID]*Service) {
 	t.Helper()
 	dir := t.TempDir()
 	j, _ := reopen(t, dir)

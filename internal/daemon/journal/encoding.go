@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"net/netip"
 
-	"github.com/santa-offload/santa/internal/datapath"
+	"github.com/santa-offload/santa/internal/model"
 	"github.com/santa-offload/santa/rule"
 )
 
@@ -49,12 +49,12 @@ func (e *encoder) attach(s *Service) {
 	e.u16(s.Info.Local.Port())
 }
 
-func (e *encoder) remove(id datapath.ServiceID) {
+func (e *encoder) remove(id model.ServiceID) {
 	e.u8(kindRemove)
 	e.u32(uint32(id))
 }
 
-func (e *encoder) batch(id datapath.ServiceID, b datapath.Batch) {
+func (e *encoder) batch(id model.ServiceID, b model.Batch) {
 	e.u8(kindBatch)
 	e.u32(uint32(id))
 	e.u32(uint32(len(b.Add)))
@@ -108,7 +108,7 @@ func RuleSize(r rule.Rule) int64 {
 }
 
 // batchLen is the length of b's batch record payload.
-func batchLen(b datapath.Batch) int64 {
+func batchLen(b model.Batch) int64 {
 	n := int64(1 + 4 + 3*4 + 4*len(b.Delete))
 	for _, r := range b.Add {
 		n += RuleSize(r)
@@ -181,7 +181,7 @@ func (d *decoder) count(min int) int {
 }
 
 func (d *decoder) attach() *Service {
-	s := &Service{ID: datapath.ServiceID(d.u32()), UID: d.u32(), GID: d.u32(), Rules: map[datapath.RuleID]rule.Rule{}}
+	s := &Service{ID: model.ServiceID(d.u32()), UID: d.u32(), GID: d.u32(), Rules: map[model.RuleID]rule.Rule{}}
 	s.Info.Cookie = d.u64()
 	s.Info.NetnsCookie = d.u64()
 	s.Info.Protocol = int(d.u8())
@@ -196,23 +196,23 @@ func (d *decoder) attach() *Service {
 // minRuleLen is the smallest encoded rule with its id.
 const minRuleLen = 4 + 2 + 2 + 2 + 1
 
-func (d *decoder) batch() (datapath.ServiceID, datapath.Batch) {
-	id := datapath.ServiceID(d.u32())
-	var b datapath.Batch
+func (d *decoder) batch() (model.ServiceID, model.Batch) {
+	id := model.ServiceID(d.u32())
+	var b model.Batch
 	n := d.count(minRuleLen)
-	b.Add, b.AddIDs = make([]rule.Rule, n), make([]datapath.RuleID, n)
+	b.Add, b.AddIDs = make([]rule.Rule, n), make([]model.RuleID, n)
 	for i := range n {
-		b.AddIDs[i] = datapath.RuleID(d.u32())
+		b.AddIDs[i] = model.RuleID(d.u32())
 		b.Add[i] = d.rule()
 	}
-	b.Replace = make([]datapath.RuleUpdate, d.count(minRuleLen))
+	b.Replace = make([]model.RuleUpdate, d.count(minRuleLen))
 	for i := range b.Replace {
-		b.Replace[i].ID = datapath.RuleID(d.u32())
+		b.Replace[i].ID = model.RuleID(d.u32())
 		b.Replace[i].Rule = d.rule()
 	}
-	b.Delete = make([]datapath.RuleID, d.count(4))
+	b.Delete = make([]model.RuleID, d.count(4))
 	for i := range b.Delete {
-		b.Delete[i] = datapath.RuleID(d.u32())
+		b.Delete[i] = model.RuleID(d.u32())
 	}
 	return id, b
 }

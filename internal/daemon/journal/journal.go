@@ -50,7 +50,7 @@ import (
 	"path/filepath"
 	"slices"
 
-	"github.com/santa-offload/santa/internal/datapath"
+	"github.com/santa-offload/santa/internal/model"
 	"github.com/santa-offload/santa/rule"
 )
 
@@ -69,11 +69,11 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // Service is a service as the journal keeps it.
 type Service struct {
-	ID    datapath.ServiceID
-	Info  datapath.SocketInfo
+	ID    model.ServiceID
+	Info  model.SocketInfo
 	UID   uint32 // owner
 	GID   uint32
-	Rules map[datapath.RuleID]rule.Rule
+	Rules map[model.RuleID]rule.Rule
 }
 
 // Journal is the open journal file. It is not safe for concurrent use.
@@ -85,7 +85,7 @@ type Journal struct {
 
 // Replayed is what Open found in an existing journal.
 type Replayed struct {
-	Services map[datapath.ServiceID]*Service
+	Services map[model.ServiceID]*Service
 	Existed  bool   // there was a journal: santad ran before
 	Torn     string // what Open cut off the end, if anything: what a crash leaves
 	TornAt   int64  // where that started
@@ -101,7 +101,7 @@ func Open(dir string) (*Journal, Replayed, error) {
 	switch {
 	case errors.Is(err, os.ErrNotExist):
 		j := &Journal{path: path}
-		return j, Replayed{Services: map[datapath.ServiceID]*Service{}}, j.Compact(nil)
+		return j, Replayed{Services: map[model.ServiceID]*Service{}}, j.Compact(nil)
 	case err != nil:
 		return nil, Replayed{}, fmt.Errorf("opening journal: %w", err)
 	}
@@ -115,7 +115,7 @@ func Open(dir string) (*Journal, Replayed, error) {
 
 // open replays f and cuts off its torn end, if any.
 func open(f *os.File) (*Journal, Replayed, error) {
-	rep := Replayed{Services: map[datapath.ServiceID]*Service{}, Existed: true}
+	rep := Replayed{Services: map[model.ServiceID]*Service{}, Existed: true}
 	r, err := replay(f, rep.Services)
 	if err != nil {
 		return nil, rep, err
@@ -145,14 +145,14 @@ func (j *Journal) Attach(s *Service) error {
 }
 
 // Remove records that a service ended.
-func (j *Journal) Remove(id datapath.ServiceID) error {
+func (j *Journal) Remove(id model.ServiceID) error {
 	e := newRecord()
 	e.remove(id)
 	return j.append(e)
 }
 
 // Apply records a batch the data plane took; b.AddIDs are the ids it gave.
-func (j *Journal) Apply(id datapath.ServiceID, b datapath.Batch) error {
+func (j *Journal) Apply(id model.ServiceID, b model.Batch) error {
 	// Sized up front: a million-rule batch is a record of some 100 MB.
 	e := &encoder{b: make([]byte, frameLen, frameLen+batchLen(b))}
 	e.batch(id, b)
@@ -255,8 +255,8 @@ func writeSnapshot(f *os.File, services iter.Seq[*Service]) (int64, error) {
 
 // Batch adds the service's rules under their ids, in rising id order: the
 // batch that restores them, and always the same bytes in a snapshot.
-func (s *Service) Batch() datapath.Batch {
-	b := datapath.Batch{AddIDs: make([]datapath.RuleID, 0, len(s.Rules))}
+func (s *Service) Batch() model.Batch {
+	b := model.Batch{AddIDs: make([]model.RuleID, 0, len(s.Rules))}
 	for id := range s.Rules {
 		b.AddIDs = append(b.AddIDs, id)
 	}

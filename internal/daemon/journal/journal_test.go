@@ -7,7 +7,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/santa-offload/santa/internal/datapath"
+	"github.com/santa-offload/santa/internal/model"
 	"github.com/santa-offload/santa/rule"
 )
 
@@ -19,17 +19,17 @@ func newRule(pattern string, reply string) rule.Rule {
 	}
 }
 
-func service(id datapath.ServiceID, addr string) *Service {
+func service(id model.ServiceID, addr string) *Service {
 	return &Service{ID: id, UID: 1000 + uint32(id), GID: 100,
-		Info:  datapath.SocketInfo{Cookie: 7 + uint64(id), NetnsCookie: 1, Protocol: 17, Local: netip.MustParseAddrPort(addr)},
-		Rules: map[datapath.RuleID]rule.Rule{}}
+		Info:  model.SocketInfo{Cookie: 7 + uint64(id), NetnsCookie: 1, Protocol: 17, Local: netip.MustParseAddrPort(addr)},
+		Rules: map[model.RuleID]rule.Rule{}}
 }
 
 // history writes a journal of three services, batches on two, one removed
 // in between, and returns what replay must give and where each of its
 // seven records starts. The last record is a batch: its payload ends in
 // zeros (deleted rule 0), as many do.
-func history(t *testing.T, j *Journal) (map[datapath.ServiceID]*Service, []int64) {
+func history(t *testing.T, j *Journal) (map[model.ServiceID]*Service, []int64) {
 	t.Helper()
 	a, b, c := service(1, "127.0.0.1:53"), service(2, "[::1]:5353"), service(3, "[::ffff:10.0.0.1]:7")
 	var starts []int64
@@ -38,35 +38,35 @@ func history(t *testing.T, j *Journal) (map[datapath.ServiceID]*Service, []int64
 		func() error { return j.Attach(b) },
 		func() error { return j.Attach(c) },
 		func() error {
-			return j.Apply(1, datapath.Batch{Add: []rule.Rule{newRule("one", "1"), newRule("two", "2")}, AddIDs: []datapath.RuleID{0, 1}})
+			return j.Apply(1, model.Batch{Add: []rule.Rule{newRule("one", "1"), newRule("two", "2")}, AddIDs: []model.RuleID{0, 1}})
 		},
 		func() error { return j.Remove(3) },
 		func() error {
-			return j.Apply(2, datapath.Batch{Add: []rule.Rule{newRule("three", "3")}, AddIDs: []datapath.RuleID{2}})
+			return j.Apply(2, model.Batch{Add: []rule.Rule{newRule("three", "3")}, AddIDs: []model.RuleID{2}})
 		},
 		func() error {
-			return j.Apply(1, datapath.Batch{
+			return j.Apply(1, model.Batch{
 				Add:     []rule.Rule{newRule("four", "4")},
-				AddIDs:  []datapath.RuleID{5},
-				Replace: []datapath.RuleUpdate{{ID: 1, Rule: newRule("two", "II")}},
-				Delete:  []datapath.RuleID{0},
+				AddIDs:  []model.RuleID{5},
+				Replace: []model.RuleUpdate{{ID: 1, Rule: newRule("two", "II")}},
+				Delete:  []model.RuleID{0},
 			})
 		},
 	} {
 		starts = append(starts, j.Size())
 		must(t, write())
 	}
-	a.Rules = map[datapath.RuleID]rule.Rule{1: newRule("two", "II"), 5: newRule("four", "4")}
-	b.Rules = map[datapath.RuleID]rule.Rule{2: newRule("three", "3")}
-	return map[datapath.ServiceID]*Service{1: a, 2: b}, starts
+	a.Rules = map[model.RuleID]rule.Rule{1: newRule("two", "II"), 5: newRule("four", "4")}
+	b.Rules = map[model.RuleID]rule.Rule{2: newRule("three", "3")}
+	return map[model.ServiceID]*Service{1: a, 2: b}, starts
 }
 
 // beforeLast is what the first six records of history give.
-func beforeLast() map[datapath.ServiceID]*Service {
+func beforeLast() map[model.ServiceID]*Service {
 	a, b := service(1, "127.0.0.1:53"), service(2, "[::1]:5353")
-	a.Rules = map[datapath.RuleID]rule.Rule{0: newRule("one", "1"), 1: newRule("two", "2")}
-	b.Rules = map[datapath.RuleID]rule.Rule{2: newRule("three", "3")}
-	return map[datapath.ServiceID]*Service{1: a, 2: b}
+	a.Rules = map[model.RuleID]rule.Rule{0: newRule("one", "1"), 1: newRule("two", "2")}
+	b.Rules = map[model.RuleID]rule.Rule{2: newRule("three", "3")}
+	return map[model.ServiceID]*Service{1: a, 2: b}
 }
 
 func must(t *testing.T, errs ...error) {
@@ -112,7 +112,7 @@ func TestCompact(t *testing.T) {
 	want, _ := history(t, j)
 	before := j.Size()
 	must(t, j.Compact(func(yield func(*Service) bool) {
-		for _, id := range []datapath.ServiceID{1, 2} {
+		for _, id := range []model.ServiceID{1, 2} {
 			if !yield(want[id]) {
 				return
 			}
@@ -143,11 +143,11 @@ func TestCompact(t *testing.T) {
 // A batch record's buffer is sized before it is written: the size must be
 // exact, or a million-rule batch grows its buffer again and again.
 func TestBatchLen(t *testing.T) {
-	b := datapath.Batch{
+	b := model.Batch{
 		Add:     []rule.Rule{newRule("four", "4"), newRule("five", "55555")},
-		AddIDs:  []datapath.RuleID{5, 6},
-		Replace: []datapath.RuleUpdate{{ID: 1, Rule: newRule("two", "II")}},
-		Delete:  []datapath.RuleID{0, 3},
+		AddIDs:  []model.RuleID{5, 6},
+		Replace: []model.RuleUpdate{{ID: 1, Rule: newRule("two", "II")}},
+		Delete:  []model.RuleID{0, 3},
 	}
 	e := &encoder{}
 	e.batch(1, b)
@@ -167,7 +167,7 @@ func TestFailedAppend(t *testing.T) {
 	var limit syscall.Rlimit
 	must(t, syscall.Getrlimit(syscall.RLIMIT_FSIZE, &limit))
 	must(t, syscall.Setrlimit(syscall.RLIMIT_FSIZE, &syscall.Rlimit{Cur: uint64(size) + 10, Max: limit.Max}))
-	err := j.Apply(2, datapath.Batch{Add: []rule.Rule{newRule("lost", "x")}, AddIDs: []datapath.RuleID{9}})
+	err := j.Apply(2, model.Batch{Add: []rule.Rule{newRule("lost", "x")}, AddIDs: []model.RuleID{9}})
 	must(t, syscall.Setrlimit(syscall.RLIMIT_FSIZE, &limit))
 	if err == nil {
 		t.Fatal("an append past the file size limit succeeded")

@@ -8,7 +8,7 @@ import (
 	"io"
 	"os"
 
-	"github.com/santa-offload/santa/internal/datapath"
+	"github.com/santa-offload/santa/internal/model"
 )
 
 // replayed is where replay stopped and why.
@@ -21,7 +21,7 @@ type replayed struct {
 
 // replay applies every good record of f to services. Past the last one it
 // finds the end of the file, a torn end, or damage: a *CorruptError.
-func replay(f *os.File, services map[datapath.ServiceID]*Service) (replayed, error) {
+func replay(f *os.File, services map[model.ServiceID]*Service) (replayed, error) {
 	var rep replayed
 	st, err := f.Stat()
 	if err != nil {
@@ -110,22 +110,22 @@ func replay(f *os.File, services map[datapath.ServiceID]*Service) (replayed, err
 // decode reads a record's payload and returns the change it makes. A
 // record that names a service or rule that is not there changes what it
 // can: replay must restore as much as the journal holds.
-func decode(payload []byte) (func(map[datapath.ServiceID]*Service), error) {
+func decode(payload []byte) (func(map[model.ServiceID]*Service), error) {
 	if len(payload) == 0 {
 		return nil, errShort
 	}
 	d := decoder{b: payload[1:]}
-	var change func(map[datapath.ServiceID]*Service)
+	var change func(map[model.ServiceID]*Service)
 	switch payload[0] {
 	case kindAttach:
 		s := d.attach()
-		change = func(services map[datapath.ServiceID]*Service) { services[s.ID] = s }
+		change = func(services map[model.ServiceID]*Service) { services[s.ID] = s }
 	case kindRemove:
-		id := datapath.ServiceID(d.u32())
-		change = func(services map[datapath.ServiceID]*Service) { delete(services, id) }
+		id := model.ServiceID(d.u32())
+		change = func(services map[model.ServiceID]*Service) { delete(services, id) }
 	case kindBatch:
 		id, b := d.batch()
-		change = func(services map[datapath.ServiceID]*Service) {
+		change = func(services map[model.ServiceID]*Service) {
 			s := services[id]
 			if s == nil {
 				return
