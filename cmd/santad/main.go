@@ -21,6 +21,7 @@ import (
 	"syscall"
 
 	"github.com/santa-offload/santa/internal/daemon"
+	"github.com/santa-offload/santa/internal/datapath"
 )
 
 // overrides are the flags that override a configuration key, by flag name.
@@ -94,7 +95,19 @@ func run(ctx context.Context, cfg config) error {
 		level = slog.LevelDebug
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-	return daemon.Run(ctx, cfg.daemon, log)
+	return daemon.Run(ctx, cfg.daemon, openDatapath(cfg.daemon, log), log)
+}
+
+// openDatapath opens the data plane with the configuration's settings.
+func openDatapath(cfg daemon.Config, log *slog.Logger) daemon.OpenPlane {
+	return func(keepLinks bool) (daemon.Plane, error) {
+		dp, err := datapath.Open(datapath.Options{PinPath: cfg.PinPath, MaxRules: cfg.MaxRules,
+			MaxServices: cfg.MaxServices, ReplyTTL: cfg.ReplyTTL, KeepLinks: keepLinks, Log: log})
+		if err != nil {
+			return nil, err // not a nil *Datapath in a non-nil Plane
+		}
+		return dp, nil
+	}
 }
 
 func splitList(s string) []string {

@@ -5,14 +5,13 @@ import (
 	"log/slog"
 	"net"
 
-	"github.com/santa-offload/santa/internal/datapath"
 	"github.com/santa-offload/santa/internal/protocol"
 )
 
 // attachInterfaces runs the data plane on the named interfaces, or on
 // every interface that is up if none is named. A named interface that
 // cannot be attached is an error; one found up is skipped with a warning.
-func attachInterfaces(dp *datapath.Datapath, names []string, log *slog.Logger) ([]protocol.Interface, error) {
+func attachInterfaces(dp Plane, names []string, log *slog.Logger) ([]protocol.Interface, error) {
 	explicit := len(names) > 0
 	if !explicit {
 		all, err := net.Interfaces()

@@ -13,16 +13,16 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/santa-offload/santa/internal/daemon/journal"
-	"github.com/santa-offload/santa/internal/datapath"
 	"github.com/santa-offload/santa/internal/model"
 	"github.com/santa-offload/santa/internal/protocol"
 )
 
-// Run is santad: it loads the data plane (taking over an earlier run's,
-// with its services and rules, if the state directory holds a journal),
-// attaches it, and serves clients until ctx is done. On return the data
-// plane stays pinned and keeps answering; the next Run takes it over.
-func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
+// Run is santad: it loads the data plane with open (taking over an earlier
+// run's, with its services and rules, if the state directory holds a
+// journal), attaches it, and serves clients until ctx is done. On return
+// the data plane stays pinned and keeps answering; the next Run takes it
+// over.
+func Run(ctx context.Context, cfg Config, open OpenPlane, log *slog.Logger) error {
 	if err := cfg.check(); err != nil {
 		return err
 	}
@@ -50,8 +50,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 	// With a journal, the earlier run's links keep answering with its
 	// maps until this run has restored the rules and takes them over.
-	dp, err := datapath.Open(datapath.Options{PinPath: cfg.PinPath, MaxRules: cfg.MaxRules,
-		MaxServices: cfg.MaxServices, ReplyTTL: cfg.ReplyTTL, KeepLinks: saved.Existed, Log: log})
+	dp, err := open(saved.Existed)
 	if err != nil {
 		return fmt.Errorf("opening the data plane: %w", err)
 	}
@@ -137,7 +136,7 @@ const releaseLeftEvery = 10 * time.Second
 // releaseLeft releases the connections the handover left, as they become
 // idle, until none is left or ctx is done: the earlier data plane, rules
 // and all, lives as long as one of them is in it.
-func releaseLeft(ctx context.Context, dp *datapath.Datapath, log *slog.Logger) {
+func releaseLeft(ctx context.Context, dp Plane, log *slog.Logger) {
 	tick := time.NewTicker(releaseLeftEvery)
 	defer tick.Stop()
 	for {
