@@ -181,6 +181,7 @@ static __always_inline __u32 santa_xdp_verdict(struct __sk_buff *skb)
 	return meta->verdict;
 }
 
+/* The one exit of the TC program: count the path. */
 static __always_inline int santa_tc_exit(__u32 path, int action)
 {
 	santa_count_path(path);
@@ -252,8 +253,7 @@ int santa_udp_tc(struct __sk_buff *skb)
 
 	santa_count_service(svc->id, SANTA_SVC_MATCHED);
 	santa_count_rule(rule->rule_id, reply_len);
-	santa_count_path(SANTA_PATH_ANSWERED);
-	return bpf_redirect(skb->ifindex, 0);
+	return santa_tc_exit(SANTA_PATH_ANSWERED, bpf_redirect(skb->ifindex, 0));
 
 pass:
 	santa_count_service(svc->id, SANTA_SVC_PASSED);
