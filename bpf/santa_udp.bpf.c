@@ -120,8 +120,7 @@ int santa_udp(struct xdp_md *ctx)
 	__u64 sum;
 	int delta;
 
-	path = santa_parse(data, data_end, data_end - data, &pkt);
-	if (path != SANTA_PARSED)
+	if (!santa_parse(data, data_end, data_end - data, &pkt, &path))
 		return santa_xdp_exit(ctx, path, XDP_PASS);
 	svc = santa_find_service(ctx, &pkt, &path);
 	if (!svc)
@@ -133,8 +132,7 @@ int santa_udp(struct xdp_md *ctx)
 		goto pass;
 	/* Checked only now, so that only the packets to be answered pay. */
 	dev = santa_xdp_dev(ctx);
-	path = santa_check_delivery(dev, data, data_end, &pkt);
-	if (path != SANTA_PARSED)
+	if (!santa_check_delivery(dev, data, data_end, &pkt, &path))
 		return santa_xdp_exit(ctx, path, XDP_PASS);
 	reply_len = rule->reply_len;
 	if (!santa_reply_fits(dev, &pkt, reply_len))
@@ -210,8 +208,7 @@ int santa_udp_tc(struct __sk_buff *skb)
 	headers = skb->len < SANTA_MAX_HEADERS ? skb->len : SANTA_MAX_HEADERS;
 	if (bpf_skb_pull_data(skb, headers))
 		return santa_tc_exit(SANTA_PATH_BAD_LENGTH, TC_ACT_OK);
-	path = santa_parse((void *)(long)skb->data, (void *)(long)skb->data_end, skb->len, &pkt);
-	if (path != SANTA_PARSED)
+	if (!santa_parse((void *)(long)skb->data, (void *)(long)skb->data_end, skb->len, &pkt, &path))
 		return santa_tc_exit(path, TC_ACT_OK);
 	svc = santa_find_service(skb, &pkt, &path);
 	if (!svc)
@@ -222,8 +219,7 @@ int santa_udp_tc(struct __sk_buff *skb)
 	if (!rule)
 		goto pass;
 	kskb = bpf_cast_to_kern_ctx(skb);
-	path = santa_check_delivery(kskb->dev, (void *)(long)skb->data, (void *)(long)skb->data_end, &pkt);
-	if (path != SANTA_PARSED)
+	if (!santa_check_delivery(kskb->dev, (void *)(long)skb->data, (void *)(long)skb->data_end, &pkt, &path))
 		return santa_tc_exit(path, TC_ACT_OK);
 	reply_len = rule->reply_len;
 	if (!santa_reply_fits(kskb->dev, &pkt, reply_len)) {

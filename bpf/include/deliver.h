@@ -73,17 +73,17 @@ static __always_inline int santa_mac_equal(const __u8 *a, const __u8 *b)
 	return *(const __u32 *)a == *(const __u32 *)b && *(const __u16 *)(a + 4) == *(const __u16 *)(b + 4);
 }
 
-/* SANTA_PARSED if the kernel would deliver the request that came in on dev
- * in the frame at data to a local socket, else the path that says why not. */
-static __always_inline __u32 santa_check_delivery(struct net_device *dev, void *data, void *data_end,
-						  const struct santa_pkt *pkt)
+/* Whether the kernel would deliver the request that came in on dev, in the
+ * frame at data, to a local socket; if not, *path says why. */
+static __always_inline int santa_check_delivery(struct net_device *dev, void *data, void *data_end,
+						const struct santa_pkt *pkt, __u32 *path)
 {
 	int loopback = dev->flags & IFF_LOOPBACK;
 	__u32 ifindex = dev->ifindex;
 	struct ethhdr *eth = data;
 
 	if ((void *)(eth + 1) > data_end)
-		return SANTA_PATH_BAD_LENGTH;
+		return santa_refuse(path, SANTA_PATH_BAD_LENGTH);
 
 	/* eth_type_trans: ip_rcv drops a frame for another MAC
 	 * (PACKET_OTHERHOST). A unicast request in a broadcast or multicast
@@ -93,22 +93,22 @@ static __always_inline __u32 santa_check_delivery(struct net_device *dev, void *
 	 * dev_addr_shadow is the copy of the same bytes that dev_addr_mod
 	 * keeps inside struct net_device. */
 	if (!santa_mac_equal(eth->h_dest, dev->dev_addr_shadow) || (eth->h_source[0] & 1))
-		return SANTA_PATH_NOT_FOR_HOST;
+		return santa_refuse(path, SANTA_PATH_NOT_FOR_HOST);
 	if (!loopback && santa_martian_pattern(pkt))
-		return SANTA_PATH_MARTIAN;
+		return santa_refuse(path, SANTA_PATH_MARTIAN);
 	/* 127.0.0.0/8 is one local route on loopback, not 2^24 addresses in
 	 * the map; off loopback it is a martian, refused above. */
 	if (!(loopback && !pkt->ipv6 && ((const __u8 *)&pkt->tuple.ipv4.daddr)[0] == 127) &&
 	    santa_addr_kind(pkt, pkt->ipv6 ? (void *)pkt->tuple.ipv6.daddr : (void *)&pkt->tuple.ipv4.daddr,
 			    ifindex) != SANTA_ADDR_LOCAL)
-		return SANTA_PATH_NOT_LOCAL;
+		return santa_refuse(path, SANTA_PATH_NOT_LOCAL);
 	/* fib_validate_source: a packet from one of the host's own addresses,
 	 * or from a broadcast address, is a martian unless it came over
 	 * loopback. */
 	if (!loopback && santa_addr_kind(pkt, pkt->ipv6 ? (void *)pkt->tuple.ipv6.saddr : (void *)&pkt->tuple.ipv4.saddr,
 					 ifindex))
-		return SANTA_PATH_MARTIAN;
-	return SANTA_PARSED;
+		return santa_refuse(path, SANTA_PATH_MARTIAN);
+	return 1;
 }
 
 /* Whether a reply of reply_len payload bytes to pkt fits dev's MTU. A

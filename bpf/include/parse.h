@@ -14,9 +14,6 @@
 #define IP_OFFSET 0x1FFF
 #define ETH_ALEN 6
 
-/* parse() result for a packet worth matching; any other value is a path. */
-#define SANTA_PARSED SANTA_PATH_NCOUNTERS
-
 struct santa_pkt {
 	__u32 l3_off;      /* from the start of the frame */
 	__u32 payload_off; /* UDP payload */
@@ -48,39 +45,49 @@ static __always_inline int santa_ip_header_ok(const struct iphdr *ip)
 	return sum == 0xffff;
 }
 
-/* frame_len is the whole frame (XDP: data_end - data; TC: skb->len); only the
- * headers must lie between data and data_end. */
-static __always_inline __u32 santa_parse(void *data, void *data_end, __u32 frame_len,
-					 struct santa_pkt *pkt)
+/* Refuses a packet: *path says why, and the caller passes the packet on
+ * untouched. Returns 0, the "no" of santa_parse and santa_check_delivery. */
+static __always_inline int santa_refuse(__u32 *path, __u32 why)
+{
+	*path = why;
+	return 0;
+}
+
+/* Whether the frame holds a request worth matching, then described in *pkt;
+ * if not, *path says why. frame_len is the whole frame (XDP: data_end -
+ * data; TC: skb->len); only the headers must lie between data and
+ * data_end. */
+static __always_inline int santa_parse(void *data, void *data_end, __u32 frame_len, struct santa_pkt *pkt,
+				       __u32 *path)
 {
 	struct ethhdr *eth = data;
 	struct udphdr *udp;
 	__u32 l4_len;
 
 	if ((void *)(eth + 1) > data_end)
-		return SANTA_PATH_BAD_LENGTH;
+		return santa_refuse(path, SANTA_PATH_BAD_LENGTH);
 	pkt->l3_off = sizeof(*eth);
 
 	if (eth->h_proto == bpf_htons(ETH_P_IP)) {
 		struct iphdr *ip = (void *)(eth + 1);
 
 		if ((void *)(ip + 1) > data_end)
-			return SANTA_PATH_BAD_LENGTH;
+			return santa_refuse(path, SANTA_PATH_BAD_LENGTH);
 		if (ip->version != 4)
-			return SANTA_PATH_NOT_IP;
+			return santa_refuse(path, SANTA_PATH_NOT_IP);
 		if (ip->ihl != 5)
-			return SANTA_PATH_IP_OPTIONS;
+			return santa_refuse(path, SANTA_PATH_IP_OPTIONS);
 		if (!santa_ip_header_ok(ip))
-			return SANTA_PATH_BAD_IP_CSUM;
+			return santa_refuse(path, SANTA_PATH_BAD_IP_CSUM);
 		if (ip->frag_off & bpf_htons(IP_MF | IP_OFFSET))
-			return SANTA_PATH_FRAGMENT;
+			return santa_refuse(path, SANTA_PATH_FRAGMENT);
 		if (ip->protocol != IPPROTO_UDP)
-			return SANTA_PATH_NOT_UDP;
+			return santa_refuse(path, SANTA_PATH_NOT_UDP);
 		if (bpf_ntohs(ip->tot_len) < sizeof(*ip) + sizeof(*udp) ||
 		    pkt->l3_off + bpf_ntohs(ip->tot_len) > frame_len)
-			return SANTA_PATH_BAD_LENGTH;
+			return santa_refuse(path, SANTA_PATH_BAD_LENGTH);
 		if (!santa_v4_unicast(ip->daddr) || !santa_v4_unicast(ip->saddr))
-			return SANTA_PATH_NOT_UNICAST;
+			return santa_refuse(path, SANTA_PATH_NOT_UNICAST);
 		l4_len = bpf_ntohs(ip->tot_len) - sizeof(*ip);
 		udp = (void *)(ip + 1);
 		pkt->ipv6 = 0;
@@ -90,33 +97,33 @@ static __always_inline __u32 santa_parse(void *data, void *data_end, __u32 frame
 		struct ipv6hdr *ip6 = (void *)(eth + 1);
 
 		if ((void *)(ip6 + 1) > data_end)
-			return SANTA_PATH_BAD_LENGTH;
+			return santa_refuse(path, SANTA_PATH_BAD_LENGTH);
 		if (ip6->version != 6)
-			return SANTA_PATH_NOT_IP;
+			return santa_refuse(path, SANTA_PATH_NOT_IP);
 		/* Extension headers (fragments among them) are not followed. */
 		if (ip6->nexthdr != IPPROTO_UDP)
-			return SANTA_PATH_NOT_UDP;
+			return santa_refuse(path, SANTA_PATH_NOT_UDP);
 		/* An unspecified (::) source the kernel delivers, but a reply
 		 * to it goes nowhere (the application's would go to ::1). */
 		if (ip6->daddr.in6_u.u6_addr8[0] == 0xff || ip6->saddr.in6_u.u6_addr8[0] == 0xff ||
 		    !(ip6->saddr.in6_u.u6_addr32[0] | ip6->saddr.in6_u.u6_addr32[1] |
 		      ip6->saddr.in6_u.u6_addr32[2] | ip6->saddr.in6_u.u6_addr32[3]))
-			return SANTA_PATH_NOT_UNICAST;
+			return santa_refuse(path, SANTA_PATH_NOT_UNICAST);
 		l4_len = bpf_ntohs(ip6->payload_len);
 		if (pkt->l3_off + sizeof(*ip6) + l4_len > frame_len)
-			return SANTA_PATH_BAD_LENGTH;
+			return santa_refuse(path, SANTA_PATH_BAD_LENGTH);
 		udp = (void *)(ip6 + 1);
 		pkt->ipv6 = 1;
 		__builtin_memcpy(pkt->tuple.ipv6.saddr, &ip6->saddr, 16);
 		__builtin_memcpy(pkt->tuple.ipv6.daddr, &ip6->daddr, 16);
 	} else {
-		return SANTA_PATH_NOT_IP;
+		return santa_refuse(path, SANTA_PATH_NOT_IP);
 	}
 
 	if ((void *)(udp + 1) > data_end)
-		return SANTA_PATH_BAD_LENGTH;
+		return santa_refuse(path, SANTA_PATH_BAD_LENGTH);
 	if (bpf_ntohs(udp->len) != l4_len || l4_len < sizeof(*udp))
-		return SANTA_PATH_BAD_LENGTH;
+		return santa_refuse(path, SANTA_PATH_BAD_LENGTH);
 	/* tuple.ipv4 and tuple.ipv6 keep their ports at different places. */
 	if (pkt->ipv6) {
 		pkt->tuple.ipv6.sport = udp->source;
@@ -129,8 +136,8 @@ static __always_inline __u32 santa_parse(void *data, void *data_end, __u32 frame
 	pkt->payload_off = (void *)(udp + 1) - data;
 	pkt->plen = l4_len - sizeof(*udp);
 	if (pkt->plen > SANTA_MAX_UDP_REQUEST)
-		return SANTA_PATH_TOO_LONG;
-	return SANTA_PARSED;
+		return santa_refuse(path, SANTA_PATH_TOO_LONG);
+	return 1;
 }
 
 static __always_inline __u32 santa_tuple_len(const struct santa_pkt *pkt)
