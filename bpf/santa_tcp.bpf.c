@@ -206,12 +206,13 @@ static __always_inline int santa_stream_ends(struct __sk_buff *skb)
 
 /* Passes a segment to the application, and with it the rest of the
  * connection: a later request answered here could overtake the
- * application's reply to this one. */
-static __always_inline int santa_verdict_pass(struct santa_conn *conn, __u32 service_id, __u32 path)
+ * application's reply to this one. svc is NULL when the listener's
+ * service is gone: no service counts it. */
+static __always_inline int santa_verdict_pass(struct santa_conn *conn, struct santa_service *svc, __u32 path)
 {
 	conn->flags |= SANTA_CONN_PASSING;
-	if (service_id != (__u32)-1)
-		santa_count_service(service_id, SANTA_SVC_PASSED);
+	if (svc)
+		santa_count_service(svc->id, SANTA_SVC_PASSED);
 	santa_count_tcp_path(path);
 	return SK_PASS;
 }
@@ -225,22 +226,22 @@ static __always_inline int santa_verdict_request(struct __sk_buff *skb, struct s
 	struct santa_rule *rule;
 
 	if (bpf_skb_load_bytes(skb, 0, s->buf, plen))
-		return santa_verdict_pass(conn, svc->id, SANTA_TCP_ERROR);
+		return santa_verdict_pass(conn, svc, SANTA_TCP_ERROR);
 	rule = santa_tcp_match(s, svc, plen);
 	if (!rule)
-		return santa_verdict_pass(conn, svc->id, SANTA_TCP_NO_MATCH);
+		return santa_verdict_pass(conn, svc, SANTA_TCP_NO_MATCH);
 	if (conn->pending >= SANTA_MAX_PENDING)
-		return santa_verdict_pass(conn, svc->id, SANTA_TCP_BUSY);
+		return santa_verdict_pass(conn, svc, SANTA_TCP_BUSY);
 	if (santa_app_receiving(skb, conn))
-		return santa_verdict_pass(conn, svc->id, SANTA_TCP_APP_RECEIVING);
+		return santa_verdict_pass(conn, svc, SANTA_TCP_APP_RECEIVING);
 	if (santa_stream_ends(skb))
-		return santa_verdict_pass(conn, svc->id, SANTA_TCP_FIN);
+		return santa_verdict_pass(conn, svc, SANTA_TCP_FIN);
 	/* One linear skb is sent in one piece: the reply program sees the
 	 * whole request in one message. */
 	if (bpf_skb_pull_data(skb, plen))
-		return santa_verdict_pass(conn, svc->id, SANTA_TCP_ERROR);
+		return santa_verdict_pass(conn, svc, SANTA_TCP_ERROR);
 	if (bpf_sk_redirect_hash(skb, &tcp_conns, cookie, 0) != SK_PASS)
-		return santa_verdict_pass(conn, svc->id, SANTA_TCP_ERROR);
+		return santa_verdict_pass(conn, svc, SANTA_TCP_ERROR);
 	__sync_fetch_and_add(&conn->pending, 1);
 	santa_count_tcp_path(SANTA_TCP_BOUNCED);
 	return SK_PASS;
@@ -267,16 +268,16 @@ int santa_tcp_verdict(struct __sk_buff *skb)
 	}
 	svc = bpf_map_lookup_elem(&services, &conn->listener);
 	if (!svc)
-		return santa_verdict_pass(conn, -1, SANTA_TCP_NO_SERVICE);
+		return santa_verdict_pass(conn, NULL, SANTA_TCP_NO_SERVICE);
 	if (conn->flags & SANTA_CONN_PASSING)
-		return santa_verdict_pass(conn, svc->id, SANTA_TCP_PASSING);
+		return santa_verdict_pass(conn, svc, SANTA_TCP_PASSING);
 	if (plen > SANTA_MAX_TCP_REQUEST)
-		return santa_verdict_pass(conn, svc->id, SANTA_TCP_TOO_LONG);
+		return santa_verdict_pass(conn, svc, SANTA_TCP_TOO_LONG);
 	if (santa_saw_out_of_order(skb, conn))
-		return santa_verdict_pass(conn, svc->id, SANTA_TCP_OUT_OF_ORDER);
+		return santa_verdict_pass(conn, svc, SANTA_TCP_OUT_OF_ORDER);
 	buf = santa_take_verdict_buffer();
 	if (!buf)
-		return santa_verdict_pass(conn, svc->id, SANTA_TCP_NO_BUFFER);
+		return santa_verdict_pass(conn, svc, SANTA_TCP_NO_BUFFER);
 	verdict = santa_verdict_request(skb, conn, svc, &cookie, &buf->request, plen);
 	santa_give(&buf->busy);
 	return verdict;
