@@ -3,7 +3,9 @@
  * santa_tcp: TCP requests that match one of their listener's rules are
  * answered by the kernel on the application's own connection (docs/tcp.md).
  *  - santa_tcp_sockops (cgroup sock_ops) puts connections accepted on a
- *    registered listener into the tcp_conns sockhash;
+ *    registered listener into the tcp_conns sockhash, and deletes their
+ *    state when they close; santa_tcp_release (cgroup sock_release) does
+ *    the latter for connections user space adopted;
  *  - santa_tcp_verdict (sk_skb) matches each received segment: a match goes,
  *    unmodified, to the connection's own egress; everything else passes to
  *    the application, and from then on the whole connection does;
@@ -126,6 +128,23 @@ int santa_tcp_sockops(struct bpf_sock_ops *skops)
 		break;
 	}
 	return 1;
+}
+
+/* A socket is being released: if it is a connection under a registered
+ * listener, its state goes with it. The state callback above sees the end
+ * of every connection sock_ops added, even one never accepted; but one
+ * that AdoptConnection added from user space never asked for that callback
+ * (only sock_ops may), and is seen here, when the application closes it. */
+SEC("cgroup/sock_release")
+int santa_tcp_release(struct bpf_sock *sk)
+{
+	__u64 cookie;
+
+	if (sk->protocol != IPPROTO_TCP)
+		return 1;
+	cookie = bpf_get_socket_cookie(sk);
+	bpf_map_delete_elem(&connections, &cookie);
+	return 1; /* sock_release cannot veto; 1 is "continue" */
 }
 
 /* The rule that answers a segment of plen bytes (in s): the matcher's

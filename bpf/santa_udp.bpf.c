@@ -6,8 +6,7 @@
  *  - santa_udp_tc (TC ingress) answers what XDP could not (replies that do not
  *    fit the XDP frame, devices without XDP such as loopback) by growing the
  *    skb and redirecting it back out of the device it came in on;
- *  - santa_sock_release (cgroup) retires the service of a closed socket,
- *    and the state of a closed TCP connection (santa_tcp.bpf.c).
+ *  - santa_sock_release (cgroup) retires the service of a closed socket.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -267,8 +266,6 @@ int santa_sock_release(struct bpf_sock *sk)
 
 	if (bpf_map_lookup_elem(&services, &cookie) && !bpf_map_delete_elem(&services, &cookie))
 		bpf_ringbuf_output(&closed_sockets, &cookie, sizeof(cookie), 0);
-	/* A TCP connection under a listener's rules: its state goes with it. */
-	bpf_map_delete_elem(&connections, &cookie);
 	return 1; /* sock_release cannot veto; 1 is "continue" */
 }
 

@@ -166,21 +166,6 @@ static __always_inline void santa_warm_rule(__u32 slot)
 			asm volatile("" : : "r"(*(volatile __u8 *)((void *)rule + at)));
 }
 
-/* TCP connections under a registered listener, by socket cookie
- * (santa_abi.h). Deleted when the socket closes (sock_ops state callback,
- * santa_sock_release). An earlier process's map has the same shape
- * (santa_handover). */
-#define SANTA_CONNECTIONS_MAP(name)                                   \
-	struct {                                                      \
-		__uint(type, BPF_MAP_TYPE_HASH);                      \
-		__uint(map_flags, BPF_F_NO_PREALLOC);                 \
-		__uint(max_entries, SANTA_DEFAULT_MAX_CONNS); /* load time */ \
-		__type(key, __u64);                                   \
-		__type(value, struct santa_conn);                     \
-	} name SEC(".maps")
-
-SANTA_CONNECTIONS_MAP(connections);
-
 /* Hits and reply bytes per rule id. */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);

@@ -6,6 +6,21 @@
 #include "santa_abi.h"
 #include "maps.h"
 
+/* TCP connections under a registered listener, by socket cookie
+ * (santa_abi.h). Deleted when the socket closes (santa_tcp.bpf.c: the
+ * sock_ops state callback, santa_tcp_release). An earlier process's map
+ * has the same shape (santa_handover). */
+#define SANTA_CONNECTIONS_MAP(name)                                   \
+	struct {                                                      \
+		__uint(type, BPF_MAP_TYPE_HASH);                      \
+		__uint(map_flags, BPF_F_NO_PREALLOC);                 \
+		__uint(max_entries, SANTA_DEFAULT_MAX_CONNS); /* load time */ \
+		__type(key, __u64);                                   \
+		__type(value, struct santa_conn);                     \
+	} name SEC(".maps")
+
+SANTA_CONNECTIONS_MAP(connections);
+
 /* Connections under registered listeners, by socket cookie: the verdict
  * and reply programs are attached to this map. An earlier process's map
  * has the same shape (santa_handover). */

@@ -115,7 +115,6 @@ func Open(opts Options) (*Datapath, error) {
 	}
 	spec.Maps["services"].MaxEntries = opts.MaxServices
 	spec.Maps["service_stats"].MaxEntries = opts.MaxServices
-	spec.Maps["connections"].MaxEntries = opts.MaxConnections
 	for _, m := range chunkedClassMaps {
 		sizeChunks(spec, m, opts.MaxRules)
 	}
@@ -202,7 +201,7 @@ func (d *Datapath) pin(dir string, keepLinks bool) error {
 		"rules_huge": d.objs.RulesHuge,
 		"rule_stats": d.objs.RuleStats, "service_stats": d.objs.ServiceStats,
 		"path_stats": d.objs.PathStats, "closed_sockets": d.objs.ClosedSockets,
-		"connections": d.objs.Connections, "listeners": d.tcp.Listeners, "tcp_conns": d.tcp.TcpConns,
+		"connections": d.tcp.Connections, "listeners": d.tcp.Listeners, "tcp_conns": d.tcp.TcpConns,
 		"tcp_path_stats": d.tcp.TcpPathStats,
 		"prog_santa_udp": d.objs.SantaUdp, "prog_santa_udp_tc": d.objs.SantaUdpTc,
 		"prog_santa_sock_release": d.objs.SantaSockRelease, "prog_santa_tcp_sockops": d.tcp.SantaTcpSockops,

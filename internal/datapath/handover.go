@@ -99,7 +99,7 @@ func (d *Datapath) handOverPrevious(passes int) (model.HandOver, error) {
 // through the verdict; busy ones stay, passing. One pass, not retried, as
 // it holds up every other change. Called with d.mu held.
 func (d *Datapath) releaseConnections(listener uint64) (model.HandOver, error) {
-	own := &connMaps{connections: d.objs.Connections, sockets: d.tcp.TcpConns}
+	own := &connMaps{connections: d.tcp.Connections, sockets: d.tcp.TcpConns}
 	return d.handOver(own, listener, 1)
 }
 
@@ -201,7 +201,7 @@ func (d *Datapath) loadHandOver(from *connMaps, listener uint64, giveUp bool) (*
 	}
 	maps := map[string]*ebpf.Map{
 		"prev_connections": from.connections, "prev_tcp_conns": from.sockets,
-		"connections": d.objs.Connections, "tcp_conns": d.tcp.TcpConns, "services": d.objs.Services,
+		"connections": d.tcp.Connections, "tcp_conns": d.tcp.TcpConns, "services": d.objs.Services,
 	}
 	var objs struct {
 		Prog *ebpf.Program `ebpf:"santa_tcp_handover"`

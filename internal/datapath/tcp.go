@@ -22,6 +22,7 @@ import (
 // they share with santa_udp are santaObjects' (loadTCP).
 type tcpObjects struct {
 	santaTcpPrograms
+	Connections  *ebpf.Map `ebpf:"connections"`
 	Listeners    *ebpf.Map `ebpf:"listeners"`
 	TcpConns     *ebpf.Map `ebpf:"tcp_conns"`
 	TcpPathStats *ebpf.Map `ebpf:"tcp_path_stats"`
@@ -29,8 +30,8 @@ type tcpObjects struct {
 }
 
 func (o *tcpObjects) Close() error {
-	return errors.Join(o.santaTcpPrograms.Close(), o.Listeners.Close(), o.TcpConns.Close(),
-		o.TcpPathStats.Close(), o.ReplyMemory.Close())
+	return errors.Join(o.santaTcpPrograms.Close(), o.Connections.Close(), o.Listeners.Close(),
+		o.TcpConns.Close(), o.TcpPathStats.Close(), o.ReplyMemory.Close())
 }
 
 // loadTCP loads the TCP programs onto d's maps and attaches verdict and
@@ -40,6 +41,7 @@ func (d *Datapath) loadTCP(maxConns, maxServices uint32) error {
 	if err != nil {
 		return fmt.Errorf("loading TCP BPF spec: %w", err)
 	}
+	spec.Maps["connections"].MaxEntries = maxConns
 	spec.Maps["tcp_conns"].MaxEntries = maxConns
 	spec.Maps["listeners"].MaxEntries = maxServices
 	if err := d.index.setMask(spec); err != nil {
@@ -50,7 +52,6 @@ func (d *Datapath) loadTCP(maxConns, maxServices uint32) error {
 		"rules_small": d.objs.RulesSmall, "rules_medium": d.objs.RulesMedium,
 		"rules_large": d.objs.RulesLarge, "rules_huge": d.objs.RulesHuge,
 		"rule_stats": d.objs.RuleStats, "service_stats": d.objs.ServiceStats,
-		"connections": d.objs.Connections,
 	}
 	if err := loadOnto(spec, &d.tcp, shared, "TCP BPF objects"); err != nil {
 		return err
@@ -130,11 +131,12 @@ func (d *Datapath) removeListener(info model.SocketInfo) error {
 }
 
 // attachTCPHooks attaches the TCP programs that run on the root cgroup's
-// sockets, once: santa_tcp_sockops (new connections), santa_tcp_accepted
-// and santa_tcp_get{peer,sock}name{4,6} (requests that came before
-// accept(), at the application's first setsockopt, getpeername or
-// getsockname on the connection) and santa_tcp_hold_fin (a client's FIN
-// that would overtake the kernel's replies). Called with d.mu held.
+// sockets, once: santa_tcp_sockops (new connections, and their end),
+// santa_tcp_release (the end of adopted ones), santa_tcp_accepted and
+// santa_tcp_get{peer,sock}name{4,6} (requests that came before accept(),
+// at the application's first setsockopt, getpeername or getsockname on
+// the connection) and santa_tcp_hold_fin (a client's FIN that would
+// overtake the kernel's replies). Called with d.mu held.
 func (d *Datapath) attachTCPHooks() error {
 	if d.tcpHooks != nil {
 		return nil
@@ -149,6 +151,7 @@ func (d *Datapath) attachTCPHooks() error {
 		prog *ebpf.Program
 	}{
 		{"link_tcp_sockops", ebpf.AttachCGroupSockOps, d.tcp.SantaTcpSockops},
+		{"link_tcp_release", ebpf.AttachCgroupInetSockRelease, d.tcp.SantaTcpRelease},
 		{"link_tcp_accepted", ebpf.AttachCGroupSetsockopt, d.tcp.SantaTcpAccepted},
 		{"link_tcp_getpeername4", ebpf.AttachCgroupInet4GetPeername, d.tcp.SantaTcpGetpeername4},
 		{"link_tcp_getpeername6", ebpf.AttachCgroupInet6GetPeername, d.tcp.SantaTcpGetpeername6},
@@ -195,7 +198,7 @@ func (d *Datapath) AdoptConnection(svc model.ServiceID, fd int) error {
 		return err
 	}
 	var known santaTcpSantaConn
-	if d.objs.Connections.Lookup(info.Cookie, &known) == nil && known.Listener == s.info.Cookie {
+	if d.tcp.Connections.Lookup(info.Cookie, &known) == nil && known.Listener == s.info.Cookie {
 		return nil // santa_tcp_sockops added it already
 	}
 	tcpInfo, err := unix.GetsockoptTCPInfo(fd, unix.IPPROTO_TCP, unix.TCP_INFO)
@@ -219,11 +222,11 @@ func (d *Datapath) AdoptConnection(svc model.ServiceID, fd int) error {
 		return fmt.Errorf("setting TCP_NODELAY: %w", err)
 	}
 	conn := santaTcpSantaConn{Listener: s.info.Cookie, Ooopack: tcpInfo.Rcv_ooopack}
-	if err := d.objs.Connections.Update(info.Cookie, conn, ebpf.UpdateNoExist); err != nil {
+	if err := d.tcp.Connections.Update(info.Cookie, conn, ebpf.UpdateNoExist); err != nil {
 		return fmt.Errorf("adopting connection: %w", err)
 	}
 	if err := d.tcp.TcpConns.Update(info.Cookie, uint64(fd), ebpf.UpdateNoExist); err != nil {
-		d.objs.Connections.Delete(info.Cookie)
+		d.tcp.Connections.Delete(info.Cookie)
 		return fmt.Errorf("adding connection to the sockhash: %w", err)
 	}
 	return nil

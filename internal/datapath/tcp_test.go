@@ -617,7 +617,9 @@ func TestTCPOutOfOrderPasses(t *testing.T) {
 }
 
 // A connection accepted before its listener was registered is adopted when
-// idle, and answered from then on.
+// idle, and answered from then on; its state goes when the application
+// closes it, though sock_ops never asked for its state callback
+// (santa_tcp_release).
 func TestTCPAdoptConnections(t *testing.T) {
 	r := newTCPRig(t, "tcp4", "127.0.0.1:0", appServer{})
 	defer r.back()
@@ -634,6 +636,13 @@ func TestTCPAdoptConnections(t *testing.T) {
 		t.Fatalf("adopted %+v, %v; want the one connection", got, err)
 	}
 	exchange(t, before, []byte(hotReq), hotReply)
+	before.Close() // the application closes its end on EOF
+	if !eventually(2*time.Second, 20*time.Millisecond, func() bool {
+		var cookie uint64
+		return !r.d.tcp.Connections.Iterate().Next(&cookie, new(santaTcpSantaConn))
+	}) {
+		t.Error("the adopted connection's state outlived its socket")
+	}
 }
 
 // An unregistered listener's connections leave the sockhash: a request
