@@ -19,7 +19,7 @@
 #include "csum.h"
 #include "match.h"
 #include "reply.h"
-#include "hook.h"
+#include "payload.h"
 #include "deliver.h"
 
 #define TC_ACT_OK 0

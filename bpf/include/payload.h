@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: (GPL-2.0 OR BSD-2-Clause) */
-/* The steps both hooks share. XDP and TC differ only in the helpers that
- * read and write packet bytes; `xdp` is a constant at every call site, so
- * after inlining each program keeps one branch and calls only its own. */
-#ifndef SANTA_HOOK_H
-#define SANTA_HOOK_H
+/* The UDP payloads, for XDP and TC alike: the request's read in and
+ * matched, the reply's written out over it. The two hooks differ only in
+ * the helpers that read and write packet bytes; `xdp` is a constant at
+ * every call site, so after inlining each program keeps one branch and
+ * calls only its own. */
+#ifndef SANTA_PAYLOAD_H
+#define SANTA_PAYLOAD_H
 
 #include "santa_abi.h"
 #include "maps.h"
@@ -71,4 +73,4 @@ static __always_inline int santa_store_payload(void *ctx, int xdp, const struct 
 	return 0;
 }
 
-#endif /* SANTA_HOOK_H */
+#endif /* SANTA_PAYLOAD_H */
