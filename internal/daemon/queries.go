@@ -6,15 +6,10 @@ import (
 
 	"github.com/santa-offload/santa/internal/model"
 	"github.com/santa-offload/santa/internal/protocol"
-	"github.com/santa-offload/santa/rule"
 )
 
-// Room in one reply for the items of a LIST_RULES or RULE_STATS page: the
-// header, count and next take the rest.
-const pageRoom = protocol.MaxMessage - protocol.HeaderLen - 8
-
-// countersLen is the size of rule_counters on the wire.
-const countersLen = 20
+// Room in one reply for the items of a LIST_RULES or RULE_STATS page.
+const pageRoom = protocol.MaxMessage - protocol.PageOverhead
 
 // listRules answers one page of a service's rules in rising id order: as
 // many as fit one reply, or max if fewer.
@@ -28,10 +23,10 @@ func (s *Server) listRules(sess *session, req *protocol.ListRules) protocol.Body
 	r := &protocol.ListRulesReply{}
 	ids, room := page(sv, req.Start), pageRoom
 	for _, id := range ids {
-		rule := sv.Rules[id]
-		if n := entryLen(rule); n <= room && (req.Max == 0 || len(r.Rules) < int(req.Max)) {
+		e := protocol.RuleEntry{RuleID: uint32(id), Rule: sv.Rules[id]}
+		if n := protocol.RuleEntrySize(&e); n <= room && (req.Max == 0 || len(r.Rules) < int(req.Max)) {
 			room -= n
-			r.Rules = append(r.Rules, protocol.RuleEntry{RuleID: uint32(id), Rule: rule})
+			r.Rules = append(r.Rules, e)
 			continue
 		}
 		r.Next = uint32(id)
@@ -43,7 +38,7 @@ func (s *Server) listRules(sess *session, req *protocol.ListRules) protocol.Body
 
 // ruleStats answers one page of a service's rule counters.
 func (s *Server) ruleStats(sess *session, req *protocol.RuleStats) protocol.Body {
-	limit := pageRoom / countersLen
+	limit := pageRoom / protocol.RuleCountersSize
 	if req.Max != 0 && int(req.Max) < limit {
 		limit = int(req.Max)
 	}
@@ -80,21 +75,6 @@ func page(sv *service, start uint32) []model.RuleID {
 	ids := sv.ids()
 	i, _ := slices.BinarySearch(ids, model.RuleID(start))
 	return ids[i:]
-}
-
-// entryLen is the size of a rule with its id on the wire
-// (docs/protocol.md, "rule").
-func entryLen(r rule.Rule) int {
-	n := 4 + 2 + 2 + len(r.Condition.Pattern) + 2 + 1 + 1
-	for _, p := range r.Processors {
-		n += 2 // kind, reserved
-		if p.Kind == rule.ProcessorPut {
-			n += 2 + 2 + len(p.Bytes)
-		} else {
-			n += 6
-		}
-	}
-	return n
 }
 
 func (s *Server) serviceStats(sess *session, req *protocol.ServiceStats) protocol.Body {

@@ -325,20 +325,6 @@ func TestListRulesPages(t *testing.T) {
 	}
 }
 
-func TestEntryLen(t *testing.T) {
-	for _, r := range append(testRules("x", 2, 100), rule.Rule{
-		Condition:  rule.Condition{Offset: 3, Pattern: []byte("abc")},
-		Processors: []rule.Processor{rule.Copy(0, 2, 0), rule.Put(2, []byte("hello"))},
-		ReplyLen:   9,
-	}) {
-		empty, _ := protocol.Encode(0, &protocol.ListRulesReply{})
-		one, _ := protocol.Encode(0, &protocol.ListRulesReply{Rules: []protocol.RuleEntry{{Rule: r}}})
-		if got, want := entryLen(r), len(one)-len(empty); got != want {
-			t.Errorf("entryLen = %d; the encoder takes %d bytes", got, want)
-		}
-	}
-}
-
 // What the server acknowledged is what the journal replays, and a server
 // restored from it serves the same rules under the same ids.
 func TestJournalMatchesState(t *testing.T) {

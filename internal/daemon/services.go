@@ -136,7 +136,7 @@ func (s *Server) owned(sess *session, id uint32) (*service, *protocol.Error) {
 // The reply has no pages: it holds as many services as fit one message
 // (2730).
 func (s *Server) listServices(sess *session) protocol.Body {
-	const fit = (protocol.MaxMessage - protocol.HeaderLen - 4) / serviceLen
+	const fit = (protocol.MaxMessage - protocol.ListOverhead) / protocol.ServiceInfoSize
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	r := &protocol.ListServicesReply{}
@@ -150,9 +150,6 @@ func (s *Server) listServices(sess *session) protocol.Body {
 	}
 	return r
 }
-
-// serviceLen is the size of a service on the wire.
-const serviceLen = 48
 
 func serviceInfo(sv *service) *protocol.ServiceInfo {
 	a := sv.Info.Local.Addr()

@@ -218,6 +218,11 @@ func checkVector(t *testing.T, v vector) {
 	if got := hex.EncodeToString(msg); got != v.Hex {
 		t.Errorf("encode gives\n%s\nwant\n%s", got, v.Hex)
 	}
+	var size sizer
+	body.fields(&size)
+	if size.n != len(msg)-HeaderLen {
+		t.Errorf("the sizer counts %d bytes; the body has %d", size.n, len(msg)-HeaderLen)
+	}
 	h, decoded, err := Decode(mustHex(v.Hex))
 	if err != nil {
 		t.Fatalf("decode: %v", err)

@@ -1,0 +1,46 @@
+package protocol
+
+// sizer is a codec that counts the bytes a body takes on the wire without
+// writing them: the daemon fills a page up to one message from it, and so
+// never writes a size of its own that could drift from the encoding.
+type sizer struct{ n int }
+
+func (s *sizer) u8(string, *uint8)                   { s.n++ }
+func (s *sizer) u16(string, *uint16)                 { s.n += 2 }
+func (s *sizer) u32(string, *uint32)                 { s.n += 4 }
+func (s *sizer) u64(string, *uint64)                 { s.n += 8 }
+func (s *sizer) flag(string, *bool)                  { s.n++ }
+func (s *sizer) zero(string)                         { s.n++ }
+func (s *sizer) bytes16(_ string, v *[]byte)         { s.n += 2 + len(*v) }
+func (s *sizer) string16(_ string, v *string, _ int) { s.n += 2 + len(*v) }
+func (s *sizer) addr(string, *[16]byte)              { s.n += 16 }
+func (s *sizer) count(_ string, width, _, _, n int) int {
+	s.n += width
+	return n
+}
+func (s *sizer) elem(_ string, _ int, f func(codec)) { f(s) }
+func (s *sizer) object(_ string, f func(codec))      { f(s) }
+func (s *sizer) variant(_ []string, _ *uint8, f func(codec)) {
+	s.n += 2 // kind, reserved
+	f(s)
+}
+
+// RuleEntrySize is what e takes in a LIST_RULES page.
+func RuleEntrySize(e *RuleEntry) int {
+	var s sizer
+	ruleEntryFields(&s, e)
+	return s.n
+}
+
+// Fixed sizes of the items of pages (docs/protocol.md).
+const (
+	ServiceInfoSize  = serviceSize  // an item of LIST_SERVICES
+	RuleCountersSize = countersSize // an item of RULE_STATS
+	// PageOverhead is what a paged reply takes besides its items: the
+	// header, the count and next.
+	PageOverhead = HeaderLen + 4 + 4
+)
+
+// ListOverhead is what an unpaged list reply (LIST_SERVICES) takes besides
+// its items: the header and the count.
+const ListOverhead = HeaderLen + 4
