@@ -84,7 +84,7 @@ func OpenSet(o SetOptions) (*Set, error) {
 		return nil, err
 	}
 	var aerr error
-	if err := raw.Control(func(fd uintptr) { s.Svc, aerr = d.AddService(int(fd)) }); err != nil {
+	if err := raw.Control(func(fd uintptr) { s.Svc, aerr = d.AddSocket(int(fd)) }); err != nil {
 		return nil, err
 	}
 	if aerr != nil {

@@ -40,7 +40,7 @@ func startOffload(c config) (*offload, error) {
 	if o.d, err = datapath.Open(datapath.Options{NoPin: true, MaxRules: 1024, MaxServices: 16}); err != nil {
 		return nil, err
 	}
-	if o.svc, err = o.d.AddService(fd); err != nil {
+	if o.svc, err = o.d.AddSocket(fd); err != nil {
 		o.d.Close()
 		return nil, err
 	}

@@ -36,7 +36,7 @@ func newOffloader(r rig.Rig, fds []int, items int, rule func(i int) rule.Rule) (
 		return nil, err
 	}
 	for _, fd := range fds {
-		svc, err := o.d.AddService(fd)
+		svc, err := o.d.AddSocket(fd)
 		if err != nil {
 			o.close()
 			return nil, err

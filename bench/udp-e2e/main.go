@@ -359,7 +359,7 @@ func installSanta(fd, n, size int, names func(int) string) (*datapath.Datapath, 
 	if err != nil {
 		return nil, 0, err
 	}
-	svc, err := d.AddService(fd)
+	svc, err := d.AddSocket(fd)
 	if err != nil {
 		d.Close()
 		return nil, 0, err

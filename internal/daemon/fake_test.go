@@ -37,11 +37,7 @@ func (f *fakeDP) AdoptConnections(model.ServiceID, string, int64) (model.Adopted
 	return model.Adopted{}, nil
 }
 
-func (f *fakeDP) AddService(fd int) (model.ServiceID, error) {
-	info, err := model.InspectSocket(fd)
-	if err != nil {
-		return 0, err
-	}
+func (f *fakeDP) AddService(_ int, info model.SocketInfo) (model.ServiceID, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for id, s := range f.services {

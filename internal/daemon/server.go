@@ -14,7 +14,7 @@ import (
 // Dataplane is what serving clients needs of the data plane: a
 // *datapath.Datapath, or a fake in tests where the kernel is not the point.
 type Dataplane interface {
-	AddService(fd int) (model.ServiceID, error)
+	AddService(fd int, info model.SocketInfo) (model.ServiceID, error)
 	AdoptConnections(model.ServiceID, string, int64) (model.Adopted, error)
 	RemoveService(model.ServiceID) error
 	Apply(model.ServiceID, model.Batch) ([]model.RuleID, error)

@@ -56,7 +56,7 @@ func (s *Server) attach(sess *session, req *protocol.Attach, fds []int) protocol
 			return perr
 		}
 	}
-	id, err := s.dp.AddService(fd)
+	id, err := s.dp.AddService(fd, info)
 	if err != nil {
 		return dataplaneError(err)
 	}

@@ -72,7 +72,7 @@ func TestTCPAdoptOnlyTheListenersConnections(t *testing.T) {
 	}
 
 	d := openTest(t)
-	svc, err := d.AddService(listener)
+	svc, err := d.AddSocket(listener)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +87,7 @@ func TestTCPAdoptOnlyTheListenersConnections(t *testing.T) {
 	if err := d.RemoveService(svc); err != nil {
 		t.Fatal(err)
 	}
-	if svc, err = d.AddService(listener); err != nil {
+	if svc, err = d.AddSocket(listener); err != nil {
 		t.Fatal(err)
 	}
 	if got, err = d.AdoptConnections(svc, "", model.AnyUID); err != nil || got.Adopted != 2 {

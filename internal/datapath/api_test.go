@@ -109,7 +109,7 @@ func TestAddServiceRefusals(t *testing.T) {
 		{"unbound", func(f func(uintptr)) { f(uintptr(unbound)) }, "not bound"},
 	} {
 		var err error
-		tc.fd(func(fd uintptr) { _, err = d.AddService(int(fd)) })
+		tc.fd(func(fd uintptr) { _, err = d.AddSocket(int(fd)) })
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: error %v, want one containing %q", tc.name, err, tc.want)
 		}

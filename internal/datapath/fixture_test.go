@@ -71,7 +71,7 @@ func register(t testing.TB, d *Datapath, c *net.UDPConn) model.ServiceID {
 	}
 	var id model.ServiceID
 	var aerr error
-	if err := raw.Control(func(fd uintptr) { id, aerr = d.AddService(int(fd)) }); err != nil {
+	if err := raw.Control(func(fd uintptr) { id, aerr = d.AddSocket(int(fd)) }); err != nil {
 		t.Fatal(err)
 	}
 	if aerr != nil {

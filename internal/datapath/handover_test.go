@@ -42,7 +42,7 @@ func newRestartRig(t *testing.T) (r *restartRig, back func()) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { unix.Unmount(filepath.Dir(dir), 0) })
-	control(t, ln.(*net.TCPListener))(func(fd uintptr) { r.svc, err = r.first.AddService(int(fd)) })
+	control(t, ln.(*net.TCPListener))(func(fd uintptr) { r.svc, err = r.first.AddSocket(int(fd)) })
 	if err == nil {
 		_, err = r.first.AddRule(r.svc, tcpRule(hotReq, hotReply))
 	}

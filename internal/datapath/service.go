@@ -22,13 +22,11 @@ type service struct {
 // AddService registers a bound UDP socket or a listening TCP socket by its
 // file descriptor: from now on the data plane answers its matching
 // requests (a listener's: on the connections it accepts from now on; see
-// AdoptConnection for earlier ones). The fd may be closed afterwards; the
-// service lives until RemoveService.
-func (d *Datapath) AddService(fd int) (model.ServiceID, error) {
-	info, err := model.InspectSocket(fd)
-	if err != nil {
-		return 0, err
-	}
+// AdoptConnection for earlier ones). info is the socket's, as
+// model.InspectSocket read it: the caller inspects a socket once, for its
+// own checks and for this. The fd may be closed afterwards; the service
+// lives until RemoveService.
+func (d *Datapath) AddService(fd int, info model.SocketInfo) (model.ServiceID, error) {
 	if err := servable(fd, info); err != nil {
 		return 0, err
 	}
@@ -40,6 +38,16 @@ func (d *Datapath) AddService(fd int) (model.ServiceID, error) {
 		return 0, fmt.Errorf("registering service: %d services registered: %w", d.svcIDs.inUse(0), err)
 	}
 	return d.register(model.ServiceID(raw), info)
+}
+
+// AddSocket is AddService for a caller that has not inspected the socket
+// itself (tests, benchmarks, test/hello).
+func (d *Datapath) AddSocket(fd int) (model.ServiceID, error) {
+	info, err := model.InspectSocket(fd)
+	if err != nil {
+		return 0, err
+	}
+	return d.AddService(fd, info)
 }
 
 // servable says why Santa cannot serve a socket, if it cannot.

@@ -67,7 +67,7 @@ func newTCPRig(t *testing.T, network, listen string, app appServer) *tcpRig {
 func (r *tcpRig) register(t *testing.T) {
 	t.Helper()
 	var err error
-	control(t, r.ln)(func(fd uintptr) { r.svc, err = r.d.AddService(int(fd)) })
+	control(t, r.ln)(func(fd uintptr) { r.svc, err = r.d.AddSocket(int(fd)) })
 	if err != nil {
 		r.back()
 		t.Fatalf("registering the listener: %v", err)

@@ -121,7 +121,7 @@ func run(ctx context.Context, cfg config) error {
 	}
 	var svc model.ServiceID
 	var svcErr error
-	if err := raw.Control(func(fd uintptr) { svc, svcErr = dp.AddService(int(fd)) }); err != nil {
+	if err := raw.Control(func(fd uintptr) { svc, svcErr = dp.AddSocket(int(fd)) }); err != nil {
 		return err
 	}
 	if svcErr != nil {

@@ -208,7 +208,7 @@ func attachSanta(t *testing.T, r *rig, app *net.UDPConn) *datapath.Datapath {
 	}
 	var svc model.ServiceID
 	var aerr error
-	if err := raw.Control(func(fd uintptr) { svc, aerr = d.AddService(int(fd)) }); err != nil || aerr != nil {
+	if err := raw.Control(func(fd uintptr) { svc, aerr = d.AddSocket(int(fd)) }); err != nil || aerr != nil {
 		t.Fatalf("registering the application's socket: %v %v", err, aerr)
 	}
 	for _, p := range []string{"Hello", "Big"} {

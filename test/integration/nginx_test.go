@@ -203,7 +203,7 @@ func (s *site) register(t *testing.T, addr netip.Addr) model.ServiceID {
 		t.Fatal(err)
 	}
 	defer unix.Close(fd)
-	svc, err := s.d.AddService(fd)
+	svc, err := s.d.AddSocket(fd)
 	if err != nil {
 		t.Fatalf("registering nginx's listener on %s: %v", addr, err)
 	}
