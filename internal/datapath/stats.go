@@ -135,3 +135,23 @@ func pathName(p santaSantaPath) string {
 	}
 	return fmt.Sprintf("path_%d", p)
 }
+
+// resetRuleStats zeroes a rule id's counters on every CPU, for its next
+// rule.
+func (d *Datapath) resetRuleStats(id model.RuleID) error {
+	zero := make([]santaSantaRuleStats, ebpf.MustPossibleCPU())
+	if err := d.objs.RuleStats.Put(uint32(id), zero); err != nil {
+		return fmt.Errorf("resetting rule counters: %w", err)
+	}
+	return nil
+}
+
+// resetServiceStats zeroes a service id's counters on every CPU, for its
+// next service.
+func (d *Datapath) resetServiceStats(id model.ServiceID) error {
+	zero := make([]santaSantaServiceStats, ebpf.MustPossibleCPU())
+	if err := d.objs.ServiceStats.Put(uint32(id), zero); err != nil {
+		return fmt.Errorf("resetting service counters: %w", err)
+	}
+	return nil
+}

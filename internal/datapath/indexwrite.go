@@ -6,15 +6,11 @@ import (
 	"maps"
 	"slices"
 
-	"github.com/cilium/ebpf"
-
-	"github.com/santa-offload/santa/internal/model"
 	"github.com/santa-offload/santa/internal/rules"
 )
 
-// batchSize bounds one BPF_MAP_UPDATE_BATCH: large enough to amortise the
-// syscall, small enough that a batch of rule bodies stays a few MiB.
-const batchSize = 2048
+// Writing services' indexes into rule_index, whose positions indexTable
+// (indextable.go) places.
 
 // updateIndex turns a service's index from old into next: new entries first
 // (nothing refers to them yet), then changed ones, so a reader always finds
@@ -141,40 +137,4 @@ func indexNode(n rules.IndexNode) santaSantaIndexNode {
 
 func nodesEqual(a, b rules.IndexNode) bool {
 	return indexNode(a) == indexNode(b)
-}
-
-// batchDelete deletes keys (a slice), ignoring keys already gone.
-func batchDelete[K any](m *ebpf.Map, keys []K, what string) error {
-	var errs []error
-	for start := 0; start < len(keys); start += batchSize {
-		chunk := keys[start:min(start+batchSize, len(keys))]
-		if _, err := m.BatchDelete(chunk, nil); err != nil {
-			// A batch stops at the first missing key: finish one by one.
-			for _, k := range chunk {
-				if err := m.Delete(k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
-					errs = append(errs, err)
-				}
-			}
-		}
-	}
-	if len(errs) > 0 {
-		return fmt.Errorf("deleting %s: %w", what, errors.Join(errs...))
-	}
-	return nil
-}
-
-func (d *Datapath) resetRuleStats(id model.RuleID) error {
-	zero := make([]santaSantaRuleStats, ebpf.MustPossibleCPU())
-	if err := d.objs.RuleStats.Put(uint32(id), zero); err != nil {
-		return fmt.Errorf("resetting rule counters: %w", err)
-	}
-	return nil
-}
-
-func (d *Datapath) resetServiceStats(id model.ServiceID) error {
-	zero := make([]santaSantaServiceStats, ebpf.MustPossibleCPU())
-	if err := d.objs.ServiceStats.Put(uint32(id), zero); err != nil {
-		return fmt.Errorf("resetting service counters: %w", err)
-	}
-	return nil
 }
