@@ -17,7 +17,7 @@ BENCH_PKGS := bind9 knot nsd dnsperf memcached nginx-light wrk python3-matplotli
 DATAPLANE_GEN := internal/datapath/santa_bpfel.go internal/datapath/santatcp_bpfel.go \
                  internal/datapath/santahandover_bpfel.go
 XDPPASS_GEN   := internal/xdppass/xdppass_bpfel.go
-DROPONCE_GEN  := internal/droponce/droponce_bpfel.go
+DROPONCE_GEN  := test/droponce/droponce_bpfel.go
 BENCHGEN_GEN  := bench/gen/gen_bpfel.go
 MEMLAT_GEN    := bench/memlat/memlat_bpfel.go
 GEN := $(DATAPLANE_GEN) $(XDPPASS_GEN) $(DROPONCE_GEN) $(BENCHGEN_GEN) $(MEMLAT_GEN)

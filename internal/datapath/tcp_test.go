@@ -16,10 +16,10 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/santa-offload/santa/client"
-	"github.com/santa-offload/santa/internal/droponce"
 	"github.com/santa-offload/santa/internal/model"
 	"github.com/santa-offload/santa/internal/procsock"
 	"github.com/santa-offload/santa/rule"
+	"github.com/santa-offload/santa/test/droponce"
 )
 
 // tcpRig is a listener registered with Santa in a network namespace of its

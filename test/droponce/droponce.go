@@ -14,7 +14,7 @@ import (
 	"github.com/cilium/ebpf/link"
 )
 
-//go:generate go tool bpf2go -cc clang -cflags "-O2 -g -Wall -Werror -mcpu=v3" -target bpfel droponce ../../test/bpf/drop_once.bpf.c -- -I../../bpf/include
+//go:generate go tool bpf2go -cc clang -cflags "-O2 -g -Wall -Werror -mcpu=v3" -target bpfel droponce ../bpf/drop_once.bpf.c -- -I../../bpf/include
 
 // Dropper drops the first IPv4 TCP segment reaching an interface whose
 // payload starts with its marker.
