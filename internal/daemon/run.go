@@ -63,12 +63,17 @@ func Run(ctx context.Context, cfg Config, open OpenPlane, log *slog.Logger) erro
 	if err != nil {
 		return err
 	}
-	if err := dp.WatchSockets(cfg.CgroupPath, srv.SocketClosed); err != nil {
-		return fmt.Errorf("watching sockets: %w", err)
-	}
+	// Restored before the sockets are watched: until WatchSockets replaces
+	// the earlier run's santa_sock_release, that program marks a socket
+	// closed meanwhile in the earlier services map, where EndRestore looks.
+	// Watched first, a socket closed before its service was restored would
+	// be seen by neither program, and its service would live on.
 	if saved.Existed {
 		services, rules := srv.Restore(dp, saved.Services)
 		log.Info("restored", "services", services, "rules", rules, "journaled_services", len(saved.Services))
+	}
+	if err := dp.WatchSockets(cfg.CgroupPath, srv.SocketClosed); err != nil {
+		return fmt.Errorf("watching sockets: %w", err)
 	}
 	ifaces, err := attachInterfaces(dp, cfg.Interfaces, log)
 	if err != nil {
