@@ -277,5 +277,9 @@ const enum santa_rule_class *unused_santa_rule_class __attribute__((unused));
 const enum santa_slot_layout *unused_santa_slot_layout __attribute__((unused));
 const enum santa_index_layout *unused_santa_index_layout __attribute__((unused));
 const enum santa_addr_kind *unused_santa_addr_kind __attribute__((unused));
+const enum santa_limit *unused_santa_limit __attribute__((unused));
+const enum santa_default_capacity *unused_santa_default_capacity __attribute__((unused));
+/* santa_tcp's, but every object shares santa_abi.h and one Go file has them all. */
+const enum santa_sockopt *unused_santa_sockopt __attribute__((unused));
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";

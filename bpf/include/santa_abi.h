@@ -11,37 +11,52 @@
 #ifndef SANTA_ABI_H
 #define SANTA_ABI_H
 
-/* Limits (docs/rules.md). Every loop in the data plane is bounded by one. */
-#ifndef SANTA_MAX_REGIONS
-#define SANTA_MAX_REGIONS 8        /* hashed regions per service */
-#endif
-#define SANTA_MAX_REGION_LEN 64    /* bytes hashed for a root index lookup */
-#define SANTA_MAX_EXTEND_LEN 64    /* bytes hashed per deeper index level */
-#ifndef SANTA_MAX_DEPTH
-#define SANTA_MAX_DEPTH 4          /* index levels below a region's root */
-#endif
-#define SANTA_NODE_SLOTS 4         /* candidates kept in one index node */
-#define SANTA_MAX_COND_LEN 256     /* pattern length */
-#define SANTA_MAX_COND_END 1024    /* conditions and copy sources lie in the first 1024 payload bytes */
-#define SANTA_MAX_PROCESSORS 8     /* put/copy processors per rule */
-#define SANTA_MAX_COPIES 8         /* disjoint copy pieces after resolving processor order */
-#define SANTA_MAX_COPY_LEN 256     /* bytes one copy processor moves */
-#define SANTA_MAX_UDP_REPLY 1472   /* UDP payload of a 1500-byte IPv4 frame */
-#define SANTA_MAX_UDP_REQUEST 1472 /* longer requests always pass to the stack */
-#define SANTA_MAX_TCP_REPLY 65535  /* the stack segments it; reply_len is 16 bits */
-#define SANTA_MAX_TCP_REQUEST 1472 /* longer segments always pass to the application */
-#define SANTA_SCRATCH_LEN 2048     /* per-CPU copy of the request payload */
+/*
+ * What user space shares is an enum, not a #define: BTF carries enums, and
+ * bpf2go emits them as Go constants (-type in internal/datapath/gen.go),
+ * which a test there compares with the Go packages' own copies. A #define
+ * is the data plane's alone.
+ */
 
-/* Load-time limits; user space may raise them before loading. */
-#define SANTA_DEFAULT_MAX_RULES (1u << 20)
-#define SANTA_DEFAULT_MAX_SERVICES 4096
-#define SANTA_DEFAULT_MAX_CONNS 65536 /* TCP connections under registered listeners */
+/* Limits (docs/rules.md). Every loop in the data plane is bounded by one.
+ * Two can be set at build time (-DSANTA_MAX_REGIONS=...); the enum then
+ * carries the built value to user space. */
+#ifndef SANTA_MAX_REGIONS
+#define SANTA_MAX_REGIONS 8 /* hashed regions per service */
+#endif
+#ifndef SANTA_MAX_DEPTH
+#define SANTA_MAX_DEPTH 4 /* index levels below a region's root */
+#endif
+
+enum santa_limit {
+	SANTA_LIMIT_MAX_REGIONS = SANTA_MAX_REGIONS,
+	SANTA_LIMIT_MAX_DEPTH = SANTA_MAX_DEPTH,
+	SANTA_MAX_REGION_LEN = 64,    /* bytes hashed for a root index lookup */
+	SANTA_MAX_EXTEND_LEN = 64,    /* bytes hashed per deeper index level */
+	SANTA_NODE_SLOTS = 4,         /* candidates kept in one index node */
+	SANTA_MAX_COND_LEN = 256,     /* pattern length */
+	SANTA_MAX_COND_END = 1024,    /* conditions and copy sources lie in the first 1024 payload bytes */
+	SANTA_MAX_PROCESSORS = 8,     /* put/copy processors per rule */
+	SANTA_MAX_COPIES = 8,         /* disjoint copy pieces after resolving processor order */
+	SANTA_MAX_COPY_LEN = 256,     /* bytes one copy processor moves */
+	SANTA_MAX_UDP_REPLY = 1472,   /* UDP payload of a 1500-byte IPv4 frame */
+	SANTA_MAX_UDP_REQUEST = 1472, /* longer requests always pass to the stack */
+	SANTA_MAX_TCP_REPLY = 65535,  /* the stack segments it; reply_len is 16 bits */
+	SANTA_MAX_TCP_REQUEST = 1472, /* longer segments always pass to the application */
+	SANTA_SCRATCH_LEN = 2048,     /* per-CPU copy of the request payload */
+};
+
+/* Load-time limits: the maps' sizes in the objects, which user space
+ * sets before loading (its own defaults are these). */
+enum santa_default_capacity {
+	SANTA_DEFAULT_MAX_RULES = 1 << 20,
+	SANTA_DEFAULT_MAX_SERVICES = 4096,
+	SANTA_DEFAULT_MAX_CONNS = 65536, /* TCP connections under registered listeners */
+};
+
 /* Room for 16k close events (8-byte cookie + 8-byte ring header) between two
  * reads; user space also sweeps, so an overflow only delays a clean-up. */
 #define SANTA_CLOSED_RING_BYTES (256u * 1024)
-
-/* Slot 0 of the rules map is never used: an empty candidate is 0. */
-#define SANTA_SLOT_NONE 0
 
 /* A hashed region of the L4 payload: [off, off + len). */
 struct santa_region {
@@ -91,7 +106,7 @@ struct santa_index_node {
  * entry lies at most SANTA_INDEX_PROBES - 1 positions past its home (linear
  * probing). A position whose index_id is 0 is free and ends a probe (index
  * ids start at 1); SANTA_INDEX_TOMB marks a deleted entry, which a probe
- * goes on past. An enum, so that user space gets the values through BTF.
+ * goes on past.
  */
 enum santa_index_layout {
 	SANTA_INDEX_PROBES = 64,
@@ -152,9 +167,10 @@ enum santa_rule_class {
 	SANTA_RULE_HUGE = 3, /* TCP replies beyond a UDP frame */
 };
 
-/* An enum, not a #define, so that user space gets it through BTF. A UDP
- * class's bodies come in chunks of 1 << shift slots, about 2 MiB each. */
+/* A slot's number and class; a UDP class's bodies come in chunks of
+ * 1 << shift slots, about 2 MiB each. */
 enum santa_slot_layout {
+	SANTA_SLOT_NONE = 0, /* slot 0 of the rules map is never used: an empty candidate is 0 */
 	SANTA_SLOT_CLASS_SHIFT = 30,
 	SANTA_SMALL_CHUNK_SHIFT = 12,
 	SANTA_MEDIUM_CHUNK_SHIFT = 11,
@@ -301,8 +317,10 @@ enum santa_conn_flag {
  * that requests that arrived before accept() can be answered by the
  * kernel (docs/tcp.md). Without Santa the kernel refuses it with
  * ENOPROTOOPT. */
-#define SANTA_SOL 0x53414e54 /* "SANT" */
-#define SANTA_SO_ACCEPTED 1
+enum santa_sockopt {
+	SANTA_SOL = 0x53414e54, /* "SANT" */
+	SANTA_SO_ACCEPTED = 1,
+};
 
 /* What santa_tcp_handover did with an earlier process's connection: one
  * byte per connection in the iterator's output. */
