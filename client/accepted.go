@@ -5,13 +5,8 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
-)
 
-// Santa's socket option (santa_abi.h's SANTA_SOL, "SANT", and
-// SANTA_SO_ACCEPTED): the kernel never sees it, a BPF hook takes it.
-const (
-	santaSOL        = 0x53414e54
-	santaSOAccepted = 1
+	"github.com/santa-offload/santa/internal/model"
 )
 
 // AnnounceAccepted announces conn, a connection just accepted from an
@@ -42,7 +37,7 @@ func AnnounceAccepted(conn syscall.Conn) error {
 
 // AnnounceAcceptedFD announces the connection fd; see AnnounceAccepted.
 func AnnounceAcceptedFD(fd int) error {
-	if err := unix.SetsockoptInt(fd, santaSOL, santaSOAccepted, 1); err != nil {
+	if err := unix.SetsockoptInt(fd, model.SockoptLevel, model.SockoptAccepted, 1); err != nil {
 		return fmt.Errorf("announce accepted: %w", err)
 	}
 	return nil

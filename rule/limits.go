@@ -1,7 +1,9 @@
 package rule
 
-// Limits of the data plane, copied from bpf/include/santa_abi.h. The kernel's
+// Limits of the data plane, santa_abi.h's enum santa_limit. The kernel's
 // loops and record sizes are bounded by them, so a rule must respect them.
+// Written again here, not generated, so that this package builds without
+// the BPF objects; internal/datapath's TestABIConstants checks every one.
 const (
 	MaxRegions    = 8     // SANTA_MAX_REGIONS: distinct condition offsets per service
 	MaxCondLen    = 256   // SANTA_MAX_COND_LEN

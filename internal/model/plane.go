@@ -9,6 +9,28 @@ const (
 	DefaultCgroupPath = "/sys/fs/cgroup"
 )
 
+// The data plane's default capacities (santa_abi.h's
+// SANTA_DEFAULT_MAX_RULES, SANTA_DEFAULT_MAX_SERVICES and
+// SANTA_DEFAULT_MAX_CONNS): the sizes of its maps unless santad's
+// configuration sets others. Written again here, not generated, so that
+// this package builds without the BPF objects; internal/datapath's
+// TestABIConstants checks them against santa_abi.h.
+const (
+	DefaultMaxRules       = 1 << 20 // rules on the host
+	DefaultMaxServices    = 4096    // sockets attached on the host
+	DefaultMaxConnections = 65536   // TCP connections the data plane serves at once
+)
+
+// Santa's socket option (santa_abi.h's SANTA_SOL, "SANT", and
+// SANTA_SO_ACCEPTED), which an application sets on a connection right
+// after accept(): the kernel never sees it, a BPF hook takes it
+// (docs/tcp.md). Checked against santa_abi.h like the capacities above,
+// and against the SDKs' copies through testdata/protocol/vectors.json.
+const (
+	SockoptLevel    = 0x53414e54
+	SockoptAccepted = 1
+)
+
 // XDPMode says how santa_udp runs on an interface.
 type XDPMode string
 

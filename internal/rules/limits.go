@@ -1,7 +1,9 @@
 package rules
 
-// Limits of the data plane's index, copied from bpf/include/santa_abi.h (the
-// limits of a rule itself are the rule package's).
+// Limits of the data plane's index, from santa_abi.h's enum santa_limit
+// (the limits of a rule itself are the rule package's). Written again here
+// so that this package builds without the BPF objects; internal/datapath's
+// TestABIConstants checks every one.
 const (
 	MaxRegionLen = 64 // SANTA_MAX_REGION_LEN: bytes hashed for a root lookup
 	MaxExtendLen = 64 // SANTA_MAX_EXTEND_LEN: bytes hashed per deeper level
