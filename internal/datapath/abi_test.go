@@ -3,28 +3,60 @@ package datapath
 import (
 	"testing"
 
+	"github.com/cilium/ebpf/btf"
+
+	"github.com/santa-offload/santa/internal/model"
 	"github.com/santa-offload/santa/internal/rules"
 	"github.com/santa-offload/santa/rule"
 )
 
-// The rule and rules packages mirror santa_abi.h's #define limits (BTF carries no
-// macros); the generated structs carry their sizes. They must agree.
-func TestRuleLimitsMatchABI(t *testing.T) {
-	var r santaSantaRuleLarge
-	var n santaSantaIndexNode
-	var s santaSantaService
-	for _, c := range []struct {
-		name        string
-		abi, mirror int
-	}{
-		{"condition pattern", len(r.Rule.Cond), rule.MaxCondLen},
-		{"reply", len(r.Reply), rule.MaxUDPReply},
-		{"copies", len(r.Rule.Copies), rule.MaxCopies},
-		{"node slots", len(n.Slots), rules.NodeSlots},
-		{"regions", len(s.Regions), rule.MaxRegions},
-	} {
-		if c.abi != c.mirror {
-			t.Errorf("%s: santa_abi.h has %d, Go %d", c.name, c.abi, c.mirror)
+// The packages that build without the BPF objects (rule, internal/rules,
+// internal/model) write santa_abi.h's shared constants again; bpf2go emits
+// the originals. Every enumerator of santa_abi.h's shared-constant enums is
+// listed here, with its Go copy or as the data plane's alone, so that a new
+// one cannot go unchecked. The SDKs' copies of SANTA_SOL are checked
+// against model's through testdata/protocol/vectors.json.
+func TestABIConstants(t *testing.T) {
+	copies := map[string]struct{ abi, copy int }{
+		"SANTA_LIMIT_MAX_REGIONS":    {int(santaSantaLimitSANTA_LIMIT_MAX_REGIONS), rule.MaxRegions},
+		"SANTA_LIMIT_MAX_DEPTH":      {int(santaSantaLimitSANTA_LIMIT_MAX_DEPTH), rules.MaxDepth},
+		"SANTA_MAX_REGION_LEN":       {int(santaSantaLimitSANTA_MAX_REGION_LEN), rules.MaxRegionLen},
+		"SANTA_MAX_EXTEND_LEN":       {int(santaSantaLimitSANTA_MAX_EXTEND_LEN), rules.MaxExtendLen},
+		"SANTA_NODE_SLOTS":           {int(santaSantaLimitSANTA_NODE_SLOTS), rules.NodeSlots},
+		"SANTA_MAX_COND_LEN":         {int(santaSantaLimitSANTA_MAX_COND_LEN), rule.MaxCondLen},
+		"SANTA_MAX_COND_END":         {int(santaSantaLimitSANTA_MAX_COND_END), rule.MaxCondEnd},
+		"SANTA_MAX_PROCESSORS":       {int(santaSantaLimitSANTA_MAX_PROCESSORS), rule.MaxProcessors},
+		"SANTA_MAX_COPIES":           {int(santaSantaLimitSANTA_MAX_COPIES), rule.MaxCopies},
+		"SANTA_MAX_COPY_LEN":         {int(santaSantaLimitSANTA_MAX_COPY_LEN), rule.MaxCopyLen},
+		"SANTA_MAX_UDP_REPLY":        {int(santaSantaLimitSANTA_MAX_UDP_REPLY), rule.MaxUDPReply},
+		"SANTA_MAX_TCP_REPLY":        {int(santaSantaLimitSANTA_MAX_TCP_REPLY), rule.MaxTCPReply},
+		"SANTA_DEFAULT_MAX_RULES":    {int(santaSantaDefaultCapacitySANTA_DEFAULT_MAX_RULES), model.DefaultMaxRules},
+		"SANTA_DEFAULT_MAX_SERVICES": {int(santaSantaDefaultCapacitySANTA_DEFAULT_MAX_SERVICES), model.DefaultMaxServices},
+		"SANTA_DEFAULT_MAX_CONNS":    {int(santaSantaDefaultCapacitySANTA_DEFAULT_MAX_CONNS), model.DefaultMaxConnections},
+		"SANTA_SOL":                  {int(santaSantaSockoptSANTA_SOL), model.SockoptLevel},
+		"SANTA_SO_ACCEPTED":          {int(santaSantaSockoptSANTA_SO_ACCEPTED), model.SockoptAccepted},
+		"SANTA_SLOT_NONE":            {int(santaSantaSlotLayoutSANTA_SLOT_NONE), rules.SlotNone},
+	}
+	dataPlaneOnly := map[string]bool{"SANTA_MAX_UDP_REQUEST": true, "SANTA_MAX_TCP_REQUEST": true, "SANTA_SCRATCH_LEN": true}
+	for name, c := range copies {
+		if c.abi != c.copy {
+			t.Errorf("%s: santa_abi.h has %d, Go %d", name, c.abi, c.copy)
+		}
+	}
+
+	spec, err := loadSanta()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, enum := range []string{"santa_limit", "santa_default_capacity", "santa_sockopt"} {
+		var e *btf.Enum
+		if err := spec.Types.TypeByName(enum, &e); err != nil {
+			t.Fatalf("enum %s: %v", enum, err)
+		}
+		for _, v := range e.Values {
+			if _, ok := copies[v.Name]; !ok && !dataPlaneOnly[v.Name] {
+				t.Errorf("enum %s: %s has no Go copy here, nor is it the data plane's alone", enum, v.Name)
+			}
 		}
 	}
 }
