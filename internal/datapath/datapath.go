@@ -296,10 +296,9 @@ func (d *Datapath) Unpin() error {
 	return nil
 }
 
-// XDPProgram, TCProgram and TCPPrograms expose the programs to tests and
-// benchmarks.
+// XDPProgram and TCPPrograms give the benchmarks the programs to run
+// (BPF_PROG_TEST_RUN, or attached to a sockmap of their own).
 func (d *Datapath) XDPProgram() *ebpf.Program { return d.objs.SantaUdp }
-func (d *Datapath) TCProgram() *ebpf.Program  { return d.objs.SantaUdpTc }
 func (d *Datapath) TCPPrograms() (verdict, reply *ebpf.Program) {
 	return d.tcp.SantaTcpVerdict, d.tcp.SantaTcpReply
 }

@@ -36,27 +36,6 @@ func (d *Datapath) AddRules(id model.ServiceID, rs []rule.Rule) ([]model.RuleID,
 	return d.Apply(id, model.Batch{Add: rs})
 }
 
-// ReplaceRule replaces one rule; readers see the old rule or the new one.
-func (d *Datapath) ReplaceRule(id model.RuleID, r rule.Rule) error {
-	return d.ReplaceRules([]model.RuleUpdate{{ID: id, Rule: r}})
-}
-
-// ReplaceRules replaces rules of one service, all or none.
-func (d *Datapath) ReplaceRules(updates []model.RuleUpdate) error {
-	if len(updates) == 0 {
-		return errors.New("empty batch")
-	}
-	svc, err := d.serviceOf(updates[0].ID)
-	if err != nil {
-		return err
-	}
-	_, err = d.Apply(svc, model.Batch{Replace: updates})
-	return err
-}
-
-// DeleteRule deletes one rule.
-func (d *Datapath) DeleteRule(id model.RuleID) error { return d.DeleteRules([]model.RuleID{id}) }
-
 // DeleteRules deletes rules of one service, all or none.
 func (d *Datapath) DeleteRules(ids []model.RuleID) error {
 	if len(ids) == 0 {
@@ -118,21 +97,6 @@ func (d *Datapath) Apply(id model.ServiceID, b model.Batch) ([]model.RuleID, err
 		ids[i] = r.id
 	}
 	return ids, nil
-}
-
-// Rules lists a service's rules in id order.
-func (d *Datapath) Rules(id model.ServiceID) (map[model.RuleID]rule.Rule, error) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	svc, ok := d.services[id]
-	if !ok {
-		return nil, fmt.Errorf("service %d: %w", id, model.ErrUnknownService)
-	}
-	out := make(map[model.RuleID]rule.Rule, len(svc.rules))
-	for id, r := range svc.rules {
-		out[id] = r.rule
-	}
-	return out, nil
 }
 
 func slotsOf(rs []*installedRule) []uint32 {

@@ -1,0 +1,53 @@
+package datapath
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/cilium/ebpf"
+
+	"github.com/santa-offload/santa/internal/model"
+	"github.com/santa-offload/santa/rule"
+)
+
+// What only this package's tests use of the data path: single-rule
+// shorthands for Apply, the installed rules and the TC program.
+
+// ReplaceRule replaces one rule; readers see the old rule or the new one.
+func (d *Datapath) ReplaceRule(id model.RuleID, r rule.Rule) error {
+	return d.ReplaceRules([]model.RuleUpdate{{ID: id, Rule: r}})
+}
+
+// ReplaceRules replaces rules of one service, all or none.
+func (d *Datapath) ReplaceRules(updates []model.RuleUpdate) error {
+	if len(updates) == 0 {
+		return errors.New("empty batch")
+	}
+	svc, err := d.serviceOf(updates[0].ID)
+	if err != nil {
+		return err
+	}
+	_, err = d.Apply(svc, model.Batch{Replace: updates})
+	return err
+}
+
+// DeleteRule deletes one rule.
+func (d *Datapath) DeleteRule(id model.RuleID) error { return d.DeleteRules([]model.RuleID{id}) }
+
+// Rules lists a service's rules.
+func (d *Datapath) Rules(id model.ServiceID) (map[model.RuleID]rule.Rule, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	svc, ok := d.services[id]
+	if !ok {
+		return nil, fmt.Errorf("service %d: %w", id, model.ErrUnknownService)
+	}
+	out := make(map[model.RuleID]rule.Rule, len(svc.rules))
+	for id, r := range svc.rules {
+		out[id] = r.rule
+	}
+	return out, nil
+}
+
+// TCProgram is the TC ingress program, for BPF_PROG_TEST_RUN.
+func (d *Datapath) TCProgram() *ebpf.Program { return d.objs.SantaUdpTc }
