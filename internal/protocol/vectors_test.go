@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/santa-offload/santa/internal/model"
 	"github.com/santa-offload/santa/rule"
 )
 
@@ -23,6 +24,11 @@ type vectorFile struct {
 	ProtocolVersion int             `json:"protocol_version"`
 	Vectors         []vector        `json:"vectors"`
 	Invalid         []invalidVector `json:"invalid"`
+	// Constants are those of santa_abi.h that the SDKs write again (for
+	// callers without them), by their C names: each SDK's test checks its
+	// copies against these, and these are model's, which internal/datapath
+	// checks against santa_abi.h.
+	Constants map[string]int `json:"constants"`
 }
 
 type vector struct {
@@ -251,7 +257,10 @@ func checkInvalid(t *testing.T, v invalidVector) {
 
 // generateVectors is the text of vectors.json.
 func generateVectors() ([]byte, error) {
-	file := vectorFile{ProtocolVersion: Version}
+	file := vectorFile{ProtocolVersion: Version, Constants: map[string]int{
+		"SANTA_SOL":         model.SockoptLevel,
+		"SANTA_SO_ACCEPTED": model.SockoptAccepted,
+	}}
 	for _, v := range goVectors {
 		msg, err := Encode(v.seq, v.body)
 		if err != nil {

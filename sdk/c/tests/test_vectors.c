@@ -6,7 +6,9 @@
  *    message field by field (requests and replies alike);
  *  - every vector, cut short by one byte or more (length field adjusted) or
  *    with a byte too many, must be refused with EBADMSG;
- *  - every `invalid` vector must be refused with its named errno.
+ *  - every `invalid` vector must be refused with its named errno;
+ *  - `constants`, santa_abi.h's that santa.h writes again (SANTA_SOL), must
+ *    be santa.h's, and name none that santa.h lacks.
  * An unknown type name, field or errno name fails the test.
  */
 #define _GNU_SOURCE
@@ -879,6 +881,29 @@ static void check_invalid(const struct json *v)
 	free(wire);
 }
 
+static void check_constants(const struct json *j)
+{
+	static const struct {
+		const char *name;
+		uint64_t value;
+	} mine[] = {
+		{ "SANTA_SOL", SANTA_SOL },
+		{ "SANTA_SO_ACCEPTED", SANTA_SO_ACCEPTED },
+	};
+	struct obj o = obj_open(j, "constants");
+	uint64_t v;
+	size_t i;
+
+	vname = "constants";
+	for (i = 0; i < sizeof(mine) / sizeof(mine[0]); i++) {
+		v = u(&o, mine[i].name, UINT32_MAX);
+		if (o.ok && v != mine[i].value)
+			fail("%s is %llu, santa.h has %llu", mine[i].name, (unsigned long long)v,
+			     (unsigned long long)mine[i].value);
+	}
+	obj_close(&o);
+}
+
 static char *slurp(const char *path)
 {
 	FILE *f = fopen(path, "rb");
@@ -931,6 +956,7 @@ int main(int argc, char **argv)
 		check_vector(&vectors->items[i]);
 	for (i = 0; invalid && i < invalid->n; i++)
 		check_invalid(&invalid->items[i]);
+	check_constants(json_get(doc, "constants"));
 
 	/* not a failure (the vectors' author decides), but worth a line */
 	for (t = 1; t <= SANTA_TYPE_MAX; t++)

@@ -3,7 +3,7 @@
 import errno
 import unittest
 
-from santa import SantaError, decode, encode
+from santa import SantaError, decode, encode, tcp
 from santa.messages import MsgType
 
 from . import vectors
@@ -17,6 +17,12 @@ class VectorTest(unittest.TestCase):
 
     def test_protocol_version(self) -> None:
         self.assertEqual(self.data["protocol_version"], 1)
+
+    def test_constants(self) -> None:
+        # santa_abi.h's constants that the SDK writes again: all of them,
+        # and the same values.
+        mine = {"SANTA_SOL": tcp.SOL, "SANTA_SO_ACCEPTED": tcp.SO_ACCEPTED}
+        self.assertEqual(self.data["constants"], mine)
 
     def test_valid(self) -> None:
         self.assertTrue(self.data["vectors"])
