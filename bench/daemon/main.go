@@ -24,8 +24,8 @@ import (
 
 	"github.com/santa-offload/santa/bench/dataplane"
 	"github.com/santa-offload/santa/client"
+	"github.com/santa-offload/santa/internal/santadtest"
 	"github.com/santa-offload/santa/rule"
-	"github.com/santa-offload/santa/test/daemon/santadtest"
 )
 
 func main() {

@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/santa-offload/santa/bench/dataplane"
+	"github.com/santa-offload/santa/internal/santadtest"
 	"github.com/santa-offload/santa/rule"
-	"github.com/santa-offload/santa/test/daemon/santadtest"
 )
 
 // A journal damaged between two runs: santad refuses to start, says where

@@ -13,8 +13,8 @@ import (
 
 	"github.com/santa-offload/santa/bench/dataplane"
 	"github.com/santa-offload/santa/client"
+	"github.com/santa-offload/santa/internal/santadtest"
 	"github.com/santa-offload/santa/rule"
-	"github.com/santa-offload/santa/test/daemon/santadtest"
 )
 
 // Rules die with their socket: an application killed with SIGKILL loses

@@ -19,8 +19,8 @@ import (
 	"time"
 
 	"github.com/santa-offload/santa/client"
+	"github.com/santa-offload/santa/internal/santadtest"
 	"github.com/santa-offload/santa/rule"
-	"github.com/santa-offload/santa/test/daemon/santadtest"
 )
 
 // shared is a directory every user may enter: santad, a copy of this test

@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/santa-offload/santa/internal/santadtest"
 	"github.com/santa-offload/santa/rule"
-	"github.com/santa-offload/santa/test/daemon/santadtest"
 )
 
 // sampleLine is a sample of the text format: name, labels, value.

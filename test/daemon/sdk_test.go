@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/santa-offload/santa/test/daemon/santadtest"
+	"github.com/santa-offload/santa/internal/santadtest"
 )
 
 // The SDKs against the real santad, as nobody in its namespace: each SDK's
