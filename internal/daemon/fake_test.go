@@ -32,10 +32,8 @@ func newFakeDP() *fakeDP {
 	return &fakeDP{services: map[model.ServiceID]*fakeService{}, restorable: map[uint64]bool{}}
 }
 
-// AdoptConnections: the fake has no connections to adopt.
-func (f *fakeDP) AdoptConnections(model.ServiceID, string, int64) (model.Adopted, error) {
-	return model.Adopted{}, nil
-}
+// AdoptConnection: the fake adopts no connection.
+func (f *fakeDP) AdoptConnection(model.ServiceID, int) error { return model.ErrNotListener }
 
 func (f *fakeDP) AddService(_ int, info model.SocketInfo) (model.ServiceID, error) {
 	f.mu.Lock()

@@ -15,7 +15,7 @@ import (
 // *datapath.Datapath, or a fake in tests where the kernel is not the point.
 type Dataplane interface {
 	AddService(fd int, info model.SocketInfo) (model.ServiceID, error)
-	AdoptConnections(model.ServiceID, string, int64) (model.Adopted, error)
+	Adopter
 	RemoveService(model.ServiceID) error
 	Apply(model.ServiceID, model.Batch) ([]model.RuleID, error)
 	ReserveRuleIDs(n int) ([]model.RuleID, error)

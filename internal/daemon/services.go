@@ -71,7 +71,7 @@ func (s *Server) attach(sess *session, req *protocol.Attach, fds []int) protocol
 	}
 	s.log.Info("service attached", "service", id, "addr", info.Local, "owner_uid", sess.peer.UID, "client", sess.client)
 	if info.Protocol == unix.IPPROTO_TCP {
-		s.adopt(id, sess.peer)
+		s.adopt(id, info, sess.peer)
 	}
 	return serviceInfo(sv)
 }
@@ -82,12 +82,12 @@ func (s *Server) attach(sess *session, req *protocol.Attach, fds []int) protocol
 // is not an admin gets only connections of its own uid: another uid's
 // connection may share the listener's port (SO_REUSEADDR) without being
 // one it accepted.
-func (s *Server) adopt(id model.ServiceID, peer Peer) {
+func (s *Server) adopt(id model.ServiceID, listener model.SocketInfo, peer Peer) {
 	onlyUID := int64(peer.UID)
 	if peer.Admin {
 		onlyUID = model.AnyUID
 	}
-	got, err := s.dp.AdoptConnections(id, "", onlyUID)
+	got, err := AdoptConnections(s.dp, id, listener, "", onlyUID)
 	if err != nil {
 		s.log.Warn("adopting connections", "service", id, "err", err)
 		return

@@ -172,14 +172,9 @@ func (d *Datapath) attachTCPHooks() error {
 	return nil
 }
 
-// Errors of AdoptConnection callers tell apart.
-var (
-	ErrNotListener = errors.New("not a connection of a registered listening socket")
-	ErrBusy        = errors.New("connection is not idle")
-)
-
 // AdoptConnection puts an established connection, accepted on the
-// registered listener svc before it was registered, under its rules. Only
+// registered listener svc before it was registered, under its rules
+// (internal/daemon's AdoptConnections finds such connections). Only
 // an idle connection is adopted (nothing unread, nothing unsent): the
 // application may be in the middle of a reply otherwise, which a kernel
 // answer must not overtake. The fd may be closed afterwards.
@@ -206,7 +201,7 @@ func (d *Datapath) AdoptConnection(svc model.ServiceID, fd int) error {
 		return fmt.Errorf("reading TCP_INFO: %w", err)
 	}
 	if tcpInfo.State != unix.BPF_TCP_ESTABLISHED {
-		return fmt.Errorf("connection is in TCP state %d, not established: %w", tcpInfo.State, ErrBusy)
+		return fmt.Errorf("connection is in TCP state %d, not established: %w", tcpInfo.State, model.ErrBusy)
 	}
 	unread, err1 := unix.IoctlGetInt(fd, unix.SIOCINQ)
 	unsent, err2 := unix.IoctlGetInt(fd, unix.SIOCOUTQ)
@@ -214,7 +209,7 @@ func (d *Datapath) AdoptConnection(svc model.ServiceID, fd int) error {
 		return fmt.Errorf("reading the connection's queues: %w", err)
 	}
 	if unread != 0 || unsent != 0 {
-		return fmt.Errorf("%d bytes unread, %d unsent: %w", unread, unsent, ErrBusy)
+		return fmt.Errorf("%d bytes unread, %d unsent: %w", unread, unsent, model.ErrBusy)
 	}
 	// As santa_tcp_sockops does for new connections: replies are whole
 	// messages, Nagle's algorithm would hold them for the client's ACK.
@@ -236,18 +231,18 @@ func (d *Datapath) AdoptConnection(svc model.ServiceID, fd int) error {
 func belongsTo(conn, listener model.SocketInfo) error {
 	switch {
 	case listener.Protocol != unix.IPPROTO_TCP:
-		return fmt.Errorf("service is not a TCP listener: %w", ErrNotListener)
+		return fmt.Errorf("service is not a TCP listener: %w", model.ErrNotListener)
 	case conn.Protocol != unix.IPPROTO_TCP:
-		return fmt.Errorf("socket is not TCP: %w", ErrNotListener)
+		return fmt.Errorf("socket is not TCP: %w", model.ErrNotListener)
 	case conn.NetnsCookie != listener.NetnsCookie:
-		return fmt.Errorf("connection is in another network namespace: %w", ErrNotListener)
+		return fmt.Errorf("connection is in another network namespace: %w", model.ErrNotListener)
 	case conn.Local.Port() != listener.Local.Port():
 		return fmt.Errorf("connection's local port %d is not the listener's %d: %w",
-			conn.Local.Port(), listener.Local.Port(), ErrNotListener)
+			conn.Local.Port(), listener.Local.Port(), model.ErrNotListener)
 	}
 	la, ca := listener.Local.Addr(), conn.Local.Addr()
 	if la.IsUnspecified() && (la.Is6() || ca.Is4() || ca.Is4In6()) || la == ca || la.Unmap() == ca.Unmap() {
 		return nil
 	}
-	return fmt.Errorf("connection's local address %s is not the listener's %s: %w", ca, la, ErrNotListener)
+	return fmt.Errorf("connection's local address %s is not the listener's %s: %w", ca, la, model.ErrNotListener)
 }

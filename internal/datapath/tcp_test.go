@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/santa-offload/santa/client"
+	"github.com/santa-offload/santa/internal/daemon"
 	"github.com/santa-offload/santa/internal/model"
 	"github.com/santa-offload/santa/internal/procsock"
 	"github.com/santa-offload/santa/rule"
@@ -72,6 +73,16 @@ func (r *tcpRig) register(t *testing.T) {
 		r.back()
 		t.Fatalf("registering the listener: %v", err)
 	}
+}
+
+// adopt adopts the connections the listener accepted, as santad does for
+// an admin.
+func (r *tcpRig) adopt() (model.Adopted, error) {
+	info, err := r.d.Service(r.svc)
+	if err != nil {
+		return model.Adopted{}, err
+	}
+	return daemon.AdoptConnections(r.d, r.svc, info, "", model.AnyUID)
 }
 
 // exchange sends req, if any, and reads exactly len(want) bytes back.
@@ -631,7 +642,7 @@ func TestTCPAdoptConnections(t *testing.T) {
 	exchange(t, before, []byte("miss\n"), []byte("APP:miss\n"))
 	r.register(t)
 	r.addRules(t)
-	got, err := r.d.AdoptConnections(r.svc, "", model.AnyUID)
+	got, err := r.adopt()
 	if err != nil || got.Adopted != 1 || len(got.Skipped) != 0 {
 		t.Fatalf("adopted %+v, %v; want the one connection", got, err)
 	}
@@ -668,7 +679,7 @@ func TestTCPRemovedListenerReleasesConnections(t *testing.T) {
 	var got model.Adopted
 	var err error
 	if !eventually(2*time.Second, 20*time.Millisecond, func() bool {
-		got, err = r.d.AdoptConnections(r.svc, "", model.AnyUID)
+		got, err = r.adopt()
 		return err == nil && got.Adopted == 1
 	}) {
 		t.Fatalf("adopted %+v, %v; want the connection back", got, err)

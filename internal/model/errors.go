@@ -12,4 +12,9 @@ var (
 	ErrCapacity = errors.New("capacity exhausted")
 	// ErrSocketClosed: a socket to restore is gone.
 	ErrSocketClosed = errors.New("socket closed")
+	// ErrNotListener: a connection to adopt is not one the service's TCP
+	// listener accepted (or the service is no TCP listener).
+	ErrNotListener = errors.New("not a connection of a registered listening socket")
+	// ErrBusy: a connection to adopt is not idle.
+	ErrBusy = errors.New("connection is not idle")
 )

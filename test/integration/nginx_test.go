@@ -40,6 +40,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	benchrig "github.com/santa-offload/santa/bench/rig"
+	"github.com/santa-offload/santa/internal/daemon"
 	"github.com/santa-offload/santa/internal/datapath"
 	"github.com/santa-offload/santa/internal/model"
 	"github.com/santa-offload/santa/internal/netns"
@@ -678,7 +679,11 @@ func readReplies(t *testing.T, c net.Conn, n int, quiet time.Duration) [][]byte 
 // Santa took its listener over is adopted, and from then on its matched
 // requests are the kernel's.
 func (s *site) testAdopted(t *testing.T) {
-	res, err := s.d.AdoptConnections(s.svcs[0], netns.Named(s.r.srv), model.AnyUID)
+	listener, err := s.d.Service(s.svcs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := daemon.AdoptConnections(s.d, s.svcs[0], listener, netns.Named(s.r.srv), model.AnyUID)
 	if err != nil {
 		t.Fatal(err)
 	}

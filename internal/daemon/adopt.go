@@ -1,4 +1,4 @@
-package datapath
+package daemon
 
 import (
 	"errors"
@@ -10,28 +10,31 @@ import (
 	"github.com/santa-offload/santa/internal/procsock"
 )
 
-// AdoptConnections adopts (AdoptConnection) every established connection
-// that the TCP listener svc accepted before it was registered: found in
-// /proc/net/tcp of the network namespace at nsPath (this thread's for "")
-// by the listener's port, and taken from the process holding it
-// (pidfd_getfd, so root). A connection that is not idle, or that closes
-// meanwhile, is skipped with its reason.
+// Adopter puts one connection, by a descriptor of it, under the rules of
+// the TCP listener svc: the data path's AdoptConnection. It refuses a
+// connection that listener did not accept with model.ErrNotListener.
+type Adopter interface {
+	AdoptConnection(svc model.ServiceID, fd int) error
+}
+
+// AdoptConnections adopts (Adopter) every established connection that the
+// TCP listener svc, whose socket is listener, accepted before it was
+// registered: found in /proc/net/tcp of the network namespace at nsPath
+// (this thread's for "") by the listener's port, and taken from the
+// process holding it (pidfd_getfd, so root). A connection that is not
+// idle, or that closes meanwhile, is skipped with its reason.
 //
 // The port alone does not make a connection the listener's: with
 // SO_REUSEADDR, another uid's outgoing connection can have the same local
 // port. So for a client that is not an admin, only connections of its own
 // uid (the owner /proc/net/tcp shows: whoever accepted, or created, the
 // socket) are taken, onlyUID; model.AnyUID takes every one.
-func (d *Datapath) AdoptConnections(svc model.ServiceID, nsPath string, onlyUID int64) (model.Adopted, error) {
+func AdoptConnections(dp Adopter, svc model.ServiceID, listener model.SocketInfo, nsPath string, onlyUID int64) (model.Adopted, error) {
 	var got model.Adopted
-	info, err := d.Service(svc)
-	if err != nil {
-		return got, err
+	if listener.Protocol != unix.IPPROTO_TCP {
+		return got, fmt.Errorf("service %d is not a TCP listener: %w", svc, model.ErrNotListener)
 	}
-	if info.Protocol != unix.IPPROTO_TCP {
-		return got, fmt.Errorf("service %d is not a TCP listener: %w", svc, ErrNotListener)
-	}
-	all, err := procsock.EstablishedTCP(nsPath, info.Local.Port())
+	all, err := procsock.EstablishedTCP(nsPath, listener.Local.Port())
 	if err != nil {
 		return got, fmt.Errorf("listing connections: %w", err)
 	}
@@ -57,11 +60,11 @@ func (d *Datapath) AdoptConnections(svc model.ServiceID, nsPath string, onlyUID 
 			got.Skipped = append(got.Skipped, fmt.Errorf("connection on %s: no process holds it (closed meanwhile, or not accepted yet)", c.Local))
 			continue
 		}
-		err := d.adoptHeld(svc, h)
+		err := adoptHeld(dp, svc, h)
 		switch {
 		case err == nil:
 			got.Adopted++
-		case errors.Is(err, ErrNotListener):
+		case errors.Is(err, model.ErrNotListener):
 			// Another listener's connection on the same port (another address).
 		default:
 			got.Skipped = append(got.Skipped, fmt.Errorf("connection on %s (pid %d, fd %d): %w", c.Local, h.PID, h.FD, err))
@@ -70,11 +73,11 @@ func (d *Datapath) AdoptConnections(svc model.ServiceID, nsPath string, onlyUID 
 	return got, nil
 }
 
-func (d *Datapath) adoptHeld(svc model.ServiceID, h procsock.Held) error {
+func adoptHeld(dp Adopter, svc model.ServiceID, h procsock.Held) error {
 	fd, err := procsock.TakeFD(h.PID, h.FD)
 	if err != nil {
 		return err
 	}
 	defer unix.Close(fd)
-	return d.AdoptConnection(svc, fd)
+	return dp.AdoptConnection(svc, fd)
 }

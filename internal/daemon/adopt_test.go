@@ -1,7 +1,8 @@
-package datapath
+package daemon
 
 import (
 	"net"
+	"os"
 	"strings"
 	"testing"
 
@@ -10,16 +11,26 @@ import (
 	"github.com/santa-offload/santa/internal/model"
 )
 
+// adopted records the connections AdoptConnections hands over.
+type adopted []model.SocketInfo
+
+func (a *adopted) AdoptConnection(_ model.ServiceID, fd int) error {
+	info, err := model.InspectSocket(fd)
+	if err != nil {
+		return err
+	}
+	*a = append(*a, info)
+	return nil
+}
+
 // Another uid's connection that only shares the listener's port is not
 // adopted for a client that is not an admin: with SO_REUSEADDR, root's
 // outgoing connection from port P and nobody's listener on *:P coexist,
 // and before adoption checked the owner, nobody's ATTACH of its listener
 // put root's connection under nobody's rules.
-func TestTCPAdoptOnlyTheListenersConnections(t *testing.T) {
-	back := enterNewNetns(t)
-	defer back()
-	if err := exec("ip", "link", "set", "lo", "up"); err != nil {
-		t.Fatal(err)
+func TestAdoptOnlyTheOwnersConnections(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: gives sockets to another uid and takes them from their process")
 	}
 	// Root's connection: from 127.0.0.1:P to a peer.
 	peer, err := net.Listen("tcp4", "127.0.0.1:0")
@@ -70,27 +81,27 @@ func TestTCPAdoptOnlyTheListenersConnections(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	info, err := model.InspectSocket(listener)
+	if err != nil {
+		t.Fatal(err)
+	}
+	acceptedInfo, err := model.InspectSocket(accepted)
+	if err != nil {
+		t.Fatal(err)
+	}
 
-	d := openTest(t)
-	svc, err := d.AddSocket(listener)
+	var dp adopted
+	got, err := AdoptConnections(&dp, 1, info, "", 65534)
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := d.AdoptConnections(svc, "", 65534)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got.Adopted != 1 || len(got.Skipped) != 1 || !strings.Contains(got.Skipped[0].Error(), "owned by uid 0, not by uid 65534") {
+	if got.Adopted != 1 || len(dp) != 1 || dp[0].Cookie != acceptedInfo.Cookie ||
+		len(got.Skipped) != 1 || !strings.Contains(got.Skipped[0].Error(), "owned by uid 0, not by uid 65534") {
 		t.Fatalf("adopted %d, skipped %v; want nobody's accepted connection adopted and root's skipped", got.Adopted, got.Skipped)
 	}
 	// An admin (root) may take both, as it may attach any socket.
-	if err := d.RemoveService(svc); err != nil {
-		t.Fatal(err)
-	}
-	if svc, err = d.AddSocket(listener); err != nil {
-		t.Fatal(err)
-	}
-	if got, err = d.AdoptConnections(svc, "", model.AnyUID); err != nil || got.Adopted != 2 {
+	dp = nil
+	if got, err = AdoptConnections(&dp, 1, info, "", model.AnyUID); err != nil || got.Adopted != 2 || len(dp) != 2 {
 		t.Fatalf("an admin adopted %+v, %v; want both connections", got, err)
 	}
 }
