@@ -215,7 +215,7 @@ _Static_assert(__builtin_offsetof(struct santa_rule_huge, reply) == sizeof(struc
 enum santa_service_counter {
 	SANTA_SVC_MATCHED = 0,  /* answered by the data plane */
 	SANTA_SVC_PASSED,       /* reached the stack: no rule matched, or a matched rule could not answer */
-	SANTA_SVC_FALLBACK,     /* matched in XDP but the reply did not fit the frame: left to TC */
+	SANTA_SVC_FALLBACK,     /* matched in XDP but left to TC: the request's checksum could not be verified (a partial one from a local sender, or wrong), or the reply did not fit the frame */
 	SANTA_SVC_BAD_CSUM,     /* matched but the request checksum was wrong: passed */
 	SANTA_SVC_NCOUNTERS,
 };
@@ -244,7 +244,7 @@ enum santa_path {
 	SANTA_PATH_NO_SOCKET,    /* no local socket would receive it */
 	SANTA_PATH_NOT_SERVICE,  /* the receiving socket is not registered */
 	SANTA_PATH_SERVICE_PASS, /* a service's packet that was not answered (see service_stats) */
-	SANTA_PATH_FALLBACK,     /* left for the TC program: reply too big for the XDP frame */
+	SANTA_PATH_FALLBACK,     /* left for the TC program: checksum not verifiable in XDP, or reply too big for the XDP frame */
 	SANTA_PATH_SEEN_BY_XDP,  /* TC: XDP already examined and passed this packet */
 	SANTA_PATH_TX_ERROR,     /* building the reply failed after the request was overwritten: dropped */
 	SANTA_PATH_BAD_IP_CSUM,  /* IPv4 header checksum wrong: the stack drops it */
@@ -282,7 +282,8 @@ enum santa_addr_kind {
 /*
  * XDP leaves this in the packet's metadata when it passes a packet, so that
  * the TC program does not match it a second time; SANTA_META_FALLBACK asks TC
- * to answer it (the reply did not fit the XDP frame).
+ * to answer it (its checksum could not be verified in XDP, or the reply did
+ * not fit the XDP frame).
  */
 enum santa_meta_verdict {
 	SANTA_META_SEEN = 0x53a17a01,

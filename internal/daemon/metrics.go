@@ -95,7 +95,7 @@ func (s *Server) writeMetrics(out io.Writer) error {
 	}{
 		{"santa_service_matched_total", "counter", "Requests the data plane answered.", func(r serviceRow) uint64 { return r.stats.Matched }},
 		{"santa_service_passed_total", "counter", "Requests passed to the application.", func(r serviceRow) uint64 { return r.stats.Passed }},
-		{"santa_service_fallback_total", "counter", "Requests XDP left to TC: the reply did not fit the frame.", func(r serviceRow) uint64 { return r.stats.Fallback }},
+		{"santa_service_fallback_total", "counter", "Requests XDP matched and left to TC: their checksum could not be verified in XDP (partial, from a local sender, or wrong), or the reply did not fit the frame.", func(r serviceRow) uint64 { return r.stats.Fallback }},
 		{"santa_service_bad_csum_total", "counter", "Matching requests with a bad checksum, passed.", func(r serviceRow) uint64 { return r.stats.BadCsum }},
 		{"santa_service_rules", "gauge", "Rules installed.", func(r serviceRow) uint64 { return uint64(r.use.rules) }},
 		{"santa_service_rule_bytes", "gauge", "Pattern and reply bytes of the rules installed.", func(r serviceRow) uint64 { return uint64(r.use.bytes) }},

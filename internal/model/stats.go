@@ -4,7 +4,7 @@ package model
 type ServiceStats struct {
 	Matched  uint64 // answered by the data plane
 	Passed   uint64 // reached the stack (the application)
-	Fallback uint64 // matched in XDP, left to TC: the reply did not fit the frame
+	Fallback uint64 // matched in XDP, left to TC: checksum not verifiable in XDP, or reply too big for its frame
 	BadCsum  uint64 // matched, but the request's checksum was wrong: passed
 }
 
