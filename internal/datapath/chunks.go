@@ -37,7 +37,7 @@ func newChunks(outer *ebpf.Map, spec *ebpf.MapSpec) chunks {
 }
 
 // at is the chunk that holds slot number n, made if need be, and n's key in
-// it. Called with d.mu held.
+// it. Called with the store's lock held.
 func (c *chunks) at(n uint32) (*ebpf.Map, uint32, error) {
 	i := int(n >> c.shift)
 	if i >= len(c.made) {

@@ -60,9 +60,9 @@ func TestRuleBodiesAcrossChunks(t *testing.T) {
 				t.Fatal(err)
 			}
 			if !eventually(5*time.Second, 10*time.Millisecond, func() bool {
-				d.mu.Lock()
-				defer d.mu.Unlock()
-				return slices.Contains(d.slots[slotClass(last)].free, slotNumber(last))
+				d.store.mu.Lock()
+				defer d.store.mu.Unlock()
+				return slices.Contains(d.store.slots[slotClass(last)].free, slotNumber(last))
 			}) {
 				t.Fatalf("slot %#x not freed", last)
 			}
@@ -84,7 +84,7 @@ func TestRuleBodiesAcrossChunks(t *testing.T) {
 }
 
 func (d *Datapath) slotOf(id model.RuleID) uint32 {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.rules[id].slot
+	d.store.mu.Lock()
+	defer d.store.mu.Unlock()
+	return d.store.rules[id].slot
 }

@@ -23,7 +23,7 @@ func (d *Datapath) ReplaceRules(updates []model.RuleUpdate) error {
 	if len(updates) == 0 {
 		return errors.New("empty batch")
 	}
-	svc, err := d.serviceOf(updates[0].ID)
+	svc, err := d.store.serviceOf(updates[0].ID)
 	if err != nil {
 		return err
 	}
@@ -36,9 +36,9 @@ func (d *Datapath) DeleteRule(id model.RuleID) error { return d.DeleteRules([]mo
 
 // Rules lists a service's rules.
 func (d *Datapath) Rules(id model.ServiceID) (map[model.RuleID]rule.Rule, error) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	svc, ok := d.services[id]
+	d.store.mu.Lock()
+	defer d.store.mu.Unlock()
+	svc, ok := d.store.services[id]
 	if !ok {
 		return nil, fmt.Errorf("service %d: %w", id, model.ErrUnknownService)
 	}

@@ -42,7 +42,7 @@ func (m *connMaps) Close() error {
 }
 
 // keepPreviousTCP holds on to the connection maps pinned in dir, if any.
-func (d *Datapath) keepPreviousTCP(dir string) {
+func (t *tcpPlane) keepPrevious(dir string) {
 	conns, err := ebpf.LoadPinnedMap(filepath.Join(dir, "connections"), nil)
 	if err != nil {
 		return // nothing to hand over
@@ -52,7 +52,7 @@ func (d *Datapath) keepPreviousTCP(dir string) {
 		conns.Close()
 		return
 	}
-	d.prevTCP = &connMaps{connections: conns, sockets: sockets}
+	t.prev = &connMaps{connections: conns, sockets: sockets}
 }
 
 // HandOverConnections takes the connections of the data plane an earlier
@@ -65,7 +65,7 @@ func (d *Datapath) keepPreviousTCP(dir string) {
 // keep the earlier rules. Call it after the services are restored; without
 // an earlier data plane it does nothing.
 func (d *Datapath) HandOverConnections() (model.HandOver, error) {
-	return d.handOverPrevious(handOverPasses)
+	return d.tcp.handOverPrevious(handOverPasses)
 }
 
 // ReleaseLeftConnections gives the connections HandOverConnections left in
@@ -75,21 +75,21 @@ func (d *Datapath) HandOverConnections() (model.HandOver, error) {
 // last of them leaves. Got.Left is how many are still there; with none,
 // later calls do nothing.
 func (d *Datapath) ReleaseLeftConnections() (model.HandOver, error) {
-	return d.handOverPrevious(1)
+	return d.tcp.handOverPrevious(1)
 }
 
 // handOverPrevious runs the handover from the earlier data plane, and lets
 // go of it once no connection is left there.
-func (d *Datapath) handOverPrevious(passes int) (model.HandOver, error) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.prevTCP == nil {
+func (t *tcpPlane) handOverPrevious(passes int) (model.HandOver, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.prev == nil {
 		return model.HandOver{}, nil
 	}
-	got, err := d.handOver(d.prevTCP, 0, passes)
+	got, err := t.handOver(t.prev, 0, passes)
 	if err != nil || got.Left == 0 {
-		d.prevTCP.Close()
-		d.prevTCP = nil
+		t.prev.Close()
+		t.prev = nil
 	}
 	return got, err
 }
@@ -97,16 +97,16 @@ func (d *Datapath) handOverPrevious(passes int) (model.HandOver, error) {
 // releaseConnections takes an unregistered listener's idle connections out
 // of the sockhash, where they would keep a place and pass every segment
 // through the verdict; busy ones stay, passing. One pass, not retried, as
-// it holds up every other change. Called with d.mu held.
-func (d *Datapath) releaseConnections(listener uint64) (model.HandOver, error) {
-	own := &connMaps{connections: d.tcp.Connections, sockets: d.tcp.TcpConns}
-	return d.handOver(own, listener, 1)
+// it holds up every other change. Called with t.mu held.
+func (t *tcpPlane) releaseConnections(listener uint64) (model.HandOver, error) {
+	own := &connMaps{connections: t.objs.Connections, sockets: t.objs.TcpConns}
+	return t.handOver(own, listener, 1)
 }
 
 // handOver runs santa_tcp_handover from the connection maps from (only on
 // the connections of listener, unless 0) in every network namespace, up
 // to passes times while connections are busy; the last pass leaves them.
-func (d *Datapath) handOver(from *connMaps, listener uint64, passes int) (model.HandOver, error) {
+func (t *tcpPlane) handOver(from *connMaps, listener uint64, passes int) (model.HandOver, error) {
 	var got model.HandOver
 	spaces, err := netns.All()
 	if err != nil {
@@ -117,14 +117,14 @@ func (d *Datapath) handOver(from *connMaps, listener uint64, passes int) (model.
 			f.Close()
 		}
 	}()
-	last, err := d.attachHandOver(from, listener, true)
+	last, err := t.attachHandOver(from, listener, true)
 	if err != nil {
 		return got, err
 	}
 	defer last.Close()
 	retry := last
 	if passes > 1 {
-		if retry, err = d.attachHandOver(from, listener, false); err != nil {
+		if retry, err = t.attachHandOver(from, listener, false); err != nil {
 			return got, err
 		}
 		defer retry.Close()
@@ -176,8 +176,8 @@ func handOverPass(it *link.Iter, spaces []*os.File) (map[santaHandoverSantaHando
 // attachHandOver makes a TCP iterator that runs santa_tcp_handover from
 // the connection maps from (on listener's connections, unless 0) into this
 // data plane's; with giveUp, busy connections are left passing.
-func (d *Datapath) attachHandOver(from *connMaps, listener uint64, giveUp bool) (*link.Iter, error) {
-	prog, err := d.loadHandOver(from, listener, giveUp)
+func (t *tcpPlane) attachHandOver(from *connMaps, listener uint64, giveUp bool) (*link.Iter, error) {
+	prog, err := t.loadHandOver(from, listener, giveUp)
 	if err != nil {
 		return nil, err
 	}
@@ -190,7 +190,7 @@ func (d *Datapath) attachHandOver(from *connMaps, listener uint64, giveUp bool) 
 	return it, nil
 }
 
-func (d *Datapath) loadHandOver(from *connMaps, listener uint64, giveUp bool) (*ebpf.Program, error) {
+func (t *tcpPlane) loadHandOver(from *connMaps, listener uint64, giveUp bool) (*ebpf.Program, error) {
 	spec, err := loadSantaHandover()
 	if err != nil {
 		return nil, fmt.Errorf("loading the handover's BPF spec: %w", err)
@@ -201,7 +201,7 @@ func (d *Datapath) loadHandOver(from *connMaps, listener uint64, giveUp bool) (*
 	}
 	maps := map[string]*ebpf.Map{
 		"prev_connections": from.connections, "prev_tcp_conns": from.sockets,
-		"connections": d.tcp.Connections, "tcp_conns": d.tcp.TcpConns, "services": d.objs.Services,
+		"connections": t.objs.Connections, "tcp_conns": t.objs.TcpConns, "services": t.services,
 	}
 	var objs struct {
 		Prog *ebpf.Program `ebpf:"santa_tcp_handover"`

@@ -102,7 +102,7 @@ func (r *restartRig) addr(network string) string {
 func TestHandOverConnections(t *testing.T) {
 	r, back := newRestartRig(t)
 	defer back()
-	firstSockets, _ := r.first.tcp.TcpConns.Info()
+	firstSockets, _ := r.first.tcp.objs.TcpConns.Info()
 	firstSocketsID, _ := firstSockets.ID()
 	accept := func(network string) (client, server net.Conn) {
 		client, err := net.Dial(network, r.addr(network))

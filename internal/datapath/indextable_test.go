@@ -149,17 +149,17 @@ func TestIndexTableInKernel(t *testing.T) {
 func (d *Datapath) expectIndexMirrored(t *testing.T) {
 	t.Helper()
 	idle := eventually(5*time.Second, 10*time.Millisecond, func() bool {
-		d.mu.Lock()
-		defer d.mu.Unlock()
-		return len(d.pending.index)+len(d.pending.slots)+len(d.pending.ids) == 0 &&
-			d.ruleIDs.inUse(0) == len(d.rules)
+		d.store.mu.Lock()
+		defer d.store.mu.Unlock()
+		return len(d.store.pending.index)+len(d.store.pending.slots)+len(d.store.pending.ids) == 0 &&
+			d.store.ruleIDs.inUse(0) == len(d.store.rules)
 	})
-	d.mu.Lock()
-	defer d.mu.Unlock()
+	d.store.mu.Lock()
+	defer d.store.mu.Unlock()
 	if !idle {
 		t.Fatal("index entries still waiting for a grace period")
 	}
-	for pos, want := range d.index.keys {
+	for pos, want := range d.store.index.keys {
 		var e santaSantaIndexEntry
 		if err := d.objs.RuleIndex.Lookup(uint32(pos), &e); err != nil {
 			t.Fatal(err)

@@ -19,7 +19,7 @@ import (
 // rules are gone. One reachable only through an old node is retired
 // instead, deleted after a grace period, so readers that hold that old node
 // still find it.
-func (d *Datapath) updateIndex(indexID uint32, old, next map[rules.IndexKey]rules.IndexNode,
+func (st *store) updateIndex(indexID uint32, old, next map[rules.IndexKey]rules.IndexNode,
 	walked func(rules.IndexKey) bool) error {
 	var added, changed []rules.IndexKey
 	for k, n := range next {
@@ -43,73 +43,73 @@ func (d *Datapath) updateIndex(indexID uint32, old, next map[rules.IndexKey]rule
 		}
 	}
 	for _, keys := range [][]rules.IndexKey{added, changed} {
-		if err := d.putIndex(indexID, keys, next); err != nil {
+		if err := st.putIndex(indexID, keys, next); err != nil {
 			// Put back what was changed; drop what was added.
-			d.putIndex(indexID, changed, old)
-			d.deleteIndex(indexID, pick(added, next))
+			st.putIndex(indexID, changed, old)
+			st.deleteIndex(indexID, pick(added, next))
 			return err
 		}
 	}
-	d.retireIndex(indexID, unreachable)
-	return d.deleteIndex(indexID, pick(reachable, old))
+	st.retireIndex(indexID, unreachable)
+	return st.deleteIndex(indexID, pick(reachable, old))
 }
 
 // putIndex writes the nodes at keys: in place for a key the table holds,
 // else at a position placed for it. The batches are independent, so they
 // go on every CPU: a million nodes take most of a second on one.
-func (d *Datapath) putIndex(indexID uint32, keys []rules.IndexKey, nodes map[rules.IndexKey]rules.IndexNode) error {
+func (st *store) putIndex(indexID uint32, keys []rules.IndexKey, nodes map[rules.IndexKey]rules.IndexNode) error {
 	positions := make([]uint32, len(keys))
 	for i, k := range keys {
 		key := indexKey(indexID, k)
-		pos, ok := d.index.find(key)
+		pos, ok := st.index.find(key)
 		if !ok {
 			var err error
-			if pos, err = d.index.place(key); err != nil {
+			if pos, err = st.index.place(key); err != nil {
 				return fmt.Errorf("writing index: %w", err)
 			}
 		}
 		positions[i] = pos
 	}
-	return d.writeIndex(positions, func(i int) santaSantaIndexNode { return indexNode(nodes[keys[i]]) })
+	return st.writeIndex(positions, func(i int) santaSantaIndexNode { return indexNode(nodes[keys[i]]) })
 }
 
 // deleteIndex removes a service's entries, ignoring keys already gone.
-func (d *Datapath) deleteIndex(indexID uint32, index map[rules.IndexKey]rules.IndexNode) error {
+func (st *store) deleteIndex(indexID uint32, index map[rules.IndexKey]rules.IndexNode) error {
 	keys := make([]santaSantaIndexKey, 0, len(index))
 	for k := range index {
 		keys = append(keys, indexKey(indexID, k))
 	}
-	return d.removeIndex(keys)
+	return st.removeIndex(keys)
 }
 
 // removeIndex removes the entries of keys, ignoring keys already gone, and
 // writes every position that changed as the table has it now (tombstone or
 // free): a position freed after it was made a tombstone is written once.
-func (d *Datapath) removeIndex(keys []santaSantaIndexKey) error {
+func (st *store) removeIndex(keys []santaSantaIndexKey) error {
 	changed := make(map[uint32]bool)
 	for _, k := range keys {
-		if pos, ok := d.index.find(k); ok {
-			for _, p := range d.index.remove(pos) {
+		if pos, ok := st.index.find(k); ok {
+			for _, p := range st.index.remove(pos) {
 				changed[p] = true
 			}
 		}
 	}
 	positions := slices.Collect(maps.Keys(changed))
-	return d.writeIndex(positions, func(int) santaSantaIndexNode { return santaSantaIndexNode{} })
+	return st.writeIndex(positions, func(int) santaSantaIndexNode { return santaSantaIndexNode{} })
 }
 
 // writeIndex writes the entry at each position: the key the table has
 // there and node(i), i being the position's place in positions.
-func (d *Datapath) writeIndex(positions []uint32, node func(i int) santaSantaIndexNode) error {
+func (st *store) writeIndex(positions []uint32, node func(i int) santaSantaIndexNode) error {
 	return errors.Join(inParts(len(positions), batchSize, func(lo, hi int) error {
 		vs := make([]santaSantaIndexEntry, 0, batchSize)
 		for start := lo; start < hi; start += batchSize {
 			end := min(start+batchSize, hi)
 			vs = vs[:0]
 			for i := start; i < end; i++ {
-				vs = append(vs, d.index.entry(positions[i], node(i)))
+				vs = append(vs, st.index.entry(positions[i], node(i)))
 			}
-			if _, err := d.objs.RuleIndex.BatchUpdate(positions[start:end], vs, nil); err != nil {
+			if _, err := st.objs.RuleIndex.BatchUpdate(positions[start:end], vs, nil); err != nil {
 				return fmt.Errorf("writing index: %w", err)
 			}
 		}

@@ -22,9 +22,9 @@ func TestMapLookupsAreInlined(t *testing.T) {
 	for name, prog := range map[string]*ebpf.Program{
 		"santa_udp":          d.objs.SantaUdp,
 		"santa_udp_tc":       d.objs.SantaUdpTc,
-		"santa_tcp_verdict":  d.tcp.SantaTcpVerdict,
-		"santa_tcp_reply":    d.tcp.SantaTcpReply,
-		"santa_tcp_hold_fin": d.tcp.SantaTcpHoldFin,
+		"santa_tcp_verdict":  d.tcp.objs.SantaTcpVerdict,
+		"santa_tcp_reply":    d.tcp.objs.SantaTcpReply,
+		"santa_tcp_hold_fin": d.tcp.objs.SantaTcpHoldFin,
 	} {
 		info, err := prog.Info()
 		if err != nil {

@@ -17,7 +17,7 @@ import (
 // Services live as long as their sockets. santa_sock_release, attached to
 // the root cgroup, deletes a closing socket's service in the kernel, so it
 // stops answering before the socket is gone, and reports the cookie on the
-// closed_sockets ring; watchLoop then drops the service's rules. A sweep
+// closed_sockets ring; socketWatcher then drops the service's rules. A sweep
 // every sweepEvery catches what an overflowing ring lost.
 
 const sweepEvery = 2 * time.Second
@@ -28,6 +28,8 @@ const sweepEvery = 2 * time.Second
 // calls closed, from its own goroutine, for every service whose socket was
 // closed, after its rules are gone.
 func (d *Datapath) WatchSockets(cgroupPath string, closed func(model.ServiceID, model.SocketInfo)) error {
+	d.watchMu.Lock()
+	defer d.watchMu.Unlock()
 	if d.watcher != nil {
 		return errors.New("sockets are watched already")
 	}
@@ -35,7 +37,7 @@ func (d *Datapath) WatchSockets(cgroupPath string, closed func(model.ServiceID, 
 	if err != nil {
 		return err
 	}
-	l, err := d.attachToCgroup(root, "link_sock_release", ebpf.AttachCgroupInetSockRelease, d.objs.SantaSockRelease)
+	l, err := d.pins.attachToCgroup(root, "link_sock_release", ebpf.AttachCgroupInetSockRelease, d.objs.SantaSockRelease)
 	if err != nil {
 		return err
 	}
@@ -44,75 +46,86 @@ func (d *Datapath) WatchSockets(cgroupPath string, closed func(model.ServiceID, 
 		l.Close()
 		return fmt.Errorf("reading closed sockets: %w", err)
 	}
-	d.watcher = &socketWatcher{link: l, ring: r, done: make(chan struct{})}
-	go d.watchLoop(closed)
+	d.watcher = &socketWatcher{link: l, ring: r, store: d.store, closed: closed, done: make(chan struct{})}
+	go d.watcher.loop()
 	return nil
 }
 
+// socketWatcher drops the services of closed sockets from the store, and
+// tells closed (if not nil) about each. It keeps no state of its own
+// beyond its handles.
 type socketWatcher struct {
-	link link.Link
-	ring *ringbuf.Reader
-	done chan struct{} // closed when watchLoop returns
+	link   link.Link
+	ring   *ringbuf.Reader
+	store  *store
+	closed func(model.ServiceID, model.SocketInfo)
+	done   chan struct{} // closed when loop returns
 }
 
-func (d *Datapath) watchLoop(closed func(model.ServiceID, model.SocketInfo)) {
-	defer close(d.watcher.done)
-	ring := d.watcher.ring
+func (w *socketWatcher) loop() {
+	defer close(w.done)
 	for {
-		ring.SetDeadline(time.Now().Add(sweepEvery))
-		rec, err := ring.Read()
+		w.ring.SetDeadline(time.Now().Add(sweepEvery))
+		rec, err := w.ring.Read()
 		switch {
 		case errors.Is(err, ringbuf.ErrClosed):
 			return
 		case errors.Is(err, os.ErrDeadlineExceeded):
-			d.sweep(closed)
+			w.sweep()
 		case err == nil && len(rec.RawSample) == 8:
-			d.socketClosed(binary.NativeEndian.Uint64(rec.RawSample), closed)
+			w.socketClosed(binary.NativeEndian.Uint64(rec.RawSample))
 		}
 	}
 }
 
 // socketClosed drops the service of a closed socket, if it has one.
-func (d *Datapath) socketClosed(cookie uint64, closed func(model.ServiceID, model.SocketInfo)) {
-	d.mu.Lock()
-	var gone *service
-	for _, s := range d.services {
-		if s.info.Cookie == cookie {
-			gone = s
-			d.drop(s)
-			break
-		}
-	}
-	d.mu.Unlock()
-	if gone != nil && closed != nil {
-		closed(gone.id, gone.info)
+func (w *socketWatcher) socketClosed(cookie uint64) {
+	id, info, ok := w.store.dropSocket(cookie)
+	if ok && w.closed != nil {
+		w.closed(id, info)
 	}
 }
 
 // sweep drops services whose map entry santa_sock_release deleted without
 // the ring telling: it was full.
-func (d *Datapath) sweep(closed func(model.ServiceID, model.SocketInfo)) {
-	d.mu.Lock()
-	var cookies []uint64
-	for _, s := range d.services {
-		var v santaSantaService
-		if err := d.objs.Services.Lookup(s.info.Cookie, &v); errors.Is(err, ebpf.ErrKeyNotExist) {
-			cookies = append(cookies, s.info.Cookie)
-		}
-	}
-	d.mu.Unlock()
-	for _, c := range cookies {
-		d.socketClosed(c, closed)
+func (w *socketWatcher) sweep() {
+	for _, c := range w.store.unmapped() {
+		w.socketClosed(c)
 	}
 }
 
-// stopWatching ends watchLoop. The pinned link stays: closed sockets keep
-// losing their services while no process watches.
-func (d *Datapath) stopWatching() {
-	if d.watcher == nil {
-		return
+// stop ends loop. The pinned link stays: closed sockets keep losing their
+// services while no process watches.
+func (w *socketWatcher) stop() {
+	w.ring.Close()
+	<-w.done
+	w.link.Close()
+}
+
+// dropSocket drops the service of the socket cookie names, if there is
+// one, and says which it was.
+func (st *store) dropSocket(cookie uint64) (model.ServiceID, model.SocketInfo, bool) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	for _, s := range st.services {
+		if s.info.Cookie == cookie {
+			st.drop(s)
+			return s.id, s.info, true
+		}
 	}
-	d.watcher.ring.Close()
-	<-d.watcher.done
-	d.watcher.link.Close()
+	return 0, model.SocketInfo{}, false
+}
+
+// unmapped are the cookies of services the services map no longer holds.
+func (st *store) unmapped() []uint64 {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	var cookies []uint64
+	for _, s := range st.services {
+		var v santaSantaService
+		if err := st.objs.Services.Lookup(s.info.Cookie, &v); errors.Is(err, ebpf.ErrKeyNotExist) {
+			cookies = append(cookies, s.info.Cookie)
+		}
+	}
+	return cookies
 }

@@ -21,85 +21,85 @@ type retiredRules struct {
 	ids   []model.RuleID
 }
 
-// retire queues rules that the index no longer reaches. Called with d.mu held.
-func (d *Datapath) retire(old []*installedRule, releaseIDs bool) {
+// retire queues rules that the index no longer reaches. Called with st.mu held.
+func (st *store) retire(old []*installedRule, releaseIDs bool) {
 	for _, r := range old {
-		d.pending.slots = append(d.pending.slots, r.slot)
+		st.pending.slots = append(st.pending.slots, r.slot)
 		if releaseIDs {
-			delete(d.rules, r.id)
-			d.pending.ids = append(d.pending.ids, r.id)
+			delete(st.rules, r.id)
+			st.pending.ids = append(st.pending.ids, r.id)
 		}
 	}
-	d.wakeReclaimer()
+	st.wakeReclaimer()
 }
 
 // retireIndex queues index entries for deletion after a grace period.
-// Called with d.mu held.
-func (d *Datapath) retireIndex(indexID uint32, keys []rules.IndexKey) {
+// Called with st.mu held.
+func (st *store) retireIndex(indexID uint32, keys []rules.IndexKey) {
 	for _, k := range keys {
-		d.pending.index = append(d.pending.index, indexKey(indexID, k))
+		st.pending.index = append(st.pending.index, indexKey(indexID, k))
 	}
-	d.wakeReclaimer()
+	st.wakeReclaimer()
 }
 
-func (d *Datapath) wakeReclaimer() {
-	if len(d.pending.slots)+len(d.pending.index) > 0 {
+func (st *store) wakeReclaimer() {
+	if len(st.pending.slots)+len(st.pending.index) > 0 {
 		select {
-		case d.kick <- struct{}{}:
+		case st.kick <- struct{}{}:
 		default: // a wake-up is already queued
 		}
 	}
 }
 
 // reclaimLoop runs until kick is closed, then reclaims what is left.
-func (d *Datapath) reclaimLoop() {
-	defer close(d.reclaimed)
-	for range d.kick {
-		d.reclaim()
+func (st *store) reclaimLoop() {
+	defer close(st.reclaimed)
+	for range st.kick {
+		st.reclaim()
 	}
-	d.reclaim()
+	st.reclaim()
 }
 
 // reclaim waits for a grace period, then frees what was retired before it.
-func (d *Datapath) reclaim() {
-	d.mu.Lock()
-	batch := d.pending
-	d.pending = retiredRules{}
-	d.mu.Unlock()
+func (st *store) reclaim() {
+	st.mu.Lock()
+	batch := st.pending
+	st.pending = retiredRules{}
+	st.mu.Unlock()
 	if len(batch.slots)+len(batch.index) == 0 {
 		return
 	}
-	if err := d.barrier.Wait(); err != nil {
+	if err := st.barrier.Wait(); err != nil {
 		// Without a grace period nothing can be freed safely: keep it queued.
-		d.mu.Lock()
-		d.pending.slots = append(d.pending.slots, batch.slots...)
-		d.pending.index = append(d.pending.index, batch.index...)
-		d.pending.ids = append(d.pending.ids, batch.ids...)
-		d.mu.Unlock()
+		st.mu.Lock()
+		st.pending.slots = append(st.pending.slots, batch.slots...)
+		st.pending.index = append(st.pending.index, batch.index...)
+		st.pending.ids = append(st.pending.ids, batch.ids...)
+		st.mu.Unlock()
 		return
 	}
-	d.deleteBodies(batch.slots)
+	st.deleteBodies(batch.slots)
 
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.removeIndex(d.unusedIndexKeys(batch.index))
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.removeIndex(st.unusedIndexKeys(batch.index))
 	for _, s := range batch.slots {
-		d.freeSlot(s)
+		st.freeSlot(s)
 	}
 	for _, id := range batch.ids {
 		// Zeroed here, once no program can bump them, so that adding a
 		// rule never waits for it. An id whose counters stay is not reused.
-		if d.resetRuleStats(id) == nil {
-			d.ruleIDs.put(uint32(id))
+		if st.resetRuleStats(id) == nil {
+			st.ruleIDs.put(uint32(id))
 		}
 	}
 }
 
 // unusedIndexKeys drops the keys that a live index has written again since
-// they were retired. Called with d.mu held.
-func (d *Datapath) unusedIndexKeys(keys []santaSantaIndexKey) []santaSantaIndexKey {
-	live := make(map[uint32]*service, len(d.services))
-	for _, s := range d.services {
+// they were retired. Called with st.mu held.
+func (st *store) unusedIndexKeys(keys []santaSantaIndexKey) []santaSantaIndexKey {
+	live := make(map[uint32]*service, len(st.services))
+	for _, s := range st.services {
 		live[s.indexID] = s
 	}
 	out := keys[:0]

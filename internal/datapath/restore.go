@@ -3,6 +3,7 @@ package datapath
 import (
 	"fmt"
 	"path/filepath"
+	"sync"
 
 	"github.com/cilium/ebpf"
 
@@ -14,63 +15,100 @@ import (
 // its santa_sock_release keeps deleting the services of closed sockets from
 // its services map. That map therefore says which sockets are still open.
 
+// restoring is a restore under way: the earlier process's services map,
+// from Open (Options.KeepLinks) until EndRestore, and the services brought
+// back. Its lock guards both; it registers and drops services through the
+// store, whose lock it takes with its own held.
+type restoring struct {
+	store *store
+
+	mu       sync.Mutex
+	previous *ebpf.Map         // the earlier process's services, until EndRestore
+	restored []model.ServiceID // what RestoreService brought back
+}
+
 // keepPrevious holds on to the earlier process's services map before its
 // pin is replaced.
-func (d *Datapath) keepPrevious(dir string) error {
+func (r *restoring) keepPrevious(dir string) {
 	m, err := ebpf.LoadPinnedMap(filepath.Join(dir, "services"), nil)
 	if err != nil {
-		return nil // nothing to restore from
+		return // nothing to restore from
 	}
-	d.previous = m
-	return nil
+	r.previous = m
 }
 
 // RestoreService registers a service of an earlier process under its old
 // id, if its socket is still open. Between WatchSockets and EndRestore.
 func (d *Datapath) RestoreService(id model.ServiceID, info model.SocketInfo) error {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if !d.previouslyOpen(info.Cookie) {
+	return d.restore.service(id, info)
+}
+
+func (r *restoring) service(id model.ServiceID, info model.SocketInfo) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.previouslyOpen(info.Cookie) {
 		return fmt.Errorf("service %d: %w", id, model.ErrSocketClosed)
 	}
-	if err := d.svcIDs.claim(uint32(id)); err != nil {
-		return fmt.Errorf("service id %d: %w", id, err)
-	}
-	if _, err := d.register(id, info); err != nil {
+	if err := r.store.addAs(id, info); err != nil {
 		return err
 	}
-	d.restored = append(d.restored, id)
+	r.restored = append(r.restored, id)
 	return nil
 }
 
-func (d *Datapath) previouslyOpen(cookie uint64) bool {
-	if d.previous == nil {
+// previouslyOpen says whether the earlier process's services map still
+// holds cookie's socket. Called with r.mu held.
+func (r *restoring) previouslyOpen(cookie uint64) bool {
+	if r.previous == nil {
 		return false
 	}
 	var v santaSantaService
-	return d.previous.Lookup(cookie, &v) == nil
+	return r.previous.Lookup(cookie, &v) == nil
 }
 
 // EndRestore finishes restoring: a socket closed after RestoreService
 // checked it, but before WatchSockets' program saw its service, is only in
 // the earlier map's deletions, so the restored services are checked once
 // more. It returns the services dropped that way.
-func (d *Datapath) EndRestore() []model.ServiceID {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	var dropped []model.ServiceID
-	for _, id := range d.restored {
-		svc, ok := d.services[id]
-		if ok && !d.previouslyOpen(svc.info.Cookie) {
-			d.objs.Services.Delete(svc.info.Cookie)
-			d.drop(svc)
-			dropped = append(dropped, id)
-		}
-	}
-	d.restored = nil
-	if d.previous != nil {
-		d.previous.Close()
-		d.previous = nil
+func (d *Datapath) EndRestore() []model.ServiceID { return d.restore.end() }
+
+func (r *restoring) end() []model.ServiceID {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	dropped := r.store.removeClosed(r.restored, r.previouslyOpen)
+	r.restored = nil
+	if r.previous != nil {
+		r.previous.Close()
+		r.previous = nil
 	}
 	return dropped
+}
+
+// addAs registers info's socket under id, a service of an earlier
+// process.
+func (st *store) addAs(id model.ServiceID, info model.SocketInfo) error {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if err := st.svcIDs.claim(uint32(id)); err != nil {
+		return fmt.Errorf("service id %d: %w", id, err)
+	}
+	_, err := st.register(id, info)
+	return err
+}
+
+// removeClosed removes those of ids that are still registered but whose
+// socket open says is closed, and returns them.
+func (st *store) removeClosed(ids []model.ServiceID, open func(cookie uint64) bool) []model.ServiceID {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	var removed []model.ServiceID
+	for _, id := range ids {
+		svc, ok := st.services[id]
+		if ok && !open(svc.info.Cookie) {
+			st.objs.Services.Delete(svc.info.Cookie)
+			st.drop(svc)
+			removed = append(removed, id)
+		}
+	}
+	return removed
 }

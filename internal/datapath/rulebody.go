@@ -11,7 +11,7 @@ import (
 // Rule bodies live in one map per size class of their reply (santa_abi.h),
 // so that a rule costs the kernel memory and install time its reply needs.
 // A slot's top bits name the class; the rest is its number in the class's
-// pool (d.slots). The UDP classes are arrays of chunks (chunks.go); huge
+// pool (st.slots). The UDP classes are arrays of chunks (chunks.go); huge
 // bodies, TCP only, are a hash map allocated per rule.
 
 const slotClassShift = uint32(santaSantaSlotLayoutSANTA_SLOT_CLASS_SHIFT)
@@ -49,39 +49,39 @@ func slotNumber(slot uint32) uint32 { return slot & (1<<slotClassShift - 1) }
 func slotClass(slot uint32) santaSantaRuleClass { return santaSantaRuleClass(slot >> slotClassShift) }
 
 // freeSlot gives a slot back to its class's pool.
-func (d *Datapath) freeSlot(slot uint32) { d.slots[slotClass(slot)].put(slotNumber(slot)) }
+func (st *store) freeSlot(slot uint32) { st.slots[slotClass(slot)].put(slotNumber(slot)) }
 
 // bodyAt is the map that holds the body of slot, and the body's key there.
-// Called with d.mu held: it may make a chunk.
-func (d *Datapath) bodyAt(slot uint32) (*ebpf.Map, uint32, error) {
+// Called with st.mu held: it may make a chunk.
+func (st *store) bodyAt(slot uint32) (*ebpf.Map, uint32, error) {
 	if c := slotClass(slot); c < hugeRule {
-		return d.chunks[c].at(slotNumber(slot))
+		return st.chunks[c].at(slotNumber(slot))
 	}
-	return d.objs.RulesHuge, slot, nil
+	return st.objs.RulesHuge, slot, nil
 }
 
 // batchBytes bounds the buffer one batch of bodies takes.
 const batchBytes = 4 << 20
 
 // writeBodies stores compiled rules in their (unused) slots. Called with
-// d.mu held.
-func (d *Datapath) writeBodies(rs []*installedRule) error {
+// st.mu held.
+func (st *store) writeBodies(rs []*installedRule) error {
 	byClass := map[santaSantaRuleClass][]*installedRule{}
 	for _, r := range rs {
 		c := slotClass(r.slot)
 		byClass[c] = append(byClass[c], r)
 	}
 	return errors.Join(
-		writeClass(d.bodyAt, byClass[smallRule], func(v *santaSantaRuleSmall) (*santaSantaRule, []byte) {
+		writeClass(st.bodyAt, byClass[smallRule], func(v *santaSantaRuleSmall) (*santaSantaRule, []byte) {
 			return &v.Rule, v.Reply[:]
 		}),
-		writeClass(d.bodyAt, byClass[mediumRule], func(v *santaSantaRuleMedium) (*santaSantaRule, []byte) {
+		writeClass(st.bodyAt, byClass[mediumRule], func(v *santaSantaRuleMedium) (*santaSantaRule, []byte) {
 			return &v.Rule, v.Reply[:]
 		}),
-		writeClass(d.bodyAt, byClass[largeRule], func(v *santaSantaRuleLarge) (*santaSantaRule, []byte) {
+		writeClass(st.bodyAt, byClass[largeRule], func(v *santaSantaRuleLarge) (*santaSantaRule, []byte) {
 			return &v.Rule, v.Reply[:]
 		}),
-		writeClass(d.bodyAt, byClass[hugeRule], func(v *santaSantaRuleHuge) (*santaSantaRule, []byte) {
+		writeClass(st.bodyAt, byClass[hugeRule], func(v *santaSantaRuleHuge) (*santaSantaRule, []byte) {
 			return &v.Rule, v.Reply[:]
 		}),
 	)
@@ -135,14 +135,14 @@ func writeClass[V any](at func(slot uint32) (*ebpf.Map, uint32, error), rs []*in
 // deleteBodies deletes the huge bodies in slots, ignoring those already
 // gone. A chunked class's bodies stay until their slot is written again:
 // no index node refers to them any more.
-func (d *Datapath) deleteBodies(slots []uint32) error {
+func (st *store) deleteBodies(slots []uint32) error {
 	var huge []uint32
 	for _, s := range slots {
 		if slotClass(s) == hugeRule {
 			huge = append(huge, s)
 		}
 	}
-	return batchDelete(d.objs.RulesHuge, huge, "rules")
+	return batchDelete(st.objs.RulesHuge, huge, "rules")
 }
 
 // writeHead writes what matching reads of a rule, all of it but the

@@ -41,7 +41,7 @@ func (d *Datapath) DeleteRules(ids []model.RuleID) error {
 	if len(ids) == 0 {
 		return errors.New("empty batch")
 	}
-	svc, err := d.serviceOf(ids[0])
+	svc, err := d.store.serviceOf(ids[0])
 	if err != nil {
 		return err
 	}
@@ -52,9 +52,13 @@ func (d *Datapath) DeleteRules(ids []model.RuleID) error {
 // Apply makes one batch of changes to a service's rules: all land, or none
 // does. It returns the ids of the added rules, in order.
 func (d *Datapath) Apply(id model.ServiceID, b model.Batch) ([]model.RuleID, error) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	svc, ok := d.services[id]
+	return d.store.apply(id, b)
+}
+
+func (st *store) apply(id model.ServiceID, b model.Batch) ([]model.RuleID, error) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	svc, ok := st.services[id]
 	if !ok {
 		return nil, fmt.Errorf("service %d: %w", id, model.ErrUnknownService)
 	}
@@ -69,7 +73,7 @@ func (d *Datapath) Apply(id model.ServiceID, b model.Batch) ([]model.RuleID, err
 	for i, u := range b.Replace {
 		replaceIDs[i], replaceRules[i] = u.ID, u.Rule
 	}
-	found, err := d.lookupRules(svc, replaceIDs, b.Delete)
+	found, err := st.lookupRules(svc, replaceIDs, b.Delete)
 	if err != nil {
 		return nil, err
 	}
@@ -77,19 +81,19 @@ func (d *Datapath) Apply(id model.ServiceID, b model.Batch) ([]model.RuleID, err
 
 	var added []*installedRule
 	if b.AddIDs != nil {
-		added, err = d.prepare(svc, b.Add, func(i int) (model.RuleID, error) { return d.claimRuleID(b.AddIDs[i]) })
+		added, err = st.prepare(svc, b.Add, func(i int) (model.RuleID, error) { return st.claimRuleID(b.AddIDs[i]) })
 	} else {
-		added, err = d.prepare(svc, b.Add, func(int) (model.RuleID, error) { return d.newRuleID() })
+		added, err = st.prepare(svc, b.Add, func(int) (model.RuleID, error) { return st.newRuleID() })
 	}
 	if err != nil {
 		return nil, err
 	}
-	replacements, err := d.prepare(svc, replaceRules, func(i int) (model.RuleID, error) { return replaceIDs[i], nil })
+	replacements, err := st.prepare(svc, replaceRules, func(i int) (model.RuleID, error) { return replaceIDs[i], nil })
 	if err != nil {
-		d.unprepare(svc, added)
+		st.unprepare(svc, added)
 		return nil, err
 	}
-	if err := d.commit(svc, append(added, replacements...), replaced, deleted); err != nil {
+	if err := st.commit(svc, append(added, replacements...), replaced, deleted); err != nil {
 		return nil, err
 	}
 	ids := make([]model.RuleID, len(added))
@@ -108,10 +112,10 @@ func slotsOf(rs []*installedRule) []uint32 {
 }
 
 // serviceOf is the service a rule belongs to.
-func (d *Datapath) serviceOf(id model.RuleID) (model.ServiceID, error) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	r, ok := d.rules[id]
+func (st *store) serviceOf(id model.RuleID) (model.ServiceID, error) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	r, ok := st.rules[id]
 	if !ok {
 		return 0, fmt.Errorf("rule %d: %w", id, model.ErrUnknownRule)
 	}
@@ -120,12 +124,12 @@ func (d *Datapath) serviceOf(id model.RuleID) (model.ServiceID, error) {
 
 // lookupRules finds the installed rules a batch replaces and deletes: each
 // once, and all of svc.
-func (d *Datapath) lookupRules(svc *service, lists ...[]model.RuleID) ([][]*installedRule, error) {
+func (st *store) lookupRules(svc *service, lists ...[]model.RuleID) ([][]*installedRule, error) {
 	seen := map[model.RuleID]bool{}
 	out := make([][]*installedRule, len(lists))
 	for li, ids := range lists {
 		for _, id := range ids {
-			r, ok := d.rules[id]
+			r, ok := st.rules[id]
 			if !ok {
 				return nil, fmt.Errorf("rule %d: %w", id, model.ErrUnknownRule)
 			}
@@ -145,10 +149,10 @@ func (d *Datapath) lookupRules(svc *service, lists ...[]model.RuleID) ([][]*inst
 
 // prepare validates and compiles rules and gives each a slot and the id
 // idOf names. On error nothing stays allocated.
-func (d *Datapath) prepare(svc *service, rs []rule.Rule, idOf func(int) (model.RuleID, error)) ([]*installedRule, error) {
+func (st *store) prepare(svc *service, rs []rule.Rule, idOf func(int) (model.RuleID, error)) ([]*installedRule, error) {
 	out := make([]*installedRule, 0, len(rs))
 	fail := func(i int, err error) ([]*installedRule, error) {
-		d.unprepare(svc, out)
+		st.unprepare(svc, out)
 		return nil, fmt.Errorf("rule %d of the batch: %w", i, err)
 	}
 	compiled, err := compileAll(rs, rule.LimitsFor(svc.info.Protocol)) // before anything is allocated
@@ -158,13 +162,13 @@ func (d *Datapath) prepare(svc *service, rs []rule.Rule, idOf func(int) (model.R
 	for i, r := range rs {
 		ir := &installedRule{svc: svc, rule: r, compiled: compiled[i]}
 		class := classOf(len(compiled[i].Template))
-		number, err := d.slots[class].get()
+		number, err := st.slots[class].get()
 		if err != nil {
-			return fail(i, fmt.Errorf("rule capacity of %d reached: %w", d.slots[class].limit-1, err))
+			return fail(i, fmt.Errorf("rule capacity of %d reached: %w", st.slots[class].limit-1, err))
 		}
 		ir.slot = classSlot(number, class)
 		if ir.id, err = idOf(i); err != nil {
-			d.freeSlot(ir.slot)
+			st.freeSlot(ir.slot)
 			return fail(i, err)
 		}
 		out = append(out, ir)
@@ -197,20 +201,20 @@ func compileAll(rs []rule.Rule, limits rule.Limits) ([]rule.Compiled, error) {
 	return out, nil
 }
 
-func (d *Datapath) newRuleID() (model.RuleID, error) {
-	raw, err := d.ruleIDs.get()
+func (st *store) newRuleID() (model.RuleID, error) {
+	raw, err := st.ruleIDs.get()
 	if err != nil {
-		return 0, fmt.Errorf("rule capacity of %d reached: %w", d.ruleIDs.limit, err)
+		return 0, fmt.Errorf("rule capacity of %d reached: %w", st.ruleIDs.limit, err)
 	}
 	return model.RuleID(raw), nil
 }
 
-func (d *Datapath) claimRuleID(id model.RuleID) (model.RuleID, error) {
-	if d.reserved[id] {
-		delete(d.reserved, id)
+func (st *store) claimRuleID(id model.RuleID) (model.RuleID, error) {
+	if st.reserved[id] {
+		delete(st.reserved, id)
 		return id, nil
 	}
-	if err := d.ruleIDs.claim(uint32(id)); err != nil {
+	if err := st.ruleIDs.claim(uint32(id)); err != nil {
 		return 0, fmt.Errorf("rule id %d: %w", id, err)
 	}
 	return id, nil
@@ -220,23 +224,25 @@ func (d *Datapath) claimRuleID(id model.RuleID) (model.RuleID, error) {
 // so that their owner learns them before the rules land: Apply with them
 // as model.Batch.AddIDs lands rules under them. ReleaseRuleIDs gives back what
 // did not land. Reserved ids count against the rule capacity.
-func (d *Datapath) ReserveRuleIDs(n int) ([]model.RuleID, error) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
+func (d *Datapath) ReserveRuleIDs(n int) ([]model.RuleID, error) { return d.store.reserveRuleIDs(n) }
+
+func (st *store) reserveRuleIDs(n int) ([]model.RuleID, error) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
 	ids := make([]model.RuleID, 0, n)
 	for range n {
-		id, err := d.newRuleID()
+		id, err := st.newRuleID()
 		if err != nil {
 			for _, got := range ids {
-				d.ruleIDs.put(uint32(got))
+				st.ruleIDs.put(uint32(got))
 			}
 			return nil, err
 		}
 		ids = append(ids, id)
 	}
-	d.reserved = maputil.Reserve(d.reserved, len(ids))
+	st.reserved = maputil.Reserve(st.reserved, len(ids))
 	for _, id := range ids {
-		d.reserved[id] = true
+		st.reserved[id] = true
 	}
 	return ids, nil
 }
@@ -244,24 +250,26 @@ func (d *Datapath) ReserveRuleIDs(n int) ([]model.RuleID, error) {
 // ReleaseRuleIDs gives back the ids of ids that are still reserved; those
 // that rules landed under (and those a refused Apply gave back already)
 // are left alone, so it is safe to call after any Apply.
-func (d *Datapath) ReleaseRuleIDs(ids []model.RuleID) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
+func (d *Datapath) ReleaseRuleIDs(ids []model.RuleID) { d.store.releaseRuleIDs(ids) }
+
+func (st *store) releaseRuleIDs(ids []model.RuleID) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
 	for _, id := range ids {
-		if d.reserved[id] {
-			delete(d.reserved, id)
-			d.ruleIDs.put(uint32(id))
+		if st.reserved[id] {
+			delete(st.reserved, id)
+			st.ruleIDs.put(uint32(id))
 		}
 	}
 }
 
 // unprepare gives back what prepare handed out for rules that did not land:
 // their slots, and their ids unless they replace installed rules.
-func (d *Datapath) unprepare(svc *service, fresh []*installedRule) {
+func (st *store) unprepare(svc *service, fresh []*installedRule) {
 	for _, r := range fresh {
-		d.freeSlot(r.slot)
+		st.freeSlot(r.slot)
 		if _, replacing := svc.rules[r.id]; !replacing {
-			d.ruleIDs.put(uint32(r.id))
+			st.ruleIDs.put(uint32(r.id))
 		}
 	}
 }
@@ -273,9 +281,9 @@ func (d *Datapath) unprepare(svc *service, fresh []*installedRule) {
 // behind one service update. Old slots (and deleted rule ids) are released
 // after a barrier, so a reader sees a rule completely old or completely new,
 // never a mix.
-func (d *Datapath) commit(svc *service, fresh, replaced, deleted []*installedRule) error {
+func (st *store) commit(svc *service, fresh, replaced, deleted []*installedRule) error {
 	abort := func(err error) error {
-		d.unprepare(svc, fresh)
+		st.unprepare(svc, fresh)
 		return err
 	}
 	add := make([]rules.Entry, len(fresh))
@@ -295,9 +303,9 @@ func (d *Datapath) commit(svc *service, fresh, replaced, deleted []*installedRul
 		change, err = svc.index.Plan(add, remove)
 		planned <- err
 	}()
-	bodiesErr := d.writeBodies(fresh)
+	bodiesErr := st.writeBodies(fresh)
 	if err := errors.Join(<-planned, bodiesErr); err != nil {
-		d.deleteBodies(slotsOf(fresh))
+		st.deleteBodies(slotsOf(fresh))
 		return abort(err)
 	}
 	for _, r := range fresh {
@@ -305,46 +313,46 @@ func (d *Datapath) commit(svc *service, fresh, replaced, deleted []*installedRul
 	}
 	var err error
 	if change.Full {
-		err = d.switchIndex(svc, change)
+		err = st.switchIndex(svc, change)
 	} else {
-		err = d.updateIndex(svc.indexID, change.Old, change.Index,
+		err = st.updateIndex(svc.indexID, change.Old, change.Index,
 			func(k rules.IndexKey) bool { return svc.index.Walked(change, k) })
 	}
 	if err != nil {
 		// The index is as before (or a fresh generation was dropped).
-		d.deleteBodies(slotsOf(fresh))
+		st.deleteBodies(slotsOf(fresh))
 		return abort(err)
 	}
 	svc.index.Apply(change)
-	d.rules = maputil.Reserve(d.rules, len(fresh))
+	st.rules = maputil.Reserve(st.rules, len(fresh))
 	svc.rules = maputil.Reserve(svc.rules, len(fresh))
 	for _, r := range fresh {
-		d.rules[r.id] = r
+		st.rules[r.id] = r
 		svc.rules[r.id] = r
 	}
 	for _, r := range deleted {
 		delete(svc.rules, r.id)
 	}
-	d.retire(replaced, false)
-	d.retire(deleted, true)
+	st.retire(replaced, false)
+	st.retire(deleted, true)
 	return nil
 }
 
 // switchIndex writes a new index generation for new regions, points the
 // service at it in one update, then retires the old generation.
-func (d *Datapath) switchIndex(svc *service, change *rules.IndexChange) error {
-	newID := d.newIndexID()
-	if err := d.updateIndex(newID, nil, change.Index, nil); err != nil {
-		d.deleteIndex(newID, change.Index)
+func (st *store) switchIndex(svc *service, change *rules.IndexChange) error {
+	newID := st.newIndexID()
+	if err := st.updateIndex(newID, nil, change.Index, nil); err != nil {
+		st.deleteIndex(newID, change.Index)
 		return err
 	}
 	oldID, oldRegions := svc.indexID, svc.regions
 	svc.indexID, svc.regions = newID, change.Regions
-	if err := d.objs.Services.Put(svc.info.Cookie, svc.value()); err != nil {
+	if err := st.objs.Services.Put(svc.info.Cookie, svc.value()); err != nil {
 		svc.indexID, svc.regions = oldID, oldRegions
-		d.deleteIndex(newID, change.Index)
+		st.deleteIndex(newID, change.Index)
 		return fmt.Errorf("switching service %d to its new index: %w", svc.id, err)
 	}
-	d.retireIndex(oldID, svc.index.Keys())
+	st.retireIndex(oldID, svc.index.Keys())
 	return nil
 }

@@ -30,14 +30,18 @@ func (d *Datapath) AddService(fd int, info model.SocketInfo) (model.ServiceID, e
 	if err := servable(fd, info); err != nil {
 		return 0, err
 	}
+	return d.store.add(info)
+}
 
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	raw, err := d.svcIDs.get()
+// add registers info's socket under a new id.
+func (st *store) add(info model.SocketInfo) (model.ServiceID, error) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	raw, err := st.svcIDs.get()
 	if err != nil {
-		return 0, fmt.Errorf("registering service: %d services registered: %w", d.svcIDs.inUse(0), err)
+		return 0, fmt.Errorf("registering service: %d services registered: %w", st.svcIDs.inUse(0), err)
 	}
-	return d.register(model.ServiceID(raw), info)
+	return st.register(model.ServiceID(raw), info)
 }
 
 // AddSocket is AddService for a caller that has not inspected the socket
@@ -74,74 +78,76 @@ func servable(fd int, info model.SocketInfo) error {
 }
 
 // register makes info's socket a service under an id taken from svcIDs,
-// which it gives back on failure. Called with d.mu held.
-func (d *Datapath) register(id model.ServiceID, info model.SocketInfo) (model.ServiceID, error) {
-	for _, s := range d.services {
+// which it gives back on failure; a TCP listener's connections become the
+// TCP plane's. Called with st.mu held.
+func (st *store) register(id model.ServiceID, info model.SocketInfo) (model.ServiceID, error) {
+	for _, s := range st.services {
 		if s.info.Cookie == info.Cookie {
-			d.svcIDs.put(uint32(id))
+			st.svcIDs.put(uint32(id))
 			return 0, fmt.Errorf("socket is already registered as service %d: %w", s.id, model.ErrExists)
 		}
 	}
-	svc := &service{id: id, info: info, indexID: d.newIndexID(),
+	svc := &service{id: id, info: info, indexID: st.newIndexID(),
 		index: rules.NewServiceIndex(rule.LimitsFor(info.Protocol).MaxRegions), rules: map[model.RuleID]*installedRule{}}
-	if err := d.resetServiceStats(svc.id); err != nil {
-		d.svcIDs.put(uint32(id))
+	if err := st.resetServiceStats(svc.id); err != nil {
+		st.svcIDs.put(uint32(id))
 		return 0, err
 	}
-	if err := d.objs.Services.Put(info.Cookie, svc.value()); err != nil {
-		d.svcIDs.put(uint32(id))
+	if err := st.objs.Services.Put(info.Cookie, svc.value()); err != nil {
+		st.svcIDs.put(uint32(id))
 		return 0, fmt.Errorf("registering service: %w", err)
 	}
 	if info.Protocol == unix.IPPROTO_TCP {
-		if err := d.addListener(info); err != nil {
-			d.objs.Services.Delete(info.Cookie)
-			d.svcIDs.put(uint32(id))
+		if err := st.tcp.addListener(id, info); err != nil {
+			st.objs.Services.Delete(info.Cookie)
+			st.svcIDs.put(uint32(id))
 			return 0, err
 		}
 	}
-	d.services[svc.id] = svc
+	st.services[svc.id] = svc
 	return svc.id, nil
 }
 
 // RemoveService unregisters a socket and deletes its rules.
-func (d *Datapath) RemoveService(id model.ServiceID) error {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	svc, ok := d.services[id]
+func (d *Datapath) RemoveService(id model.ServiceID) error { return d.store.remove(id) }
+
+func (st *store) remove(id model.ServiceID) error {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	svc, ok := st.services[id]
 	if !ok {
 		return fmt.Errorf("service %d: %w", id, model.ErrUnknownService)
 	}
-	if err := d.objs.Services.Delete(svc.info.Cookie); err != nil {
+	if err := st.objs.Services.Delete(svc.info.Cookie); err != nil {
 		return fmt.Errorf("unregistering service %d: %w", id, err)
 	}
-	d.drop(svc)
+	st.drop(svc)
 	return nil
 }
 
 // drop forgets a service that no packet reaches any more: its index
-// entries, rule slots and ids go after a grace period. Called with d.mu held.
-func (d *Datapath) drop(svc *service) {
+// entries, rule slots and ids go after a grace period. Called with st.mu held.
+func (st *store) drop(svc *service) {
 	retired := make([]*installedRule, 0, len(svc.rules))
 	for _, r := range svc.rules {
 		retired = append(retired, r)
 	}
-	delete(d.services, svc.id)
+	delete(st.services, svc.id)
 	if svc.info.Protocol == unix.IPPROTO_TCP {
-		// Best effort both: a stale entry only names a listener that is
-		// gone, and connections left in the sockhash pass everything.
-		d.removeListener(svc.info)
-		d.releaseConnections(svc.info.Cookie)
+		st.tcp.removeListener(svc.id, svc.info)
 	}
-	d.retireIndex(svc.indexID, svc.index.Keys())
-	d.retire(retired, true)
-	d.svcIDs.put(uint32(svc.id))
+	st.retireIndex(svc.indexID, svc.index.Keys())
+	st.retire(retired, true)
+	st.svcIDs.put(uint32(svc.id))
 }
 
 // Service returns what is known of a registered socket.
-func (d *Datapath) Service(id model.ServiceID) (model.SocketInfo, error) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	svc, ok := d.services[id]
+func (d *Datapath) Service(id model.ServiceID) (model.SocketInfo, error) { return d.store.service(id) }
+
+func (st *store) service(id model.ServiceID) (model.SocketInfo, error) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	svc, ok := st.services[id]
 	if !ok {
 		return model.SocketInfo{}, fmt.Errorf("service %d: %w", id, model.ErrUnknownService)
 	}
@@ -159,7 +165,15 @@ func (s *service) value() santaSantaService {
 
 // newIndexID names a fresh generation of a service's index: when its regions
 // change, the new index is written beside the old one and switched to at once.
-func (d *Datapath) newIndexID() uint32 {
-	d.indexIDs++
-	return d.indexIDs
+func (st *store) newIndexID() uint32 {
+	st.indexIDs++
+	return st.indexIDs
+}
+
+// hasRule says whether rule id is installed.
+func (st *store) hasRule(id model.RuleID) bool {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	_, ok := st.rules[id]
+	return ok
 }

@@ -10,11 +10,8 @@ import (
 
 // ServiceStats reads a service's counters.
 func (d *Datapath) ServiceStats(id model.ServiceID) (model.ServiceStats, error) {
-	d.mu.Lock()
-	_, ok := d.services[id]
-	d.mu.Unlock()
-	if !ok {
-		return model.ServiceStats{}, fmt.Errorf("service %d: %w", id, model.ErrUnknownService)
+	if _, err := d.store.service(id); err != nil {
+		return model.ServiceStats{}, err
 	}
 	var per []santaSantaServiceStats
 	if err := d.objs.ServiceStats.Lookup(uint32(id), &per); err != nil {
@@ -32,10 +29,7 @@ func (d *Datapath) ServiceStats(id model.ServiceID) (model.ServiceStats, error) 
 
 // RuleStats reads a rule's counters.
 func (d *Datapath) RuleStats(id model.RuleID) (model.RuleStats, error) {
-	d.mu.Lock()
-	_, ok := d.rules[id]
-	d.mu.Unlock()
-	if !ok {
+	if !d.store.hasRule(id) {
 		return model.RuleStats{}, fmt.Errorf("rule %d: %w", id, model.ErrUnknownRule)
 	}
 	var per []santaSantaRuleStats
@@ -61,7 +55,7 @@ func (d *Datapath) PathStats() (model.PathStats, error) {
 		out[pathName(p)] = n
 	}
 	for p, name := range tcpPathNames {
-		n, err := sumPerCPU(d.tcp.TcpPathStats, uint32(p))
+		n, err := sumPerCPU(d.tcp.objs.TcpPathStats, uint32(p))
 		if err != nil {
 			return nil, err
 		}
@@ -138,9 +132,9 @@ func pathName(p santaSantaPath) string {
 
 // resetRuleStats zeroes a rule id's counters on every CPU, for its next
 // rule.
-func (d *Datapath) resetRuleStats(id model.RuleID) error {
+func (st *store) resetRuleStats(id model.RuleID) error {
 	zero := make([]santaSantaRuleStats, ebpf.MustPossibleCPU())
-	if err := d.objs.RuleStats.Put(uint32(id), zero); err != nil {
+	if err := st.objs.RuleStats.Put(uint32(id), zero); err != nil {
 		return fmt.Errorf("resetting rule counters: %w", err)
 	}
 	return nil
@@ -148,9 +142,9 @@ func (d *Datapath) resetRuleStats(id model.RuleID) error {
 
 // resetServiceStats zeroes a service id's counters on every CPU, for its
 // next service.
-func (d *Datapath) resetServiceStats(id model.ServiceID) error {
+func (st *store) resetServiceStats(id model.ServiceID) error {
 	zero := make([]santaSantaServiceStats, ebpf.MustPossibleCPU())
-	if err := d.objs.ServiceStats.Put(uint32(id), zero); err != nil {
+	if err := st.objs.ServiceStats.Put(uint32(id), zero); err != nil {
 		return fmt.Errorf("resetting service counters: %w", err)
 	}
 	return nil

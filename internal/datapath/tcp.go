@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"sync"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
@@ -18,75 +19,40 @@ import (
 // AdoptConnection. The verdict and reply programs are attached to the
 // sockhash itself, so they run on exactly those connections.
 
-// tcpObjects are the TCP programs and the maps only they use; the maps
-// they share with santa_udp are santaObjects' (loadTCP).
-type tcpObjects struct {
-	santaTcpPrograms
-	Connections  *ebpf.Map `ebpf:"connections"`
-	Listeners    *ebpf.Map `ebpf:"listeners"`
-	TcpConns     *ebpf.Map `ebpf:"tcp_conns"`
-	TcpPathStats *ebpf.Map `ebpf:"tcp_path_stats"`
-	ReplyMemory  *ebpf.Map `ebpf:"reply_memory"`
+// tcpPlane serves registered listeners' connections: it registers
+// listeners with santa_tcp_sockops, attaches the TCP hooks with the first
+// one, adopts connections accepted before (AdoptConnection) and hands
+// connections over from an earlier process (handover.go). Its lock guards
+// its listeners, its hooks and the earlier process's connection maps, and
+// runs one handover at a time. The store calls it with the store's lock
+// held; it never takes the store's.
+type tcpPlane struct {
+	objs       tcpObjects
+	services   *ebpf.Map // santa_udp's, which the handover reads
+	pins       *pins
+	cgroupPath string
+
+	mu        sync.Mutex
+	listeners map[model.ServiceID]uint64 // the registered listeners' cookies
+	hooks     []link.Link                // root cgroup links of the TCP programs, once a listener is registered
+	prev      *connMaps                  // an earlier process's connections, until HandOverConnections
 }
 
-func (o *tcpObjects) Close() error {
-	return errors.Join(o.santaTcpPrograms.Close(), o.Connections.Close(), o.Listeners.Close(),
-		o.TcpConns.Close(), o.TcpPathStats.Close(), o.ReplyMemory.Close())
+func newTCPPlane(objs tcpObjects, services *ebpf.Map, p *pins, cgroupPath string) *tcpPlane {
+	return &tcpPlane{objs: objs, services: services, pins: p, cgroupPath: cgroupPath,
+		listeners: make(map[model.ServiceID]uint64)}
 }
 
-// loadTCP loads the TCP programs onto d's maps and attaches verdict and
-// reply to the sockhash. maxConns bounds the connections under Santa.
-func (d *Datapath) loadTCP(maxConns, maxServices uint32) error {
-	spec, err := loadSantaTcp()
-	if err != nil {
-		return fmt.Errorf("loading TCP BPF spec: %w", err)
+// close releases this process's handles: pinned hooks stay attached.
+func (t *tcpPlane) close() error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.prev != nil {
+		t.prev.Close()
+		t.prev = nil
 	}
-	spec.Maps["connections"].MaxEntries = maxConns
-	spec.Maps["tcp_conns"].MaxEntries = maxConns
-	spec.Maps["listeners"].MaxEntries = maxServices
-	if err := d.index.setMask(spec); err != nil {
-		return err
-	}
-	shared := map[string]*ebpf.Map{
-		"services": d.objs.Services, "rule_index": d.objs.RuleIndex,
-		"rules_small": d.objs.RulesSmall, "rules_medium": d.objs.RulesMedium,
-		"rules_large": d.objs.RulesLarge, "rules_huge": d.objs.RulesHuge,
-		"rule_stats": d.objs.RuleStats, "service_stats": d.objs.ServiceStats,
-	}
-	if err := loadOnto(spec, &d.tcp, shared, "TCP BPF objects"); err != nil {
-		return err
-	}
-	for _, a := range []struct {
-		prog   *ebpf.Program
-		attach ebpf.AttachType
-	}{{d.tcp.SantaTcpVerdict, ebpf.AttachSkSKBVerdict}, {d.tcp.SantaTcpReply, ebpf.AttachSkMsgVerdict}} {
-		err := link.RawAttachProgram(link.RawAttachProgramOptions{Target: d.tcp.TcpConns.FD(), Program: a.prog, Attach: a.attach})
-		if err != nil {
-			d.tcp.Close()
-			return fmt.Errorf("attaching %s to the connections sockhash: %w", a.prog, err)
-		}
-	}
-	return nil
-}
-
-// loadOnto loads spec's objects into objs, with the maps named in shared
-// replaced by those (sized as they are). what names the objects in errors.
-func loadOnto(spec *ebpf.CollectionSpec, objs any, shared map[string]*ebpf.Map, what string) error {
-	for name, m := range shared {
-		info, err := m.Info()
-		if err != nil {
-			return fmt.Errorf("reading map %s: %w", name, err)
-		}
-		spec.Maps[name].MaxEntries = info.MaxEntries
-	}
-	if err := spec.LoadAndAssign(objs, &ebpf.CollectionOptions{MapReplacements: shared}); err != nil {
-		var verr *ebpf.VerifierError
-		if errors.As(err, &verr) {
-			return fmt.Errorf("loading %s: %+v", what, verr)
-		}
-		return fmt.Errorf("loading %s: %w", what, err)
-	}
-	return nil
+	closeLinks(t.hooks)
+	return t.objs.Close()
 }
 
 // listenerKey is how santa_tcp_sockops finds a connection's listener.
@@ -100,34 +66,40 @@ func listenerKey(info model.SocketInfo) santaTcpSantaListenerKey {
 	return k
 }
 
-// addListener makes a listening socket's future connections Santa's.
-// Called with d.mu held.
-func (d *Datapath) addListener(info model.SocketInfo) error {
-	if err := d.attachTCPHooks(); err != nil {
+// addListener makes the listening socket of service id's future
+// connections Santa's.
+func (t *tcpPlane) addListener(id model.ServiceID, info model.SocketInfo) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if err := t.attachHooks(); err != nil {
 		return err
 	}
 	key := listenerKey(info)
-	if err := d.tcp.Listeners.Update(key, info.Cookie, ebpf.UpdateNoExist); errors.Is(err, ebpf.ErrKeyExist) {
+	if err := t.objs.Listeners.Update(key, info.Cookie, ebpf.UpdateNoExist); errors.Is(err, ebpf.ErrKeyExist) {
 		return fmt.Errorf("another listening socket on %s in this network namespace is registered "+
 			"(of a SO_REUSEPORT group, register one): %w", info.Local, model.ErrExists)
 	} else if err != nil {
 		return fmt.Errorf("registering listener: %w", err)
 	}
+	t.listeners[id] = info.Cookie
 	return nil
 }
 
-// removeListener forgets a listener: its connections pass from now on
-// (their service is gone), new ones are not added. Called with d.mu held.
-func (d *Datapath) removeListener(info model.SocketInfo) error {
+// removeListener forgets the listener of service id, which is gone: its
+// connections pass from now on, new ones are not added, and its idle
+// connections leave the sockhash (releaseConnections). Best effort both:
+// a stale entry only names a listener that is gone, and connections left
+// in the sockhash pass everything.
+func (t *tcpPlane) removeListener(id model.ServiceID, info model.SocketInfo) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.listeners, id)
 	var cookie uint64
 	key := listenerKey(info)
-	if err := d.tcp.Listeners.Lookup(key, &cookie); err != nil || cookie != info.Cookie {
-		return nil
+	if err := t.objs.Listeners.Lookup(key, &cookie); err == nil && cookie == info.Cookie {
+		t.objs.Listeners.Delete(key)
 	}
-	if err := d.tcp.Listeners.Delete(key); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
-		return fmt.Errorf("unregistering listener: %w", err)
-	}
-	return nil
+	t.releaseConnections(info.Cookie)
 }
 
 // attachTCPHooks attaches the TCP programs that run on the root cgroup's
@@ -136,12 +108,12 @@ func (d *Datapath) removeListener(info model.SocketInfo) error {
 // santa_tcp_get{peer,sock}name{4,6} (requests that came before accept(),
 // at the application's first setsockopt, getpeername or getsockname on
 // the connection) and santa_tcp_hold_fin (a client's FIN that would
-// overtake the kernel's replies). Called with d.mu held.
-func (d *Datapath) attachTCPHooks() error {
-	if d.tcpHooks != nil {
+// overtake the kernel's replies). Called with t.mu held.
+func (t *tcpPlane) attachHooks() error {
+	if t.hooks != nil {
 		return nil
 	}
-	root, err := cgroup2Root(d.cgroupPath)
+	root, err := cgroup2Root(t.cgroupPath)
 	if err != nil {
 		return err
 	}
@@ -150,25 +122,25 @@ func (d *Datapath) attachTCPHooks() error {
 		typ  ebpf.AttachType
 		prog *ebpf.Program
 	}{
-		{"link_tcp_sockops", ebpf.AttachCGroupSockOps, d.tcp.SantaTcpSockops},
-		{"link_tcp_release", ebpf.AttachCgroupInetSockRelease, d.tcp.SantaTcpRelease},
-		{"link_tcp_accepted", ebpf.AttachCGroupSetsockopt, d.tcp.SantaTcpAccepted},
-		{"link_tcp_getpeername4", ebpf.AttachCgroupInet4GetPeername, d.tcp.SantaTcpGetpeername4},
-		{"link_tcp_getpeername6", ebpf.AttachCgroupInet6GetPeername, d.tcp.SantaTcpGetpeername6},
-		{"link_tcp_getsockname4", ebpf.AttachCgroupInet4GetSockname, d.tcp.SantaTcpGetsockname4},
-		{"link_tcp_getsockname6", ebpf.AttachCgroupInet6GetSockname, d.tcp.SantaTcpGetsockname6},
-		{"link_tcp_hold_fin", ebpf.AttachCGroupInetIngress, d.tcp.SantaTcpHoldFin},
+		{"link_tcp_sockops", ebpf.AttachCGroupSockOps, t.objs.SantaTcpSockops},
+		{"link_tcp_release", ebpf.AttachCgroupInetSockRelease, t.objs.SantaTcpRelease},
+		{"link_tcp_accepted", ebpf.AttachCGroupSetsockopt, t.objs.SantaTcpAccepted},
+		{"link_tcp_getpeername4", ebpf.AttachCgroupInet4GetPeername, t.objs.SantaTcpGetpeername4},
+		{"link_tcp_getpeername6", ebpf.AttachCgroupInet6GetPeername, t.objs.SantaTcpGetpeername6},
+		{"link_tcp_getsockname4", ebpf.AttachCgroupInet4GetSockname, t.objs.SantaTcpGetsockname4},
+		{"link_tcp_getsockname6", ebpf.AttachCgroupInet6GetSockname, t.objs.SantaTcpGetsockname6},
+		{"link_tcp_hold_fin", ebpf.AttachCGroupInetIngress, t.objs.SantaTcpHoldFin},
 	}
 	links := make([]link.Link, 0, len(hooks))
 	for _, h := range hooks {
-		l, err := d.attachToCgroup(root, h.pin, h.typ, h.prog)
+		l, err := t.pins.attachToCgroup(root, h.pin, h.typ, h.prog)
 		if err != nil {
 			closeLinks(links)
 			return err
 		}
 		links = append(links, l)
 	}
-	d.tcpHooks = links
+	t.hooks = links
 	return nil
 }
 
@@ -179,21 +151,30 @@ func (d *Datapath) attachTCPHooks() error {
 // application may be in the middle of a reply otherwise, which a kernel
 // answer must not overtake. The fd may be closed afterwards.
 func (d *Datapath) AdoptConnection(svc model.ServiceID, fd int) error {
-	info, err := model.InspectSocket(fd)
+	conn, err := model.InspectSocket(fd)
 	if err != nil {
 		return err
 	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	s, ok := d.services[svc]
-	if !ok {
-		return fmt.Errorf("service %d: %w", svc, model.ErrUnknownService)
-	}
-	if err := belongsTo(info, s.info); err != nil {
+	listener, err := d.store.service(svc)
+	if err != nil {
 		return err
 	}
+	if err := belongsTo(conn, listener); err != nil {
+		return err
+	}
+	return d.tcp.adopt(svc, listener, conn, fd)
+}
+
+// adopt puts conn, whose descriptor is fd, in the sockhash as a
+// connection of listener, service svc's socket.
+func (t *tcpPlane) adopt(svc model.ServiceID, listener, conn model.SocketInfo, fd int) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.listeners[svc] != listener.Cookie {
+		return fmt.Errorf("service %d: %w", svc, model.ErrUnknownService) // removed meanwhile
+	}
 	var known santaTcpSantaConn
-	if d.tcp.Connections.Lookup(info.Cookie, &known) == nil && known.Listener == s.info.Cookie {
+	if t.objs.Connections.Lookup(conn.Cookie, &known) == nil && known.Listener == listener.Cookie {
 		return nil // santa_tcp_sockops added it already
 	}
 	tcpInfo, err := unix.GetsockoptTCPInfo(fd, unix.IPPROTO_TCP, unix.TCP_INFO)
@@ -216,12 +197,12 @@ func (d *Datapath) AdoptConnection(svc model.ServiceID, fd int) error {
 	if err := unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1); err != nil {
 		return fmt.Errorf("setting TCP_NODELAY: %w", err)
 	}
-	conn := santaTcpSantaConn{Listener: s.info.Cookie, Ooopack: tcpInfo.Rcv_ooopack}
-	if err := d.tcp.Connections.Update(info.Cookie, conn, ebpf.UpdateNoExist); err != nil {
+	state := santaTcpSantaConn{Listener: listener.Cookie, Ooopack: tcpInfo.Rcv_ooopack}
+	if err := t.objs.Connections.Update(conn.Cookie, state, ebpf.UpdateNoExist); err != nil {
 		return fmt.Errorf("adopting connection: %w", err)
 	}
-	if err := d.tcp.TcpConns.Update(info.Cookie, uint64(fd), ebpf.UpdateNoExist); err != nil {
-		d.tcp.Connections.Delete(info.Cookie)
+	if err := t.objs.TcpConns.Update(conn.Cookie, uint64(fd), ebpf.UpdateNoExist); err != nil {
+		t.objs.Connections.Delete(conn.Cookie)
 		return fmt.Errorf("adding connection to the sockhash: %w", err)
 	}
 	return nil

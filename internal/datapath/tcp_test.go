@@ -650,7 +650,7 @@ func TestTCPAdoptConnections(t *testing.T) {
 	before.Close() // the application closes its end on EOF
 	if !eventually(2*time.Second, 20*time.Millisecond, func() bool {
 		var cookie uint64
-		return !r.d.tcp.Connections.Iterate().Next(&cookie, new(santaTcpSantaConn))
+		return !r.d.tcp.objs.Connections.Iterate().Next(&cookie, new(santaTcpSantaConn))
 	}) {
 		t.Error("the adopted connection's state outlived its socket")
 	}
@@ -669,7 +669,7 @@ func TestTCPRemovedListenerReleasesConnections(t *testing.T) {
 		t.Fatal(err)
 	}
 	var cookie uint64
-	if it := r.d.tcp.TcpConns.Iterate(); it.Next(&cookie, new(uint64)) {
+	if it := r.d.tcp.objs.TcpConns.Iterate(); it.Next(&cookie, new(uint64)) {
 		t.Fatalf("connection %d is still in the sockhash", cookie)
 	}
 	exchange(t, c, []byte(hotReq), []byte("APP:"+hotReq))
