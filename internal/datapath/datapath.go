@@ -62,8 +62,9 @@ type Options struct {
 //     (localaddrs.go): the host's addresses, each in a goroutine of its
 //     own.
 //
-// Locks are taken in this order, never the other way round: restore's,
-// the store's (it tells the TCP plane of TCP listeners), the TCP plane's,
+// Locks are taken in this order, never the other way round: watchMu
+// (RestoreService holds it: no restore once sockets are watched),
+// restore's, the store's (it tells the TCP plane of TCP listeners), the TCP plane's,
 // the pin path's. The interfaces' lock is taken alone, and callbacks
 // (WatchSockets' closed) run with no lock held.
 type Datapath struct {
@@ -86,16 +87,16 @@ func Open(opts Options) (*Datapath, error) {
 		return nil, fmt.Errorf("removing memlock limit: %w", err)
 	}
 	if opts.MaxRules == 0 {
-		opts.MaxRules = 1 << 20
+		opts.MaxRules = model.DefaultMaxRules
 	}
 	if opts.MaxRules >= 1<<slotClassShift {
 		return nil, fmt.Errorf("a rule capacity of %d is too large: a slot number has %d bits", opts.MaxRules, slotClassShift)
 	}
 	if opts.MaxServices == 0 {
-		opts.MaxServices = 4096
+		opts.MaxServices = model.DefaultMaxServices
 	}
 	if opts.MaxConnections == 0 {
-		opts.MaxConnections = 65536
+		opts.MaxConnections = model.DefaultMaxConnections
 	}
 	if opts.CgroupPath == "" {
 		opts.CgroupPath = model.DefaultCgroupPath

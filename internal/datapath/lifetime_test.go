@@ -3,6 +3,7 @@ package datapath
 import (
 	"errors"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -70,9 +71,13 @@ func TestClosedSocketEndsService(t *testing.T) {
 	}
 }
 
-// A restarted process takes over the pinned sock_release link and restores
-// the services whose sockets are still open; one closed while no process
-// watched is not restored.
+// A restarted process restores the services whose sockets are still open,
+// then takes over the pinned sock_release link; one closed while no
+// process watched is not restored, and one closed after it was restored,
+// before the link was taken over, is dropped by EndRestore. Once sockets
+// are watched, a restore is refused: a socket closing before it would be
+// seen by neither program (before the order was fixed, such a service
+// lived on).
 func TestRestoreServices(t *testing.T) {
 	ns := enterNewNetns(t)
 	defer ns()
@@ -84,10 +89,11 @@ func TestRestoreServices(t *testing.T) {
 	}
 	defer unix.Unmount(filepath.Dir(dir), 0)
 	watch(t, first)
-	open, gone := boundUDP(t, "127.0.0.1:0"), boundUDP(t, "127.0.0.1:0")
-	openID, goneID := register(t, first, open), register(t, first, gone)
+	open, gone, closing := boundUDP(t, "127.0.0.1:0"), boundUDP(t, "127.0.0.1:0"), boundUDP(t, "127.0.0.1:0")
+	openID, goneID, closingID := register(t, first, open), register(t, first, gone), register(t, first, closing)
 	openInfo, _ := first.Service(openID)
 	goneInfo, _ := first.Service(goneID)
+	closingInfo, _ := first.Service(closingID)
 	first.Close() // as if killed: pins and links stay
 	gone.Close()  // seen by the first process's program only
 
@@ -98,15 +104,21 @@ func TestRestoreServices(t *testing.T) {
 	}
 	defer second.Unpin()
 	defer second.Close()
-	closed := watch(t, second)
-	if err := second.RestoreService(openID, openInfo); err != nil {
-		t.Fatalf("restoring an open socket's service: %v", err)
+	for _, s := range []closedService{{openID, openInfo}, {closingID, closingInfo}} {
+		if err := second.RestoreService(s.id, s.info); err != nil {
+			t.Fatalf("restoring an open socket's service: %v", err)
+		}
 	}
 	if err := second.RestoreService(goneID, goneInfo); !errors.Is(err, model.ErrSocketClosed) {
 		t.Fatalf("restoring a closed socket's service = %v; want model.ErrSocketClosed", err)
 	}
-	if dropped := second.EndRestore(); len(dropped) != 0 {
-		t.Fatalf("EndRestore dropped %v", dropped)
+	closing.Close() // restored, not yet watched: the first program marks it
+	closed := watch(t, second)
+	if err := second.RestoreService(goneID, goneInfo); err == nil || !strings.Contains(err.Error(), "watched already") {
+		t.Fatalf("a restore after WatchSockets = %v; want it refused", err)
+	}
+	if dropped := second.EndRestore(); len(dropped) != 1 || dropped[0] != closingID {
+		t.Fatalf("EndRestore dropped %v; want the service whose socket closed meanwhile, %d", dropped, closingID)
 	}
 	// The taken-over link runs the second process's program.
 	open.Close()

@@ -38,8 +38,19 @@ func (r *restoring) keepPrevious(dir string) {
 }
 
 // RestoreService registers a service of an earlier process under its old
-// id, if its socket is still open. Between WatchSockets and EndRestore.
+// id, if its socket is still open: after Open with KeepLinks, before
+// WatchSockets, and EndRestore after that. Until WatchSockets replaces it,
+// the earlier santa_sock_release marks a socket that closes in the earlier
+// services map, where EndRestore looks; from then on the new program finds
+// the restored service in the new map. A service restored after
+// WatchSockets would be seen by neither if its socket closed in between,
+// and would live on: that is refused.
 func (d *Datapath) RestoreService(id model.ServiceID, info model.SocketInfo) error {
+	d.watchMu.Lock()
+	defer d.watchMu.Unlock()
+	if d.watcher != nil {
+		return fmt.Errorf("service %d: sockets are watched already; services are restored before WatchSockets", id)
+	}
 	return d.restore.service(id, info)
 }
 
@@ -66,10 +77,10 @@ func (r *restoring) previouslyOpen(cookie uint64) bool {
 	return r.previous.Lookup(cookie, &v) == nil
 }
 
-// EndRestore finishes restoring: a socket closed after RestoreService
-// checked it, but before WatchSockets' program saw its service, is only in
-// the earlier map's deletions, so the restored services are checked once
-// more. It returns the services dropped that way.
+// EndRestore finishes restoring, after WatchSockets: a socket closed after
+// RestoreService checked it, but before WatchSockets' program took over, is
+// only in the earlier map's deletions, so the restored services are checked
+// once more. It returns the services dropped that way.
 func (d *Datapath) EndRestore() []model.ServiceID { return d.restore.end() }
 
 func (r *restoring) end() []model.ServiceID {
