@@ -8,6 +8,7 @@
 
 #include "santa_abi.h"
 #include "maps.h"
+#include "index_home.h"
 
 #define SANTA_FNV_OFFSET 2166136261u
 #define SANTA_FNV_PRIME 16777619u
@@ -105,18 +106,6 @@ __noinline int santa_node_best(struct santa_scratch *s, struct santa_index_node 
 		}
 	}
 	return 0;
-}
-
-/* Where an index key's probe starts. internal/datapath's indexHome is the
- * same function. */
-static __always_inline __u32 santa_index_home(const struct santa_index_key *k)
-{
-	__u32 h = k->hash ^ (k->index_id * 0x9e3779b1u) ^ ((((__u32)k->end << 8) | k->region) * 0x85ebca77u);
-
-	h ^= h >> 15;
-	h *= 0x2c1b3c6du;
-	h ^= h >> 12;
-	return h;
 }
 
 /* Where key's entry lies in rule_index, or SANTA_INDEX_TOMB if it has none:
