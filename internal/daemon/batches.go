@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"errors"
 	"syscall"
 
 	"github.com/santa-offload/santa/internal/daemon/journal"
@@ -41,20 +42,18 @@ func (s *Server) deleteRules(sess *session, req *protocol.DeleteRules) protocol.
 	})
 }
 
-// checkRules refuses, with its index, the first rule the data plane would
-// refuse on its own for service sv: the data plane's error would not name
-// the request's item. The limits are the service's protocol's (a UDP
-// reply must fit one datagram), not only those every rule must meet.
-func checkRules(sv *service, rs []rule.Rule) *protocol.Error {
-	limits := rule.LimitsFor(sv.Info.Protocol)
-	for i, r := range rs {
-		err := r.Validate(limits)
-		if err == nil {
-			_, err = rule.Compile(r)
-		}
-		if err != nil {
-			return protocol.ErrorAt(syscall.EINVAL, uint32(i), "%v", err)
-		}
+// compileRules compiles b's rules once, for the data plane, and refuses
+// with its index the first rule the data plane would refuse on its own
+// for service sv: the data plane's error would not name the request's
+// item. The limits are the service's protocol's (a UDP reply must fit one
+// datagram), not only those every rule must meet.
+func compileRules(sv *service, b *model.Batch) *protocol.Error {
+	err := b.Compile(rule.LimitsFor(sv.Info.Protocol))
+	if be := (*rule.BatchError)(nil); errors.As(err, &be) {
+		return protocol.ErrorAt(syscall.EINVAL, uint32(be.Index), "%v", be.Err)
+	}
+	if err != nil {
+		return protocol.Errorf(syscall.EINVAL, "%v", err)
 	}
 	return nil
 }
@@ -77,7 +76,7 @@ func (s *Server) batch(sess *session, svc, txnID uint32, b model.Batch, items []
 	if perr != nil {
 		return perr
 	}
-	if perr := checkRules(sv, items); perr != nil {
+	if perr := compileRules(sv, &b); perr != nil {
 		return perr
 	}
 	if perr := checkIDs(sv, b, nil); perr != nil {

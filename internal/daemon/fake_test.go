@@ -3,6 +3,7 @@ package daemon
 import (
 	"bytes"
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/santa-offload/santa/internal/model"
@@ -75,6 +76,19 @@ func (f *fakeDP) Apply(id model.ServiceID, b model.Batch) ([]model.RuleID, error
 	s := f.services[id]
 	if s == nil {
 		return nil, model.ErrUnknownService
+	}
+	// As the real one, it compiles nothing: the daemon hands over the
+	// compiled rules, each the compiled form of its rule.
+	if len(b.AddCompiled) != len(b.Add) || len(b.ReplaceCompiled) != len(b.Replace) {
+		return nil, fmt.Errorf("batch not compiled: %d compiled for %d added rules, %d for %d replacements",
+			len(b.AddCompiled), len(b.Add), len(b.ReplaceCompiled), len(b.Replace))
+	}
+	compiled := slices.Concat(b.AddCompiled, b.ReplaceCompiled)
+	for i, r := range slices.Concat(b.Add, b.ReplaceRules()) {
+		c := compiled[i]
+		if want, err := rule.Compile(r); err != nil || !bytes.Equal(c.Template, want.Template) {
+			return nil, fmt.Errorf("rule %d of the batch: compiled form %q is not the rule's (%v)", i, c.Template, err)
+		}
 	}
 	next := map[model.RuleID]rule.Rule{}
 	for rid, r := range s.rules {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/santa-offload/santa/internal/daemon/journal"
 	"github.com/santa-offload/santa/internal/model"
+	"github.com/santa-offload/santa/rule"
 )
 
 // Restorer brings back an earlier santad's services: a *datapath.Datapath
@@ -49,7 +50,12 @@ func (s *Server) restoreOne(r Restorer, js *journal.Service) bool {
 		return false
 	}
 	if len(js.Rules) > 0 {
-		if _, err := r.Apply(js.ID, js.Batch()); err != nil {
+		b := js.Batch() // the journal keeps rules: compiled here, once
+		err := b.Compile(rule.LimitsFor(js.Info.Protocol))
+		if err == nil {
+			_, err = r.Apply(js.ID, b)
+		}
+		if err != nil {
 			log.Error("restoring a service's rules; dropping the service", "err", err)
 			r.RemoveService(js.ID)
 			return false

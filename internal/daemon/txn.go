@@ -11,7 +11,8 @@ import (
 // maxTxns is how many transactions one connection may hold open.
 const maxTxns = 4
 
-// txn is an open transaction: batches checked but not applied. It holds
+// txn is an open transaction: batches checked but not applied, with their
+// rules compiled as they were staged, so that COMMIT compiles nothing. It holds
 // its service itself, not the id: ids are reused at once when a socket
 // closes, and a transaction must never land on the next socket. Its added
 // rules have their ids from the start (batch.AddIDs, reserved in the data
@@ -105,7 +106,7 @@ func (s *Server) stage(sess *session, svc, id uint32, b model.Batch, items []rul
 	if perr != nil {
 		return nil, perr
 	}
-	if perr := checkRules(t.svc, items); perr != nil {
+	if perr := compileRules(t.svc, &b); perr != nil {
 		return nil, perr
 	}
 	if perr := checkIDs(t.svc, b, t.touched); perr != nil {
@@ -134,7 +135,9 @@ func (s *Server) stage(sess *session, svc, id uint32, b model.Batch, items []rul
 	t.use = more
 	t.batch.AddIDs = append(t.batch.AddIDs, ids...)
 	t.batch.Add = append(t.batch.Add, b.Add...)
+	t.batch.AddCompiled = append(t.batch.AddCompiled, b.AddCompiled...)
 	t.batch.Replace = append(t.batch.Replace, b.Replace...)
+	t.batch.ReplaceCompiled = append(t.batch.ReplaceCompiled, b.ReplaceCompiled...)
 	t.batch.Delete = append(t.batch.Delete, b.Delete...)
 	for _, u := range b.Replace {
 		t.touched[u.ID] = true

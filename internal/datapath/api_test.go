@@ -54,6 +54,15 @@ func TestAPIRefusals(t *testing.T) {
 		{"rule twice in a batch", func() error { return d.DeleteRules([]model.RuleID{r1, r1}) },
 			"appears twice"},
 		{"empty batch", func() error { _, err := d.AddRules(s1, nil); return err }, "empty batch"},
+		{"batch not compiled", func() error {
+			_, err := d.Apply(s1, model.Batch{Add: []rule.Rule{nineOffsets[0]}})
+			return err
+		}, "batch not compiled: 0 compiled for 1 added rules"},
+		{"another rule's compiled form", func() error {
+			other, _ := rule.Compile(rule.Rule{Condition: rule.Condition{Pattern: []byte("x")}, ReplyLen: 1})
+			_, err := d.Apply(s1, model.Batch{Add: []rule.Rule{nineOffsets[0]}, AddCompiled: []rule.Compiled{other}})
+			return err
+		}, "not the rule's compiled form"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			err := c.do()

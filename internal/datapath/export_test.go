@@ -27,7 +27,11 @@ func (d *Datapath) ReplaceRules(updates []model.RuleUpdate) error {
 	if err != nil {
 		return err
 	}
-	_, err = d.Apply(svc, model.Batch{Replace: updates})
+	b := model.Batch{Replace: updates}
+	if err := d.compile(svc, &b); err != nil {
+		return err
+	}
+	_, err = d.Apply(svc, b)
 	return err
 }
 

@@ -6,6 +6,7 @@ import (
 	"maps"
 	"slices"
 
+	"github.com/santa-offload/santa/internal/parallel"
 	"github.com/santa-offload/santa/internal/rules"
 )
 
@@ -101,7 +102,7 @@ func (st *store) removeIndex(keys []santaSantaIndexKey) error {
 // writeIndex writes the entry at each position: the key the table has
 // there and node(i), i being the position's place in positions.
 func (st *store) writeIndex(positions []uint32, node func(i int) santaSantaIndexNode) error {
-	return errors.Join(inParts(len(positions), batchSize, func(lo, hi int) error {
+	return errors.Join(parallel.Parts(len(positions), batchSize, func(lo, hi int) error {
 		vs := make([]santaSantaIndexEntry, 0, batchSize)
 		for start := lo; start < hi; start += batchSize {
 			end := min(start+batchSize, hi)

@@ -3,6 +3,7 @@ package datapath
 import (
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/santa-offload/santa/internal/model"
@@ -27,12 +28,18 @@ func TestReservedRuleIDs(t *testing.T) {
 		t.Fatalf("rule %d was given a reserved id (%v)", first, ids)
 	}
 
+	apply := func(b model.Batch) ([]model.RuleID, error) {
+		if err := d.compile(svc, &b); err != nil {
+			t.Fatal(err)
+		}
+		return d.Apply(svc, b)
+	}
 	// Refused: a duplicate condition. The ids stay reserved.
 	dup := []rule.Rule{numbered(1), hello(), numbered(3)}
-	if _, err := d.Apply(svc, model.Batch{Add: dup, AddIDs: ids}); err == nil {
-		t.Fatal("a batch with a duplicate condition lands")
+	if _, err := apply(model.Batch{Add: dup, AddIDs: ids}); err == nil || !strings.Contains(err.Error(), "same condition") {
+		t.Fatalf("a batch with a duplicate condition: %v, want it refused for its duplicate", err)
 	}
-	got, err := d.Apply(svc, model.Batch{Add: []rule.Rule{numbered(1), numbered(2), numbered(3)}, AddIDs: ids})
+	got, err := apply(model.Batch{Add: []rule.Rule{numbered(1), numbered(2), numbered(3)}, AddIDs: ids})
 	if err != nil {
 		t.Fatal(err)
 	}

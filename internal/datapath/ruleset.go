@@ -31,9 +31,26 @@ func (d *Datapath) AddRule(svc model.ServiceID, r rule.Rule) (model.RuleID, erro
 	return ids[0], nil
 }
 
-// AddRules installs rules on a service, all or none.
+// AddRules validates rules against the service's limits, compiles them
+// and installs them on a service, all or none.
 func (d *Datapath) AddRules(id model.ServiceID, rs []rule.Rule) ([]model.RuleID, error) {
-	return d.Apply(id, model.Batch{Add: rs})
+	b := model.Batch{Add: rs}
+	if err := d.compile(id, &b); err != nil {
+		return nil, err
+	}
+	return d.Apply(id, b)
+}
+
+// compile fills b's compiled forms, for Apply, against the limits of
+// service id's protocol.
+func (d *Datapath) compile(id model.ServiceID, b *model.Batch) error {
+	d.store.mu.Lock()
+	svc, ok := d.store.services[id]
+	d.store.mu.Unlock()
+	if !ok {
+		return fmt.Errorf("service %d: %w", id, model.ErrUnknownService)
+	}
+	return b.Compile(rule.LimitsFor(svc.info.Protocol))
 }
 
 // DeleteRules deletes rules of one service, all or none.
@@ -50,7 +67,9 @@ func (d *Datapath) DeleteRules(ids []model.RuleID) error {
 }
 
 // Apply makes one batch of changes to a service's rules: all land, or none
-// does. It returns the ids of the added rules, in order.
+// does. It returns the ids of the added rules, in order. The batch carries
+// its rules compiled (model.Batch.Compile, against the service's limits):
+// Apply compiles nothing, and refuses a batch without them.
 func (d *Datapath) Apply(id model.ServiceID, b model.Batch) ([]model.RuleID, error) {
 	return d.store.apply(id, b)
 }
@@ -68,10 +87,13 @@ func (st *store) apply(id model.ServiceID, b model.Batch) ([]model.RuleID, error
 	if b.AddIDs != nil && len(b.AddIDs) != len(b.Add) {
 		return nil, fmt.Errorf("%d ids for %d added rules", len(b.AddIDs), len(b.Add))
 	}
+	if len(b.AddCompiled) != len(b.Add) || len(b.ReplaceCompiled) != len(b.Replace) {
+		return nil, fmt.Errorf("batch not compiled: %d compiled for %d added rules, %d for %d replacements (model.Batch.Compile)",
+			len(b.AddCompiled), len(b.Add), len(b.ReplaceCompiled), len(b.Replace))
+	}
 	replaceIDs := make([]model.RuleID, len(b.Replace))
-	replaceRules := make([]rule.Rule, len(b.Replace))
 	for i, u := range b.Replace {
-		replaceIDs[i], replaceRules[i] = u.ID, u.Rule
+		replaceIDs[i] = u.ID
 	}
 	found, err := st.lookupRules(svc, replaceIDs, b.Delete)
 	if err != nil {
@@ -81,14 +103,14 @@ func (st *store) apply(id model.ServiceID, b model.Batch) ([]model.RuleID, error
 
 	var added []*installedRule
 	if b.AddIDs != nil {
-		added, err = st.prepare(svc, b.Add, func(i int) (model.RuleID, error) { return st.claimRuleID(b.AddIDs[i]) })
+		added, err = st.prepare(svc, b.Add, b.AddCompiled, func(i int) (model.RuleID, error) { return st.claimRuleID(b.AddIDs[i]) })
 	} else {
-		added, err = st.prepare(svc, b.Add, func(int) (model.RuleID, error) { return st.newRuleID() })
+		added, err = st.prepare(svc, b.Add, b.AddCompiled, func(int) (model.RuleID, error) { return st.newRuleID() })
 	}
 	if err != nil {
 		return nil, err
 	}
-	replacements, err := st.prepare(svc, replaceRules, func(i int) (model.RuleID, error) { return replaceIDs[i], nil })
+	replacements, err := st.prepare(svc, b.ReplaceRules(), b.ReplaceCompiled, func(i int) (model.RuleID, error) { return replaceIDs[i], nil })
 	if err != nil {
 		st.unprepare(svc, added)
 		return nil, err
@@ -147,19 +169,21 @@ func (st *store) lookupRules(svc *service, lists ...[]model.RuleID) ([][]*instal
 	return out, nil
 }
 
-// prepare validates and compiles rules and gives each a slot and the id
-// idOf names. On error nothing stays allocated.
-func (st *store) prepare(svc *service, rs []rule.Rule, idOf func(int) (model.RuleID, error)) ([]*installedRule, error) {
+// prepare gives rules, compiled already, each a slot and the id idOf
+// names. On error nothing stays allocated.
+func (st *store) prepare(svc *service, rs []rule.Rule, compiled []rule.Compiled, idOf func(int) (model.RuleID, error)) ([]*installedRule, error) {
 	out := make([]*installedRule, 0, len(rs))
 	fail := func(i int, err error) ([]*installedRule, error) {
 		st.unprepare(svc, out)
 		return nil, fmt.Errorf("rule %d of the batch: %w", i, err)
 	}
-	compiled, err := compileAll(rs, rule.LimitsFor(svc.info.Protocol)) // before anything is allocated
-	if err != nil {
-		return nil, err
-	}
+	maxReply := rule.LimitsFor(svc.info.Protocol).MaxReplyLen
 	for i, r := range rs {
+		// A cheap check that the compiled form is this rule's, for this
+		// service: the records are sized by it.
+		if n := len(compiled[i].Template); n != int(r.ReplyLen) || n > maxReply {
+			return fail(i, fmt.Errorf("compiled reply of %d bytes for a reply of %d (limit %d): not the rule's compiled form", n, r.ReplyLen, maxReply))
+		}
 		ir := &installedRule{svc: svc, rule: r, compiled: compiled[i]}
 		class := classOf(len(compiled[i].Template))
 		number, err := st.slots[class].get()
@@ -172,31 +196,6 @@ func (st *store) prepare(svc *service, rs []rule.Rule, idOf func(int) (model.Rul
 			return fail(i, err)
 		}
 		out = append(out, ir)
-	}
-	return out, nil
-}
-
-// compileAll validates every rule against the service's limits and
-// compiles it, on every CPU: a million take half a second on one. An error
-// names the first rule of the batch that failed.
-func compileAll(rs []rule.Rule, limits rule.Limits) ([]rule.Compiled, error) {
-	out := make([]rule.Compiled, len(rs))
-	errs := inParts(len(rs), 1024, func(lo, hi int) error {
-		for i := lo; i < hi; i++ {
-			err := rs[i].Validate(limits)
-			if err == nil {
-				out[i], err = rule.Compile(rs[i])
-			}
-			if err != nil {
-				return fmt.Errorf("rule %d of the batch: %w", i, err)
-			}
-		}
-		return nil
-	})
-	for _, err := range errs { // parts are in rule order: the first error is the first rule's
-		if err != nil {
-			return nil, err
-		}
 	}
 	return out, nil
 }
