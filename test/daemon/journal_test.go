@@ -22,12 +22,7 @@ import (
 // records before the damage, and the damaged file is kept.
 func TestDamagedJournal(t *testing.T) {
 	e := newEnv(t, "j", "")
-	c := e.client(t)
-	appSock := e.listenUDP(t)
-	svc, err := c.Attach(appSock)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, appSock, svc := e.attachedUDP(t)
 	s := svc.ServiceID
 	// After the attach record, five batch records of three rules each.
 	var ids []uint32

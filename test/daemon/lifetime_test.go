@@ -84,12 +84,7 @@ func TestApplicationKilled(t *testing.T) {
 // committed rules all the while it is down.
 func TestDaemonKilled(t *testing.T) {
 	e := newEnv(t, "d", "")
-	c := e.client(t)
-	appSock := e.listenUDP(t)
-	svc, err := c.Attach(appSock)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, appSock, svc := e.attachedUDP(t)
 	s := svc.ServiceID
 	want := map[uint32]rule.Rule{}
 

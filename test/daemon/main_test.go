@@ -170,6 +170,19 @@ func (e *env) listenUDP(t *testing.T) *net.UDPConn {
 	return u
 }
 
+// attachedUDP is a client of santad with one service: a listenUDP socket,
+// attached.
+func (e *env) attachedUDP(t *testing.T) (*client.Client, *net.UDPConn, client.ServiceInfo) {
+	t.Helper()
+	c := e.client(t)
+	sock := e.listenUDP(t)
+	svc, err := c.Attach(sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, sock, svc
+}
+
 // dialUDP is a UDP client of port on 127.0.0.1 in the namespace.
 func (e *env) dialUDP(t *testing.T, port uint16) *net.UDPConn {
 	t.Helper()

@@ -22,12 +22,7 @@ var sampleLine = regexp.MustCompile(`^([a-z_]+)(\{[^}]*\})? ([0-9]+)$`)
 func TestMetrics(t *testing.T) {
 	const addr = "127.0.0.1:9477" // in the test's own namespace: no clash
 	e := newEnv(t, "m", "", "-metrics-addr", addr)
-	c := e.client(t)
-	appSock := e.listenUDP(t)
-	svc, err := c.Attach(appSock)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, _, svc := e.attachedUDP(t)
 	if _, err := c.AddRules(svc.ServiceID, []rule.Rule{pingRule}); err != nil {
 		t.Fatal(err)
 	}
