@@ -22,8 +22,8 @@ import (
 	"slices"
 	"time"
 
-	"github.com/santa-offload/santa/bench/dataplane"
 	"github.com/santa-offload/santa/client"
+	"github.com/santa-offload/santa/internal/pkttest"
 	"github.com/santa-offload/santa/internal/santadtest"
 	"github.com/santa-offload/santa/rule"
 )
@@ -86,7 +86,7 @@ func run(n, updates, chunk int) error {
 	fmt.Fprintf(os.Stderr, "generating %d DNS rules\n", n)
 	rs := make([]rule.Rule, n)
 	for i := range rs {
-		if rs[i], err = dataplane.DNSRule(dataplane.Name(i), 64); err != nil {
+		if rs[i], err = pkttest.SizedDNSRule(pkttest.Name(i), 64); err != nil {
 			return err
 		}
 	}
@@ -95,15 +95,15 @@ func run(n, updates, chunk int) error {
 		return err
 	}
 	last := n - 1
-	reply, err := dataplane.DNSReply(dataplane.Name(last), 64)
+	reply, err := pkttest.SizedDNSReply(pkttest.Name(last), 64)
 	if err != nil {
 		return err
 	}
-	if got, err := santadtest.Ask(q, dataplane.DNSQuery(0, dataplane.Name(last)), time.Second); err != nil || !bytes.Equal(got, reply) {
+	if got, err := santadtest.Ask(q, pkttest.DNSQuery(0, pkttest.Name(last)), time.Second); err != nil || !bytes.Equal(got, reply) {
 		return fmt.Errorf("the last rule installed is not answered: %x, %v", got, err)
 	}
 
-	return visibility(c, svc.ServiceID, q, ids[n/2], rs[n/2], dataplane.Name(n/2), updates)
+	return visibility(c, svc.ServiceID, q, ids[n/2], rs[n/2], pkttest.Name(n/2), updates)
 }
 
 // install sends rs in one transaction, chunk rules per message.
@@ -139,7 +139,7 @@ func install(c *client.Client, svc uint32, rs []rule.Rule, chunk int) ([]uint32,
 // new reply, its last four bytes a counter, and times each replacement to
 // the first kernel reply that carries it.
 func visibility(c *client.Client, svc uint32, q *net.UDPConn, id uint32, r rule.Rule, name string, updates int) error {
-	query := dataplane.DNSQuery(0, name)
+	query := pkttest.DNSQuery(0, name)
 	var visible, acked []time.Duration
 	for i := range updates {
 		next := withTail(r, uint32(i+1))

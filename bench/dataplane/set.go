@@ -14,6 +14,7 @@ import (
 
 	"github.com/santa-offload/santa/internal/datapath"
 	"github.com/santa-offload/santa/internal/model"
+	"github.com/santa-offload/santa/internal/pkttest"
 	"github.com/santa-offload/santa/rule"
 )
 
@@ -33,7 +34,7 @@ type SetOptions struct {
 	Rules int
 	Size  int
 	Batch int              // rules per AddRules call (default 50,000)
-	Names func(int) string // default Name
+	Names func(int) string // default pkttest.Name
 	// MaxRules of the Datapath; default: twice Rules rounded up to a power
 	// of two, at least 1024 (1M rules: 1<<21).
 	MaxRules uint32
@@ -59,7 +60,7 @@ func OpenSet(o SetOptions) (*Set, error) {
 		o.Batch = 50000
 	}
 	if o.Names == nil {
-		o.Names = Name
+		o.Names = pkttest.Name
 	}
 	if o.MaxRules == 0 {
 		o.MaxRules = max(1024, uint32(1)<<bits.Len(uint(2*o.Rules-1)))
@@ -97,7 +98,7 @@ func OpenSet(o SetOptions) (*Set, error) {
 		t0 := time.Now()
 		batch := make([]rule.Rule, 0, min(o.Batch, o.Rules-start))
 		for n := start; n < min(start+o.Batch, o.Rules); n++ {
-			r, err := DNSRule(o.Names(n), o.Size)
+			r, err := pkttest.SizedDNSRule(o.Names(n), o.Size)
 			if err != nil {
 				return nil, err
 			}
@@ -144,7 +145,7 @@ func (s *Set) Prog() *ebpf.Program { return s.D.XDPProgram() }
 
 // Query is a request frame for name n of the set (installed or not).
 func (s *Set) Query(n int, txid uint16) []byte {
-	return UDP4Frame(Client, s.Addr, DNSQuery(txid, s.Opts.Names(n)))
+	return UDP4Frame(Client, s.Addr, pkttest.DNSQuery(txid, s.Opts.Names(n)))
 }
 
 // HotSample is a fixed random sample of up to 1024 installed name numbers
@@ -177,7 +178,7 @@ func (s *Set) Check() error {
 	if ret != XDPTX {
 		return fmt.Errorf("installed name %q: verdict %d, want XDP_TX", s.Opts.Names(n), ret)
 	}
-	want, err := DNSReply(s.Opts.Names(n), s.Opts.Size)
+	want, err := pkttest.SizedDNSReply(s.Opts.Names(n), s.Opts.Size)
 	if err != nil {
 		return err
 	}
@@ -193,7 +194,7 @@ func (s *Set) Check() error {
 	if ret, _, err := s.Prog().Benchmark(s.Query(s.Opts.Rules+12345, 1), 1, nil); err != nil || ret != XDPPass {
 		return fmt.Errorf("missing name: verdict %d (%v), want XDP_PASS", ret, err)
 	}
-	if ret, _, err := s.Prog().Benchmark(UDP4Frame(Client, s.NoSock, DNSQuery(1, s.Opts.Names(0))), 1, nil); err != nil || ret != XDPPass {
+	if ret, _, err := s.Prog().Benchmark(UDP4Frame(Client, s.NoSock, pkttest.DNSQuery(1, s.Opts.Names(0))), 1, nil); err != nil || ret != XDPPass {
 		return fmt.Errorf("no socket: verdict %d (%v), want XDP_PASS", ret, err)
 	}
 	return nil
@@ -292,7 +293,7 @@ func (s *Set) Cells(rng *rand.Rand) []*Cell {
 			return s.Query(n+rng.IntN(max(n, 1024)), uint16(rng.Uint32()))
 		})},
 		{Name: prefix + "nosocket", Prog: s.Prog(), Want: XDPPass, Frames: gen(func(rng *rand.Rand) []byte {
-			return UDP4Frame(Client, s.NoSock, DNSQuery(uint16(rng.Uint32()), s.Opts.Names(sample[rng.IntN(len(sample))])))
+			return UDP4Frame(Client, s.NoSock, pkttest.DNSQuery(uint16(rng.Uint32()), s.Opts.Names(sample[rng.IntN(len(sample))])))
 		})},
 	}
 }

@@ -20,6 +20,7 @@ import (
 	dp "github.com/santa-offload/santa/bench/dataplane"
 	"github.com/santa-offload/santa/bench/gen"
 	"github.com/santa-offload/santa/bench/rig"
+	"github.com/santa-offload/santa/internal/pkttest"
 )
 
 const clientPort = 40000
@@ -117,7 +118,7 @@ func requestPayloads(c config) ([][]byte, error) {
 	}
 	payloads := make([][]byte, c.requests)
 	for i := range payloads {
-		payloads[i] = dp.DNSQuery(uint16(i), dp.Name(i))
+		payloads[i] = pkttest.DNSQuery(uint16(i), pkttest.Name(i))
 	}
 	return payloads, nil
 }

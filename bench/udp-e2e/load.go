@@ -8,9 +8,9 @@ import (
 	"path/filepath"
 	"time"
 
-	dp "github.com/santa-offload/santa/bench/dataplane"
 	"github.com/santa-offload/santa/bench/gen"
 	"github.com/santa-offload/santa/bench/rig"
+	"github.com/santa-offload/santa/internal/pkttest"
 )
 
 // The load clients. The C client (-client c) sends bursts with sendmmsg and
@@ -66,7 +66,7 @@ func openLoad(ctx context.Context, c config, mix string, rng *rand.Rand, tmp, cl
 		picks = append(picks, picked[i])
 	}
 	reqFile := filepath.Join(tmp, fmt.Sprintf("req-%s-%d.bin", mix, size))
-	if err := writeRequests(reqFile, picks, dp.Name); err != nil {
+	if err := writeRequests(reqFile, picks, pkttest.Name); err != nil {
 		return nil, nil, err
 	}
 	send := func(dur time.Duration) (loadRun, error) {
@@ -87,8 +87,8 @@ func openGen(r rig.Rig, picked []int, pop gen.Popularity, size int) (*gen.Genera
 	expected := make([][]byte, len(picked))
 	for i, n := range picked {
 		txid := uint16(i)
-		payloads[i] = dp.DNSQuery(txid, dp.Name(n))
-		reply, err := dp.DNSReply(dp.Name(n), size)
+		payloads[i] = pkttest.DNSQuery(txid, pkttest.Name(n))
+		reply, err := pkttest.SizedDNSReply(pkttest.Name(n), size)
 		if err != nil {
 			return nil, err
 		}

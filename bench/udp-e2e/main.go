@@ -39,6 +39,7 @@ import (
 	"github.com/santa-offload/santa/bench/rig"
 	"github.com/santa-offload/santa/internal/datapath"
 	"github.com/santa-offload/santa/internal/model"
+	"github.com/santa-offload/santa/internal/pkttest"
 	"github.com/santa-offload/santa/internal/xdppass"
 	"github.com/santa-offload/santa/rule"
 )
@@ -157,7 +158,7 @@ type sample struct {
 
 func runSize(ctx context.Context, c config, rng *rand.Rand, tmp, responderBin, clientBin string, size int) error {
 	srvNS, srvDev := c.r.ServerNS(), c.r.ServerDev()
-	names := dp.Name
+	names := pkttest.Name
 	// The rule set, for the responder; Santa gets the same rules.
 	rulesFile := filepath.Join(tmp, fmt.Sprintf("rules-%d.bin", size))
 	if err := writeRules(rulesFile, c.nrules, size, names); err != nil {
@@ -369,7 +370,7 @@ func installSanta(fd, n, size int, names func(int) string) (*datapath.Datapath, 
 	for start := 0; start < n; start += batch {
 		rs := make([]rule.Rule, 0, batch)
 		for i := start; i < min(n, start+batch); i++ {
-			r, err := dp.DNSRule(names(i), size)
+			r, err := pkttest.SizedDNSRule(names(i), size)
 			if err != nil {
 				d.Close()
 				return nil, 0, err
@@ -396,8 +397,8 @@ func writeRules(path string, n, size int, names func(int) string) error {
 	w.WriteString("SNTR")
 	binary.Write(w, binary.LittleEndian, uint32(n))
 	for i := range n {
-		q := dp.DNSQuery(0, names(i))
-		reply, err := dp.DNSReply(names(i), size)
+		q := pkttest.DNSQuery(0, names(i))
+		reply, err := pkttest.SizedDNSReply(names(i), size)
 		if err != nil {
 			f.Close()
 			return err
@@ -424,7 +425,7 @@ func writeRequests(path string, picks []int, names func(int) string) error {
 	w.WriteString("SNTQ")
 	binary.Write(w, binary.LittleEndian, uint32(len(picks)))
 	for _, n := range picks {
-		q := dp.DNSQuery(0, names(n))
+		q := pkttest.DNSQuery(0, names(n))
 		binary.Write(w, binary.LittleEndian, uint16(len(q)))
 		w.Write(q)
 	}

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/santa-offload/santa/bench/dataplane"
+	"github.com/santa-offload/santa/internal/pkttest"
 	"github.com/santa-offload/santa/internal/santadtest"
 	"github.com/santa-offload/santa/rule"
 )
@@ -71,7 +71,7 @@ func TestDamagedJournal(t *testing.T) {
 	}
 	q := e.dialUDP(t, portOf(appSock))
 	for i := range added {
-		if got, err := santadtest.Ask(q, dataplane.DNSQuery(0, dataplane.Name(i)), time.Second); err != nil || !bytes.Equal(got, dnsReply(t, i, 64)) {
+		if got, err := santadtest.Ask(q, pkttest.DNSQuery(0, pkttest.Name(i)), time.Second); err != nil || !bytes.Equal(got, dnsReply(t, i, 64)) {
 			t.Errorf("while santad refuses to start, rule %d gets %x, %v", i, got, err)
 		}
 	}
@@ -94,7 +94,7 @@ func TestDamagedJournal(t *testing.T) {
 		want[id] = added[i]
 	}
 	checkState(t, e.client(t), s, want)
-	if got, err := santadtest.Ask(q, dataplane.DNSQuery(0, dataplane.Name(14)), 200*time.Millisecond); err == nil {
+	if got, err := santadtest.Ask(q, pkttest.DNSQuery(0, pkttest.Name(14)), 200*time.Millisecond); err == nil {
 		t.Errorf("a rule after the damage is answered: %x", got)
 	}
 	if kept, _ := os.ReadFile(path + ".corrupt"); !bytes.Equal(kept, data) {

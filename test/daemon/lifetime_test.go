@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/santa-offload/santa/bench/dataplane"
 	"github.com/santa-offload/santa/client"
+	"github.com/santa-offload/santa/internal/pkttest"
 	"github.com/santa-offload/santa/internal/santadtest"
 	"github.com/santa-offload/santa/rule"
 )
@@ -168,8 +168,8 @@ func TestDaemonKilled(t *testing.T) {
 	}
 	for range 5 {
 		check([]byte("ping"), []byte("pong"))
-		check(dataplane.DNSQuery(0, dataplane.Name(0)), dnsReply(t, 0, 100))
-		check(dataplane.DNSQuery(0, dataplane.Name(19999)), dnsReply(t, 19999, 64))
+		check(pkttest.DNSQuery(0, pkttest.Name(0)), dnsReply(t, 0, 100))
+		check(pkttest.DNSQuery(0, pkttest.Name(19999)), dnsReply(t, 19999, 64))
 	}
 	if err := e.d.Start(); err != nil {
 		t.Fatal(err)
@@ -183,7 +183,7 @@ func TestDaemonKilled(t *testing.T) {
 	checkState(t, c, s, want)
 	// Nothing of the transaction: its rules are not listed, and the kernel
 	// does not answer them.
-	if got, err := santadtest.Ask(q, dataplane.DNSQuery(0, dataplane.Name(100000)), 200*time.Millisecond); err == nil {
+	if got, err := santadtest.Ask(q, pkttest.DNSQuery(0, pkttest.Name(100000)), 200*time.Millisecond); err == nil {
 		t.Errorf("the kernel answers a rule of the killed transaction: %x", got)
 	}
 	// The restarted santad runs the data plane and changes it.
@@ -254,7 +254,7 @@ func dnsRules(t *testing.T, from, to, size int) []rule.Rule {
 	t.Helper()
 	out := make([]rule.Rule, 0, to-from)
 	for i := from; i < to; i++ {
-		r, err := dataplane.DNSRule(dataplane.Name(i), size)
+		r, err := pkttest.SizedDNSRule(pkttest.Name(i), size)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -266,7 +266,7 @@ func dnsRules(t *testing.T, from, to, size int) []rule.Rule {
 // dnsReply is the answer to a query with transaction id 0 for name i.
 func dnsReply(t *testing.T, i, size int) []byte {
 	t.Helper()
-	r, err := dataplane.DNSReply(dataplane.Name(i), size)
+	r, err := pkttest.SizedDNSReply(pkttest.Name(i), size)
 	if err != nil {
 		t.Fatal(err)
 	}
