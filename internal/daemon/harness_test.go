@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/santa-offload/santa/internal/daemon/journal"
+	"github.com/santa-offload/santa/internal/model"
 	"github.com/santa-offload/santa/internal/protocol"
 	"github.com/santa-offload/santa/internal/protocol/protocoltest"
 	"github.com/santa-offload/santa/rule"
@@ -61,6 +62,29 @@ func newTestServer(t *testing.T, edit func(*Config)) *testServer {
 		j.Close()
 	})
 	return &testServer{Server: s, dp: dp, dir: dir}
+}
+
+// usageOf is what uid holds, read under the server's lock: the server's
+// goroutines may still be writing it.
+func (s *testServer) usageOf(uid uint32) usage {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.st.usage[uid]
+}
+
+// service is the server's service id, read under its lock.
+func (s *testServer) service(id uint32) *service {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.st.services[model.ServiceID(id)]
+}
+
+// journalSizes are the journal's size and the size a snapshot of the state
+// would have, read under the server's lock.
+func (s *testServer) journalSizes() (journal, snapshot int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.journal.Size(), s.st.live
 }
 
 // serviceCount is how many services the server knows.

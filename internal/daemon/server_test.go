@@ -199,7 +199,7 @@ func TestQuotas(t *testing.T) {
 	del := a.ok(&protocol.ListRules{ServiceID: svc}).(*protocol.ListRulesReply).Rules
 	a.ok(&protocol.DeleteRules{ServiceID: svc, RuleIDs: []uint32{del[0].RuleID, del[1].RuleID}})
 	a.ok(&protocol.AddRules{ServiceID: svc, Rules: testRules("g", 5, 8)})
-	if got := s.st.usage[alice.UID]; got != (usage{10, 160}) {
+	if got := s.usageOf(alice.UID); got != (usage{10, 160}) {
 		t.Errorf("alice uses %+v, want 10 rules, 160 bytes", got)
 	}
 }
@@ -263,7 +263,7 @@ func TestTransactionOutlivesService(t *testing.T) {
 	svc := a.attach()
 	txn := a.ok(&protocol.Begin{ServiceID: svc}).(*protocol.BeginReply).Txn
 	a.ok(&protocol.AddRules{ServiceID: svc, Txn: txn, Rules: testRules("t", 1, 8)})
-	sv := s.st.services[model.ServiceID(svc)]
+	sv := s.service(svc)
 	s.dp.RemoveService(sv.ID)
 	s.SocketClosed(sv.ID, sv.Info)
 	a.refused(&protocol.Commit{Txn: txn}, syscall.ENOENT, "has ended")
@@ -342,7 +342,7 @@ func TestJournalMatchesState(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer j.Close()
-	want := s.st.services[model.ServiceID(svc)].Service
+	want := s.service(svc).Service
 	if len(rep.Services) != 1 || !reflect.DeepEqual(*rep.Services[model.ServiceID(svc)], want) {
 		t.Fatalf("journal replays %+v, want service %+v", rep.Services, want)
 	}
@@ -356,8 +356,8 @@ func TestJournalMatchesState(t *testing.T) {
 	if got := restarted.dp.rulesOf(want.ID); !reflect.DeepEqual(got, want.Rules) {
 		t.Errorf("restored data plane has %v, want %v", got, want.Rules)
 	}
-	if got := restarted.st.usage[alice.UID]; got != s.st.usage[alice.UID] {
-		t.Errorf("restored usage %+v, want %+v", got, s.st.usage[alice.UID])
+	if got, want := restarted.usageOf(alice.UID), s.usageOf(alice.UID); got != want {
+		t.Errorf("restored usage %+v, want %+v", got, want)
 	}
 	closed := newTestServer(t, nil)
 	if n, _ := closed.Restore(closed.dp, rep.Services); n != 0 {
@@ -379,12 +379,12 @@ func TestCompaction(t *testing.T) {
 			updates[i].Rule.ReplyLen = uint16(1300 + round)
 		}
 		a.ok(&protocol.ReplaceRules{ServiceID: svc, Updates: updates})
-		if size := s.journal.Size(); size > minCompact && size > 2*s.st.live {
-			t.Fatalf("journal is %d bytes, more than twice the %d of a snapshot", size, s.st.live)
+		if size, live := s.journalSizes(); size > minCompact && size > 2*live {
+			t.Fatalf("journal is %d bytes, more than twice the %d of a snapshot", size, live)
 		}
 	}
-	if s.st.live <= 0 || s.journal.Size() < s.st.live {
-		t.Errorf("journal %d bytes, snapshot %d", s.journal.Size(), s.st.live)
+	if size, live := s.journalSizes(); live <= 0 || size < live {
+		t.Errorf("journal %d bytes, snapshot %d", size, live)
 	}
 }
 
