@@ -10,6 +10,7 @@
 package localaddr
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -45,12 +46,8 @@ type Table map[Key]Kind
 // are not answered in the kernel. Returned beside the table for reports.
 type Ranges int
 
-// read parses a dump of every route.
-func read(rib []byte) (Table, Ranges, error) {
-	msgs, err := syscall.ParseNetlinkMessage(rib)
-	if err != nil {
-		return nil, 0, fmt.Errorf("parsing routes: %w", err)
-	}
+// parse reads the routes of a dump.
+func parse(msgs []syscall.NetlinkMessage) (Table, Ranges) {
 	t := Table{}
 	var ranges Ranges
 	for _, m := range msgs {
@@ -66,7 +63,7 @@ func read(rib []byte) (Table, Ranges, error) {
 			t[k] = kind
 		}
 	}
-	return t, ranges, nil
+	return t, ranges
 }
 
 // parseRoute reads one route of the dump. ok is false for a route that is
@@ -89,15 +86,13 @@ func parseRoute(m syscall.NetlinkMessage) (k Key, kind Kind, wide, ok bool) {
 	if err != nil {
 		return k, 0, false, false
 	}
-	table := uint32(rtm.Table)
+	if routeTable(rtm, attrs) != unix.RT_TABLE_LOCAL {
+		return k, 0, false, false
+	}
 	var dst []byte
 	var oif uint32
 	for _, a := range attrs {
 		switch a.Attr.Type {
-		case unix.RTA_TABLE:
-			if len(a.Value) == 4 {
-				table = binary.NativeEndian.Uint32(a.Value)
-			}
 		case unix.RTA_DST:
 			dst = a.Value
 		case unix.RTA_OIF:
@@ -105,9 +100,6 @@ func parseRoute(m syscall.NetlinkMessage) (k Key, kind Kind, wide, ok bool) {
 				oif = binary.NativeEndian.Uint32(a.Value)
 			}
 		}
-	}
-	if table != unix.RT_TABLE_LOCAL {
-		return k, 0, false, false
 	}
 	addr, ok := netip.AddrFromSlice(dst)
 	if !ok {
@@ -123,37 +115,69 @@ func parseRoute(m syscall.NetlinkMessage) (k Key, kind Kind, wide, ok bool) {
 	return k, kind, false, true
 }
 
+// routeTable is a route's table: RTA_TABLE, which holds ids past 255, else
+// rtm_table.
+func routeTable(rtm *unix.RtMsg, attrs []syscall.NetlinkRouteAttr) uint32 {
+	for _, a := range attrs {
+		if a.Attr.Type == unix.RTA_TABLE && len(a.Value) == 4 {
+			return binary.NativeEndian.Uint32(a.Value)
+		}
+	}
+	return uint32(rtm.Table)
+}
+
 // Watcher reads the local table of one network namespace and tells of its
 // changes. Its sockets belong to the namespace they were opened in, so it
-// serves that namespace from any thread.
+// serves that namespace from any thread. Both are in the runtime's poller:
+// Close wakes a Wait or a Read, and a descriptor is never reused while
+// either is still at work on it.
 type Watcher struct {
-	f    *os.File // subscribed to changes
-	dump int      // asks for the routes
-	seq  uint32
+	events *os.File // subscribed to route and address changes
+	dump   *os.File // asks for the local table
+	seq    uint32
 }
 
 // Watch subscribes to route and address changes of the calling thread's
 // network namespace.
 func Watch() (*Watcher, error) {
+	groups := uint32(unix.RTMGRP_IPV4_ROUTE | unix.RTMGRP_IPV6_ROUTE | unix.RTMGRP_IPV4_IFADDR | unix.RTMGRP_IPV6_IFADDR)
+	events, err := netlinkSocket(groups)
+	if err != nil {
+		return nil, fmt.Errorf("subscribing to route changes: %w", err)
+	}
+	dump, err := netlinkSocket(0)
+	if err != nil {
+		events.Close()
+		return nil, err
+	}
+	// With strict checking (Linux 4.20) the kernel dumps the local table
+	// alone, not every table: a host with a full BGP table would otherwise
+	// send all of it at every change. Without it, parse keeps the local
+	// table's routes all the same.
+	if raw, err := dump.SyscallConn(); err == nil {
+		raw.Control(func(fd uintptr) {
+			unix.SetsockoptInt(int(fd), unix.SOL_NETLINK, unix.NETLINK_GET_STRICT_CHK, 1)
+		})
+	}
+	return &Watcher{events: events, dump: dump}, nil
+}
+
+// netlinkSocket is a non-blocking NETLINK_ROUTE socket bound to groups.
+func netlinkSocket(groups uint32) (*os.File, error) {
 	fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, unix.NETLINK_ROUTE)
 	if err != nil {
 		return nil, fmt.Errorf("opening netlink socket: %w", err)
 	}
-	groups := uint32(unix.RTMGRP_IPV4_ROUTE | unix.RTMGRP_IPV6_ROUTE | unix.RTMGRP_IPV4_IFADDR | unix.RTMGRP_IPV6_IFADDR)
 	if err := unix.Bind(fd, &unix.SockaddrNetlink{Family: unix.AF_NETLINK, Groups: groups}); err != nil {
 		unix.Close(fd)
-		return nil, fmt.Errorf("subscribing to route changes: %w", err)
+		return nil, fmt.Errorf("binding netlink socket: %w", err)
 	}
-	dump, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.NETLINK_ROUTE)
-	if err != nil {
-		unix.Close(fd)
-		return nil, fmt.Errorf("opening netlink socket: %w", err)
-	}
-	// Non-blocking and in the runtime's poller: Close wakes a Wait.
-	return &Watcher{f: os.NewFile(uintptr(fd), "netlink-route"), dump: dump}, nil
+	return os.NewFile(uintptr(fd), "netlink-route"), nil
 }
 
 // Read dumps the local routing table. It is not safe for concurrent use.
+// Only the messages of this dump count: those of an earlier one that
+// failed half-way may still be queued.
 func (w *Watcher) Read() (Table, Ranges, error) {
 	w.seq++
 	req := make([]byte, unix.SizeofNlMsghdr+unix.SizeofRtMsg)
@@ -161,45 +185,64 @@ func (w *Watcher) Read() (Table, Ranges, error) {
 	binary.NativeEndian.PutUint16(req[4:], unix.RTM_GETROUTE)
 	binary.NativeEndian.PutUint16(req[6:], unix.NLM_F_REQUEST|unix.NLM_F_DUMP)
 	binary.NativeEndian.PutUint32(req[8:], w.seq)
-	req[unix.SizeofNlMsghdr] = unix.AF_UNSPEC
-	if err := unix.Sendto(w.dump, req, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
+	rtm := req[unix.SizeofNlMsghdr:]
+	rtm[0] = unix.AF_UNSPEC
+	rtm[4] = unix.RT_TABLE_LOCAL // rtm_table: honoured with strict checking
+	if _, err := w.dump.Write(req); err != nil {
 		return nil, 0, fmt.Errorf("asking for the routes: %w", err)
 	}
-	var rib []byte
+	var routes []syscall.NetlinkMessage
+	// A dump comes in datagrams of at most 32 KiB.
 	buf := make([]byte, 1<<16)
 	for {
-		n, _, err := unix.Recvfrom(w.dump, buf, 0)
+		n, err := w.dump.Read(buf)
 		if err != nil {
 			return nil, 0, fmt.Errorf("reading the routes: %w", err)
 		}
-		msgs, err := syscall.ParseNetlinkMessage(buf[:n])
+		// Copied: the messages kept point into it, and buf is read into again.
+		msgs, err := syscall.ParseNetlinkMessage(bytes.Clone(buf[:n]))
 		if err != nil {
 			return nil, 0, fmt.Errorf("parsing routes: %w", err)
 		}
-		rib = append(rib, buf[:n]...)
 		for _, m := range msgs {
 			switch {
 			case m.Header.Seq != w.seq:
 			case m.Header.Type == unix.NLMSG_DONE:
-				return read(rib)
+				t, ranges := parse(routes)
+				return t, ranges, nil
 			case m.Header.Type == unix.NLMSG_ERROR:
-				return nil, 0, fmt.Errorf("reading the routes: netlink error %d", int32(binary.NativeEndian.Uint32(m.Data)))
+				code := int32(0)
+				if len(m.Data) >= 4 {
+					code = int32(binary.NativeEndian.Uint32(m.Data))
+				}
+				return nil, 0, fmt.Errorf("reading the routes: %w", syscall.Errno(-code))
+			default:
+				routes = append(routes, m)
 			}
 		}
 	}
 }
 
-// Wait returns once something changed since the last Wait (or the kernel
-// dropped notifications because they came faster than they were read:
-// then something may have changed too). It reads every notification that
-// is waiting, so that a burst is one change. It returns an error once
-// the watcher is closed.
+// Wait returns once the host's addresses or its local table changed since
+// the last Wait (or the kernel dropped notifications because they came
+// faster than they were read: then something may have changed too).
+// Changes to other tables do not count. It reads every notification that
+// is waiting, so that a burst is one change. It returns an error once the
+// watcher is closed.
 func (w *Watcher) Wait() error {
 	buf := make([]byte, 1<<16)
-	if _, err := w.f.Read(buf); err != nil && !isOverrun(err) {
-		return err
+	for changed := false; !changed; {
+		n, err := w.events.Read(buf)
+		switch {
+		case isOverrun(err):
+			changed = true
+		case err != nil:
+			return err
+		default:
+			changed = anyRelevant(buf[:n])
+		}
 	}
-	raw, err := w.f.SyscallConn()
+	raw, err := w.events.SyscallConn()
 	if err != nil {
 		return err
 	}
@@ -221,10 +264,34 @@ func (w *Watcher) Wait() error {
 	}
 }
 
+// anyRelevant says whether a datagram of notifications holds a change of
+// an address or of a route of the local table.
+func anyRelevant(b []byte) bool {
+	msgs, err := syscall.ParseNetlinkMessage(b)
+	if err != nil {
+		return true // unreadable: read the table again to be sure
+	}
+	for _, m := range msgs {
+		switch m.Header.Type {
+		case unix.RTM_NEWADDR, unix.RTM_DELADDR:
+			return true
+		case unix.RTM_NEWROUTE, unix.RTM_DELROUTE:
+			if len(m.Data) < unix.SizeofRtMsg {
+				return true
+			}
+			attrs, err := syscall.ParseNetlinkRouteAttr(&m)
+			if err != nil || routeTable((*unix.RtMsg)(unsafe.Pointer(&m.Data[0])), attrs) == unix.RT_TABLE_LOCAL {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 func isOverrun(err error) bool { return errors.Is(err, unix.ENOBUFS) }
 
-// Close ends the subscription and wakes a Wait.
+// Close ends the subscription and wakes a Wait or a Read.
 func (w *Watcher) Close() error {
-	unix.Close(w.dump)
-	return w.f.Close()
+	w.dump.Close()
+	return w.events.Close()
 }
