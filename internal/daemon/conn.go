@@ -41,8 +41,11 @@ func (s *Server) Serve(c *net.UnixConn, peer Peer) {
 		return
 	}
 	if !peer.Admin {
-		if n := s.admitConnection(peer.UID); n > 0 {
-			refuseConnection(c, raw, peer.UID, n)
+		if quota, answer := s.admitConnection(peer.UID); quota > 0 {
+			if answer {
+				refuseConnection(c, raw, peer.UID, quota)
+				s.refused(peer.UID)
+			}
 			return
 		}
 		defer s.releaseConnection(peer.UID)
@@ -164,15 +167,28 @@ func closeFDs(fds []int) {
 }
 
 // admitConnection counts a new connection of a non-admin uid, or returns
-// the quota it would exceed (then nothing is counted).
-func (s *Server) admitConnection(uid uint32) (over uint32) {
+// the quota it would exceed (then nothing is counted). answer says whether
+// the refusal is to be answered: one connection of a uid at a time waits
+// for its first request to be told why (refuseConnection, up to
+// refuseWait); more are closed at once, so that a uid at its quota cannot
+// hold santad's descriptors by connecting again and again.
+func (s *Server) admitConnection(uid uint32) (quota uint32, answer bool) {
 	s.connMu.Lock()
 	defer s.connMu.Unlock()
 	if s.connQuota > 0 && s.byUID[uid] >= s.connQuota {
-		return s.connQuota
+		answer = !s.refusing[uid]
+		s.refusing[uid] = true
+		return s.connQuota, answer
 	}
 	s.byUID[uid]++
-	return 0
+	return 0, false
+}
+
+// refused ends the answered refusal of uid's connection.
+func (s *Server) refused(uid uint32) {
+	s.connMu.Lock()
+	defer s.connMu.Unlock()
+	delete(s.refusing, uid)
 }
 
 func (s *Server) releaseConnection(uid uint32) {

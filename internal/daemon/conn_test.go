@@ -125,6 +125,19 @@ func TestConnectionQuota(t *testing.T) {
 	over.refused(&protocol.Hello{MinVersion: 1, MaxVersion: 1, Client: "test"}, syscall.EDQUOT,
 		"quota of 2 connections to santad for uid 1000 exceeded")
 	over.closed()
+	// While one refusal waits for its request, more connections of the
+	// uid are closed at once: santad holds no more of them.
+	waiting := s.connect(t, alice, false)
+	for deadline := time.Now().Add(5 * time.Second); !s.refusingUID(alice.UID); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the connection over the quota is not waiting to be told")
+		}
+	}
+	for range 50 {
+		s.connect(t, alice, false).closed()
+	}
+	waiting.refused(&protocol.Hello{MinVersion: 1, MaxVersion: 1, Client: "test"}, syscall.EDQUOT,
+		"quota of 2 connections to santad for uid 1000 exceeded")
 	for range 3 {
 		s.connect(t, admin, true)
 	}

@@ -87,6 +87,14 @@ func (s *testServer) journalSizes() (journal, snapshot int64) {
 	return s.journal.Size(), s.st.live
 }
 
+// refusingUID says whether a connection of uid over its quota is waiting
+// to be told so.
+func (s *testServer) refusingUID(uid uint32) bool {
+	s.connMu.Lock()
+	defer s.connMu.Unlock()
+	return s.refusing[uid]
+}
+
 // serviceCount is how many services the server knows.
 func (s *testServer) serviceCount() int {
 	s.mu.Lock()

@@ -47,6 +47,9 @@ type Server struct {
 	connMu sync.Mutex
 	conns  map[*net.UnixConn]bool // open connections, closed on shutdown
 	byUID  map[uint32]uint32      // open connections of non-admin uids
+	// refusing holds the uids one of whose connections over the quota is
+	// being told so (admitConnection).
+	refusing map[uint32]bool
 	// connQuota bounds byUID's counts (0: unlimited).
 	connQuota uint32
 	wg        sync.WaitGroup // one per connection goroutine
@@ -69,7 +72,7 @@ func NewServer(dp Dataplane, j *journal.Journal, cfg Config, netns uint64, log *
 	}
 	return &Server{dp: dp, log: log, adminGroup: admins, quotas: q, capacity: cfg.MaxRules, netns: netns, version: Version(),
 		st: newState(), held: map[uint32]usage{}, journal: j, conns: map[*net.UnixConn]bool{},
-		byUID: map[uint32]uint32{}, connQuota: cfg.QuotaConnections}, nil
+		byUID: map[uint32]uint32{}, refusing: map[uint32]bool{}, connQuota: cfg.QuotaConnections}, nil
 }
 
 // record writes a change, already made to the state, to the journal. If
