@@ -46,6 +46,9 @@ func AdoptConnections(dp Adopter, svc model.ServiceID, listener model.SocketInfo
 		}
 		conns = append(conns, c)
 	}
+	if len(conns) == 0 {
+		return got, nil // no need to read every process's descriptors
+	}
 	inodes := make([]uint64, len(conns))
 	for i, c := range conns {
 		inodes[i] = c.Inode
@@ -60,7 +63,7 @@ func AdoptConnections(dp Adopter, svc model.ServiceID, listener model.SocketInfo
 			got.Skipped = append(got.Skipped, fmt.Errorf("connection on %s: no process holds it (closed meanwhile, or not accepted yet)", c.Local))
 			continue
 		}
-		err := adoptHeld(dp, svc, h)
+		err := adoptHeld(dp, svc, h, c.Inode)
 		switch {
 		case err == nil:
 			got.Adopted++
@@ -73,11 +76,21 @@ func AdoptConnections(dp Adopter, svc model.ServiceID, listener model.SocketInfo
 	return got, nil
 }
 
-func adoptHeld(dp Adopter, svc model.ServiceID, h procsock.Held) error {
+// adoptHeld takes the descriptor h names and adopts it, if it is still the
+// socket inode that was checked: the process may have closed it and opened
+// another under the same number meanwhile.
+func adoptHeld(dp Adopter, svc model.ServiceID, h procsock.Held, inode uint64) error {
 	fd, err := procsock.TakeFD(h.PID, h.FD)
 	if err != nil {
 		return err
 	}
 	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return err
+	}
+	if st.Ino != inode {
+		return fmt.Errorf("the descriptor is another socket now (inode %d, not %d)", st.Ino, inode)
+	}
 	return dp.AdoptConnection(svc, fd)
 }

@@ -49,6 +49,18 @@ func (s *Server) attach(sess *session, req *protocol.Attach, fds []int) protocol
 			info.NetnsCookie, s.netns)
 	}
 
+	reply := s.register(sess, fd, info)
+	// Without the lock: finding a listener's earlier connections reads all
+	// of /proc. A service detached meanwhile adopts nothing.
+	if si, ok := reply.(*protocol.ServiceInfo); ok && info.Protocol == unix.IPPROTO_TCP {
+		s.adopt(model.ServiceID(si.ServiceID), info, sess.peer)
+	}
+	return reply
+}
+
+// register makes the socket fd, inspected as info, a service of the
+// client's, within its quota, and journals it.
+func (s *Server) register(sess *session, fd int, info model.SocketInfo) protocol.Body {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !sess.peer.Admin {
@@ -70,9 +82,6 @@ func (s *Server) attach(sess *session, req *protocol.Attach, fds []int) protocol
 		return notSaved(err)
 	}
 	s.log.Info("service attached", "service", id, "addr", info.Local, "owner_uid", sess.peer.UID, "client", sess.client)
-	if info.Protocol == unix.IPPROTO_TCP {
-		s.adopt(id, info, sess.peer)
-	}
 	return serviceInfo(sv)
 }
 
