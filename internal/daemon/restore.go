@@ -10,7 +10,7 @@ import (
 )
 
 // Restorer brings back an earlier santad's services: a *datapath.Datapath
-// opened with KeepLinks, between WatchSockets and EndRestore.
+// opened with KeepLinks, before WatchSockets (run.go says why).
 type Restorer interface {
 	RestoreService(model.ServiceID, model.SocketInfo) error
 	Apply(model.ServiceID, model.Batch) ([]model.RuleID, error)
@@ -18,9 +18,9 @@ type Restorer interface {
 }
 
 // Restore registers the journal's services whose sockets are still open,
-// with their rules under their old ids. Each service is restored under
-// s.mu, so that news of its socket closing meanwhile finds it in the
-// state. It returns how many services and rules came back.
+// with their rules under their old ids. A socket that closes meanwhile is
+// told by EndRestore, after WatchSockets. It returns how many services and
+// rules came back.
 func (s *Server) Restore(r Restorer, saved map[model.ServiceID]*journal.Service) (services, rules int) {
 	ids := make([]model.ServiceID, 0, len(saved))
 	for id := range saved {
@@ -57,7 +57,12 @@ func (s *Server) restoreOne(r Restorer, js *journal.Service) bool {
 		}
 		if err != nil {
 			log.Error("restoring a service's rules; dropping the service", "err", err)
-			r.RemoveService(js.ID)
+			if err := r.RemoveService(js.ID); err != nil {
+				// Registered in the data plane, in neither state nor
+				// journal: its socket's requests pass (no rules) until
+				// the socket closes.
+				log.Error("dropping a service whose rules could not be restored", "err", err)
+			}
 			return false
 		}
 	}

@@ -156,11 +156,14 @@ func (d *Datapath) pin(dir string, keepLinks bool) error {
 // stay: the data plane keeps answering until Unpin.
 func (d *Datapath) Close() error {
 	d.watchMu.Lock()
-	if d.watcher != nil {
-		d.watcher.stop()
-		d.watcher = nil
-	}
+	w := d.watcher
+	d.watcher = nil
 	d.watchMu.Unlock()
+	// Stopped without the lock: stop waits for a closed callback under way,
+	// and callbacks run with no lock of the data path held.
+	if w != nil {
+		w.stop()
+	}
 	if d.addrs != nil {
 		d.addrs.stop()
 	}

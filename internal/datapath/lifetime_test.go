@@ -124,3 +124,47 @@ func TestRestoreServices(t *testing.T) {
 	open.Close()
 	waitClosed(t, closed, openID)
 }
+
+// EndRestore drops a restored service whose socket closed, not whatever
+// holds its id by then: a restored socket that closes after WatchSockets
+// gives its id back at once, and a new socket may get it before EndRestore.
+func TestEndRestoreKeepsAReusedID(t *testing.T) {
+	ns := enterNewNetns(t)
+	defer ns()
+	dir := filepath.Join(t.TempDir(), "bpffs", "santa")
+	opts := Options{PinPath: dir, MaxRules: 64, MaxServices: 4}
+	first, err := Open(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Unmount(filepath.Dir(dir), 0)
+	watch(t, first)
+	old := boundUDP(t, "127.0.0.1:0")
+	oldID := register(t, first, old)
+	oldInfo, _ := first.Service(oldID)
+	first.Close()
+
+	opts.KeepLinks = true
+	second, err := Open(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer second.Unpin()
+	defer second.Close()
+	if err := second.RestoreService(oldID, oldInfo); err != nil {
+		t.Fatal(err)
+	}
+	closed := watch(t, second)
+	old.Close()
+	waitClosed(t, closed, oldID)
+	newID := register(t, second, boundUDP(t, "127.0.0.1:0"))
+	if newID != oldID {
+		t.Skipf("the new socket got id %d, not the freed %d: nothing to check", newID, oldID)
+	}
+	if dropped := second.EndRestore(); len(dropped) != 0 {
+		t.Fatalf("EndRestore dropped %v: the new socket's service under the restored one's id", dropped)
+	}
+	if _, err := second.Service(newID); err != nil {
+		t.Fatalf("the new service is gone: %v", err)
+	}
+}

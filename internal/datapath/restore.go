@@ -3,6 +3,7 @@ package datapath
 import (
 	"fmt"
 	"path/filepath"
+	"slices"
 	"sync"
 
 	"github.com/cilium/ebpf"
@@ -23,8 +24,8 @@ type restoring struct {
 	store *store
 
 	mu       sync.Mutex
-	previous *ebpf.Map         // the earlier process's services, until EndRestore
-	restored []model.ServiceID // what RestoreService brought back
+	previous *ebpf.Map                  // the earlier process's services, until EndRestore
+	restored map[model.ServiceID]uint64 // what RestoreService brought back: the socket cookie of each
 }
 
 // keepPrevious holds on to the earlier process's services map before its
@@ -63,7 +64,10 @@ func (r *restoring) service(id model.ServiceID, info model.SocketInfo) error {
 	if err := r.store.addAs(id, info); err != nil {
 		return err
 	}
-	r.restored = append(r.restored, id)
+	if r.restored == nil {
+		r.restored = map[model.ServiceID]uint64{}
+	}
+	r.restored[id] = info.Cookie
 	return nil
 }
 
@@ -107,19 +111,22 @@ func (st *store) addAs(id model.ServiceID, info model.SocketInfo) error {
 	return err
 }
 
-// removeClosed removes those of ids that are still registered but whose
-// socket open says is closed, and returns them.
-func (st *store) removeClosed(ids []model.ServiceID, open func(cookie uint64) bool) []model.ServiceID {
+// removeClosed removes those of the services restored (id: socket cookie)
+// that are still registered for the same socket but whose socket open says
+// is closed, and returns them. An id given to another socket since (the
+// restored one's closed, and the id was reused) is not that service.
+func (st *store) removeClosed(restored map[model.ServiceID]uint64, open func(cookie uint64) bool) []model.ServiceID {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	var removed []model.ServiceID
-	for _, id := range ids {
+	for id, cookie := range restored {
 		svc, ok := st.services[id]
-		if ok && !open(svc.info.Cookie) {
+		if ok && svc.info.Cookie == cookie && !open(cookie) {
 			st.objs.Services.Delete(svc.info.Cookie)
 			st.drop(svc)
 			removed = append(removed, id)
 		}
 	}
+	slices.Sort(removed)
 	return removed
 }

@@ -71,15 +71,23 @@ func listenerKey(info model.SocketInfo) santaTcpSantaListenerKey {
 func (t *tcpPlane) addListener(id model.ServiceID, info model.SocketInfo) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if err := t.attachHooks(); err != nil {
-		return err
+	err := t.attachHooks()
+	if err == nil {
+		key := listenerKey(info)
+		err = t.objs.Listeners.Update(key, info.Cookie, ebpf.UpdateNoExist)
+		if errors.Is(err, ebpf.ErrKeyExist) {
+			err = fmt.Errorf("another listening socket on %s in this network namespace is registered "+
+				"(of a SO_REUSEPORT group, register one): %w", info.Local, model.ErrExists)
+		} else if err != nil {
+			err = fmt.Errorf("registering listener: %w", err)
+		}
 	}
-	key := listenerKey(info)
-	if err := t.objs.Listeners.Update(key, info.Cookie, ebpf.UpdateNoExist); errors.Is(err, ebpf.ErrKeyExist) {
-		return fmt.Errorf("another listening socket on %s in this network namespace is registered "+
-			"(of a SO_REUSEPORT group, register one): %w", info.Local, model.ErrExists)
-	} else if err != nil {
-		return fmt.Errorf("registering listener: %w", err)
+	if err != nil {
+		// The service was in the services map from before this lock was
+		// taken: a handover that ran meanwhile may have moved the
+		// listener's connections in. They go back to the application.
+		t.releaseConnections(info.Cookie)
+		return err
 	}
 	t.listeners[id] = info.Cookie
 	return nil
