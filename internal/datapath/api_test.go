@@ -106,6 +106,14 @@ func TestAddServiceRefusals(t *testing.T) {
 	if err := unix.Bind(notListening, &unix.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
 		t.Fatal(err)
 	}
+	rawUDP, err := unix.Socket(unix.AF_INET, unix.SOCK_RAW, unix.IPPROTO_UDP)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(rawUDP)
+	if err := unix.Bind(rawUDP, &unix.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		t.Fatal(err)
+	}
 
 	for _, tc := range []struct {
 		name string
@@ -116,6 +124,7 @@ func TestAddServiceRefusals(t *testing.T) {
 		{"multipath tcp", control(t, tcp), "Multipath TCP"}, // Go's default for listeners
 		{"tcp not listening", func(f func(uintptr)) { f(uintptr(notListening)) }, "not listening"},
 		{"unbound", func(f func(uintptr)) { f(uintptr(unbound)) }, "not bound"},
+		{"raw socket of protocol udp", func(f func(uintptr)) { f(uintptr(rawUDP)) }, "not a datagram or stream socket"},
 	} {
 		var err error
 		tc.fd(func(fd uintptr) { _, err = d.AddSocket(int(fd)) })

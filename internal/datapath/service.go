@@ -56,6 +56,17 @@ func (d *Datapath) AddSocket(fd int) (model.ServiceID, error) {
 
 // servable says why Santa cannot serve a socket, if it cannot.
 func servable(fd int, info model.SocketInfo) error {
+	// A raw socket of protocol UDP (CAP_NET_RAW) says IPPROTO_UDP too, and
+	// "binds" the protocol number as its port: it receives no datagrams by
+	// port, and no rule of Santa's may answer for it.
+	typ, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_TYPE)
+	if err != nil {
+		return fmt.Errorf("reading SO_TYPE: %w", err)
+	}
+	if (info.Protocol == unix.IPPROTO_UDP && typ != unix.SOCK_DGRAM) ||
+		(info.Protocol == unix.IPPROTO_TCP && typ != unix.SOCK_STREAM) {
+		return fmt.Errorf("socket of protocol %d is of type %d, not a datagram or stream socket: %w", info.Protocol, typ, model.ErrNotSupported)
+	}
 	switch info.Protocol {
 	case unix.IPPROTO_UDP:
 	case unix.IPPROTO_TCP:
