@@ -81,14 +81,7 @@ func TestClosedSocketEndsService(t *testing.T) {
 func TestRestoreServices(t *testing.T) {
 	ns := enterNewNetns(t)
 	defer ns()
-	dir := filepath.Join(t.TempDir(), "bpffs", "santa")
-	opts := Options{PinPath: dir, MaxRules: 64, MaxServices: 4}
-	first, err := Open(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Unmount(filepath.Dir(dir), 0)
-	watch(t, first)
+	first, opts := firstRun(t)
 	open, gone, closing := boundUDP(t, "127.0.0.1:0"), boundUDP(t, "127.0.0.1:0"), boundUDP(t, "127.0.0.1:0")
 	openID, goneID, closingID := register(t, first, open), register(t, first, gone), register(t, first, closing)
 	openInfo, _ := first.Service(openID)
@@ -97,13 +90,7 @@ func TestRestoreServices(t *testing.T) {
 	first.Close() // as if killed: pins and links stay
 	gone.Close()  // seen by the first process's program only
 
-	opts.KeepLinks = true
-	second, err := Open(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer second.Unpin()
-	defer second.Close()
+	second := nextRun(t, opts)
 	for _, s := range []closedService{{openID, openInfo}, {closingID, closingInfo}} {
 		if err := second.RestoreService(s.id, s.info); err != nil {
 			t.Fatalf("restoring an open socket's service: %v", err)
@@ -131,26 +118,13 @@ func TestRestoreServices(t *testing.T) {
 func TestEndRestoreKeepsAReusedID(t *testing.T) {
 	ns := enterNewNetns(t)
 	defer ns()
-	dir := filepath.Join(t.TempDir(), "bpffs", "santa")
-	opts := Options{PinPath: dir, MaxRules: 64, MaxServices: 4}
-	first, err := Open(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Unmount(filepath.Dir(dir), 0)
-	watch(t, first)
+	first, opts := firstRun(t)
 	old := boundUDP(t, "127.0.0.1:0")
 	oldID := register(t, first, old)
 	oldInfo, _ := first.Service(oldID)
 	first.Close()
 
-	opts.KeepLinks = true
-	second, err := Open(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer second.Unpin()
-	defer second.Close()
+	second := nextRun(t, opts)
 	if err := second.RestoreService(oldID, oldInfo); err != nil {
 		t.Fatal(err)
 	}
@@ -167,4 +141,35 @@ func TestEndRestoreKeepsAReusedID(t *testing.T) {
 	if _, err := second.Service(newID); err != nil {
 		t.Fatalf("the new service is gone: %v", err)
 	}
+}
+
+// firstRun opens a pinned data plane watching sockets, as a santad that
+// will be killed: closed, its pins and links stay for the next run.
+func firstRun(t *testing.T) (*Datapath, Options) {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "bpffs", "santa")
+	opts := Options{PinPath: dir, MaxRules: 64, MaxServices: 4}
+	first, err := Open(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Unmount(filepath.Dir(dir), 0) })
+	watch(t, first)
+	return first, opts
+}
+
+// nextRun opens the data plane of a restarted santad over firstRun's pins,
+// keeping its links until it takes them over.
+func nextRun(t *testing.T, opts Options) *Datapath {
+	t.Helper()
+	opts.KeepLinks = true
+	next, err := Open(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		next.Close()
+		next.Unpin()
+	})
+	return next
 }
