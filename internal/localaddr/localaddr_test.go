@@ -47,6 +47,8 @@ func TestReadAndWait(t *testing.T) {
 	inNewNetns(t, func() {
 		ip(t, "link", "set", "lo", "up")
 		ip(t, "link", "add", "la0", "type", "veth", "peer", "name", "la1")
+		ip(t, "link", "set", "la0", "addrgenmode", "none")
+		ip(t, "link", "set", "la1", "addrgenmode", "none")
 		ip(t, "addr", "add", "10.55.0.1/24", "dev", "la0")
 		ip(t, "addr", "add", "fd55::1/64", "dev", "la0", "nodad")
 		ip(t, "addr", "add", "fe80::55/64", "dev", "la0", "nodad")
@@ -82,7 +84,19 @@ func TestReadAndWait(t *testing.T) {
 		}
 
 		woke := make(chan error, 1)
-		go func() { woke <- w.Wait() }()
+		wait := func() { go func() { woke <- w.Wait() }() }
+		wait()
+		// Let what the set-up set off settle: after a link comes up the
+		// kernel adds addresses and routes of its own (IPv6 multicast,
+		// link-local), and each wakes Wait.
+		for quiet := false; !quiet; {
+			select {
+			case <-woke:
+				wait()
+			case <-time.After(300 * time.Millisecond):
+				quiet = true
+			}
+		}
 		ip(t, "route", "add", "10.66.0.0/16", "dev", "la0", "table", "100")
 		select {
 		case err := <-woke:
