@@ -32,7 +32,13 @@ func newOffloader(r rig.Rig, fds []int, items int, rule func(i int) rule.Rule) (
 	}
 	o := &offloader{r: r, rule: rule}
 	var err error
-	if o.d, err = datapath.Open(datapath.Options{NoPin: true, MaxRules: maxRules, MaxServices: 16}); err != nil {
+	// Opened in the server's namespace, whose addresses it answers for and
+	// where it is attached.
+	err = rig.InNetns(r.ServerNS(), func() (err error) {
+		o.d, err = datapath.Open(datapath.Options{NoPin: true, MaxRules: maxRules, MaxServices: 16})
+		return err
+	})
+	if err != nil {
 		return nil, err
 	}
 	for _, fd := range fds {

@@ -192,7 +192,7 @@ func runSize(ctx context.Context, c config, rng *rand.Rand, tmp, responderBin, c
 	}
 	defer resp.stop()
 
-	d, svc, err := installSanta(sockFD, c.nrules, size, names)
+	d, svc, err := installSanta(srvNS, sockFD, c.nrules, size, names)
 	if err != nil {
 		return err
 	}
@@ -350,13 +350,18 @@ func toSample(r loadRun, userAnswered, xdpAnswered uint64) sample {
 	}
 }
 
-// installSanta opens a data plane and installs the rule set on the socket.
-func installSanta(fd, n, size int, names func(int) string) (*datapath.Datapath, model.ServiceID, error) {
+// installSanta opens a data plane in the server's namespace ns, whose
+// addresses it answers for, and installs the rule set on the socket.
+func installSanta(ns string, fd, n, size int, names func(int) string) (*datapath.Datapath, model.ServiceID, error) {
 	maxRules := uint32(1024)
 	for maxRules < uint32(2*n) {
 		maxRules <<= 1
 	}
-	d, err := datapath.Open(datapath.Options{NoPin: true, MaxRules: maxRules, MaxServices: 16})
+	var d *datapath.Datapath
+	err := rig.InNetns(ns, func() (err error) {
+		d, err = datapath.Open(datapath.Options{NoPin: true, MaxRules: maxRules, MaxServices: 16})
+		return err
+	})
 	if err != nil {
 		return nil, 0, err
 	}

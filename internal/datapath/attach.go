@@ -33,8 +33,14 @@ func newIfaceLinks(objs *santaObjects, p *pins) *ifaceLinks {
 // driver supports it, else generic, else none; plus the TC ingress program.
 // With pinning on, the links are pinned and survive this process. Links an
 // earlier process pinned for the interface (Options.KeepLinks) are pointed
-// at this process's programs in place, so no packet goes unanswered.
-func (d *Datapath) Attach(ifname string) (model.Attachment, error) { return d.ifaces.attach(ifname) }
+// at this process's programs in place, so no packet goes unanswered. The
+// interface must be in the network namespace Open ran in (sameNetns).
+func (d *Datapath) Attach(ifname string) (model.Attachment, error) {
+	if err := d.sameNetns(); err != nil {
+		return model.Attachment{}, err
+	}
+	return d.ifaces.attach(ifname)
+}
 
 // Detach removes the data plane from an interface, pinned links included.
 func (d *Datapath) Detach(ifname string) error { return d.ifaces.detach(ifname) }

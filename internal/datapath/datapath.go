@@ -75,6 +75,7 @@ type Datapath struct {
 	tcp     *tcpPlane
 	restore *restoring
 	addrs   *localAddrs // the host's addresses, followed from Open to Close
+	netns   netnsID     // the namespace Open ran in, whose addresses addrs are
 
 	watchMu sync.Mutex
 	watcher *socketWatcher // nil until WatchSockets
@@ -124,7 +125,10 @@ func Open(opts Options) (*Datapath, error) {
 		return nil, err
 	}
 	d.restore = &restoring{store: d.store}
-	if d.addrs, err = followLocalAddrs(d.objs.LocalAddrs, opts.Log); err != nil {
+	if d.netns, err = threadNetns(); err == nil {
+		d.addrs, err = followLocalAddrs(d.objs.LocalAddrs, opts.Log)
+	}
+	if err != nil {
 		d.Close()
 		return nil, fmt.Errorf("reading the host's addresses: %w", err)
 	}

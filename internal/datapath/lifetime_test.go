@@ -173,3 +173,18 @@ func nextRun(t *testing.T, opts Options) *Datapath {
 	})
 	return next
 }
+
+// A data plane answers for the addresses of the namespace it was opened in:
+// attaching it to an interface of another namespace, where it would answer
+// nothing, is refused.
+func TestAttachInAnotherNamespaceRefused(t *testing.T) {
+	d := openTest(t)
+	back := enterNewNetns(t)
+	defer back()
+	if err := exec("ip", "link", "add", "na0", "type", "veth", "peer", "name", "na1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Attach("na0"); err == nil || !strings.Contains(err.Error(), "another network namespace") {
+		t.Fatalf("Attach from another namespace = %v; want it refused", err)
+	}
+}
