@@ -13,6 +13,7 @@ import (
 	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
 
+	"github.com/santa-offload/santa/internal/popularity"
 	"github.com/santa-offload/santa/internal/rules"
 )
 
@@ -33,7 +34,7 @@ type Config struct {
 	Expected [][]byte
 	// Popularity draws the order requests are sent in: a sequence of
 	// SequenceLen draws (a power of two; default 1<<20), cycled.
-	Popularity  Popularity
+	Popularity  popularity.Popularity
 	SequenceLen int
 	Seed        uint64
 }

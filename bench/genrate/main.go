@@ -21,6 +21,7 @@ import (
 	"github.com/santa-offload/santa/bench/gen"
 	"github.com/santa-offload/santa/bench/rig"
 	"github.com/santa-offload/santa/internal/pkttest"
+	"github.com/santa-offload/santa/internal/popularity"
 )
 
 const clientPort = 40000
@@ -30,7 +31,7 @@ type config struct {
 	requests             int
 	file                 string // request payloads; DNS queries if empty
 	port                 uint16 // the requests' destination port
-	pop                  gen.Popularity
+	pop                  popularity.Popularity
 	rate                 float64
 	rounds               int
 	duration             time.Duration
@@ -56,7 +57,7 @@ func main() {
 	var err error
 	if *port == 0 || *port > 65535 {
 		err = fmt.Errorf("-port %d: want 1 to 65535", *port)
-	} else if c.pop, err = gen.ParsePopularity(pop); err == nil {
+	} else if c.pop, err = popularity.Parse(pop); err == nil {
 		err = c.r.Run("gen", c.serverCPU, c.clientCPU, func(ctx context.Context, _ string) error { return run(ctx, c) })
 	}
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"net/netip"
 
 	"github.com/santa-offload/santa/bench/gen"
+	"github.com/santa-offload/santa/internal/popularity"
 )
 
 // Requests are IPv4 UDP request frames from the client's port src to the
@@ -25,7 +26,7 @@ func (r Rig) OpenGenerator(c gen.Config) (*gen.Generator, error) {
 // drops them), so that what reaches the server is known without a server.
 func (r Rig) OpenSink(port uint16, request []byte) (*gen.Generator, error) {
 	return openOn(r.ServerNS(), r.ServerDev(), gen.Config{Requests: [][]byte{request}, ReplyPort: port,
-		Popularity: gen.Uniform, SequenceLen: 1})
+		Popularity: popularity.Uniform, SequenceLen: 1})
 }
 
 func openOn(ns, dev string, c gen.Config) (*gen.Generator, error) {

@@ -13,6 +13,7 @@ import (
 	"github.com/santa-offload/santa/bench/gen"
 	"github.com/santa-offload/santa/bench/rig"
 	"github.com/santa-offload/santa/internal/netns"
+	"github.com/santa-offload/santa/internal/popularity"
 	"github.com/santa-offload/santa/rule"
 )
 
@@ -112,7 +113,7 @@ func (b *Bench) Run(ctx context.Context, id string) error {
 // interleave the offload levels (order reversed every other round). It
 // prints RESULT lines named id/offload=N/rate=R/..., and per offload
 // level the peak over the loads and its ratio to the server alone.
-func (b *Bench) Sweep(ctx context.Context, id string, pop gen.Popularity) error {
+func (b *Bench) Sweep(ctx context.Context, id string, pop popularity.Popularity) error {
 	c := b.c
 	g, err := b.openGenerator(c.Items, pop)
 	if err != nil {
@@ -158,7 +159,7 @@ func (b *Bench) RuleCounts(ctx context.Context, id string, counts []int) error {
 		if k < 1 || k > b.c.Items {
 			return fmt.Errorf("rule count %d: want 1 to %d", k, b.c.Items)
 		}
-		g, err := b.openGenerator(k, gen.Uniform)
+		g, err := b.openGenerator(k, popularity.Uniform)
 		if err != nil {
 			return err
 		}
@@ -196,7 +197,7 @@ func (s sample) String() string {
 // openGenerator loads the generator with the request for each of the
 // first n items (item i with id i mod 2^16) in popularity order, and the
 // server's replies to them as the expected bytes.
-func (b *Bench) openGenerator(n int, pop gen.Popularity) (*gen.Generator, error) {
+func (b *Bench) openGenerator(n int, pop popularity.Popularity) (*gen.Generator, error) {
 	payloads := make([][]byte, n)
 	expected := make([][]byte, n)
 	for i := range payloads {

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/santa-offload/santa/bench/gen"
+	"github.com/santa-offload/santa/internal/popularity"
 )
 
 // Defaults are a scenario command's defaults for the shared flags.
@@ -45,7 +45,7 @@ func (f *Flags) Config(items int, port uint16, request Request) (Config, error) 
 	c := f.c
 	c.Items, c.Port, c.Request = items, port, request
 	for _, p := range strings.Split(f.pops, ",") {
-		pop, err := gen.ParsePopularity(p)
+		pop, err := popularity.Parse(p)
 		if err != nil {
 			return c, err
 		}

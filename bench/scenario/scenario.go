@@ -13,8 +13,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/santa-offload/santa/bench/gen"
 	"github.com/santa-offload/santa/bench/rig"
+	"github.com/santa-offload/santa/internal/popularity"
 	"github.com/santa-offload/santa/rule"
 )
 
@@ -31,7 +31,7 @@ type Config struct {
 	// Popularities are the request mixes swept; Offload is the top-N sweep
 	// (0: the server alone); Rates the offered loads, requests/s (0: open
 	// loop); RuleCounts, if any, the rule-count sweep (Figure 4).
-	Popularities []gen.Popularity
+	Popularities []popularity.Popularity
 	Offload      []int
 	RuleCounts   []int
 	Rates        []float64

@@ -11,6 +11,7 @@ import (
 	"github.com/santa-offload/santa/bench/gen"
 	"github.com/santa-offload/santa/bench/rig"
 	"github.com/santa-offload/santa/internal/pkttest"
+	"github.com/santa-offload/santa/internal/popularity"
 )
 
 // The load clients. The C client (-client c) sends bursts with sendmmsg and
@@ -36,14 +37,14 @@ type loadRun struct {
 func openLoad(ctx context.Context, c config, mix string, rng *rand.Rand, tmp, clientBin string,
 	size int) (load func(rate float64) sender, done func(), err error) {
 	var picked []int
-	pop := gen.Uniform
+	pop := popularity.Uniform
 	switch mix {
 	case "hot":
 		picked = rng.Perm(c.nrules)[:min(1024, c.nrules)]
 	case "uniform":
 		picked = rng.Perm(c.nrules)
 	case "zipf":
-		picked, pop = rng.Perm(c.nrules), gen.Popularity{Zipf: true, S: 0.99}
+		picked, pop = rng.Perm(c.nrules), popularity.Popularity{Zipf: true, S: 0.99}
 	default:
 		return nil, nil, fmt.Errorf("unknown mix %q", mix)
 	}
@@ -82,7 +83,7 @@ const genPort = 40000
 // openGen loads the generator on the client veth with one request per
 // picked name (transaction id = its index) and the replies expected to
 // them, sent in the order pop draws.
-func openGen(r rig.Rig, picked []int, pop gen.Popularity, size int) (*gen.Generator, error) {
+func openGen(r rig.Rig, picked []int, pop popularity.Popularity, size int) (*gen.Generator, error) {
 	payloads := make([][]byte, len(picked))
 	expected := make([][]byte, len(picked))
 	for i, n := range picked {

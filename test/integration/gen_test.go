@@ -14,6 +14,7 @@ import (
 
 	"github.com/santa-offload/santa/bench/gen"
 	benchrig "github.com/santa-offload/santa/bench/rig"
+	"github.com/santa-offload/santa/internal/popularity"
 )
 
 // TestGenerator: the benchmark's XDP generator sends every request it is
@@ -40,7 +41,7 @@ func TestGenerator(t *testing.T) {
 			// the kernel's reply is expected, so hello's count as bad.
 			frames := gen.UDPFrames(ends, [][]byte{[]byte("Hello"), []byte("Hi")})
 			cfg := gen.Config{Requests: frames, ReplyPort: 40000, Expected: [][]byte{[]byte("COMSYS")},
-				Popularity: gen.Uniform, SequenceLen: 1024, Seed: 1}
+				Popularity: popularity.Uniform, SequenceLen: 1024, Seed: 1}
 			const rate, d = 2000, 500 * time.Millisecond
 			var got gen.Counters
 			var ran time.Duration

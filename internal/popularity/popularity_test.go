@@ -1,20 +1,20 @@
-package gen
+package popularity
 
 import (
 	"math"
 	"testing"
 )
 
-func TestParsePopularity(t *testing.T) {
+func TestParse(t *testing.T) {
 	for in, want := range map[string]Popularity{"uniform": Uniform, "zipf:0.99": {Zipf: true, S: 0.99}, "zipf:1": {Zipf: true, S: 1}} {
-		got, err := ParsePopularity(in)
+		got, err := Parse(in)
 		if err != nil || got != want || got.String() != in {
-			t.Errorf("ParsePopularity(%q) = %v (%q), %v; want %v", in, got, got.String(), err, want)
+			t.Errorf("Parse(%q) = %v (%q), %v; want %v", in, got, got.String(), err, want)
 		}
 	}
 	for _, bad := range []string{"", "zipf", "zipf:", "zipf:-1", "zipf:x", "pareto:1"} {
-		if _, err := ParsePopularity(bad); err == nil {
-			t.Errorf("ParsePopularity(%q) accepted", bad)
+		if _, err := Parse(bad); err == nil {
+			t.Errorf("Parse(%q) accepted", bad)
 		}
 	}
 }

@@ -1,4 +1,7 @@
-package gen
+// Package popularity draws which of n requests a load generator sends,
+// uniformly or with Zipf popularity: the XDP generator (bench/gen), the
+// verifying DNS client (internal/dnsload) and dnsperf query files alike.
+package popularity
 
 import (
 	"fmt"
@@ -19,8 +22,8 @@ type Popularity struct {
 // Uniform sends every request equally often.
 var Uniform = Popularity{}
 
-// ParsePopularity reads "uniform" or "zipf:S" (for example "zipf:0.99").
-func ParsePopularity(s string) (Popularity, error) {
+// Parse reads "uniform" or "zipf:S" (for example "zipf:0.99").
+func Parse(s string) (Popularity, error) {
 	if s == "uniform" {
 		return Uniform, nil
 	}
