@@ -29,6 +29,7 @@ import (
 
 	dp "github.com/santa-offload/santa/bench/dataplane"
 	"github.com/santa-offload/santa/bench/rig"
+	"github.com/santa-offload/santa/internal/netproc"
 )
 
 type config struct {
@@ -73,13 +74,14 @@ func run(ctx context.Context, c config, tmp string) error {
 	if err != nil {
 		return err
 	}
-	srv, err := rig.StartServer("nginx", argv, c.r.ServerNS(), c.serverCPU, tmp+"/nginx.log", func() error {
-		conn, err := c.r.Dial("tcp", ports["on"])
-		if err == nil {
-			conn.Close()
-		}
-		return err
-	})
+	srv, err := netproc.Start(netproc.Spec{Name: "nginx", Argv: argv, Netns: c.r.ServerNS(), LogPath: tmp + "/nginx.log",
+		Pin: true, CPU: c.serverCPU, Ready: func() error {
+			conn, err := c.r.Dial("tcp", ports["on"])
+			if err == nil {
+				conn.Close()
+			}
+			return err
+		}})
 	if err != nil {
 		return err
 	}

@@ -25,6 +25,7 @@ import (
 	dp "github.com/santa-offload/santa/bench/dataplane"
 	"github.com/santa-offload/santa/bench/rig"
 	"github.com/santa-offload/santa/bench/scenario"
+	"github.com/santa-offload/santa/internal/netproc"
 )
 
 const port = 11211
@@ -55,11 +56,12 @@ func run(ctx context.Context, c scenario.Config, tmp string) error {
 		"-t", "1", "-m", "2048", "-c", "1024"}
 	var conn net.Conn
 	t0 := time.Now()
-	srv, err := rig.StartServer("memcached", argv, c.Rig.ServerNS(), c.ServerCPU, tmp+"/memcached.log", func() error {
-		var err error
-		conn, err = c.Rig.Dial("tcp", port)
-		return err
-	})
+	srv, err := netproc.Start(netproc.Spec{Name: "memcached", Argv: argv, Netns: c.Rig.ServerNS(), LogPath: tmp + "/memcached.log",
+		Pin: true, CPU: c.ServerCPU, Ready: func() error {
+			var err error
+			conn, err = c.Rig.Dial("tcp", port)
+			return err
+		}})
 	if err != nil {
 		if conn != nil { // ready, but pinning the server failed
 			conn.Close()

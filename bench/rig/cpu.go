@@ -1,7 +1,6 @@
 package rig
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -9,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"golang.org/x/sys/unix"
+	"github.com/santa-offload/santa/internal/netproc"
 )
 
 // UserHZ is the unit of /proc/stat's tick counts, which Linux fixes at 100.
@@ -17,29 +16,7 @@ const UserHZ = 100
 
 // PinAllThreads sets the affinity of every thread of this process; threads
 // made later inherit it.
-func PinAllThreads(cpu int) error { return PinThreads(os.Getpid(), cpu) }
-
-// PinThreads sets the affinity of every thread of process pid. Threads
-// that end meanwhile are skipped; a process that has ended is an error
-// (fs.ErrNotExist).
-func PinThreads(pid, cpu int) error {
-	var set unix.CPUSet
-	set.Set(cpu)
-	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
-	if err != nil {
-		return err
-	}
-	for _, t := range tasks {
-		tid, err := strconv.Atoi(t.Name())
-		if err != nil {
-			continue
-		}
-		if err := unix.SchedSetaffinity(tid, &set); err != nil && !errors.Is(err, unix.ESRCH) {
-			return fmt.Errorf("pinning thread %d of %d: %w", tid, pid, err)
-		}
-	}
-	return nil
-}
+func PinAllThreads(cpu int) error { return netproc.PinThreads(os.Getpid(), cpu) }
 
 // CPUTicks are a CPU's busy and total ticks so far (/proc/stat, UserHZ).
 // Busy is user, nice, system, irq and softirq time; total adds idle, iowait
