@@ -14,6 +14,7 @@ import (
 	"github.com/santa-offload/santa/bench/rig"
 	"github.com/santa-offload/santa/internal/netns"
 	"github.com/santa-offload/santa/internal/popularity"
+	"github.com/santa-offload/santa/internal/udpask"
 	"github.com/santa-offload/santa/rule"
 )
 
@@ -58,7 +59,7 @@ func Open(c Config) (*Bench, error) {
 	for i := range all {
 		all[i] = i
 	}
-	if b.replies, err = Capture(conn, c.Request, all); err != nil {
+	if b.replies, err = udpask.Replies(conn, c.Request, all); err != nil {
 		b.Close()
 		return nil, fmt.Errorf("capturing the server's replies: %w", err)
 	}

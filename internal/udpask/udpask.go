@@ -1,25 +1,24 @@
-package scenario
+// Package udpask asks a UDP server whose requests and replies carry a
+// 16-bit id in their first two bytes (DNS's transaction id, memcached's
+// UDP request id) many requests at once and collects its replies: the
+// bytes offload rules answer with, and what test clients check against.
+package udpask
 
 import (
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
-	"net/netip"
 	"os"
 	"time"
-
-	"golang.org/x/sys/unix"
-
-	"github.com/santa-offload/santa/internal/procsock"
 )
 
-// Capture asks the server (through conn) for every item in items and
+// Replies asks the server (through conn) for every item in items and
 // returns its replies with id 0: the bytes Santa's rules answer with. A
 // window of requests is in flight, told apart by their ids (item k of
 // items has id k mod 2^16, so a late reply to an earlier window is not
 // taken for one of this window); lost ones are asked again, up to 5 times.
-func Capture(conn net.Conn, request Request, items []int) ([][]byte, error) {
+func Replies(conn net.Conn, request func(id uint16, item int) []byte, items []int) ([][]byte, error) {
 	const window = 64
 	replies := make([][]byte, len(items))
 	buf := make([]byte, 65536)
@@ -63,37 +62,4 @@ func Capture(conn net.Conn, request Request, items []int) ([][]byte, error) {
 		}
 	}
 	return replies, nil
-}
-
-// sockets returns copies (pidfd_getfd) of every UDP socket bound to
-// addr:port in the network namespace at nsPath, from whichever process
-// holds it: the application's own sockets, which Santa's rules attach to.
-func sockets(nsPath string, addr netip.Addr, port uint16) ([]int, error) {
-	bound, err := procsock.BoundUDP(nsPath, port, addr)
-	if err != nil {
-		return nil, err
-	}
-	if len(bound) == 0 {
-		return nil, fmt.Errorf("no UDP socket bound to %v", netip.AddrPortFrom(addr, port))
-	}
-	var fds []int
-	for _, s := range bound {
-		pid, n, err := procsock.Holder(s.Inode)
-		var fd int
-		if err == nil {
-			fd, err = procsock.TakeFD(pid, n)
-		}
-		if err != nil {
-			closeAll(fds)
-			return nil, err
-		}
-		fds = append(fds, fd)
-	}
-	return fds, nil
-}
-
-func closeAll(fds []int) {
-	for _, fd := range fds {
-		unix.Close(fd)
-	}
 }
