@@ -102,7 +102,9 @@ const (
 	pinPrefix   = "santa-test-"
 )
 
-var staleNetns = regexp.MustCompile(`^` + netnsPrefix + `([0-9]+)[a-z]+$`)
+// A namespace named NetnsName(suffix), or one of the two of a bench/rig.sh
+// rig of that name.
+var staleNetns = regexp.MustCompile(`^` + netnsPrefix + `([0-9]+)[a-z]+(-srv|-cli)?$`)
 var stalePins = regexp.MustCompile(`^` + pinPrefix + `([0-9]+)-[a-z]+$`)
 
 // NetnsName and PinPath name a test's namespace and pins after this
