@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -9,6 +10,8 @@ import (
 	"strconv"
 
 	"github.com/santa-offload/santa/bench/rig"
+	"github.com/santa-offload/santa/internal/dnsload"
+	"github.com/santa-offload/santa/internal/dnstest"
 )
 
 var dnsperfQPS = regexp.MustCompile(`Queries per second:\s+([0-9.]+)`)
@@ -51,4 +54,18 @@ func runDnsperf(ctx context.Context, c config, id, dir string) error {
 		fmt.Printf("RESULT name=%s/client=dnsperf/server_us_per_query value=%.3f unit=us/query\n", id, us)
 	}
 	return nil
+}
+
+// writeDnsperfQueries writes dnsperf's query file: every name, in order.
+func writeDnsperfQueries(path string, n int) error {
+	qs, seq := make([]dnsload.Question, n), make([]uint32, n)
+	for i := range n {
+		qs[i], seq[i] = dnsload.Question{Name: dnstest.Name(i), Type: dnsload.TypeA}, uint32(i)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	err = dnsload.WriteDnsperfQueries(f, qs, seq)
+	return errors.Join(err, f.Close())
 }

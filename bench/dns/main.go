@@ -1,6 +1,7 @@
 // Command dns is the paper's DNS scenario in the rig (bench/rig.sh): BIND 9,
-// Knot and NSD from Debian's packages serve a zone of -names names from
-// the server namespace, one worker each, pinned to the server CPU. The XDP
+// Knot and NSD from Debian's packages (internal/dnstest) serve a zone of
+// -names names from the server namespace, one worker each, pinned to the
+// server CPU. The XDP
 // generator (bench/gen) asks for the names with uniform or Zipf popularity
 // at a sweep of offered loads; every reply is counted and checked against
 // the server's own reply bytes. Santa then takes over the top n names
@@ -21,6 +22,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"net/netip"
 	"os"
 	"strings"
 	"time"
@@ -28,11 +30,12 @@ import (
 	dp "github.com/santa-offload/santa/bench/dataplane"
 	"github.com/santa-offload/santa/bench/rig"
 	"github.com/santa-offload/santa/bench/scenario"
+	"github.com/santa-offload/santa/internal/dnstest"
 )
 
 type config struct {
 	scenario.Config
-	servers []string
+	servers []dnstest.Kind
 	dnsperf time.Duration
 }
 
@@ -41,7 +44,7 @@ func main() {
 	if err == nil {
 		err = c.Rig.Run("dns", c.ServerCPU, c.ClientCPU, func(ctx context.Context, tmp string) error {
 			for _, s := range c.servers {
-				if err := runServer(ctx, c, servers[s], tmp); err != nil {
+				if err := runServer(ctx, c, s, tmp); err != nil {
 					return fmt.Errorf("%s: %w", s, err)
 				}
 			}
@@ -62,11 +65,11 @@ func parseFlags() (config, error) {
 	names := flag.Int("names", 1000, "names in the zone")
 	flag.DurationVar(&c.dnsperf, "dnsperf", 10*time.Second, "dnsperf run per server (0: none)")
 	flag.Parse()
-	c.servers = strings.Split(*srv, ",")
-	for _, s := range c.servers {
-		if _, ok := servers[s]; !ok {
-			return c, fmt.Errorf("-servers: unknown server %q", s)
+	for _, s := range strings.Split(*srv, ",") {
+		if err := dnstest.Available(dnstest.Kind(s)); err != nil {
+			return c, fmt.Errorf("-servers: %w", err)
 		}
+		c.servers = append(c.servers, dnstest.Kind(s))
 	}
 	if *names < 1 || *names > 1<<20 {
 		return c, fmt.Errorf("-names %d: want 1 to %d", *names, 1<<20)
@@ -79,39 +82,25 @@ func parseFlags() (config, error) {
 // runServer starts one server, measures it with dnsperf, then runs the
 // generator's sweep over popularity x offered load x offload level, and
 // the rule-count sweep if asked for.
-func runServer(ctx context.Context, c config, s server, tmp string) error {
-	dir, err := os.MkdirTemp(tmp, s.name+"-")
+func runServer(ctx context.Context, c config, k dnstest.Kind, tmp string) error {
+	dir, err := os.MkdirTemp(tmp, string(k)+"-")
 	if err != nil {
 		return err
 	}
-	if err := writeZone(dir+"/zone", c.Items, rig.ServerIPv4); err != nil {
-		return err
-	}
-	argv, err := s.config(dir, rig.ServerIPv4)
-	if err != nil {
-		return err
-	}
-	conn, err := c.Rig.Dial("udp", 53)
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
 	t0 := time.Now()
-	srv, err := rig.StartServer(s.name, argv, c.Rig.ServerNS(), c.ServerCPU, dir+"/server.log", func() error {
-		_, err := scenario.Capture(conn, query, []int{c.Items - 1})
-		return err
-	})
+	srv, err := dnstest.Start(dnstest.Config{Kind: k, Netns: c.Rig.ServerNS(), Dir: dir,
+		Addrs: []netip.Addr{netip.MustParseAddr(rig.ServerIPv4)}, Threads: 1, Names: c.Items, Pin: true, CPU: c.ServerCPU})
 	if err != nil {
 		return err
 	}
 	defer srv.Stop()
-	fmt.Fprintf(os.Stderr, "%s: serving %d names (ready in %v)\n", s.name, c.Items, time.Since(t0).Round(time.Millisecond))
+	fmt.Fprintf(os.Stderr, "%s: serving %d names (ready in %v)\n", k, c.Items, time.Since(t0).Round(time.Millisecond))
 	b, err := scenario.Open(c.Config)
 	if err != nil {
 		return err
 	}
 	defer b.Close()
-	id := fmt.Sprintf("dns/server=%s/names=%s", s.name, dp.Human(c.Items))
+	id := fmt.Sprintf("dns/server=%s/names=%s", k, dp.Human(c.Items))
 	if c.dnsperf > 0 {
 		if err := runDnsperf(ctx, c, id, dir); err != nil {
 			return err

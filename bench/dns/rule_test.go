@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/santa-offload/santa/bench/scenario"
+	"github.com/santa-offload/santa/internal/dnstest"
 	"github.com/santa-offload/santa/internal/rules"
 	"github.com/santa-offload/santa/rule"
 )
@@ -28,7 +29,7 @@ func TestRule(t *testing.T) {
 		q := query(0xbeef, i)
 		got, ok := rules.Match(refs, q)
 		if !ok || got.ID != uint32(i) {
-			t.Fatalf("query for %s: matched %v (rule %d), want rule %d", name(i), ok, got.ID, i)
+			t.Fatalf("query for %s: matched %v (rule %d), want rule %d", dnstest.Name(i), ok, got.ID, i)
 		}
 		c, err := rule.Compile(got.Rule)
 		if err != nil {
@@ -37,7 +38,7 @@ func TestRule(t *testing.T) {
 		reply, ok := c.Reply(q)
 		want := append([]byte{0xbe, 0xef}, captured[i][2:]...)
 		if !ok || !bytes.Equal(reply, want) {
-			t.Errorf("reply to %s:\n got %x\nwant %x", name(i), reply, want)
+			t.Errorf("reply to %s:\n got %x\nwant %x", dnstest.Name(i), reply, want)
 		}
 	}
 	// Another name, or another query type, is the server's.
