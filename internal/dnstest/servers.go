@@ -47,7 +47,9 @@ var kinds = map[Kind]kind{
 }
 
 // zoneFile is where a zone's file is in the server's directory.
-func zoneFile(dir, origin string) string { return filepath.Join(dir, strings.TrimSuffix(origin, ".")+".zone") }
+func zoneFile(dir, origin string) string {
+	return filepath.Join(dir, strings.TrimSuffix(origin, ".")+".zone")
+}
 
 // bindConfig: named in the foreground (-g, logging to stderr), -n worker
 // threads, rndc on 127.0.0.1:953 of the namespace with a fresh key.
