@@ -21,10 +21,10 @@ import (
 func TestShapesAreTheClients(t *testing.T) {
 	q := Question{Name: "n1.example", Type: TypeA}
 	for shape, want := range map[Shape]string{
-		RD:     "01000001000000000000026e31076578616d706c650000010001",                                    // dnsperf
-		EDNS:   "01000001000000000001026e31076578616d706c6500000100010000291000000000000000",             // dnsperf -e, kdig +edns
-		EDNSDO: "01000001000000000001026e31076578616d706c6500000100010000291000000080000000",             // dnsperf -D
-		RDAD:   "01200001000000000000026e31076578616d706c650000010001",                                    // kdig
+		RD:     "01000001000000000000026e31076578616d706c650000010001",                               // dnsperf
+		EDNS:   "01000001000000000001026e31076578616d706c6500000100010000291000000000000000",         // dnsperf -e, kdig +edns
+		EDNSDO: "01000001000000000001026e31076578616d706c6500000100010000291000000080000000",         // dnsperf -D
+		RDAD:   "01200001000000000000026e31076578616d706c650000010001",                               // kdig
 		Cookie: "01200001000000000001026e31076578616d706c65000001000100002904d000000000000c000a0008", // dig, cookie aside
 	} {
 		got := hex.EncodeToString(NewForm(q, shape).Bytes)
