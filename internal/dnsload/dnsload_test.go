@@ -104,7 +104,13 @@ func TestExpectMatches(t *testing.T) {
 	if !e.Matches(rot, r1) || e.Matches(rot, r2) {
 		t.Error("a fixed expectation: the same bytes must match, another order not")
 	}
+	if !e.Equal(Expect{Reply: e.Reply}) || e.Equal(Expect{Reply: r2}) {
+		t.Error("fixed expectations: equal only if the same bytes")
+	}
 	e.AnyOrder = true
+	if !e.Equal(Expect{Reply: answer(rot.Query(0), 0, 3, 1, 2), AnyOrder: true}) || !severalOfAType(r2) || severalOfAType(answer(rot.Query(0), 0, 1)) {
+		t.Error("any order: equal if the same records")
+	}
 	if !e.Matches(rot, r2) || e.Matches(rot, answer(rot.Query(2), 0, 1, 2, 4)) || e.Matches(rot, answer(rot.Query(2), 0, 1, 2)) {
 		t.Error("any order: another order must match, other records not")
 	}

@@ -14,9 +14,10 @@ import (
 // A reply matches it when it is the same bytes but for those (Matches).
 type Expect struct {
 	Reply []byte
-	// AnyOrder: the server answered the form with its answer records in
-	// different orders (a rotating RRset, BIND's default): a reply with
-	// the same records in any order matches.
+	// AnyOrder: the answer has several records of one type, which a
+	// server may send in any order (BIND rotates them), or the server
+	// answered in different orders: a reply with the same records in any
+	// order matches.
 	AnyOrder bool
 }
 
@@ -42,6 +43,7 @@ func Capture(conn net.Conn, forms []Form, tries int) ([]Expect, error) {
 		if err := normalize(f, e.Reply); err != nil {
 			return nil, fmt.Errorf("capture: reply to %v: %w", f, err)
 		}
+		e.AnyOrder = severalOfAType(e.Reply)
 		for try := 1; try < tries; try++ {
 			r := replies[try*len(forms)+i]
 			if err := normalize(f, r); err != nil {
@@ -80,7 +82,23 @@ func (e Expect) Matches(f Form, reply []byte) bool {
 
 // Equal reports whether e and o expect the same replies.
 func (e Expect) Equal(o Expect) bool {
-	return e.AnyOrder == o.AnyOrder && bytes.Equal(e.Reply, o.Reply)
+	return e.AnyOrder == o.AnyOrder && (bytes.Equal(e.Reply, o.Reply) || e.AnyOrder && sameRecords(e.Reply, o.Reply))
+}
+
+// severalOfAType reports whether reply's answer has two records of a type.
+func severalOfAType(reply []byte) bool {
+	m, err := parse(reply)
+	if err != nil {
+		return false
+	}
+	seen := map[uint16]bool{}
+	for _, r := range m.sections[0] {
+		if seen[r.typ] {
+			return true
+		}
+		seen[r.typ] = true
+	}
+	return false
 }
 
 // normalize zeroes reply's transaction id, and the server cookie of a

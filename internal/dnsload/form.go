@@ -23,8 +23,8 @@ type Question struct {
 
 // A Shape is how a client puts a question into a query: which header
 // flags, which EDNS record. Each is what a real client sends (checked with
-// the Debian 12 tools: dnsperf 2.10, kdig 3.2, dig 9.18), or a deliberate variation
-// that offload rules must not take for another shape.
+// the Debian 12 tools: dnsperf 2.10, kdig 3.2, dig 9.18), or a deliberate
+// variation that offload rules must not take for another shape.
 type Shape uint8
 
 const (

@@ -27,7 +27,7 @@ const (
 	names     = 1000 // in the zone
 	asked     = 50   // names the load asks for, in every shape
 	perShape  = 10000
-	staleness = 100 * time.Millisecond // an old answer's grace after a reload (BIND: about 20 ms)
+	staleness = 10 * time.Millisecond // an old answer in flight as the reload completes
 )
 
 // rig brings up a bench/rig.sh rig (NAME-srv and NAME-cli joined by a
