@@ -4,15 +4,20 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"net"
 	"net/netip"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/santa-offload/santa/internal/model"
 	"github.com/santa-offload/santa/internal/pkttest"
 )
 
-const probePort = 40001
+const (
+	probePort = 40001
+	replyWait = 5 * time.Second // a request over loopback reaches its socket
+)
 
 // fromProbe is req sent from the service's probe port.
 func fromProbe(f pkttest.UDPFrame) pkttest.UDPFrame {
@@ -25,6 +30,13 @@ func fromProbe(f pkttest.UDPFrame) pkttest.UDPFrame {
 // hand.
 func learningService(t *testing.T, d *Datapath) (model.ServiceID, netip.AddrPort) {
 	t.Helper()
+	s, c := learningSocket(t, d)
+	return s, local(c)
+}
+
+// learningSocket is learningService with its socket.
+func learningSocket(t *testing.T, d *Datapath) (model.ServiceID, *net.UDPConn) {
+	t.Helper()
 	c := boundUDP(t, "127.0.0.1:0")
 	s := register(t, d, c)
 	if _, err := d.AddRule(s, hello()); err != nil {
@@ -34,7 +46,7 @@ func learningService(t *testing.T, d *Datapath) (model.ServiceID, netip.AddrPort
 	if err := d.SetLearning(s, model.Learning{KeyOffset: 2, ProbePort: probePort, Enabled: true}); err != nil {
 		t.Fatal(err)
 	}
-	return s, local(c)
+	return s, c
 }
 
 // xdpPasses runs frame through XDP and checks that it passed untouched.
@@ -254,4 +266,55 @@ func dnsName(q []byte) string {
 		q = q[1+q[0]:]
 	}
 	return strings.Join(labels, ".")
+}
+
+// Real requests over loopback, with XDP and TC attached: each passed
+// request is counted once, though both programs see it (XDP marks it
+// seen), and probes are not counted.
+func TestLearnRealPackets(t *testing.T) {
+	back := enterNewNetns(t)
+	defer back()
+	if err := exec("ip", "link", "set", "lo", "up"); err != nil {
+		t.Fatal(err)
+	}
+	d := openTest(t)
+	att, err := d.Attach("lo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Detach("lo")
+	t.Logf("loopback attached: XDP %s, TC %v", att.XDP, att.TC)
+	s, srv := learningSocket(t, d)
+	to := local(srv)
+	send := func(from string, payload []byte) {
+		c, err := net.DialUDP("udp", net.UDPAddrFromAddrPort(netip.MustParseAddrPort(from)), net.UDPAddrFromAddrPort(to))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if _, err := c.Write(payload); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 9 {
+		send("127.0.0.1:0", pkttest.DNSQuery(uint16(i), "real.example"))
+	}
+	send(fmt.Sprintf("127.0.0.1:%d", probePort), pkttest.DNSQuery(99, "real.example"))
+	// Every request reached the server before the window ends.
+	srv.SetReadDeadline(time.Now().Add(replyWait))
+	for i := range 10 {
+		if _, err := srv.Read(make([]byte, 512)); err != nil {
+			t.Fatalf("request %d did not reach the server: %v", i, err)
+		}
+	}
+	if err := d.learnStep(); err != nil {
+		t.Fatal(err)
+	}
+	hot, err := d.Hot(s, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := fmt.Sprint(hotNames(hot)); got != "[real.example:9]" {
+		t.Fatalf("hot %s; want [real.example:9]", got)
+	}
 }
