@@ -38,11 +38,11 @@ func RuleEntrySize(e *RuleEntry) int {
 
 // Fixed sizes of the items of pages (docs/protocol.md).
 const (
-	ServiceInfoSize  = serviceSize  // an item of LIST_SERVICES, version 1
+	ServiceInfoSize = serviceSize // an item of LIST_SERVICES, version 1
 	// MaxServiceInfoSize is the most an item of LIST_SERVICES takes in
 	// version 2, with its manager's name.
 	MaxServiceInfoSize = serviceSize + 2 + MaxClientName
-	RuleCountersSize = countersSize // an item of RULE_STATS
+	RuleCountersSize   = countersSize // an item of RULE_STATS
 	// PageOverhead is what a paged reply takes besides its items: the
 	// header, the count and next.
 	PageOverhead = HeaderLen + 4 + 4
