@@ -42,4 +42,4 @@ const (
 )
 
 // ErrNotLearning: the service's learning is off.
-var ErrNotLearning = errors.New("learning is off")
+var ErrNotLearning = errors.New("learning is off: LEARN turns it on")
