@@ -4,6 +4,7 @@ import (
 	"errors"
 	"reflect"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -14,8 +15,11 @@ import (
 // SetLearning and Hot speak version 2 to a daemon that agrees on it, and
 // the services it lists carry their manager.
 func TestLearning(t *testing.T) {
+	var mu sync.Mutex
 	var got *protocol.Learn
 	path := serve(t, func(req protocol.Body, _ []int) protocol.Body {
+		mu.Lock()
+		defer mu.Unlock()
 		switch req := req.(type) {
 		case *protocol.Hello:
 			return &protocol.HelloReply{Version: 2}
@@ -36,9 +40,11 @@ func TestLearning(t *testing.T) {
 	if err := c.SetLearning(3, Learning{KeyOffset: 2, ProbePort: 5300, Enabled: true}); err != nil {
 		t.Fatal(err)
 	}
+	mu.Lock()
 	if want := (&protocol.Learn{ServiceID: 3, KeyOff: 2, ProbePort: 5300, Enable: true}); !reflect.DeepEqual(got, want) {
 		t.Errorf("LEARN sent %+v, want %+v", got, want)
 	}
+	mu.Unlock()
 	hot, err := c.Hot(3, 2)
 	if err != nil {
 		t.Fatal(err)
