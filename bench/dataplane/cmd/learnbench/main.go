@@ -16,8 +16,6 @@ import (
 	"os"
 	"runtime"
 
-	"golang.org/x/sys/unix"
-
 	dp "github.com/santa-offload/santa/bench/dataplane"
 	"github.com/santa-offload/santa/internal/model"
 )
@@ -30,12 +28,7 @@ func main() {
 	seed := flag.Uint64("seed", 1, "random seed")
 	flag.Parse()
 
-	runtime.LockOSThread()
-	if *cpu >= 0 {
-		var set unix.CPUSet
-		set.Set(*cpu)
-		check(unix.SchedSetaffinity(0, &set))
-	}
+	check(dp.PinThread(*cpu))
 	rng := rand.New(rand.NewPCG(*seed, 42))
 	var sets [2]*dp.Set
 	for i := range sets {
@@ -83,31 +76,16 @@ func main() {
 		}
 		med := dp.Median(c.Samples)
 		medians[c.Name] = med
+		lo, hi := dp.Range(c.RoundMedians)
 		fmt.Printf("RESULT name=dataplane/learn/%s value=%.0f unit=ns/pkt round_medians=%.0f..%.0f p90=%.0f samples=%d\n",
-			c.Name, med, minF(c.RoundMedians), maxF(c.RoundMedians), dp.Percentile(c.Samples, 90), len(c.Samples))
-		fmt.Fprintf(os.Stderr, "%-24s %6.0f ns/pkt (round medians %.0f..%.0f)\n", c.Name, med, minF(c.RoundMedians), maxF(c.RoundMedians))
+			c.Name, med, lo, hi, dp.Percentile(c.Samples, 90), len(c.Samples))
+		fmt.Fprintf(os.Stderr, "%-24s %6.0f ns/pkt (round medians %.0f..%.0f)\n", c.Name, med, lo, hi)
 	}
 	for _, mix := range []string{"distinct", "one_key"} {
 		cost := medians[mix+"/learn=on"] - medians[mix+"/learn=off"]
 		fmt.Printf("RESULT name=dataplane/learn/cost_per_passed/%s value=%.0f unit=ns\n", mix, cost)
 		fmt.Fprintf(os.Stderr, "learning costs a passed request %.0f ns (%s)\n", cost, mix)
 	}
-}
-
-func minF(xs []float64) float64 {
-	m := xs[0]
-	for _, x := range xs {
-		m = min(m, x)
-	}
-	return m
-}
-
-func maxF(xs []float64) float64 {
-	m := xs[0]
-	for _, x := range xs {
-		m = max(m, x)
-	}
-	return m
 }
 
 func check(err error) {
