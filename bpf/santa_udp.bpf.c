@@ -21,6 +21,7 @@
 #include "reply.h"
 #include "payload.h"
 #include "deliver.h"
+#include "learn.h"
 
 #define TC_ACT_OK 0
 #define TC_ACT_SHOT 2
@@ -116,8 +117,8 @@ int santa_udp(struct xdp_md *ctx)
 	struct santa_rule *rule;
 	struct net_device *dev;
 	__u32 path, reply_len;
+	int delta, read;
 	__u64 sum;
-	int delta;
 
 	if (!santa_parse(data, data_end, data_end - data, &pkt, &path))
 		return santa_xdp_exit(ctx, path, XDP_PASS);
@@ -126,9 +127,15 @@ int santa_udp(struct xdp_md *ctx)
 		return santa_xdp_exit(ctx, path, XDP_PASS);
 
 	s = santa_scratch();
-	rule = santa_answering_rule(ctx, 1, &pkt, svc, s);
-	if (!rule)
+	read = santa_read_payload(ctx, 1, &pkt, s);
+	rule = read ? santa_answering_rule(s, svc, pkt.plen) : NULL;
+	if (!rule) {
+		if (read)
+			santa_learn(svc, &pkt, s);
 		goto pass;
+	}
+	if (santa_is_probe(svc, &pkt))
+		goto probe;
 	/* Checked only now, so that only the packets to be answered pay. */
 	dev = santa_xdp_dev(ctx);
 	if (!santa_check_delivery(dev, data, data_end, &pkt, &path))
@@ -163,6 +170,9 @@ fallback:
 over_mtu:
 	santa_count_service(svc->id, SANTA_SVC_PASSED);
 	return santa_xdp_exit(ctx, SANTA_PATH_OVER_MTU, XDP_PASS);
+probe:
+	santa_count_service(svc->id, SANTA_SVC_PASSED);
+	return santa_xdp_exit(ctx, SANTA_PATH_PROBE, XDP_PASS);
 pass:
 	santa_count_service(svc->id, SANTA_SVC_PASSED);
 	return santa_xdp_exit(ctx, SANTA_PATH_SERVICE_PASS, XDP_PASS);
@@ -197,7 +207,7 @@ int santa_udp_tc(struct __sk_buff *skb)
 	struct santa_rule *rule;
 	struct sk_buff *kskb;
 	__u32 path, reply_len, verdict, headers;
-	int partial;
+	int partial, read;
 	__u64 sum;
 
 	verdict = santa_xdp_verdict(skb);
@@ -214,9 +224,18 @@ int santa_udp_tc(struct __sk_buff *skb)
 		return santa_tc_exit(path, TC_ACT_OK);
 
 	s = santa_scratch();
-	rule = santa_answering_rule(skb, 0, &pkt, svc, s);
-	if (!rule)
+	read = santa_read_payload(skb, 0, &pkt, s);
+	rule = read ? santa_answering_rule(s, svc, pkt.plen) : NULL;
+	if (!rule) {
+		/* A request XDP saw it counted there already, if it passed. */
+		if (read && !verdict)
+			santa_learn(svc, &pkt, s);
 		goto pass;
+	}
+	if (santa_is_probe(svc, &pkt)) {
+		santa_count_service(svc->id, SANTA_SVC_PASSED);
+		return santa_tc_exit(SANTA_PATH_PROBE, TC_ACT_OK);
+	}
 	kskb = bpf_cast_to_kern_ctx(skb);
 	if (!santa_check_delivery(kskb->dev, (void *)(long)skb->data, (void *)(long)skb->data_end, &pkt, &path))
 		return santa_tc_exit(path, TC_ACT_OK);
@@ -278,6 +297,9 @@ const enum santa_slot_layout *unused_santa_slot_layout __attribute__((unused));
 const enum santa_index_layout *unused_santa_index_layout __attribute__((unused));
 const enum santa_addr_kind *unused_santa_addr_kind __attribute__((unused));
 const enum santa_limit *unused_santa_limit __attribute__((unused));
+const enum santa_learn_layout *unused_santa_learn_layout __attribute__((unused));
+/* And the learning structures user space reads (the config is a map value). */
+const struct santa_learn_sample *unused_santa_learn_sample __attribute__((unused));
 const enum santa_default_capacity *unused_santa_default_capacity __attribute__((unused));
 /* santa_tcp's, but every object shares santa_abi.h and one Go file has them all. */
 const enum santa_sockopt *unused_santa_sockopt __attribute__((unused));

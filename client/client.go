@@ -23,9 +23,10 @@ type Client struct {
 	conn    *net.UnixConn
 	session Session
 
-	mu  sync.Mutex // one request in flight, so the reply read is its own
-	seq uint32
-	buf []byte // one datagram
+	mu      sync.Mutex // one request in flight, so the reply read is its own
+	seq     uint32
+	buf     []byte // one datagram
+	version uint16 // of the protocol, agreed in HELLO
 }
 
 // Dial connects to santad at path and introduces the client with HELLO.
@@ -34,17 +35,17 @@ func Dial(path string) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dial santad: %w", err)
 	}
-	c := &Client{conn: conn, buf: make([]byte, protocol.MaxMessage)}
-	hello := &protocol.Hello{MinVersion: protocol.Version, MaxVersion: protocol.Version, Client: programName()}
+	c := &Client{conn: conn, buf: make([]byte, protocol.MaxMessage), version: protocol.Version}
+	hello := &protocol.Hello{MinVersion: protocol.Version, MaxVersion: protocol.LatestVersion, Client: programName()}
 	s, err := call[*protocol.HelloReply](c, hello, nil)
-	if err == nil && s.Version != protocol.Version {
+	if err == nil && (s.Version < protocol.Version || s.Version > protocol.LatestVersion) {
 		err = fmt.Errorf("daemon chose version %d", s.Version)
 	}
 	if err != nil {
 		conn.Close()
 		return nil, fmt.Errorf("hello santad: %w", err)
 	}
-	c.session = *s
+	c.session, c.version = *s, s.Version
 	return c, nil
 }
 
@@ -71,7 +72,7 @@ func call[R protocol.Body](c *Client, req protocol.Body, oob []byte) (R, error) 
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.seq++
-	msg, err := protocol.Encode(c.seq, req)
+	msg, err := protocol.EncodeVersion(c.seq, c.version, req)
 	if err != nil {
 		return none, err
 	}
@@ -89,7 +90,7 @@ func call[R protocol.Body](c *Client, req protocol.Body, oob []byte) (R, error) 
 	}
 	// A reply this side cannot decode is no refusal of the daemon's, so
 	// its *protocol.Error is not wrapped.
-	h, body, err := protocol.Decode(c.buf[:n])
+	h, body, err := protocol.DecodeVersion(c.buf[:n], c.version)
 	if err != nil {
 		return none, fmt.Errorf("bad reply to %v: %v", req.Type(), err)
 	}

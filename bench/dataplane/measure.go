@@ -3,8 +3,11 @@ package dataplane
 import (
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
@@ -105,6 +108,10 @@ func EmptyXDP() (*ebpf.Program, error) {
 	})
 }
 
+// Range is the smallest and the largest of xs (not empty): the spread of
+// round medians.
+func Range(xs []float64) (lo, hi float64) { return slices.Min(xs), slices.Max(xs) }
+
 // Median of a sample (not modified).
 func Median(xs []uint32) float64 { return Percentile(xs, 50) }
 
@@ -157,4 +164,16 @@ func Summary[S any](name string, runs []S, f func(S) float64, unit string) float
 	fmt.Printf("RESULT name=%s value=%.3f unit=%s range=%.3f..%.3f runs=%d\n", name, med, unit,
 		slices.Min(xs), slices.Max(xs), len(xs))
 	return med
+}
+
+// PinThread keeps the calling goroutine on its thread, and the thread on
+// cpu (unless cpu is negative), so that every run is measured on one CPU.
+func PinThread(cpu int) error {
+	runtime.LockOSThread()
+	if cpu < 0 {
+		return nil
+	}
+	var set unix.CPUSet
+	set.Set(cpu)
+	return unix.SchedSetaffinity(0, &set)
 }

@@ -22,17 +22,20 @@ static __always_inline long santa_store(void *ctx, int xdp, __u32 off, void *fro
 	return xdp ? bpf_xdp_store_bytes(ctx, off, from, len) : bpf_skb_store_bytes(ctx, off, from, len, 0);
 }
 
-/* The rule that answers the request, or NULL. The payload is copied to s
- * first: matching and copy processors read it there. */
-static __always_inline struct santa_rule *santa_answering_rule(void *ctx, int xdp, const struct santa_pkt *pkt,
-							       struct santa_service *svc, struct santa_scratch *s)
+/* Copies the request's payload to s, where matching, learning and copy
+ * processors read it. Returns whether it did. */
+static __always_inline int santa_read_payload(void *ctx, int xdp, const struct santa_pkt *pkt, struct santa_scratch *s)
 {
-	__u32 plen = pkt->plen;
-	struct santa_rule *rule;
+	return s && pkt->plen != 0 && pkt->plen <= SANTA_MAX_UDP_REQUEST &&
+	       !santa_load(ctx, xdp, pkt->payload_off, s->buf, pkt->plen);
+}
 
-	if (!s || plen == 0 || plen > SANTA_MAX_UDP_REQUEST || santa_load(ctx, xdp, pkt->payload_off, s->buf, plen))
-		return NULL;
-	rule = santa_match(s, svc, plen);
+/* The rule that answers the request read into s, or NULL. */
+static __always_inline struct santa_rule *santa_answering_rule(struct santa_scratch *s, struct santa_service *svc,
+							       __u32 plen)
+{
+	struct santa_rule *rule = santa_match(s, svc, plen);
+
 	if (!rule || rule->reply_len == 0 || rule->reply_len > SANTA_MAX_UDP_REPLY)
 		return NULL;
 	return rule;

@@ -71,6 +71,12 @@ struct santa_service {
 	__u8 nregions;
 	__u8 proto;     /* IPPROTO_UDP (17) or IPPROTO_TCP (6) */
 	__u16 pad;
+	/* Learning (learn.h): 0 = off; else the id under which the passed
+	 * requests are counted, never reused, so that a sample still in the
+	 * ring when the service ends is not taken for another's. */
+	__u32 learn;
+	__u16 learn_off;   /* the key is payload[learn_off:] */
+	__be16 probe_port; /* UDP source port of the manager's probes, never answered nor counted; 0: none */
 	struct santa_region regions[SANTA_MAX_REGIONS];
 };
 
@@ -230,6 +236,40 @@ struct santa_rule_stats {
 	__u64 bytes; /* reply payload bytes sent */
 };
 
+/*
+ * Learning (learn.h): a UDP service with learning on counts the requests it
+ * passes (no rule answered) by their key, payload[learn_off:], in a
+ * count-min sketch per CPU. Two epochs: user space flips the current one
+ * once per window, reads the other and zeroes it. The first time a key's
+ * estimate on a CPU reaches the epoch's threshold, a sample with its bytes
+ * goes to the learn_samples ring (at most budget per CPU and epoch), so
+ * that user space knows which keys to read the counts of.
+ */
+enum santa_learn_layout {
+	SANTA_LEARN_ROWS = 2,
+	SANTA_LEARN_WIDTH = 8192,     /* counters per row: one row is one 32 KiB per-CPU value */
+	SANTA_LEARN_MAX_KEY = 256,    /* longer keys are not counted */
+	SANTA_LEARN_MAX_OFF = 1023,   /* the largest learn_off */
+};
+
+/* The one entry of learn_config, written by user space. */
+struct santa_learn_config {
+	__u32 epoch;     /* 0 or 1: where this window counts */
+	__u32 threshold; /* a key's estimate on one CPU that brings a sample */
+	__u32 budget;    /* samples per CPU and epoch */
+	__u32 pad;
+};
+
+/* A key whose estimate reached the threshold (learn_samples). */
+struct santa_learn_sample {
+	__u32 learn;  /* the service's santa_service.learn */
+	__u32 cells[SANTA_LEARN_ROWS]; /* its counter in each row */
+	__u16 len;    /* bytes of key */
+	__u8 epoch;
+	__u8 pad;
+	__u8 key[SANTA_LEARN_MAX_KEY];
+};
+
 /* Per-CPU counters for every exit of a program (path_stats): why a packet
  * was answered or passed before it could be tied to a service. */
 enum santa_path {
@@ -252,6 +292,7 @@ enum santa_path {
 	SANTA_PATH_NOT_LOCAL,    /* destination not an address of this host: the stack forwards or drops it */
 	SANTA_PATH_MARTIAN,      /* source or destination the stack drops on this interface (loopback, own, broadcast) */
 	SANTA_PATH_OVER_MTU,     /* the reply would not fit the interface's MTU: the application answers */
+	SANTA_PATH_PROBE,        /* from the service's probe port: passed, neither answered nor counted for learning */
 	SANTA_PATH_NCOUNTERS,
 };
 

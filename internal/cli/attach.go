@@ -15,7 +15,8 @@ import (
 )
 
 // attachOptions name a running server's socket by process and fd, or by
-// the local port it is bound to (a UDP socket) or listens on (-tcp).
+// the local port it is bound to (UDP: every socket bound to it) or
+// listens on (-tcp).
 type attachOptions struct {
 	pid   int
 	fd    int
@@ -28,7 +29,7 @@ type attachOptions struct {
 func (o *attachOptions) flags(fs *flag.FlagSet) {
 	fs.IntVar(&o.pid, "pid", 0, "the server's process `ID`")
 	fs.IntVar(&o.fd, "fd", -1, "the socket's file descriptor `number` in that process")
-	fs.UintVar(&o.port, "port", 0, "find the UDP socket bound to this local `PORT` (root only)")
+	fs.UintVar(&o.port, "port", 0, "find the UDP sockets bound to this local `PORT`, and attach every one (root only)")
 	fs.BoolVar(&o.tcp, "tcp", false, "with -port: find the listening TCP socket instead")
 	fs.StringVar(&o.addr, "addr", "", "with -port: the socket's local `ADDRESS` too")
 	fs.StringVar(&o.netns, "netns", "", "with -port: look in the network namespace at `PATH` (/run/netns/NAME, /proc/PID/ns/net)")
@@ -49,40 +50,72 @@ func (o *attachOptions) run(ctx context.Context, e *env, args []string) error {
 	case o.port > 0xffff:
 		return usagef("-port %d is not a port", o.port)
 	}
-	pid, fd := o.pid, o.fd
-	if byPort {
-		var err error
-		if pid, fd, err = o.find(); err != nil {
+	if byFD {
+		v, err := o.attach(ctx, e, held{pid: o.pid, fd: o.fd})
+		if err != nil {
 			return err
 		}
+		return e.show(v)
 	}
-	sock, err := procsock.TakeFD(pid, fd)
+	found, err := o.find()
 	if err != nil {
 		return err
+	}
+	var views []serviceView
+	for _, h := range found {
+		v, err := o.attach(ctx, e, h)
+		if err != nil {
+			if len(views) > 0 {
+				e.show(servicesView{Services: views}) // what is attached stays attached
+			}
+			return fmt.Errorf("%s: %w", h.local, err)
+		}
+		views = append(views, v)
+	}
+	if len(views) == 1 {
+		return e.show(views[0])
+	}
+	fmt.Fprintf(e.stderr, "santactl: attach: %d UDP sockets are bound to port %d: attached every one\n", len(views), o.port)
+	return e.show(servicesView{Services: views})
+}
+
+// held is a socket as a process holds it.
+type held struct {
+	pid, fd int
+	local   netip.AddrPort // where it is bound (-port only)
+}
+
+// attach attaches the socket h names.
+func (o *attachOptions) attach(ctx context.Context, e *env, h held) (serviceView, error) {
+	sock, err := procsock.TakeFD(h.pid, h.fd)
+	if err != nil {
+		return serviceView{}, err
 	}
 	// The server keeps its own fd: the service lives as long as it does.
 	defer unix.Close(sock)
 	c, err := e.connect(ctx)
 	if err != nil {
-		return err
+		return serviceView{}, err
 	}
 	s, err := c.AttachFD(sock)
 	if err != nil {
-		return err
+		return serviceView{}, err
 	}
-	return e.show(newServiceView(s))
+	return newServiceView(s), nil
 }
 
-// find is the process and fd holding the UDP socket bound to o.port, or
-// with -tcp the TCP socket listening on it.
-func (o *attachOptions) find() (pid, fd int, err error) {
+// find is every process and fd holding a UDP socket bound to o.port (a
+// server with several threads has a SO_REUSEPORT group of them, or one
+// per address), or with -tcp the one TCP socket listening on it.
+func (o *attachOptions) find() ([]held, error) {
 	if os.Geteuid() != 0 {
-		return 0, 0, errors.New("-port needs root, to read every process's fds; use -pid and -fd")
+		return nil, errors.New("-port needs root, to read every process's fds; use -pid and -fd")
 	}
 	var addr netip.Addr
 	if o.addr != "" {
+		var err error
 		if addr, err = netip.ParseAddr(o.addr); err != nil {
-			return 0, 0, usagef("-addr %q is not an IP address", o.addr)
+			return nil, usagef("-addr %q is not an IP address", o.addr)
 		}
 	}
 	what, find := "UDP socket bound to", procsock.BoundUDP
@@ -91,22 +124,38 @@ func (o *attachOptions) find() (pid, fd int, err error) {
 	}
 	sockets, err := find(o.netns, uint16(o.port), addr)
 	if err != nil {
-		return 0, 0, err
+		return nil, err
 	}
-	switch len(sockets) {
-	case 0:
+	switch {
+	case len(sockets) == 0:
 		where := fmt.Sprintf("port %d", o.port)
 		if addr.IsValid() {
 			where = netip.AddrPortFrom(addr, uint16(o.port)).String()
 		}
-		return 0, 0, fmt.Errorf("no %s %s", what, where)
-	case 1:
-		return procsock.Holder(sockets[0].Inode)
+		return nil, fmt.Errorf("no %s %s", what, where)
+	case o.tcp && len(sockets) > 1:
+		var found []string
+		for _, s := range sockets {
+			found = append(found, fmt.Sprintf("%v (inode %d)", s.Local, s.Inode))
+		}
+		return nil, fmt.Errorf("%d sockets match (%s port %d): %s; choose one with -addr, or use -pid and -fd",
+			len(sockets), what, o.port, strings.Join(found, ", "))
 	}
-	var found []string
-	for _, s := range sockets {
-		found = append(found, fmt.Sprintf("%v (inode %d)", s.Local, s.Inode))
+	inodes := make([]uint64, len(sockets))
+	for i, s := range sockets {
+		inodes[i] = s.Inode
 	}
-	return 0, 0, fmt.Errorf("%d sockets match (%s port %d): %s; choose one with -addr, or use -pid and -fd",
-		len(sockets), what, o.port, strings.Join(found, ", "))
+	holders, err := procsock.Holders(inodes)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]held, len(sockets))
+	for i, s := range sockets {
+		h, ok := holders[s.Inode]
+		if !ok {
+			return nil, fmt.Errorf("no process holds the %s %v (inode %d)", what, s.Local, s.Inode)
+		}
+		out[i] = held{pid: h.PID, fd: h.FD, local: s.Local}
+	}
+	return out, nil
 }

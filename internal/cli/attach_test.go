@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 
@@ -59,7 +60,7 @@ func attached(t *testing.T, f *fake, proto string, local net.Addr, cookie uint64
 	if !slices.Equal(cookies, []uint64{cookie}) {
 		t.Errorf("the daemon got sockets with cookies %v, want %d", cookies, cookie)
 	}
-	want := fmt.Sprintf("ID  PROTO  ADDRESS          OWNER  RULES  COOKIE\n7   %-5s  %-15v  1000   0      %d\n", proto, local, cookie)
+	want := fmt.Sprintf("ID  PROTO  ADDRESS          OWNER  RULES  COOKIE  MANAGER\n7   %-5s  %-15v  1000   0      %-6d  %s\n", proto, local, cookie, filepath.Base(os.Args[0]))
 	if stdout != want || stderr != "" || code != 0 {
 		t.Errorf("attach: stdout %q, stderr %q, exit status %d; want stdout %q", stdout, stderr, code, want)
 	}

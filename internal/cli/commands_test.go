@@ -18,7 +18,7 @@ func TestCommands(t *testing.T) {
 		want string
 	}{
 		{[]string{"status"}, `daemon    santad test
-protocol  1
+protocol  2
 client    uid 1000, gid 100, pid 4242
 quota     65536 rules, unlimited bytes
 rules     3 of 1048576
@@ -30,7 +30,7 @@ eth0       4        native   yes
 `},
 		{[]string{"-json", "status"}, `{
   "daemon": "santad test",
-  "protocol": 1,
+  "protocol": 2,
   "client": {
     "uid": 1000,
     "gid": 100,
@@ -58,8 +58,8 @@ eth0       4        native   yes
   ]
 }
 `},
-		{[]string{"services"}, `ID  PROTO  ADDRESS         OWNER  RULES  COOKIE
-7   udp    127.0.0.1:7777  1000   3      4097
+		{[]string{"services"}, `ID  PROTO  ADDRESS         OWNER  RULES  COOKIE  MANAGER
+7   udp    127.0.0.1:7777  1000   3      4097    -
 `},
 		{[]string{"services", "-json"}, `{
   "services": [
@@ -72,7 +72,8 @@ eth0       4        native   yes
       "cookie": 4097,
       "netns_cookie": 1,
       "owner_uid": 1000,
-      "rules": 3
+      "rules": 3,
+      "manager": ""
     }
   ]
 }

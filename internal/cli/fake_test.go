@@ -26,6 +26,7 @@ type fake struct {
 	nextTxn     uint32
 	cookies     []uint64 // SO_COOKIE of each socket attached
 	addRequests int      // ADD_RULES requests received
+	client      string   // the name HELLO gave
 }
 
 type fakeService struct {
@@ -33,6 +34,8 @@ type fakeService struct {
 	stats    client.ServiceStats
 	rules    []client.RuleEntry // by rising id
 	counters map[uint32]client.RuleCounters
+	learning *protocol.Learn   // the last LEARN
+	hot      protocol.HotReply // what HOT answers while it learns
 }
 
 type fakeTxn struct {
@@ -117,7 +120,26 @@ func (f *fake) newRuleID() uint32 {
 func (f *fake) handle(req protocol.Body, fds []int) protocol.Body {
 	switch req := req.(type) {
 	case *protocol.Hello:
-		return &protocol.HelloReply{Version: 1, UID: 1000, GID: 100, PID: 4242, QuotaRules: 65536, Daemon: "santad test"}
+		f.client = req.Client
+		return &protocol.HelloReply{Version: 2, UID: 1000, GID: 100, PID: 4242, QuotaRules: 65536, Daemon: "santad test"}
+	case *protocol.Learn:
+		s := f.services[req.ServiceID]
+		if s == nil {
+			return protocol.Errorf(syscall.ENOENT, "no service %d", req.ServiceID)
+		}
+		s.learning = req
+		return &protocol.LearnReply{}
+	case *protocol.Hot:
+		s := f.services[req.ServiceID]
+		switch {
+		case s == nil:
+			return protocol.Errorf(syscall.ENOENT, "no service %d", req.ServiceID)
+		case s.learning == nil || !s.learning.Enable:
+			return protocol.Errorf(syscall.EINVAL, "service %d: learning is off: LEARN turns it on", req.ServiceID)
+		}
+		r := s.hot
+		r.Requests = r.Requests[:min(int(req.Max), len(r.Requests))]
+		return &r
 	case *protocol.Attach:
 		return f.attach(fds)
 	case *protocol.Detach:
@@ -204,7 +226,7 @@ func (f *fake) attach(fds []int) protocol.Body {
 	if err != nil {
 		return protocol.Errorf(syscall.ENOTSOCK, "%v", err)
 	}
-	info := client.ServiceInfo{ServiceID: f.nextService, Protocol: uint8(proto), Cookie: cookie, OwnerUID: 1000}
+	info := client.ServiceInfo{ServiceID: f.nextService, Protocol: uint8(proto), Cookie: cookie, OwnerUID: 1000, Manager: f.client}
 	switch sa := sa.(type) {
 	case *unix.SockaddrInet4:
 		info.Family, info.Port = 4, uint16(sa.Port)

@@ -50,6 +50,7 @@ type serviceView struct {
 	NetnsCookie uint64 `json:"netns_cookie"`
 	OwnerUID    uint32 `json:"owner_uid"`
 	Rules       uint32 `json:"rules"`
+	Manager     string `json:"manager"` // the client that attached it or set its learning
 
 	addrPort netip.AddrPort // Address and Port, for the table
 }
@@ -70,7 +71,7 @@ func newServiceView(s client.ServiceInfo) serviceView {
 		ServiceID: s.ServiceID, Protocol: proto, Family: s.Family,
 		Address: addr.String(), Port: s.Port,
 		Cookie: s.Cookie, NetnsCookie: s.NetnsCookie,
-		OwnerUID: s.OwnerUID, Rules: s.Rules,
+		OwnerUID: s.OwnerUID, Rules: s.Rules, Manager: s.Manager,
 		addrPort: netip.AddrPortFrom(addr, s.Port),
 	}
 }
@@ -80,9 +81,13 @@ func (v servicesView) table(w io.Writer) error { return serviceTable(w, v.Servic
 func (v serviceView) table(w io.Writer) error { return serviceTable(w, v) }
 
 func serviceTable(w io.Writer, services ...serviceView) error {
-	t := newTable(w, "ID", "PROTO", "ADDRESS", "OWNER", "RULES", "COOKIE")
+	t := newTable(w, "ID", "PROTO", "ADDRESS", "OWNER", "RULES", "COOKIE", "MANAGER")
 	for _, s := range services {
-		t.row(s.ServiceID, s.Protocol, s.addrPort, s.OwnerUID, s.Rules, s.Cookie)
+		manager := s.Manager
+		if manager == "" {
+			manager = "-"
+		}
+		t.row(s.ServiceID, s.Protocol, s.addrPort, s.OwnerUID, s.Rules, s.Cookie, manager)
 	}
 	return t.flush()
 }

@@ -22,7 +22,8 @@ const maxFDs = 253
 // session is a connection's state.
 type session struct {
 	peer    Peer
-	hello   bool // HELLO done
+	hello   bool   // HELLO done
+	version uint16 // agreed in HELLO; 1 until then
 	client  string
 	txns    map[uint32]*txn
 	lastTxn uint32
@@ -50,7 +51,7 @@ func (s *Server) Serve(c *net.UnixConn, peer Peer) {
 		}
 		defer s.releaseConnection(peer.UID)
 	}
-	sess := &session{peer: peer, txns: map[uint32]*txn{}}
+	sess := &session{peer: peer, version: protocol.Version, txns: map[uint32]*txn{}}
 	defer s.endAll(sess) // closing the connection aborts its transactions
 	log := s.log.With("uid", peer.UID, "pid", peer.PID)
 	buf := make([]byte, protocol.MaxMessage+1)
@@ -64,7 +65,7 @@ func (s *Server) Serve(c *net.UnixConn, peer Peer) {
 		// An empty message is refused like any shorter than a header.
 		seq, reply, done := s.respond(sess, buf, n, fds)
 		closeFDs(fds)
-		msg, err := protocol.Encode(seq, reply)
+		msg, err := protocol.EncodeVersion(seq, sess.version, reply)
 		if err != nil {
 			log.Error("encoding a reply", "reply", reply.Type(), "err", err)
 			msg, _ = protocol.Encode(seq, protocol.Errorf(syscall.EIO, "santad could not encode its reply: %v", err))
@@ -88,7 +89,7 @@ func (s *Server) respond(sess *session, buf []byte, n int, fds []int) (seq uint3
 		h, _, _ := protocol.Decode(buf[:protocol.HeaderLen]) // for its seq
 		return h.Seq, protocol.Errorf(syscall.EMSGSIZE, "message is %d bytes; the limit is %d", n, protocol.MaxMessage), true
 	}
-	h, req, err := protocol.Decode(buf[:n])
+	h, req, err := protocol.DecodeVersion(buf[:n], sess.version)
 	var bad *protocol.Error
 	if err != nil {
 		bad = err.(*protocol.Error) // Decode's errors all are

@@ -37,24 +37,30 @@ func (s *Server) handle(sess *session, req protocol.Body, fds []int) protocol.Bo
 		return s.serviceStats(sess, req)
 	case *protocol.Status:
 		return s.status()
+	case *protocol.Learn:
+		return s.learn(sess, req)
+	case *protocol.Hot:
+		return s.hot(sess, req)
 	}
 	return protocol.Errorf(syscall.EPROTO, "%v is not a request", req.Type())
 }
 
-// hello agrees on a version and tells the client who it is to santad.
+// hello agrees on a version, the highest both speak, and tells the client
+// who it is to santad.
 func (s *Server) hello(sess *session, h *protocol.Hello) protocol.Body {
-	if h.MinVersion > protocol.Version || h.MaxVersion < protocol.Version {
-		return protocol.Errorf(syscall.EPROTONOSUPPORT, "the client speaks versions %d to %d; santad speaks version %d",
-			h.MinVersion, h.MaxVersion, protocol.Version)
+	version := min(h.MaxVersion, protocol.LatestVersion)
+	if version < max(h.MinVersion, protocol.Version) {
+		return protocol.Errorf(syscall.EPROTONOSUPPORT, "the client speaks versions %d to %d; santad speaks versions %d to %d",
+			h.MinVersion, h.MaxVersion, protocol.Version, protocol.LatestVersion)
 	}
 	if !sess.hello {
 		s.log.Debug("client connected", "client", h.Client, "uid", sess.peer.UID, "pid", sess.peer.PID, "admin", sess.peer.Admin)
 	}
-	sess.hello, sess.client = true, h.Client
+	sess.hello, sess.client, sess.version = true, h.Client, version
 	var q Quota // admins have none
 	if !sess.peer.Admin {
 		q = s.quotas.of(sess.peer.UID)
 	}
-	return &protocol.HelloReply{Version: protocol.Version, UID: sess.peer.UID, GID: sess.peer.GID,
+	return &protocol.HelloReply{Version: version, UID: sess.peer.UID, GID: sess.peer.GID,
 		PID: uint32(sess.peer.PID), Admin: sess.peer.Admin, QuotaRules: q.Rules, QuotaBytes: q.Bytes, Daemon: s.version}
 }

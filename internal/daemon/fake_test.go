@@ -25,8 +25,10 @@ type fakeDP struct {
 }
 
 type fakeService struct {
-	cookie uint64
-	rules  map[model.RuleID]rule.Rule
+	cookie   uint64
+	rules    map[model.RuleID]rule.Rule
+	learning model.Learning
+	hot      model.HotSet // what Hot gives while it learns
 }
 
 func newFakeDP() *fakeDP {
@@ -170,4 +172,43 @@ func (f *fakeDP) rulesOf(id model.ServiceID) map[model.RuleID]rule.Rule {
 		return s.rules
 	}
 	return nil
+}
+
+func (f *fakeDP) SetLearning(id model.ServiceID, l model.Learning) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.services[id] == nil {
+		return model.ErrUnknownService
+	}
+	f.services[id].learning = l
+	return nil
+}
+
+func (f *fakeDP) Hot(id model.ServiceID, max int) (model.HotSet, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s := f.services[id]
+	switch {
+	case s == nil:
+		return model.HotSet{}, model.ErrUnknownService
+	case !s.learning.Enabled:
+		return model.HotSet{}, model.ErrNotLearning
+	}
+	h := s.hot
+	h.Requests = h.Requests[:min(max, len(h.Requests))]
+	return h, nil
+}
+
+// learningOf is what the fake data plane learns of a service.
+func (f *fakeDP) learningOf(id model.ServiceID) model.Learning {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.services[id].learning
+}
+
+// setHot makes Hot give h for a service.
+func (f *fakeDP) setHot(id model.ServiceID, h model.HotSet) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.services[id].hot = h
 }

@@ -104,9 +104,10 @@ func (s *testServer) serviceCount() int {
 
 // conn is a client end of a connection, speaking raw datagrams.
 type conn struct {
-	t   *testing.T
-	fd  int
-	seq uint32
+	t       *testing.T
+	fd      int
+	seq     uint32
+	version uint16 // agreed in HELLO
 }
 
 // connect serves a new connection from peer; with hello, it says HELLO.
@@ -117,12 +118,20 @@ func (s *testServer) connect(t *testing.T, peer Peer, hello bool) *conn {
 		t.Fatal(err)
 	}
 	go s.Serve(unixConn(t, fds[1]), peer)
-	c := &conn{t: t, fd: fds[0]}
+	c := &conn{t: t, fd: fds[0], version: protocol.Version}
 	unix.SetsockoptTimeval(c.fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &unix.Timeval{Sec: 5})
 	t.Cleanup(c.close)
 	if hello {
 		c.ok(&protocol.Hello{MinVersion: 1, MaxVersion: 1, Client: "test"})
 	}
+	return c
+}
+
+// connectV2 is connect with a HELLO that agrees on version 2.
+func (s *testServer) connectV2(t *testing.T, peer Peer) *conn {
+	t.Helper()
+	c := s.connect(t, peer, false)
+	c.version = c.ok(&protocol.Hello{MinVersion: 1, MaxVersion: protocol.LatestVersion, Client: "agent"}).(*protocol.HelloReply).Version
 	return c
 }
 
@@ -184,7 +193,7 @@ func (c *conn) recvSeq() (uint32, protocol.Body) {
 	if n == 0 {
 		return 0, nil
 	}
-	h, body, err := protocol.Decode(buf[:n])
+	h, body, err := protocol.DecodeVersion(buf[:n], c.version)
 	if err != nil {
 		c.t.Fatalf("bad reply: %v", err)
 	}
@@ -195,7 +204,7 @@ func (c *conn) recvSeq() (uint32, protocol.Body) {
 func (c *conn) call(req protocol.Body, fds ...int) protocol.Body {
 	c.t.Helper()
 	c.seq++
-	msg, err := protocol.Encode(c.seq, req)
+	msg, err := protocol.EncodeVersion(c.seq, c.version, req)
 	if err != nil {
 		c.t.Fatal(err)
 	}

@@ -54,7 +54,7 @@ func (s *Server) writeMetrics(out io.Writer) error {
 		sv := s.st.services[js.ID]
 		ids = append(ids, sv.ID)
 		rows = append(rows, serviceRow{use: sv.use, labels: []string{"service", strconv.Itoa(int(sv.ID)),
-			"port", strconv.Itoa(int(sv.Info.Local.Port())), "owner_uid", strconv.Itoa(int(sv.UID))}})
+			"port", strconv.Itoa(int(sv.Info.Local.Port())), "owner_uid", strconv.Itoa(int(sv.UID)), "manager", sv.manager}})
 	}
 	uids := make(map[uint32]usage, len(s.st.usage))
 	for uid, u := range s.st.usage {

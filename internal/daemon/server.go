@@ -23,6 +23,8 @@ type Dataplane interface {
 	ServiceStats(model.ServiceID) (model.ServiceStats, error)
 	RuleStats(model.RuleID) (model.RuleStats, error)
 	PathStats() (model.PathStats, error)
+	SetLearning(model.ServiceID, model.Learning) error
+	Hot(id model.ServiceID, max int) (model.HotSet, error)
 }
 
 // Server answers santad's clients and keeps the state, the journal and

@@ -25,9 +25,9 @@ func TestHello(t *testing.T) {
 		peer Peer
 		want protocol.HelloReply
 	}{
-		{alice, protocol.HelloReply{Version: 1, UID: 1000, GID: 100, PID: 11, QuotaRules: 10, QuotaBytes: 64 << 20}},
-		{bob, protocol.HelloReply{Version: 1, UID: 1001, GID: 100, PID: 12, QuotaRules: 7, QuotaBytes: 99}},
-		{admin, protocol.HelloReply{Version: 1, UID: 1002, GID: 100, PID: 13, Admin: true}},
+		{alice, protocol.HelloReply{Version: 2, UID: 1000, GID: 100, PID: 11, QuotaRules: 10, QuotaBytes: 64 << 20}},
+		{bob, protocol.HelloReply{Version: 2, UID: 1001, GID: 100, PID: 12, QuotaRules: 7, QuotaBytes: 99}},
+		{admin, protocol.HelloReply{Version: 2, UID: 1002, GID: 100, PID: 13, Admin: true}},
 	} {
 		got := *s.connect(t, tc.peer, false).ok(&protocol.Hello{MinVersion: 1, MaxVersion: 3}).(*protocol.HelloReply)
 		tc.want.Daemon = s.version
@@ -36,7 +36,7 @@ func TestHello(t *testing.T) {
 		}
 	}
 	c := s.connect(t, alice, false)
-	c.refused(&protocol.Hello{MinVersion: 2, MaxVersion: 5}, syscall.EPROTONOSUPPORT, "santad speaks version 1")
+	c.refused(&protocol.Hello{MinVersion: 3, MaxVersion: 5}, syscall.EPROTONOSUPPORT, "santad speaks versions 1 to 2")
 	// Still open, still without HELLO: anything else now closes it.
 	c.refused(&protocol.Status{}, syscall.EPROTO, "the first request must be HELLO, not STATUS")
 	c.closed()

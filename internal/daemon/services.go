@@ -78,6 +78,7 @@ func (s *Server) register(sess *session, fd int, info model.SocketInfo) protocol
 	}
 	sv := s.st.add(&journal.Service{ID: id, Info: info, UID: sess.peer.UID, GID: sess.peer.GID,
 		Rules: map[model.RuleID]rule.Rule{}})
+	sv.manager = sess.client
 	if err := s.record(func(j *journal.Journal) error { return j.Attach(&sv.Service) }); err != nil {
 		return notSaved(err)
 	}
@@ -143,9 +144,13 @@ func (s *Server) owned(sess *session, id uint32) (*service, *protocol.Error) {
 
 // listServices lists the client's services, or all for an admin, by id.
 // The reply has no pages: it holds as many services as fit one message
-// (2730).
+// (2730 in version 1, at least 1149 in version 2, whose services carry
+// their manager's name).
 func (s *Server) listServices(sess *session) protocol.Body {
-	const fit = (protocol.MaxMessage - protocol.ListOverhead) / protocol.ServiceInfoSize
+	fit := (protocol.MaxMessage - protocol.ListOverhead) / protocol.ServiceInfoSize
+	if sess.version >= 2 {
+		fit = (protocol.MaxMessage - protocol.ListOverhead) / protocol.MaxServiceInfoSize
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	r := &protocol.ListServicesReply{}
@@ -164,7 +169,7 @@ func serviceInfo(sv *service) *protocol.ServiceInfo {
 	a := sv.Info.Local.Addr()
 	si := &protocol.ServiceInfo{ServiceID: uint32(sv.ID), Protocol: uint8(sv.Info.Protocol), Family: 6,
 		Port: sv.Info.Local.Port(), Cookie: sv.Info.Cookie, NetnsCookie: sv.Info.NetnsCookie,
-		OwnerUID: sv.UID, Rules: uint32(len(sv.Rules))}
+		OwnerUID: sv.UID, Rules: uint32(len(sv.Rules)), Manager: sv.manager}
 	if a.Is4() {
 		si.Family = 4
 		v4 := a.As4()

@@ -15,6 +15,10 @@ type service struct {
 	size            int64          // its bytes in a journal snapshot
 	sorted          []model.RuleID // the ids of Rules in rising order; nil when stale
 	offsets         map[uint16]int // its rules by condition offset (checkOffsets)
+	// manager is the HELLO name of the client that attached it or last
+	// set its learning. Not journaled: after a restart, the manager's
+	// next LEARN names it again.
+	manager string
 }
 
 // state is every service with its owner and rules: what the journal holds

@@ -36,6 +36,8 @@ func TestABIConstants(t *testing.T) {
 		"SANTA_SOL":                  {int(santaSantaSockoptSANTA_SOL), model.SockoptLevel},
 		"SANTA_SO_ACCEPTED":          {int(santaSantaSockoptSANTA_SO_ACCEPTED), model.SockoptAccepted},
 		"SANTA_SLOT_NONE":            {int(santaSantaSlotLayoutSANTA_SLOT_NONE), rules.SlotNone},
+		"SANTA_LEARN_MAX_KEY":        {int(santaSantaLearnLayoutSANTA_LEARN_MAX_KEY), model.MaxLearnKey},
+		"SANTA_LEARN_MAX_OFF":        {int(santaSantaLearnLayoutSANTA_LEARN_MAX_OFF), model.MaxLearnOffset},
 	}
 	dataPlaneOnly := map[string]bool{"SANTA_MAX_UDP_REQUEST": true, "SANTA_MAX_TCP_REQUEST": true, "SANTA_SCRATCH_LEN": true}
 	for name, c := range copies {

@@ -58,6 +58,8 @@ type Options struct {
 //     hooks and the handover from an earlier process;
 //   - restore (restore.go): an earlier process's services, while they
 //     are restored;
+//   - the learner (learn.go, service_learn.go): what the learning
+//     services pass, window by window;
 //   - watcher (lifetime.go): the sockets that close, and addrs
 //     (localaddrs.go): the host's addresses, each in a goroutine of its
 //     own.
@@ -124,6 +126,12 @@ func Open(opts Options) (*Datapath, error) {
 		d.objs.Close()
 		return nil, err
 	}
+	if d.store.learn, err = newLearner(&d.objs, d.store.barrier, opts.Log); err != nil {
+		d.store.close()
+		d.tcp.close()
+		d.objs.Close()
+		return nil, err
+	}
 	d.restore = &restoring{store: d.store}
 	if d.netns, err = threadNetns(); err == nil {
 		d.addrs, err = followLocalAddrs(d.objs.LocalAddrs, opts.Log)
@@ -172,6 +180,7 @@ func (d *Datapath) Close() error {
 		d.addrs.stop()
 	}
 	d.EndRestore()
+	d.store.learn.close()
 	errs := []error{d.store.close()}
 	d.ifaces.close()
 	errs = append(errs, d.tcp.close(), d.objs.Close())

@@ -55,3 +55,47 @@ func (d *Datapath) Rules(id model.ServiceID) (map[model.RuleID]rule.Rule, error)
 
 // TCProgram is the TC ingress program, for BPF_PROG_TEST_RUN.
 func (d *Datapath) TCProgram() *ebpf.Program { return d.objs.SantaUdpTc }
+
+// learnByHand stops d's learning windows from running on their own: the
+// test ends each with learnStep.
+func (d *Datapath) learnByHand() { d.store.learn.every = 0 }
+
+// learnStep ends the learning window now.
+func (d *Datapath) learnStep() error { return d.store.learn.step() }
+
+// learnConfig sets the data plane's learning threshold and budget, in
+// epoch 0.
+func (d *Datapath) learnConfig(threshold, budget uint32) error {
+	return d.objs.LearnConfig.Put(uint32(0), santaSantaLearnConfig{Threshold: threshold, Budget: budget})
+}
+
+// learnSamples takes the samples on the ring.
+func (d *Datapath) learnSamples() ([]santaSantaLearnSample, error) { return d.store.learn.drain() }
+
+// learnCells are the counters of epoch's sketch that are not zero, summed
+// over the CPUs, by row and cell.
+func (d *Datapath) learnCells(epoch uint32) ([2]map[uint32]uint64, error) {
+	var out [2]map[uint32]uint64
+	for r := range out {
+		var per []santaSantaLearnRow
+		if err := d.objs.LearnSketch.Lookup(epoch*2+uint32(r), &per); err != nil {
+			return out, err
+		}
+		out[r] = map[uint32]uint64{}
+		for _, row := range per {
+			for c, n := range row.Cells {
+				if n != 0 {
+					out[r][uint32(c)] += uint64(n)
+				}
+			}
+		}
+	}
+	return out, nil
+}
+
+// learnID is the id service id learns under, 0 if it does not.
+func (d *Datapath) learnID(id model.ServiceID) uint32 {
+	d.store.mu.Lock()
+	defer d.store.mu.Unlock()
+	return d.store.services[id].learnID
+}

@@ -1,6 +1,8 @@
 package datapath
 
 import (
+	"crypto/rand"
+	"encoding/binary"
 	"errors"
 	"fmt"
 
@@ -41,6 +43,10 @@ func load(opts Options) (*loaded, error) {
 	if err := l.index.setMask(spec); err != nil {
 		return nil, err
 	}
+	if err := setLearnSeed(spec); err != nil {
+		return nil, err
+	}
+	spec.Maps["learn_samples"].MaxEntries = learnRingBytes(ebpf.MustPossibleCPU())
 	if err := loadOnto(spec, &l.udp, nil, "BPF objects"); err != nil {
 		return nil, err
 	}
@@ -124,4 +130,16 @@ type tcpObjects struct {
 func (o *tcpObjects) Close() error {
 	return errors.Join(o.santaTcpPrograms.Close(), o.Connections.Close(), o.Listeners.Close(),
 		o.TcpConns.Close(), o.TcpPathStats.Close(), o.ReplyMemory.Close())
+}
+
+// setLearnSeed seeds the learning sketch's hash from a random source.
+func setLearnSeed(spec *ebpf.CollectionSpec) error {
+	var seed [8]byte
+	if _, err := rand.Read(seed[:]); err != nil {
+		return fmt.Errorf("seeding the learning sketch: %w", err)
+	}
+	if err := spec.Variables["santa_learn_seed"].Set(binary.NativeEndian.Uint64(seed[:])); err != nil {
+		return fmt.Errorf("seeding the learning sketch: %w", err)
+	}
+	return nil
 }

@@ -77,7 +77,9 @@ func (r *restoring) previouslyOpen(cookie uint64) bool {
 	if r.previous == nil {
 		return false
 	}
-	var v santaSantaService
+	// Read as bytes of the earlier map's own value size: an earlier
+	// version's santa_service may be shorter than this one's.
+	v := make([]byte, r.previous.ValueSize())
 	return r.previous.Lookup(cookie, &v) == nil
 }
 

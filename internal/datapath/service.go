@@ -17,6 +17,10 @@ type service struct {
 	regions []rules.Region
 	index   *rules.ServiceIndex // what rule_index holds for it
 	rules   map[model.RuleID]*installedRule
+	// learning is what SetLearning set; learnID the id the data plane
+	// counts it under (0: off).
+	learning model.Learning
+	learnID  uint32
 }
 
 // AddService registers a bound UDP socket or a listening TCP socket by its
@@ -144,6 +148,9 @@ func (st *store) drop(svc *service) {
 		retired = append(retired, r)
 	}
 	delete(st.services, svc.id)
+	if svc.learnID != 0 {
+		st.learn.end(svc.learnID)
+	}
 	if svc.info.Protocol == unix.IPPROTO_TCP {
 		st.tcp.removeListener(svc.id, svc.info)
 	}
@@ -167,7 +174,8 @@ func (st *store) service(id model.ServiceID) (model.SocketInfo, error) {
 
 func (s *service) value() santaSantaService {
 	v := santaSantaService{Id: uint32(s.id), IndexId: s.indexID, Proto: uint8(s.info.Protocol),
-		Nregions: uint8(len(s.regions))}
+		Nregions: uint8(len(s.regions)), Learn: s.learnID, LearnOff: s.learning.KeyOffset,
+		ProbePort: htons(s.learning.ProbePort)}
 	for i, r := range s.regions {
 		v.Regions[i] = santaSantaRegion{Off: r.Off, Len: r.Len}
 	}

@@ -121,6 +121,7 @@ var pathNames = map[santaSantaPath]string{
 	santaSantaPathSANTA_PATH_NOT_LOCAL:    "not_local",
 	santaSantaPathSANTA_PATH_MARTIAN:      "martian",
 	santaSantaPathSANTA_PATH_OVER_MTU:     "over_mtu",
+	santaSantaPathSANTA_PATH_PROBE:        "probe",
 }
 
 func pathName(p santaSantaPath) string {

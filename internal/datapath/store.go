@@ -12,11 +12,13 @@ import (
 // (rulebody.go, chunks.go) and index entries (indextable.go,
 // indexwrite.go), lands batches (ruleset.go) and frees what they replace
 // after a grace period (reclaim.go). Its lock guards all of that. It tells
-// the TCP plane about TCP services (their listeners) with its lock held:
-// the lock order is store, then tcpPlane.
+// the TCP plane about TCP services (their listeners), and the learner
+// about learning services, with its lock held: the lock order is store,
+// then tcpPlane or learner.
 type store struct {
-	objs *santaObjects // the maps; loaded by Open, fixed
-	tcp  *tcpPlane     // told of TCP listeners as they come and go
+	objs  *santaObjects // the maps; loaded by Open, fixed
+	tcp   *tcpPlane     // told of TCP listeners as they come and go
+	learn *learner      // told of services that start and stop learning
 
 	mu       sync.Mutex
 	services map[model.ServiceID]*service

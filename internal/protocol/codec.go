@@ -37,6 +37,9 @@ type codec interface {
 	// variant is a kind byte, whose names are kinds (by value; "" for an
 	// invalid kind), and a reserved zero byte; f visits the kind's fields.
 	variant(kinds []string, kind *uint8, f func(codec))
+	// version is the protocol version of the message: a field that a later
+	// version added is visited only from that version on.
+	version() uint16
 }
 
 // list visits a count and its items, which follow it at once.
@@ -65,7 +68,10 @@ type cursor struct {
 	path  []step
 	index uint32 // item of the outermost list being visited, or NoIndex
 	err   *Error // the first error
+	ver   uint16 // the protocol version
 }
+
+func (c *cursor) version() uint16 { return c.ver }
 
 type step struct {
 	name string

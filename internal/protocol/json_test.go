@@ -85,6 +85,9 @@ func (e *jsonEncoder) elem(list string, _ int, f func(codec)) {
 
 func (e *jsonEncoder) object(name string, f func(codec)) { e.obj.set(name, encodeJSON(f)) }
 
+// version is 1: vectors.json holds version 1's messages.
+func (e *jsonEncoder) version() uint16 { return Version }
+
 func (e *jsonEncoder) variant(kinds []string, kind *uint8, f func(codec)) {
 	e.object(kinds[*kind], f)
 }
@@ -137,6 +140,7 @@ func (d *jsonDecoder) get(name string, v any) {
 	}
 }
 
+func (d *jsonDecoder) version() uint16                        { return Version }
 func (d *jsonDecoder) u8(name string, v *uint8)               { d.get(name, v) }
 func (d *jsonDecoder) u16(name string, v *uint16)             { d.get(name, v) }
 func (d *jsonDecoder) u32(name string, v *uint32)             { d.get(name, v) }

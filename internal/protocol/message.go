@@ -10,10 +10,17 @@ type Body interface {
 	fields(c codec)
 }
 
-// Encode makes the datagram of message body with sequence number seq. It
-// refuses a body the decoder would refuse, with the same *Error.
-func Encode(seq uint32, body Body) ([]byte, error) {
-	e := encoder{cursor: cursor{index: NoIndex}, b: make([]byte, HeaderLen, 64)}
+// Encode makes the datagram of message body with sequence number seq, in
+// protocol version 1. It refuses a body the decoder would refuse, with the
+// same *Error.
+func Encode(seq uint32, body Body) ([]byte, error) { return EncodeVersion(seq, Version, body) }
+
+// EncodeVersion is Encode for a connection that agreed on version.
+func EncodeVersion(seq uint32, version uint16, body Body) ([]byte, error) {
+	if err := checkVersion(body.Type(), version); err != nil {
+		return nil, err
+	}
+	e := encoder{cursor: cursor{index: NoIndex, ver: version}, b: make([]byte, HeaderLen, 64)}
 	body.fields(&e)
 	if e.err != nil {
 		return nil, e.err
@@ -25,16 +32,24 @@ func Encode(seq uint32, body Body) ([]byte, error) {
 	return e.b, nil
 }
 
-// Decode reads the datagram msg. Every error is a *Error with the code of
-// docs/protocol.md. When only the body is refused, the header is returned
-// too, so that a server can answer with the request's seq.
-func Decode(msg []byte) (Header, Body, error) {
+// Decode reads the datagram msg, in protocol version 1. Every error is a
+// *Error with the code of docs/protocol.md. When only the body is refused,
+// the header is returned too, so that a server can answer with the
+// request's seq.
+func Decode(msg []byte) (Header, Body, error) { return DecodeVersion(msg, Version) }
+
+// DecodeVersion is Decode for a connection that agreed on version: a type
+// of a later version is refused (EPROTO), like an unknown one.
+func DecodeVersion(msg []byte, version uint16) (Header, Body, error) {
 	h, err := decodeHeader(msg)
 	if err != nil {
 		return h, nil, err
 	}
+	if err := checkVersion(h.Type, version); err != nil {
+		return h, nil, err
+	}
 	body := newBody(h.Type)
-	d := decoder{cursor: cursor{index: NoIndex}, b: msg[HeaderLen:]}
+	d := decoder{cursor: cursor{index: NoIndex, ver: version}, b: msg[HeaderLen:]}
 	body.fields(&d)
 	switch {
 	case d.err != nil:
@@ -104,6 +119,14 @@ func newBody(t Type) Body {
 		return &Status{}
 	case TypeStatus | ReplyBit:
 		return &StatusReply{}
+	case TypeLearn:
+		return &Learn{}
+	case TypeLearn | ReplyBit:
+		return &LearnReply{}
+	case TypeHot:
+		return &Hot{}
+	case TypeHot | ReplyBit:
+		return &HotReply{}
 	case TypeError:
 		return &Error{}
 	}

@@ -99,7 +99,8 @@ func TestType(t *testing.T) {
 		{TypeStatus.Reply(), true, true, "STATUS reply"},
 		{TypeError, true, true, "ERROR"},
 		{0, false, false, "type 0x0000"},
-		{15, false, false, "type 0x000f"},
+		{TypeHot.Reply(), true, true, "HOT reply"},
+		{17, false, false, "type 0x0011"},
 		{ReplyBit, false, true, "type 0x8000"},
 		{0x7fff, false, false, "type 0x7fff"},
 	}

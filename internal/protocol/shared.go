@@ -69,6 +69,9 @@ type ServiceInfo struct {
 	NetnsCookie uint64   // the socket's SO_NETNS_COOKIE
 	OwnerUID    uint32
 	Rules       uint32 // rules installed now
+	// Manager is the HELLO name of the client that attached the service
+	// or last set its learning (version 2).
+	Manager string
 }
 
 func (*ServiceInfo) Type() Type { return TypeAttach | ReplyBit }
@@ -83,6 +86,9 @@ func (s *ServiceInfo) fields(c codec) {
 	c.u64("netns_cookie", &s.NetnsCookie)
 	c.u32("owner_uid", &s.OwnerUID)
 	c.u32("rules", &s.Rules)
+	if c.version() >= 2 {
+		c.string16("manager", &s.Manager, MaxClientName)
+	}
 }
 
 // RuleCounters are one rule's counters, summed over CPUs.

@@ -5,6 +5,10 @@ package protocol
 // never writes a size of its own that could drift from the encoding.
 type sizer struct{ n int }
 
+// version is 1: the sizes asked for are of version 1's fields or of
+// fields every version has.
+func (s *sizer) version() uint16 { return Version }
+
 func (s *sizer) u8(string, *uint8)                   { s.n++ }
 func (s *sizer) u16(string, *uint16)                 { s.n += 2 }
 func (s *sizer) u32(string, *uint32)                 { s.n += 4 }
@@ -34,8 +38,11 @@ func RuleEntrySize(e *RuleEntry) int {
 
 // Fixed sizes of the items of pages (docs/protocol.md).
 const (
-	ServiceInfoSize  = serviceSize  // an item of LIST_SERVICES
-	RuleCountersSize = countersSize // an item of RULE_STATS
+	ServiceInfoSize = serviceSize // an item of LIST_SERVICES, version 1
+	// MaxServiceInfoSize is the most an item of LIST_SERVICES takes in
+	// version 2, with its manager's name.
+	MaxServiceInfoSize = serviceSize + 2 + MaxClientName
+	RuleCountersSize   = countersSize // an item of RULE_STATS
 	// PageOverhead is what a paged reply takes besides its items: the
 	// header, the count and next.
 	PageOverhead = HeaderLen + 4 + 4

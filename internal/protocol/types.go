@@ -22,6 +22,8 @@ const (
 	TypeRuleStats    Type = 12
 	TypeServiceStats Type = 13
 	TypeStatus       Type = 14
+	TypeLearn        Type = 15 // version 2
+	TypeHot          Type = 16 // version 2
 
 	// TypeError is the reply to any failed request.
 	TypeError Type = 0xffff
@@ -46,6 +48,8 @@ var typeNames = [...]string{
 	TypeRuleStats:    "RULE_STATS",
 	TypeServiceStats: "SERVICE_STATS",
 	TypeStatus:       "STATUS",
+	TypeLearn:        "LEARN",
+	TypeHot:          "HOT",
 }
 
 // IsReply reports whether t is a reply (ERROR included).
@@ -57,7 +61,8 @@ func (t Type) Reply() Type { return t | ReplyBit }
 // Request is the request type t answers (t itself for a request).
 func (t Type) Request() Type { return t &^ ReplyBit }
 
-// Known reports whether t is a type of protocol version 1.
+// Known reports whether t is a type of any version of the protocol (Since
+// says which).
 func (t Type) Known() bool {
 	r := t.Request()
 	return t == TypeError || (r != 0 && int(r) < len(typeNames))

@@ -183,6 +183,11 @@ func (h *opsHelper) run(i int, op string) (string, error) {
 		return fmt.Sprintf("service=%d", s.ServiceID), nil
 	case "detach":
 		return "", h.c.Detach(num(1))
+	case "learn":
+		return "", h.c.SetLearning(num(1), client.Learning{KeyOffset: 2, Enabled: true})
+	case "hot":
+		set, err := h.c.Hot(num(1), 10)
+		return fmt.Sprintf("requests=%d", len(set.Requests)), err
 	case "add":
 		rs := make([]rule.Rule, num(2))
 		for k := range rs {

@@ -6,6 +6,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -68,7 +70,8 @@ func TestMetrics(t *testing.T) {
 		v, _ := strconv.ParseUint(m[3], 10, 64)
 		samples[m[1]+m[2]] = v
 	}
-	labels := fmt.Sprintf(`{service="%d",port="%d",owner_uid="0"}`, svc.ServiceID, svc.Port)
+	// The manager is the client that attached it: this test binary.
+	labels := fmt.Sprintf(`{service="%d",port="%d",owner_uid="0",manager="%s"}`, svc.ServiceID, svc.Port, filepath.Base(os.Args[0]))
 	for _, want := range []struct {
 		sample string
 		min    uint64

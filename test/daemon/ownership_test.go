@@ -49,6 +49,9 @@ func TestNonRootClient(t *testing.T) {
 		{fmt.Sprintf("list:%d", theirs), "EPERM", "belongs to uid 0"},
 		{fmt.Sprintf("begin:%d", theirs), "EPERM", "belongs to uid 0"},
 		{fmt.Sprintf("stats:%d", theirs), "EPERM", "belongs to uid 0"},
+		// Hot requests are other clients' requests: the owner's alone.
+		{fmt.Sprintf("learn:%d", theirs), "EPERM", "belongs to uid 0"},
+		{fmt.Sprintf("hot:%d", theirs), "EPERM", "belongs to uid 0"},
 		{"add:mine:6:8", "EDQUOT", "quota of 5 rules for uid 65534 exceeded: 0 installed, 6 more requested"},
 		{"add:mine:1:400", "EDQUOT", "quota of 300 bytes for uid 65534 exceeded: 0 installed, 409 more requested"},
 		{"add:mine:2:8", "ok", "ids="},

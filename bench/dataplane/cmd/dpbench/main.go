@@ -19,8 +19,6 @@ import (
 	"strings"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	dp "github.com/santa-offload/santa/bench/dataplane"
 )
 
@@ -51,12 +49,7 @@ func main() {
 		tag = "/names=" + *names
 	}
 
-	runtime.LockOSThread()
-	if *cpu >= 0 {
-		var set unix.CPUSet
-		set.Set(*cpu)
-		check(unix.SchedSetaffinity(0, &set))
-	}
+	check(dp.PinThread(*cpu))
 	rng := rand.New(rand.NewPCG(*seed, 42))
 	empty, err := dp.EmptyXDP()
 	check(err)
@@ -137,8 +130,8 @@ func main() {
 				check(fmt.Errorf("%s: %d of %d runs had another verdict than %d", c.Name, c.Wrong, len(c.Samples), c.Want))
 			}
 			name := "dataplane/" + c.Name + tag
-			r := row{name: name, med: dp.Median(c.Samples), p90: dp.Percentile(c.Samples, 90),
-				lo: minF(c.RoundMedians), hi: maxF(c.RoundMedians), stats: st[c.Name]}
+			r := row{name: name, med: dp.Median(c.Samples), p90: dp.Percentile(c.Samples, 90), stats: st[c.Name]}
+			r.lo, r.hi = dp.Range(c.RoundMedians)
 			medians[c.Name] = r.med
 			table = append(table, r)
 			fmt.Printf("RESULT name=%s value=%.0f unit=ns/pkt round_medians=%.0f..%.0f p90=%.0f samples=%d\n",
@@ -180,22 +173,6 @@ func result(name string, v float64, unit string) {
 }
 
 func mb(b uint64) float64 { return float64(b) / (1 << 20) }
-
-func minF(xs []float64) float64 {
-	m := xs[0]
-	for _, x := range xs {
-		m = min(m, x)
-	}
-	return m
-}
-
-func maxF(xs []float64) float64 {
-	m := xs[0]
-	for _, x := range xs {
-		m = max(m, x)
-	}
-	return m
-}
 
 func check(err error) {
 	if err != nil {

@@ -1,0 +1,63 @@
+package client
+
+import (
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/santa-offload/santa/internal/protocol"
+)
+
+// Learning is what santad's data plane counts of a UDP service's passed
+// requests (those no rule answered): each by its key, the payload from
+// KeyOffset on (for DNS, 2: everything after the transaction id).
+type Learning struct {
+	KeyOffset uint16
+	// ProbePort is the UDP source port (host order) the caller asks the
+	// server from: its requests are never answered by a rule and never
+	// counted. 0: none.
+	ProbePort uint16
+	Enabled   bool
+}
+
+// SetLearning turns a service's learning on or off (LEARN, protocol
+// version 2). The caller becomes the service's manager. santad does not
+// keep it across its restarts: send it again after reconnecting.
+func (c *Client) SetLearning(service uint32, l Learning) error {
+	req := &protocol.Learn{ServiceID: service, KeyOff: l.KeyOffset, ProbePort: l.ProbePort, Enable: l.Enabled}
+	if _, err := call[*protocol.LearnReply](c, req, nil); err != nil {
+		return fmt.Errorf("set learning of service %d: %w", service, err)
+	}
+	return nil
+}
+
+// HotRequest is a request form and how many times it passed in the
+// window. The request's payload is KeyOffset bytes (any) and Key.
+type HotRequest struct {
+	Passes uint32
+	Key    []byte
+}
+
+// HotSet is a learning service's most passed request forms of the last
+// complete window, most first.
+type HotSet struct {
+	Window   time.Duration // what the counts cover; 0 before a window ended
+	Requests []HotRequest
+}
+
+// Hot reads a learning service's hot set (HOT, protocol version 2): at
+// most max requests, or as many as fit one reply if max is 0.
+func (c *Client) Hot(service uint32, max int) (HotSet, error) {
+	if max < 0 || max > math.MaxUint32 {
+		return HotSet{}, fmt.Errorf("hot requests of service %d: max is %d; it must be 0 to %d", service, max, uint32(math.MaxUint32))
+	}
+	r, err := call[*protocol.HotReply](c, &protocol.Hot{ServiceID: service, Max: uint32(max)}, nil)
+	if err != nil {
+		return HotSet{}, fmt.Errorf("hot requests of service %d: %w", service, err)
+	}
+	set := HotSet{Window: time.Duration(r.WindowMS) * time.Millisecond, Requests: make([]HotRequest, len(r.Requests))}
+	for i, h := range r.Requests {
+		set.Requests[i] = HotRequest(h)
+	}
+	return set, nil
+}

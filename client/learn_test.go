@@ -1,0 +1,81 @@
+package client
+
+import (
+	"errors"
+	"reflect"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/santa-offload/santa/internal/protocol"
+)
+
+// SetLearning and Hot speak version 2 to a daemon that agrees on it, and
+// the services it lists carry their manager.
+func TestLearning(t *testing.T) {
+	var mu sync.Mutex
+	var got *protocol.Learn
+	path := serve(t, func(req protocol.Body, _ []int) protocol.Body {
+		mu.Lock()
+		defer mu.Unlock()
+		switch req := req.(type) {
+		case *protocol.Hello:
+			return &protocol.HelloReply{Version: 2}
+		case *protocol.Learn:
+			got = req
+			return &protocol.LearnReply{}
+		case *protocol.Hot:
+			if req.ServiceID != 3 || req.Max != 2 {
+				return protocol.Errorf(syscall.EINVAL, "asked %+v", req)
+			}
+			return &protocol.HotReply{WindowMS: 1000, Requests: []protocol.HotRequest{{Passes: 5, Key: []byte("a")}, {Passes: 2, Key: []byte("b")}}}
+		case *protocol.ListServices:
+			return &protocol.ListServicesReply{Services: []protocol.ServiceInfo{{ServiceID: 3, Manager: "santa-offload"}}}
+		}
+		return protocol.Errorf(syscall.EINVAL, "unexpected %v", req.Type())
+	})
+	c := dialTo(t, path)
+	if err := c.SetLearning(3, Learning{KeyOffset: 2, ProbePort: 5300, Enabled: true}); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	if want := (&protocol.Learn{ServiceID: 3, KeyOff: 2, ProbePort: 5300, Enable: true}); !reflect.DeepEqual(got, want) {
+		t.Errorf("LEARN sent %+v, want %+v", got, want)
+	}
+	mu.Unlock()
+	hot, err := c.Hot(3, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := HotSet{Window: time.Second, Requests: []HotRequest{{Passes: 5, Key: []byte("a")}, {Passes: 2, Key: []byte("b")}}}
+	if !reflect.DeepEqual(hot, want) {
+		t.Errorf("Hot gives %+v, want %+v", hot, want)
+	}
+	if _, err := c.Hot(3, -1); err == nil || !strings.Contains(err.Error(), "max is -1") {
+		t.Errorf("Hot(-1) gives %v", err)
+	}
+	services, err := c.Services()
+	if err != nil || len(services) != 1 || services[0].Manager != "santa-offload" {
+		t.Errorf("Services gives %+v, %v", services, err)
+	}
+}
+
+// A daemon of version 1 has no learning: the client says so without
+// sending anything it would not understand.
+func TestLearningNeedsVersion2(t *testing.T) {
+	c, _ := dial(t) // the fake agrees on version 1
+	err := c.SetLearning(fakeService, Learning{Enabled: true})
+	var pe *Error
+	if !errors.As(err, &pe) || pe.Code != syscall.EPROTO || !strings.Contains(err.Error(), "protocol version 2") {
+		t.Errorf("SetLearning on version 1 gives %v", err)
+	}
+	if _, err := c.Hot(fakeService, 1); !errors.As(err, &pe) {
+		t.Errorf("Hot on version 1 gives %v", err)
+	}
+	// The connection is still good.
+	if _, err := c.Services(); err != nil {
+		t.Errorf("after a refused LEARN: %v", err)
+	}
+}

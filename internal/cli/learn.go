@@ -1,0 +1,44 @@
+package cli
+
+import (
+	"context"
+	"flag"
+
+	"github.com/santa-offload/santa/client"
+)
+
+// learnOptions: santactl learn turns a UDP service's learning on or off
+// (protocol version 2). An agent does this itself; the command is for
+// looking at a service's traffic by hand.
+type learnOptions struct {
+	keyOffset uint
+	probePort uint
+	off       bool
+}
+
+func (o *learnOptions) flags(fs *flag.FlagSet) {
+	fs.UintVar(&o.keyOffset, "key-offset", 0, "count requests by their payload from `BYTE` on (DNS: 2, after the transaction id)")
+	fs.UintVar(&o.probePort, "probe-port", 0, "UDP source `PORT` whose requests are never answered by a rule nor counted")
+	fs.BoolVar(&o.off, "off", false, "turn learning off")
+}
+
+func (o *learnOptions) run(ctx context.Context, e *env, args []string) error {
+	if err := wantArgs(args, 1, 1); err != nil {
+		return err
+	}
+	service, err := parseID("SERVICE", args[0])
+	if err != nil {
+		return err
+	}
+	switch {
+	case o.keyOffset > 0xffff:
+		return usagef("-key-offset %d is beyond any payload", o.keyOffset)
+	case o.probePort > 0xffff:
+		return usagef("-probe-port %d is not a port", o.probePort)
+	}
+	c, err := e.connect(ctx)
+	if err != nil {
+		return err
+	}
+	return c.SetLearning(service, client.Learning{KeyOffset: uint16(o.keyOffset), ProbePort: uint16(o.probePort), Enabled: !o.off})
+}

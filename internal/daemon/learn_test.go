@@ -1,0 +1,85 @@
+package daemon
+
+import (
+	"reflect"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/santa-offload/santa/internal/model"
+	"github.com/santa-offload/santa/internal/protocol"
+)
+
+// LEARN and HOT: the service's owner or an admin only (hot requests are
+// other clients' requests), and the client that sets learning becomes
+// the service's manager.
+func TestLearnAndHot(t *testing.T) {
+	s := newTestServer(t, nil)
+	a := s.connectV2(t, alice)
+	if a.version != 2 {
+		t.Fatalf("HELLO agreed on version %d, want 2", a.version)
+	}
+	id := a.attach()
+	svc := model.ServiceID(id)
+
+	a.refused(&protocol.Hot{ServiceID: id}, syscall.EINVAL, "learning is off")
+	a.ok(&protocol.Learn{ServiceID: id, KeyOff: 2, ProbePort: 5300, Enable: true})
+	if got, want := s.dp.learningOf(svc), (model.Learning{KeyOffset: 2, ProbePort: 5300, Enabled: true}); got != want {
+		t.Fatalf("the data plane learns %+v, want %+v", got, want)
+	}
+	a.refused(&protocol.Learn{ServiceID: id, KeyOff: model.MaxLearnOffset + 1, Enable: true}, syscall.EINVAL, "key_off is 1024; the limit is 1023")
+	a.refused(&protocol.Learn{ServiceID: 999, Enable: true}, syscall.ENOENT, "no service 999")
+
+	s.dp.setHot(svc, model.HotSet{Window: 1500 * time.Millisecond, Requests: []model.HotRequest{
+		{Passes: 30, Key: []byte("www")}, {Passes: 20, Key: []byte("mail")}, {Passes: 1, Key: []byte("ftp")}}})
+	got := a.ok(&protocol.Hot{ServiceID: id, Max: 2}).(*protocol.HotReply)
+	want := &protocol.HotReply{WindowMS: 1500, Requests: []protocol.HotRequest{{Passes: 30, Key: []byte("www")}, {Passes: 20, Key: []byte("mail")}}}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("HOT gives %+v, want %+v", got, want)
+	}
+	if all := a.ok(&protocol.Hot{ServiceID: id}).(*protocol.HotReply); len(all.Requests) != 3 {
+		t.Errorf("HOT with max 0 gives %d requests, want all 3", len(all.Requests))
+	}
+
+	// Another uid may neither read nor change it; an admin may.
+	b := s.connectV2(t, bob)
+	b.refused(&protocol.Hot{ServiceID: id}, syscall.EPERM, "belongs to uid 1000")
+	b.refused(&protocol.Learn{ServiceID: id}, syscall.EPERM, "belongs to uid 1000")
+	if !s.dp.learningOf(svc).Enabled {
+		t.Fatal("bob's LEARN turned alice's learning off")
+	}
+	s.connectV2(t, admin).ok(&protocol.Hot{ServiceID: id})
+
+	// The manager is reported in version 2.
+	list := a.ok(&protocol.ListServices{}).(*protocol.ListServicesReply)
+	if len(list.Services) != 1 || list.Services[0].Manager != "agent" {
+		t.Fatalf("LIST_SERVICES gives %+v, want the manager \"agent\"", list.Services)
+	}
+	a.ok(&protocol.Learn{ServiceID: id})
+	if s.dp.learningOf(svc).Enabled {
+		t.Fatal("LEARN without the enable flag left learning on")
+	}
+}
+
+// A version 1 connection has no LEARN: it is refused as an unknown type
+// is, with a message that names the version.
+func TestLearnNeedsVersion2(t *testing.T) {
+	s := newTestServer(t, nil)
+	c := s.connect(t, alice, true)
+	id := c.attach()
+	msg, err := protocol.EncodeVersion(9, 2, &protocol.Learn{ServiceID: id, Enable: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.send(msg)
+	e, ok := c.recv().(*protocol.Error)
+	if !ok || e.Code != syscall.EPROTO || e.Message != "LEARN is a message of protocol version 2; this connection agreed on version 1 in HELLO" {
+		t.Fatalf("LEARN on a version 1 connection: %v", e)
+	}
+	c.closed()
+	// Its services carry no manager in version 1.
+	list := s.connect(t, alice, true).ok(&protocol.ListServices{}).(*protocol.ListServicesReply)
+	if len(list.Services) != 1 || list.Services[0].Manager != "" {
+		t.Fatalf("version 1 LIST_SERVICES gives %+v", list.Services)
+	}
+}

@@ -1,0 +1,45 @@
+package model
+
+import (
+	"errors"
+	"time"
+)
+
+// Learning is what a UDP service's data plane counts of the requests it
+// passes (no rule answered): each by its key, payload[KeyOffset:], for
+// an agent to find the forms worth a rule (docs/architecture.md,
+// "Learning the hot requests").
+type Learning struct {
+	KeyOffset uint16
+	// ProbePort is the UDP source port (host order) of the agent's own
+	// requests to the server: they are never answered by a rule and never
+	// counted. 0: none.
+	ProbePort uint16
+	Enabled   bool
+}
+
+// HotRequest is one request form a service passed: its key and how many
+// times it passed in the window.
+type HotRequest struct {
+	Passes uint32
+	Key    []byte
+}
+
+// HotSet is a service's most passed request forms of the last complete
+// window, most first.
+type HotSet struct {
+	Window   time.Duration // the window the counts cover; 0 before the first ends
+	Requests []HotRequest
+}
+
+// Learning's limits: a key longer than MaxLearnKey is not counted, and
+// KeyOffset is at most MaxLearnOffset (santa_abi.h's SANTA_LEARN_MAX_KEY
+// and SANTA_LEARN_MAX_OFF, checked by internal/datapath's
+// TestABIConstants).
+const (
+	MaxLearnKey    = 256
+	MaxLearnOffset = 1023
+)
+
+// ErrNotLearning: the service's learning is off.
+var ErrNotLearning = errors.New("learning is off: LEARN turns it on")

@@ -1,0 +1,80 @@
+package protocol
+
+// The messages of protocol version 2 that learn what a service passes:
+// LEARN turns counting on or off, HOT reads what was counted.
+
+// Learn sets what the data plane counts of a UDP service's passed
+// requests: each by its key, payload[KeyOff:].
+type Learn struct {
+	ServiceID uint32
+	KeyOff    uint16
+	ProbePort uint16 // UDP source port (host order) never answered nor counted; 0: none
+	Enable    bool   // flags bit 0
+}
+
+func (*Learn) Type() Type { return TypeLearn }
+
+func (l *Learn) fields(c codec) {
+	c.u32("service_id", &l.ServiceID)
+	c.u16("key_off", &l.KeyOff)
+	c.u16("probe_port", &l.ProbePort)
+	c.flag("flags", &l.Enable)
+}
+
+// LearnReply is the empty reply to LEARN.
+type LearnReply struct{ empty }
+
+func (*LearnReply) Type() Type { return TypeLearn | ReplyBit }
+
+// Hot asks for a service's most passed request forms of the last complete
+// window, at most Max (0: as many as fit one reply).
+type Hot struct {
+	ServiceID uint32
+	Max       uint32
+}
+
+func (*Hot) Type() Type { return TypeHot }
+
+func (h *Hot) fields(c codec) {
+	c.u32("service_id", &h.ServiceID)
+	c.u32("max", &h.Max)
+}
+
+// HotRequest is one request form: how many times it passed, and its key
+// (the payload from the service's key offset on).
+type HotRequest struct {
+	Passes uint32
+	Key    []byte
+}
+
+func hotRequestFields(c codec, r *HotRequest) {
+	c.u32("passes", &r.Passes)
+	c.bytes16("key", &r.Key)
+}
+
+// minHotRequestSize is a HotRequest with an empty key.
+const minHotRequestSize = 6
+
+// HotReply holds the forms most passed first, over a window of WindowMS.
+type HotReply struct {
+	WindowMS uint32
+	Requests []HotRequest
+}
+
+func (*HotReply) Type() Type { return TypeHot | ReplyBit }
+
+func (h *HotReply) fields(c codec) {
+	c.u32("window_ms", &h.WindowMS)
+	list(c, "requests", 4, 0, minHotRequestSize, &h.Requests, hotRequestFields)
+}
+
+// HotRequestSize is what r takes in a HOT reply.
+func HotRequestSize(r *HotRequest) int {
+	var s sizer
+	hotRequestFields(&s, r)
+	return s.n
+}
+
+// HotOverhead is what a HOT reply takes besides its requests: the header,
+// window_ms and the count.
+const HotOverhead = HeaderLen + 4 + 4

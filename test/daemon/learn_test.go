@@ -1,0 +1,68 @@
+package daemon
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/santa-offload/santa/client"
+	"github.com/santa-offload/santa/internal/santadtest"
+	"github.com/santa-offload/santa/rule"
+)
+
+// The real santad learns what a service passes: HOT reports the key of
+// requests no rule answered, counted once each, within a couple of
+// windows; requests a rule answers are not counted.
+func TestLearnHot(t *testing.T) {
+	e := newEnv(t, "l", "")
+	c, _, svc := e.attachedUDP(t)
+	if _, err := c.AddRules(svc.ServiceID, []rule.Rule{pingRule}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.SetLearning(svc.ServiceID, client.Learning{KeyOffset: 2, Enabled: true}); err != nil {
+		t.Fatal(err)
+	}
+	services, err := c.Services()
+	if err != nil || len(services) != 1 || services[0].Manager == "" {
+		t.Fatalf("services %+v, %v: want this test as the manager", services, err)
+	}
+	q := e.dialUDP(t, svc.Port)
+	const batch = 50
+	// A batch that straddles the end of a window is counted in two: then
+	// the next batch is looked for, at most three.
+	for try := range 3 {
+		for i := range batch {
+			if _, err := q.Write(append([]byte{byte(try), byte(i)}, "hot-key"...)); err != nil {
+				t.Fatal(err)
+			}
+			if got, err := santadtest.Ask(q, []byte("ping"), time.Second); err != nil || string(got) != "pong" {
+				t.Fatalf("ping: %q, %v", got, err)
+			}
+		}
+		got := waitHot(t, c, svc.ServiceID)
+		if got == fmt.Sprintf("%d:hot-key", batch) {
+			return
+		}
+		t.Logf("batch %d: hot set %s", try, got)
+	}
+	t.Fatalf("no window counted the %d requests", batch)
+}
+
+// waitHot waits up to 3 s for a window with passed requests, and gives its
+// first as count:key.
+func waitHot(t *testing.T, c *client.Client, service uint32) string {
+	t.Helper()
+	for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		set, err := c.Hot(service, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(set.Requests) > 0 {
+			if len(set.Requests) != 1 || set.Window <= 0 {
+				t.Fatalf("hot set %+v over %v: want one key", set.Requests, set.Window)
+			}
+			return fmt.Sprintf("%d:%s", set.Requests[0].Passes, set.Requests[0].Key)
+		}
+	}
+	return "nothing"
+}
