@@ -61,4 +61,3 @@ func TestRule(t *testing.T) {
 		t.Fatal("the rule shares bytes with the query or the reply")
 	}
 }
-

@@ -18,7 +18,9 @@ func setU16(off int, v uint16) func([]byte) []byte {
 }
 
 // longName is a name of n labels of 63 bytes.
-func longName(n int) string { return strings.TrimSuffix(strings.Repeat(strings.Repeat("x", 63)+".", n), ".") }
+func longName(n int) string {
+	return strings.TrimSuffix(strings.Repeat(strings.Repeat("x", 63)+".", n), ".")
+}
 
 // queryOfLen is a query for an A record of exactly n bytes (n >= 18).
 func queryOfLen(n int) []byte {
