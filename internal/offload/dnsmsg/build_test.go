@@ -23,7 +23,7 @@ func TestNewQuery(t *testing.T) {
 
 func TestRule(t *testing.T) {
 	query := Query(0x1111, RD, "www.example.com", TypeA, OPT(1232))
-	reply := Msg{ID: 0x1111, Flags: QR | AA | RD, Questions: []Question{{"www.example.com", TypeA, 1}},
+	reply := Msg{ID: 0x1111, Flags: QR | AA | RD, Questions: []Question{Q("www.example.com", TypeA)},
 		Answer: []RR{A("www.example.com", 192, 0, 2, 1)}, Additional: []RR{OPT(1232)}}.Bytes()
 	r := dnsmsg.Rule(query, reply)
 	want := rule.Rule{

@@ -68,9 +68,9 @@ func TestCheckQuery(t *testing.T) {
 		{"NOTIFY", Query(1, 4<<11, "example.com", dnsmsg.TypeSOA), dnsmsg.NotQuery},
 		{"UPDATE", Query(1, 5<<11, "example.com", dnsmsg.TypeSOA), dnsmsg.NotQuery},
 		{"no question", Msg{}.Bytes(), dnsmsg.Questions},
-		{"two questions", Msg{Questions: []Question{{"a.", TypeA, 1}, {"b.", TypeA, 1}}}.Bytes(), dnsmsg.Questions},
-		{"answer record", Msg{Questions: []Question{{"a.", TypeA, 1}}, Answer: []RR{rr}}.Bytes(), dnsmsg.Records},
-		{"authority record (IXFR)", Msg{Questions: []Question{{"a.", 251, 1}}, Authority: []RR{SOA("a.", 1)}}.Bytes(), dnsmsg.Records},
+		{"two questions", Msg{Questions: []Question{Q("a.", TypeA), Q("b.", TypeA)}}.Bytes(), dnsmsg.Questions},
+		{"answer record", Msg{Questions: []Question{Q("a.", TypeA)}, Answer: []RR{rr}}.Bytes(), dnsmsg.Records},
+		{"authority record (IXFR)", Msg{Questions: []Question{Q("a.", 251)}, Authority: []RR{SOA("a.", 1)}}.Bytes(), dnsmsg.Records},
 		{"two OPT", Query(1, 0, "a.", TypeA, OPT(1232), OPT(1232)), dnsmsg.Additional},
 		{"additional A", Query(1, 0, "a.", TypeA, rr), dnsmsg.Additional},
 		{"TSIG", Query(1, 0, "a.", TypeA, tsig), dnsmsg.TSIG},
@@ -98,7 +98,7 @@ func TestCheckQuery(t *testing.T) {
 
 func TestCheckReply(t *testing.T) {
 	q := Query(0xbeef, RD, "www.example.com", TypeA, OPT(1232))
-	question := []Question{{"www.example.com", TypeA, dnsmsg.ClassIN}}
+	question := []Question{Q("www.example.com", TypeA)}
 	answer := []RR{A("www.example.com", 192, 0, 2, 1)}
 	reply := func(flags uint16, additional ...RR) []byte {
 		return Msg{ID: 0xbeef, Flags: QR | flags, Questions: question, Answer: answer, Additional: additional}.Bytes()
@@ -122,8 +122,8 @@ func TestCheckReply(t *testing.T) {
 		{"byte after", append(bytes.Clone(ok), 0), dnsmsg.ReplyMalformed},
 		{"QR clear", with(ok, setU16(2, AA)), dnsmsg.ReplyMalformed},
 		{"other id", with(ok, setU16(0, 0xbeee)), dnsmsg.ReplyMalformed},
-		{"question in other case", Msg{ID: 0xbeef, Flags: QR | AA, Questions: []Question{{"WWW.example.com", TypeA, 1}}, Answer: answer}.Bytes(), dnsmsg.ReplyMalformed},
-		{"other question", Msg{ID: 0xbeef, Flags: QR | AA, Questions: []Question{{"www.example.com", TypeAAAA, 1}}}.Bytes(), dnsmsg.ReplyMalformed},
+		{"question in other case", Msg{ID: 0xbeef, Flags: QR | AA, Questions: []Question{Q("WWW.example.com", TypeA)}, Answer: answer}.Bytes(), dnsmsg.ReplyMalformed},
+		{"other question", Msg{ID: 0xbeef, Flags: QR | AA, Questions: []Question{Q("www.example.com", TypeAAAA)}}.Bytes(), dnsmsg.ReplyMalformed},
 		{"no question", Msg{ID: 0xbeef, Flags: QR | AA}.Bytes(), dnsmsg.ReplyMalformed},
 		{"truncated", reply(AA | TC), dnsmsg.Truncated},
 		{"SERVFAIL", reply(AA | 2), dnsmsg.RCode},

@@ -14,7 +14,7 @@ import (
 // exactly the reply (with the request's id) to exactly the query.
 func FuzzCheck(f *testing.F) {
 	q := Query(7, RD, "www.example.com", TypeA, OPT(1232))
-	r := Msg{ID: 7, Flags: QR | AA | RD, Questions: []Question{{"www.example.com", TypeA, 1}},
+	r := Msg{ID: 7, Flags: QR | AA | RD, Questions: []Question{Q("www.example.com", TypeA)},
 		Answer: []RR{CNAME("www.example.com", "x.example.com"), A("x.example.com", 192, 0, 2, 1)}, Authority: []RR{SOA("example.com", 3)}}.Bytes()
 	f.Add(q, r)
 	f.Add(q[:20], r[:30])

@@ -94,7 +94,7 @@ func TestNameString(t *testing.T) {
 }
 
 func TestApexAndSerial(t *testing.T) {
-	question := []Question{{"www.example.com", dnsmsg.TypeSOA, 1}}
+	question := []Question{Q("www.example.com", dnsmsg.TypeSOA)}
 	tests := []struct {
 		name   string
 		msg    []byte
@@ -102,7 +102,7 @@ func TestApexAndSerial(t *testing.T) {
 		serial uint32
 		reason dnsmsg.Reason
 	}{
-		{"SOA in the answer", Msg{Flags: QR | AA, Questions: []Question{{"example.com", dnsmsg.TypeSOA, 1}}, Answer: []RR{SOA("example.com", 42)}}.Bytes(), "example.com.", 42, ""},
+		{"SOA in the answer", Msg{Flags: QR | AA, Questions: []Question{Q("example.com", dnsmsg.TypeSOA)}, Answer: []RR{SOA("example.com", 42)}}.Bytes(), "example.com.", 42, ""},
 		{"NODATA", Msg{Flags: QR | AA, Questions: question, Authority: []RR{SOA("example.com", 7)}}.Bytes(), "example.com.", 7, ""},
 		{"NXDOMAIN", Msg{Flags: QR | AA | 3, Questions: question, Authority: []RR{SOA("Example.com", 9)}}.Bytes(), "Example.com.", 9, ""},
 		{"referral", Msg{Flags: QR, Questions: question, Authority: []RR{{Name: "www.example.com", Type: TypeNS, Class: 1, Data: Name("ns.other")}}}.Bytes(), "", 0, dnsmsg.NoZone},
@@ -154,12 +154,12 @@ func TestZoneNames(t *testing.T) {
 		}
 		return out
 	}
-	chain := Msg{Flags: QR | AA, Questions: []Question{{"www.a.example", TypeA, 1}},
+	chain := Msg{Flags: QR | AA, Questions: []Question{Q("www.a.example", TypeA)},
 		Answer: []RR{CNAME("www.a.example", "web.b.example"), CNAME("WEB.b.example", "x.c.example"), A("x.c.example", 192, 0, 2, 1), A("web.b.example", 192, 0, 2, 2)}}
 	if got := names(chain.Bytes()); !slices.Equal(got, []string{"www.a.example.", "WEB.b.example.", "x.c.example."}) {
 		t.Errorf("CNAME chain: %q", got)
 	}
-	ds := Msg{Flags: QR | AA, Questions: []Question{{"child.example", dnsmsg.TypeDS, 1}},
+	ds := Msg{Flags: QR | AA, Questions: []Question{Q("child.example", dnsmsg.TypeDS)},
 		Answer: []RR{{Name: "child.example", Type: dnsmsg.TypeDS, Class: 1, Data: []byte{1, 2, 3, 4}}}}
 	if got := names(ds.Bytes()); !slices.Equal(got, []string{"example."}) {
 		t.Errorf("DS: %q", got)

@@ -130,3 +130,6 @@ func Option(code uint16, data []byte) []byte {
 	o = binary.BigEndian.AppendUint16(o, uint16(len(data)))
 	return append(o, data...)
 }
+
+// Q is a question of class IN.
+func Q(name string, qtype uint16) Question { return Question{Name: name, Type: qtype, Class: dnsmsg.ClassIN} }
