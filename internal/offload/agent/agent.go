@@ -76,7 +76,7 @@ type agent struct {
 	pollers  sync.WaitGroup
 
 	mu       sync.Mutex
-	sd       Santad // nil while not connected
+	sd       Santad              // nil while not connected
 	sockets  map[uint64]*service // by socket inode
 	services map[uint32]*service // by santad's id
 	groups   map[netip.AddrPort]*group
@@ -92,9 +92,9 @@ type group struct {
 	local    netip.AddrPort
 	dst      netip.AddrPort // where the agent asks the server
 	services map[uint32]*service
-	forms    map[string]*form // offloaded, by key
+	forms    map[string]*form   // offloaded, by key
 	learning map[string]float64 // being learned: the rate that chose it
-	lastRead time.Time        // of the hot set and the rules' hits
+	lastRead time.Time          // of the hot set and the rules' hits
 }
 
 // service is an attached socket.

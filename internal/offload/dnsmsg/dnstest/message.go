@@ -132,4 +132,6 @@ func Option(code uint16, data []byte) []byte {
 }
 
 // Q is a question of class IN.
-func Q(name string, qtype uint16) Question { return Question{Name: name, Type: qtype, Class: dnsmsg.ClassIN} }
+func Q(name string, qtype uint16) Question {
+	return Question{Name: name, Type: qtype, Class: dnsmsg.ClassIN}
+}
