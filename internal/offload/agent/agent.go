@@ -68,6 +68,7 @@ type agent struct {
 	take   func(server.Socket) (int, error)
 	probe  asker
 	dial   func() (Santad, error)
+	now    func() time.Time
 	// seq orders asks against zone changes: an answer asked before a
 	// change of one of its zones was seen is never installed.
 	seq atomic.Uint64
@@ -127,7 +128,7 @@ type skipKey struct {
 }
 
 func newAgent(cfg Config, f finder, take func(server.Socket) (int, error), p asker) *agent {
-	a := &agent{cfg: cfg, log: cfg.Log, finder: f, take: take, probe: p, dial: cfg.Dial,
+	a := &agent{cfg: cfg, log: cfg.Log, finder: f, take: take, probe: p, dial: cfg.Dial, now: time.Now,
 		sockets: map[uint64]*service{}, services: map[uint32]*service{}, groups: map[netip.AddrPort]*group{},
 		zones: map[zoneKey]*zone{}, skipped: map[skipKey]time.Time{}, stats: newStats()}
 	if a.log == nil {

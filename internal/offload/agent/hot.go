@@ -49,7 +49,7 @@ func (a *agent) choose(g *group) []string {
 	if a.groups[g.local] != g || a.sd == nil {
 		return nil
 	}
-	now := time.Now()
+	now := a.now()
 	elapsed := now.Sub(g.lastRead).Seconds()
 	first := g.lastRead.IsZero()
 	g.lastRead = now
@@ -160,6 +160,10 @@ func (a *agent) install(g *group, ls []*learned) {
 	for _, f := range g.forms {
 		used += f.size()
 	}
+	// Best first, for the budget.
+	slices.SortFunc(ls, func(x, y *learned) int {
+		return cmp.Or(cmp.Compare(g.learning[y.f.key], g.learning[x.f.key]), cmp.Compare(x.f.key, y.f.key))
+	})
 	var forms []*form
 	for _, l := range ls {
 		f := l.f
@@ -184,7 +188,7 @@ func (a *agent) install(g *group, ls []*learned) {
 			break
 		}
 	}
-	now := time.Now()
+	now := a.now()
 	for _, f := range forms {
 		if !installed[f] {
 			continue

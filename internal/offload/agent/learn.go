@@ -22,11 +22,12 @@ type zoneSeen struct {
 	serial uint32
 }
 
-// learn asks the server a query form cfg.Asks times: the query must be
-// safe to offload, and so must the replies, all the same. Between the
-// first ask and the others, the zones of the answer's names are found
-// (SOA): the reply is then at least as new as the serials noted, from
-// which the zones' pollers follow it.
+// learn asks the server a query form once, then cfg.Asks times in a row:
+// the query must be safe to offload, and so must the replies, all the
+// same (asks in a row see a rotating RRset rotate). Between the first ask
+// and the others, the zones of the answer's names are found (SOA): the
+// reply is then at least as new as the serials noted, from which the
+// zones' pollers follow it.
 func (a *agent) learn(ctx context.Context, dst netip.AddrPort, key string) (*learned, error) {
 	query := append([]byte{0, 0}, key...)
 	if _, err := dnsmsg.CheckQuery(query); err != nil {
@@ -49,24 +50,32 @@ func (a *agent) learn(ctx context.Context, dst netip.AddrPort, key string) (*lea
 			zones = append(zones, zoneSeen{apex, serial})
 		}
 	}
-	reply, _, err := a.askStable(ctx, dst, query, a.cfg.Asks-1)
+	reply, _, err := a.askStable(ctx, dst, query, a.cfg.Asks)
 	if err != nil {
 		return nil, err
 	}
 	if string(reply) != string(first) {
 		return nil, &dnsmsg.Skip{Reason: dnsmsg.Unstable, Detail: "the replies before and after the zone lookup differ"}
 	}
-	return &learned{f: &form{key: key, query: query, reply: reply, seq: seq, checked: time.Now()}, zones: zones}, nil
+	return &learned{f: &form{key: key, query: query, reply: reply, seq: seq, checked: a.now()}, zones: zones}, nil
 }
 
-// zoneOf asks the SOA of name: the zone it is in, and its serial.
+// zoneOf asks the SOA of name: the zone it is in, and its serial. A name
+// that owns a CNAME (or lies under a DNAME) is answered with that chain,
+// and the SOA that follows is the target's zone: its own zone is then its
+// parent's, as no zone cut can lie between a name and its parent there.
 func (a *agent) zoneOf(ctx context.Context, dst netip.AddrPort, name dnsmsg.Name) (dnsmsg.Name, uint32, error) {
-	q := dnsmsg.NewQuery(name, dnsmsg.TypeSOA, dnsmsg.ClassIN)
-	_, m, err := a.askStable(ctx, dst, q, 1)
-	if err != nil {
-		return nil, 0, err
+	for {
+		q := dnsmsg.NewQuery(name, dnsmsg.TypeSOA, dnsmsg.ClassIN)
+		_, m, err := a.askStable(ctx, dst, q, 1)
+		if err != nil {
+			return nil, 0, err
+		}
+		if len(m.Answer) == 0 || m.Answer[0].Type == dnsmsg.TypeSOA || name.Labels() == 0 {
+			return m.Apex()
+		}
+		name = name.Parent()
 	}
-	return m.Apex()
 }
 
 // learnAll learns keys at once (the probe socket bounds the asks in
@@ -109,5 +118,5 @@ func (a *agent) skip(g *group, key string, err error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.stats.skipped[reason]++
-	a.skipped[skipKey{g.local, key}] = time.Now().Add(time.Duration(a.cfg.SkipRetry))
+	a.skipped[skipKey{g.local, key}] = a.now().Add(time.Duration(a.cfg.SkipRetry))
 }

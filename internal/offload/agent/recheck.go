@@ -85,7 +85,7 @@ func (a *agent) apply(checks []check, cause string) {
 		seq   uint64
 	}
 	var updates []update
-	now := time.Now()
+	now := a.now()
 	for _, c := range checks {
 		f := c.f
 		if f.group.forms[f.key] != f {

@@ -1,12 +1,16 @@
 package dnstest
 
 import (
+	"context"
 	"encoding/binary"
 	"net"
 	"net/netip"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/santa-offload/santa/internal/offload/dnsmsg"
 )
@@ -23,35 +27,55 @@ type Zone struct {
 // the SOA in the authority section, REFUSED outside its zones, one level
 // of CNAME), and can be told to drop queries or rotate RRsets.
 type Server struct {
-	conn *net.UDPConn
+	conns []*net.UDPConn
 
 	mu      sync.Mutex
 	zones   map[string]Zone // by apex, lower case, without the final dot
 	drop    func(*dnsmsg.Message) bool
 	rotate  bool
-	served  int
+	rotated map[string]int // answers given, by name, when rotating
 	queries []string // names asked, in order
 }
 
 // NewServer serves on a new socket bound to addr ("127.0.0.1:0") until the
 // test ends.
-func NewServer(t testing.TB, addr string) *Server {
-	conn, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(netip.MustParseAddrPort(addr)))
-	if err != nil {
-		t.Fatal(err)
+func NewServer(t testing.TB, addr string) *Server { return NewReusePortServer(t, addr, 1) }
+
+// NewReusePortServer serves on n SO_REUSEPORT sockets bound to addr (port
+// 0: one chosen for the first), as a server with n threads does.
+func NewReusePortServer(t testing.TB, addr string, n int) *Server {
+	s := &Server{zones: map[string]Zone{}, rotated: map[string]int{}}
+	lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
+		var err error
+		c.Control(func(fd uintptr) { err = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_REUSEPORT, 1) })
+		return err
+	}}
+	var done sync.WaitGroup
+	for range n {
+		c, err := lc.ListenPacket(context.Background(), "udp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conn := c.(*net.UDPConn)
+		addr = conn.LocalAddr().String()
+		s.conns = append(s.conns, conn)
+		done.Add(1)
+		go func() {
+			defer done.Done()
+			s.serve(conn)
+		}()
 	}
-	s := &Server{conn: conn, zones: map[string]Zone{}}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		s.serve()
-	}()
-	t.Cleanup(func() { conn.Close(); <-done })
+	t.Cleanup(func() {
+		for _, c := range s.conns {
+			c.Close()
+		}
+		done.Wait()
+	})
 	return s
 }
 
 // Addr is the server's address.
-func (s *Server) Addr() netip.AddrPort { return s.conn.LocalAddr().(*net.UDPAddr).AddrPort() }
+func (s *Server) Addr() netip.AddrPort { return s.conns[0].LocalAddr().(*net.UDPAddr).AddrPort() }
 
 // SetZone serves z, replacing the zone of the same apex.
 func (s *Server) SetZone(z Zone) {
@@ -68,7 +92,7 @@ func (s *Server) Drop(f func(*dnsmsg.Message) bool) {
 }
 
 // Rotate makes the server rotate RRsets of several records by one at each
-// answer, as BIND's rrset-order cyclic.
+// answer for their name, as BIND's rrset-order cyclic.
 func (s *Server) Rotate(on bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -84,15 +108,15 @@ func (s *Server) Asked() []string {
 
 func key(name string) string { return strings.ToLower(strings.TrimSuffix(name, ".")) }
 
-func (s *Server) serve() {
+func (s *Server) serve(conn *net.UDPConn) {
 	buf := make([]byte, 65536)
 	for {
-		n, from, err := s.conn.ReadFromUDPAddrPort(buf)
+		n, from, err := conn.ReadFromUDPAddrPort(buf)
 		if err != nil {
 			return
 		}
 		if reply := s.answer(buf[:n]); reply != nil {
-			s.conn.WriteToUDPAddrPort(reply, from)
+			conn.WriteToUDPAddrPort(reply, from)
 		}
 	}
 }
@@ -108,7 +132,6 @@ func (s *Server) answer(q []byte) []byte {
 	if s.drop != nil && s.drop(m) {
 		return nil
 	}
-	s.served++
 	question := q[dnsmsg.HeaderLen : dnsmsg.HeaderLen+len(m.Question[0].Name)+4]
 	flags, answer, authority := s.lookup(m.Question[0])
 	flags |= QR | m.Flags&RD
@@ -156,7 +179,8 @@ func (s *Server) lookup(q dnsmsg.Question) (flags uint16, answer, authority []RR
 		}
 	}
 	if s.rotate && len(answer) > 1 {
-		k := s.served % len(answer)
+		k := s.rotated[name] % len(answer)
+		s.rotated[name]++
 		answer = append(answer[k:], answer[:k]...)
 	}
 	switch {
@@ -180,3 +204,6 @@ func (s *Server) zoneOf(name string) (Zone, bool) {
 		_, n, _ = strings.Cut(n, ".")
 	}
 }
+
+// Conns is the server's sockets, for tests that attach them.
+func (s *Server) Conns() []*net.UDPConn { return s.conns }
