@@ -46,7 +46,9 @@ func newFakeDaemon() *fakeDaemon {
 // conn is a new connection.
 func (d *fakeDaemon) conn() *fakeConn { return &fakeConn{d: d} }
 
-func (d *fakeDaemon) logf(format string, args ...any) { d.batches = append(d.batches, fmt.Sprintf(format, args...)) }
+func (d *fakeDaemon) logf(format string, args ...any) {
+	d.batches = append(d.batches, fmt.Sprintf(format, args...))
+}
 
 // takeBatches returns the batches logged since the last call.
 func (d *fakeDaemon) takeBatches() []string {

@@ -34,7 +34,7 @@ type Server struct {
 	drop    func(*dnsmsg.Message) bool
 	rotate  bool
 	rotated map[string]int // answers given, by name, when rotating
-	queries []string // names asked, in order
+	queries []string       // names asked, in order
 }
 
 // NewServer serves on a new socket bound to addr ("127.0.0.1:0") until the
