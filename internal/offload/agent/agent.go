@@ -76,14 +76,16 @@ type agent struct {
 	zonesCtx context.Context
 	pollers  sync.WaitGroup
 
-	mu       sync.Mutex
-	sd       Santad              // nil while not connected
-	sockets  map[uint64]*service // by socket inode
-	services map[uint32]*service // by santad's id
-	groups   map[netip.AddrPort]*group
-	zones    map[zoneKey]*zone
-	skipped  map[skipKey]time.Time // until then, not tried again
-	stats    stats
+	mu sync.Mutex
+	sd Santad // nil while not connected
+	// dialFailing is whether the last dial failed: that is logged once.
+	dialFailing bool
+	sockets     map[uint64]*service // by socket inode
+	services    map[uint32]*service // by santad's id
+	groups      map[netip.AddrPort]*group
+	zones       map[zoneKey]*zone
+	skipped     map[skipKey]time.Time // until then, not tried again
+	stats       stats
 }
 
 // group is the sockets bound to one address and port: one SO_REUSEPORT
@@ -183,9 +185,13 @@ func (a *agent) santad() (Santad, error) {
 	}
 	sd, err := a.dial()
 	if err != nil {
+		if !a.dialFailing {
+			a.log.Warn("connecting to santad; trying again every scan, quietly", "err", err)
+		}
+		a.dialFailing = true
 		return nil, err
 	}
-	a.sd = sd
+	a.sd, a.dialFailing = sd, false
 	a.log.Info("connected to santad")
 	return sd, nil
 }

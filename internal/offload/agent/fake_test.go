@@ -199,7 +199,10 @@ func (c *fakeConn) Hot(id uint32, max int) (HotSet, error) {
 	if _, err := c.service(id); err != nil {
 		return HotSet{}, err
 	}
-	h := d.hot[id]
+	h, ok := d.hot[id]
+	if !ok {
+		h = d.hot[0] // every service's
+	}
 	h.Requests = h.Requests[:min(max, len(h.Requests))]
 	return h, nil
 }

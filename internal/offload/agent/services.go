@@ -22,7 +22,6 @@ func (a *agent) scan(context.Context) {
 	defer a.mu.Unlock()
 	sd, err := a.santad()
 	if err != nil {
-		a.log.Warn("connecting to santad", "err", err)
 		return
 	}
 	known := make(map[uint64]bool, len(a.sockets))
