@@ -51,7 +51,7 @@ func newRig(t *testing.T, config func(*Config)) *rig {
 	r.finder.set(t, r.srv.Conns()...)
 	cfg := DefaultConfig()
 	cfg.UniformAnswers = true
-	cfg.ProbeTimeout = Duration(100 * time.Millisecond)
+	cfg.ProbeTimeout = Duration(100 * time.Millisecond) // the race detector is slow
 	cfg.RecheckBudget = Duration(2 * time.Second)
 	cfg.ZonePoll = Duration(time.Hour) // the test polls
 	cfg.Dial = func() (Santad, error) {

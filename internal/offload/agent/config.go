@@ -81,9 +81,9 @@ func DefaultConfig() Config {
 		Window:           Duration(time.Second),
 		Scan:             Duration(250 * time.Millisecond),
 		ZonePoll:         Duration(200 * time.Millisecond),
-		RecheckBudget:    Duration(400 * time.Millisecond),
+		RecheckBudget:    Duration(250 * time.Millisecond),
 		Sweep:            Duration(30 * time.Second),
-		ProbeTimeout:     Duration(100 * time.Millisecond),
+		ProbeTimeout:     Duration(50 * time.Millisecond),
 		ProbeConcurrency: 64,
 		Asks:             2,
 		SkipRetry:        Duration(time.Minute),
@@ -127,8 +127,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("asks is %d; a reply must be seen at least twice", c.Asks)
 	case c.ProbeConcurrency < 1 || c.ProbeConcurrency > probe.MaxConcurrency:
 		return fmt.Errorf("probe_concurrency is %d; it must be in 1..%d", c.ProbeConcurrency, probe.MaxConcurrency)
-	case c.ProbeTimeout >= c.RecheckBudget:
-		return fmt.Errorf("probe_timeout %v must be below recheck_budget %v", time.Duration(c.ProbeTimeout), time.Duration(c.RecheckBudget))
+	case time.Duration(c.Asks)*time.Duration(c.ProbeTimeout) > time.Duration(c.RecheckBudget):
+		// A re-check asks that many times in a row: a server slower than
+		// that would have every form of a changed zone deleted.
+		return fmt.Errorf("asks × probe_timeout (%d × %v) is over recheck_budget %v", c.Asks, time.Duration(c.ProbeTimeout), time.Duration(c.RecheckBudget))
 	}
 	return nil
 }
