@@ -208,52 +208,40 @@ func (c *fakeConn) Hot(id uint32, max int) (HotSet, error) {
 }
 
 func (c *fakeConn) Rules(id uint32) iter.Seq2[client.RuleEntry, error] {
-	return func(yield func(client.RuleEntry, error) bool) {
-		d, err := c.lock()
-		if err != nil {
-			yield(client.RuleEntry{}, err)
-			return
-		}
-		s, err := c.service(id)
-		var entries []client.RuleEntry
-		if err == nil {
-			for _, rid := range slices.Sorted(maps.Keys(s.rules)) {
-				entries = append(entries, client.RuleEntry{RuleID: rid, Rule: s.rules[rid]})
-			}
-		}
-		d.mu.Unlock()
-		if err != nil {
-			yield(client.RuleEntry{}, err)
-			return
-		}
-		for _, e := range entries {
-			if !yield(e, nil) {
-				return
-			}
-		}
-	}
+	return list(c, id, func(s *fakeService, rid uint32) client.RuleEntry {
+		return client.RuleEntry{RuleID: rid, Rule: s.rules[rid]}
+	})
 }
 
 func (c *fakeConn) RuleStats(id uint32) iter.Seq2[client.RuleCounters, error] {
-	return func(yield func(client.RuleCounters, error) bool) {
+	return list(c, id, func(s *fakeService, rid uint32) client.RuleCounters {
+		return client.RuleCounters{RuleID: rid, Hits: s.hits[rid]}
+	})
+}
+
+// list yields item(rule) of each rule of a service, by rising id, as the
+// client's paged lists do.
+func list[T any](c *fakeConn, id uint32, item func(*fakeService, uint32) T) iter.Seq2[T, error] {
+	return func(yield func(T, error) bool) {
+		var none T
 		d, err := c.lock()
 		if err != nil {
-			yield(client.RuleCounters{}, err)
+			yield(none, err)
 			return
 		}
 		s, err := c.service(id)
-		var counters []client.RuleCounters
+		var items []T
 		if err == nil {
 			for _, rid := range slices.Sorted(maps.Keys(s.rules)) {
-				counters = append(counters, client.RuleCounters{RuleID: rid, Hits: s.hits[rid]})
+				items = append(items, item(s, rid))
 			}
 		}
 		d.mu.Unlock()
 		if err != nil {
-			yield(client.RuleCounters{}, err)
+			yield(none, err)
 			return
 		}
-		for _, x := range counters {
+		for _, x := range items {
 			if !yield(x, nil) {
 				return
 			}

@@ -1,18 +1,15 @@
 package agent
 
 import (
-	"bufio"
 	"fmt"
 	"io"
 	"maps"
-	"net"
-	"net/http"
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/santa-offload/santa/internal/offload/dnsmsg"
+	"github.com/santa-offload/santa/internal/promtext"
 )
 
 // stats are the agent's counters, guarded by agent.mu.
@@ -77,24 +74,12 @@ func (a *agent) logSummary() {
 		"zone_changes", s.zoneChanges, "skipped", strings.Join(skipped, ","))
 }
 
-// serveMetrics serves GET /metrics on addr in Prometheus's text format
-// (written by hand, as santad's: a few families need no library).
+// serveMetrics serves GET /metrics on addr in Prometheus's text format.
 func (a *agent) serveMetrics(addr string) (stop func(), err error) {
-	l, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("metrics: %w", err)
-	}
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-		a.writeMetrics(w)
-	})
-	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	go hs.Serve(l)
-	return func() { hs.Close() }, nil
+	return promtext.Serve(addr, a.writeMetrics, a.log)
 }
 
-// metric is one family: its samples as label pairs and values.
+// metric is one family and its samples.
 type metric struct {
 	name, typ, help string
 	samples         []sample
@@ -133,19 +118,11 @@ func (a *agent) writeMetrics(out io.Writer) error {
 		{"santa_offload_zone_changes_total", "counter", "Zone serial changes seen.", one(s.zoneChanges)},
 		{"santa_offload_attached_total", "counter", "Sockets attached.", one(s.attached)},
 	}
-	w := bufio.NewWriter(out)
+	w := promtext.NewWriter(out)
 	for _, f := range families {
-		fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s %s\n", f.name, f.help, f.name, f.typ)
+		w.Family(f.name, f.typ, f.help)
 		for _, smp := range f.samples {
-			w.WriteString(f.name)
-			for i := 0; i+1 < len(smp.labels); i += 2 {
-				sep := map[bool]string{true: "{", false: ","}[i == 0]
-				fmt.Fprintf(w, "%s%s=%s", sep, smp.labels[i], strconv.Quote(smp.labels[i+1]))
-			}
-			if len(smp.labels) > 0 {
-				w.WriteByte('}')
-			}
-			fmt.Fprintf(w, " %d\n", smp.value)
+			w.Sample(f.name, smp.value, smp.labels...)
 		}
 	}
 	return w.Flush()
