@@ -43,7 +43,13 @@ func Holders(inodes []uint64) (map[uint64]Held, error) {
 			pids = append(pids, n)
 		}
 	}
-	slices.Sort(pids)
+	return HoldersAmong(pids, inodes), nil
+}
+
+// HoldersAmong is Holders looking only at the processes pids: those of
+// one server. Of several holding a socket, the lowest pid is taken.
+func HoldersAmong(pids []int, inodes []uint64) map[uint64]Held {
+	pids = slices.Sorted(slices.Values(pids))
 	wanted := make(map[uint64]bool, len(inodes))
 	for _, i := range inodes {
 		wanted[i] = true
@@ -70,5 +76,5 @@ func Holders(inodes []uint64) (map[uint64]Held, error) {
 			}
 		}
 	}
-	return held, nil
+	return held
 }

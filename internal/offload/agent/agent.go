@@ -1,0 +1,279 @@
+// Package agent is the DNS offload agent (santa-offload dns): it attaches
+// every socket a DNS server answers on to santad, learns from the kernel's
+// count of passed queries which are hot, asks the server for their
+// answers and installs them as rules, and keeps them equal to the server's
+// answers as the zones change (docs/offload-dns.md).
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/santa-offload/santa/client"
+	"github.com/santa-offload/santa/internal/offload/dnsmsg"
+	"github.com/santa-offload/santa/internal/offload/probe"
+	"github.com/santa-offload/santa/internal/offload/server"
+)
+
+// Run runs the agent until ctx ends, then detaches its services: without
+// the agent nobody keeps the rules fresh, so the offload ends with it.
+func Run(ctx context.Context, cfg Config) error {
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	finder, err := server.NewFinder(server.Target{PID: cfg.PID, Unit: cfg.Unit, Cgroup: cfg.Cgroup, Port: cfg.Port, Netns: cfg.Netns})
+	if err != nil {
+		return err
+	}
+	prober, err := probe.Open(cfg.Netns, cfg.ProbeConcurrency)
+	if err != nil {
+		return err
+	}
+	defer prober.Close()
+	a := newAgent(cfg, finder, server.Take, prober)
+	a.log.Info("offloading", "server", finder.Describe(), "probe_port", prober.Port(), "max_rules", cfg.MaxRules)
+	if cfg.Metrics != "" {
+		stop, err := a.serveMetrics(cfg.Metrics)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
+	a.run(ctx)
+	return nil
+}
+
+// finder finds the server's sockets (*server.Finder).
+type finder interface {
+	Scan(known map[uint64]bool) (live map[uint64]bool, fresh []server.Socket, err error)
+}
+
+// asker asks the server (*probe.Socket).
+type asker interface {
+	Ask(ctx context.Context, dst netip.AddrPort, query []byte, timeout time.Duration) ([]byte, error)
+	Port() uint16
+	Sent() uint64
+}
+
+type agent struct {
+	cfg    Config
+	log    *slog.Logger
+	finder finder
+	take   func(server.Socket) (int, error)
+	probe  asker
+	dial   func() (Santad, error)
+	now    func() time.Time
+	// seq orders asks against zone changes: an answer asked before a
+	// change of one of its zones was seen is never installed.
+	seq atomic.Uint64
+	// zonesCtx is the life of the zones' pollers.
+	zonesCtx context.Context
+	pollers  sync.WaitGroup
+
+	mu sync.Mutex
+	sd Santad // nil while not connected
+	// dialFailing is whether the last dial failed: that is logged once.
+	dialFailing bool
+	sockets     map[uint64]*service // by socket inode
+	services    map[uint32]*service // by santad's id
+	groups      map[netip.AddrPort]*group
+	zones       map[zoneKey]*zone
+	skipped     map[skipKey]time.Time // until then, not tried again
+	stats       stats
+}
+
+// group is the sockets bound to one address and port: one SO_REUSEPORT
+// group, among which the kernel spreads the queries. Each socket is a
+// service of santad's, and every one gets the same rules.
+type group struct {
+	local    netip.AddrPort
+	dst      netip.AddrPort // where the agent asks the server
+	services map[uint32]*service
+	forms    map[string]*form   // offloaded, by key
+	learning map[string]float64 // being learned: the rate that chose it
+	lastRead time.Time          // of the hot set and the rules' hits
+}
+
+// service is an attached socket.
+type service struct {
+	id     uint32
+	inode  uint64
+	group  *group
+	rules  map[*form]uint32 // the form's rule id on this service
+	byRule map[uint32]*form
+	hits   map[uint32]uint64 // the rule's hits when last read
+}
+
+// form is an offloaded query form: a query's bytes after the transaction
+// id, and the server's reply.
+type form struct {
+	key       string // query[2:]
+	query     []byte // transaction id 0
+	reply     []byte // transaction id 0
+	group     *group
+	zones     []*zone
+	seq       uint64    // of the ask the reply came from
+	rate      float64   // requests per second, last window
+	installed time.Time // when first installed
+	checked   time.Time // when last asked
+}
+
+type skipKey struct {
+	group netip.AddrPort
+	key   string
+}
+
+func newAgent(cfg Config, f finder, take func(server.Socket) (int, error), p asker) *agent {
+	a := &agent{cfg: cfg, log: cfg.Log, finder: f, take: take, probe: p, dial: cfg.Dial, now: time.Now,
+		sockets: map[uint64]*service{}, services: map[uint32]*service{}, groups: map[netip.AddrPort]*group{},
+		zones: map[zoneKey]*zone{}, skipped: map[skipKey]time.Time{}, stats: newStats()}
+	if a.log == nil {
+		a.log = slog.New(slog.DiscardHandler)
+	}
+	if a.dial == nil {
+		a.dial = func() (Santad, error) { return dial(cfg.Socket) }
+	}
+	a.zonesCtx = context.Background()
+	return a
+}
+
+// run runs the loops until ctx ends, then detaches.
+func (a *agent) run(ctx context.Context) {
+	zctx, stopZones := context.WithCancel(ctx)
+	a.zonesCtx = zctx
+	var loops sync.WaitGroup
+	every := func(d Duration, f func(context.Context)) {
+		loops.Add(1)
+		go func() {
+			defer loops.Done()
+			t := time.NewTicker(time.Duration(d))
+			defer t.Stop()
+			for {
+				f(ctx)
+				select {
+				case <-ctx.Done():
+					return
+				case <-t.C:
+				}
+			}
+		}()
+	}
+	every(a.cfg.Scan, a.scan)
+	every(a.cfg.Window, a.window)
+	every(Duration(time.Second), a.sweep)
+	if a.cfg.LogEvery > 0 {
+		every(a.cfg.LogEvery, func(context.Context) { a.logSummary() })
+	}
+	<-ctx.Done()
+	loops.Wait()
+	stopZones()
+	a.pollers.Wait()
+	a.detachAll()
+}
+
+// santad is the connection to santad, dialling it if there is none. Called
+// with a.mu held.
+func (a *agent) santad() (Santad, error) {
+	if a.sd != nil {
+		return a.sd, nil
+	}
+	sd, err := a.dial()
+	if err != nil {
+		if !a.dialFailing {
+			a.log.Warn("connecting to santad; trying again every scan, quietly", "err", err)
+		}
+		a.dialFailing = true
+		return nil, err
+	}
+	a.sd, a.dialFailing = sd, false
+	a.log.Info("connected to santad")
+	return sd, nil
+}
+
+// failed handles an error of a santad call: a refusal (*client.Error) is
+// the request's; anything else is the connection's, which is closed. The
+// next scan dials again and takes the services up where they are: santad
+// keeps them across its restarts, and the agent knows them by socket
+// cookie. Called with a.mu held.
+func (a *agent) failed(what string, err error) {
+	var refusal *client.Error
+	if errors.As(err, &refusal) {
+		a.log.Warn(what, "err", err)
+		return
+	}
+	a.log.Warn(what+": dropping the connection to santad", "err", err)
+	if a.sd != nil {
+		a.sd.Close()
+		a.sd = nil
+	}
+	// The sockets are taken again, and their services found by cookie.
+	for _, s := range a.services {
+		s.group.services = map[uint32]*service{}
+	}
+	a.sockets = map[uint64]*service{}
+	a.services = map[uint32]*service{}
+}
+
+// detachAll detaches every service: the agent is leaving.
+func (a *agent) detachAll() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.sd == nil {
+		return
+	}
+	for id := range a.services {
+		if err := a.sd.Detach(id); err != nil {
+			a.log.Warn("detaching", "service", id, "err", err)
+		}
+	}
+	a.log.Info("detached", "services", len(a.services))
+	a.sd.Close()
+	a.sd = nil
+}
+
+// dstFor is where to ask a server bound to local: its own address, or
+// loopback for a wildcard.
+func dstFor(local netip.AddrPort) netip.AddrPort {
+	addr := local.Addr().Unmap()
+	switch {
+	case addr == netip.IPv4Unspecified():
+		addr = netip.AddrFrom4([4]byte{127, 0, 0, 1})
+	case addr == netip.IPv6Unspecified():
+		addr = netip.IPv6Loopback()
+	}
+	return netip.AddrPortFrom(addr, local.Port())
+}
+
+// askStable asks query (transaction id 0) n times and returns the reply
+// (transaction id 0) if every reply is safe and all are the same.
+func (a *agent) askStable(ctx context.Context, dst netip.AddrPort, query []byte, n int) ([]byte, *dnsmsg.Message, error) {
+	var first []byte
+	var m *dnsmsg.Message
+	for i := range n {
+		r, err := a.probe.Ask(ctx, dst, query, time.Duration(a.cfg.ProbeTimeout))
+		if errors.Is(err, probe.ErrTimeout) {
+			return nil, nil, &dnsmsg.Skip{Reason: dnsmsg.Timeout, Detail: err.Error()}
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		sent := append(r[:2:2], query[2:]...)
+		rm, err := dnsmsg.CheckReply(sent, r)
+		if err != nil {
+			return nil, nil, err
+		}
+		r[0], r[1] = 0, 0
+		if i == 0 {
+			first, m = r, rm
+		} else if string(r) != string(first) {
+			return nil, nil, &dnsmsg.Skip{Reason: dnsmsg.Unstable, Detail: fmt.Sprintf("ask %d got another reply than ask 1", i+1)}
+		}
+	}
+	return first, m, nil
+}

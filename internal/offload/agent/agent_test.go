@@ -1,0 +1,428 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net"
+	"reflect"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/santa-offload/santa/internal/offload/dnsmsg"
+	. "github.com/santa-offload/santa/internal/offload/dnsmsg/dnstest"
+	"github.com/santa-offload/santa/internal/offload/probe"
+	"github.com/santa-offload/santa/internal/offload/server"
+	"github.com/santa-offload/santa/rule"
+)
+
+// rig is an agent against a fake santad and a test DNS server with two
+// SO_REUSEPORT sockets (services 1 and 2 once scanned). Its clock moves
+// only when the test says; zones are polled only when the test says.
+type rig struct {
+	t      *testing.T
+	srv    *Server
+	d      *fakeDaemon
+	finder *fakeFinder
+	a      *agent
+	clock  atomic.Int64
+	ctx    context.Context
+	mu     sync.Mutex
+	conn   *fakeConn
+}
+
+func exampleZone(serial uint32, www byte) Zone {
+	return Zone{Apex: "example.com", Serial: serial, Records: []RR{
+		A("www.example.com", 192, 0, 2, www), A("mail.example.com", 192, 0, 2, 25),
+		A("a.example.com", 192, 0, 2, 10), A("b.example.com", 192, 0, 2, 11), A("c.example.com", 192, 0, 2, 12),
+		A("rr.example.com", 192, 0, 2, 1), A("rr.example.com", 192, 0, 2, 2),
+		CNAME("alias.example.com", "x.other.org"),
+	}}
+}
+
+func newRig(t *testing.T, config func(*Config)) *rig {
+	r := &rig{t: t, srv: NewReusePortServer(t, "127.0.0.1:0", 2), d: newFakeDaemon(), finder: &fakeFinder{}}
+	r.srv.SetZone(exampleZone(1, 1))
+	r.srv.SetZone(Zone{Apex: "other.org", Serial: 7, Records: []RR{A("x.other.org", 198, 51, 100, 1)}})
+	r.finder.set(t, r.srv.Conns()...)
+	cfg := DefaultConfig()
+	cfg.UniformAnswers = true
+	cfg.ProbeTimeout = Duration(100 * time.Millisecond) // the race detector is slow
+	cfg.RecheckBudget = Duration(2 * time.Second)
+	cfg.ZonePoll = Duration(time.Hour) // the test polls
+	cfg.Dial = func() (Santad, error) {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		r.conn = r.d.conn()
+		return r.conn, nil
+	}
+	if config != nil {
+		config(&cfg)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	p, err := probe.Open("", 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	r.a = newAgent(cfg, r.finder, server.Take, p)
+	r.a.now = func() time.Time { return time.Unix(1e9, r.clock.Load()) }
+	ctx, cancel := context.WithCancel(context.Background())
+	r.ctx, r.a.zonesCtx = ctx, ctx
+	t.Cleanup(func() { cancel(); r.a.pollers.Wait() })
+	return r
+}
+
+// tick moves the clock by one window and runs one.
+func (r *rig) tick() {
+	r.clock.Add(int64(r.a.cfg.Window))
+	r.a.window(r.ctx)
+}
+
+// key is the query form (no EDNS, no flags) for name and type.
+func key(name string, qtype uint16) []byte { return Query(0, 0, name, qtype)[2:] }
+
+func hot(passes uint32, name string) HotRequest {
+	return HotRequest{Passes: passes, Key: key(name, TypeA)}
+}
+
+// serverRule is the rule of the server's own answer, asked directly.
+func (r *rig) serverRule(name string) rule.Rule {
+	r.t.Helper()
+	c, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(r.srv.Addr()))
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	defer c.Close()
+	q := Query(0, 0, name, TypeA)
+	c.Write(q)
+	c.SetReadDeadline(time.Now().Add(time.Second))
+	buf := make([]byte, 2000)
+	n, err := c.Read(buf)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return dnsmsg.Rule(q, buf[:n])
+}
+
+// installed is the names whose rules service id has, sorted; every rule
+// must be the server's answer now.
+func (r *rig) installed(id uint32) []string {
+	r.t.Helper()
+	var names []string
+	for pattern, got := range r.d.rules(id) {
+		m, err := dnsmsg.Parse(append([]byte{0, 0}, pattern...))
+		if err != nil {
+			r.t.Fatal(err)
+		}
+		name := strings.TrimSuffix(m.Question[0].Name.String(), ".")
+		if want := r.serverRule(name); !reflect.DeepEqual(got, want) {
+			r.t.Errorf("service %d: the rule for %s is not the server's answer:\n got %+v\nwant %+v", id, name, got, want)
+		}
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	return names
+}
+
+func (r *rig) wantInstalled(names ...string) {
+	r.t.Helper()
+	for _, id := range []uint32{1, 2} {
+		if got := r.installed(id); !slices.Equal(got, names) {
+			r.t.Fatalf("service %d has rules for %v; want %v", id, got, names)
+		}
+	}
+}
+
+func (r *rig) zone(apex string) *zone {
+	r.a.mu.Lock()
+	defer r.a.mu.Unlock()
+	for k, z := range r.a.zones {
+		if k.apex == Name(apex).Key() {
+			return z
+		}
+	}
+	r.t.Fatalf("no zone %s", apex)
+	return nil
+}
+
+func TestAttachAndLearn(t *testing.T) {
+	r := newRig(t, nil)
+	r.a.scan(r.ctx)
+	want := Learning{KeyOffset: 2, ProbePort: r.a.probe.Port(), Enabled: true}
+	if len(r.d.services) != 2 || r.d.learning[1] != want || r.d.learning[2] != want {
+		t.Fatalf("services %v, learning %+v; want 2 services learning with %+v", r.d.services, r.d.learning, want)
+	}
+	// The kernel's hot sets of both sockets count, merged.
+	r.d.setHot(1, hot(30, "www.example.com"), hot(5, "alias.example.com"))
+	r.d.setHot(2, hot(30, "www.example.com"), hot(5, "alias.example.com"))
+	r.tick()
+	// Asked: each form once, the SOA of each name of its answer (the
+	// alias owns a CNAME, so its zone is its parent's), each form twice.
+	if got, want := r.srv.Asked(), []string{"alias.example.com.", "alias.example.com.", "example.com.", "x.other.org.", "alias.example.com.",
+		"alias.example.com.", "www.example.com.", "www.example.com.", "www.example.com.", "www.example.com."}; !slices.Equal(sortedBy(got, want), want) {
+		t.Errorf("asked %q; want %q in some order", got, want)
+	}
+	r.wantInstalled("alias.example.com", "www.example.com")
+	// The CNAME leads into other.org: both zones follow the alias.
+	if z := r.zone("other.org"); len(z.forms) != 1 || z.serial != 7 {
+		t.Fatalf("other.org follows %d forms at serial %d", len(z.forms), z.serial)
+	}
+	if z := r.zone("example.com"); len(z.forms) != 2 || z.serial != 1 {
+		t.Fatalf("example.com follows %d forms at serial %d", len(z.forms), z.serial)
+	}
+}
+
+// sortedBy is got sorted if it has the elements of want, else got.
+func sortedBy(got, want []string) []string {
+	g, w := slices.Sorted(slices.Values(got)), slices.Sorted(slices.Values(want))
+	if slices.Equal(g, w) {
+		return want
+	}
+	return got
+}
+
+func TestSkips(t *testing.T) {
+	r := newRig(t, nil)
+	r.srv.Rotate(true)
+	r.srv.Drop(func(m *dnsmsg.Message) bool { return m.Question[0].Name.String() == "mail.example.com." })
+	r.a.scan(r.ctx)
+	cookie := Query(0, 0, "www.example.com", TypeA, OPT(1232, Option(dnsmsg.OptionCookie, []byte("01234567"))))[2:]
+	r.d.setHot(1,
+		HotRequest{Passes: 50, Key: cookie},
+		HotRequest{Passes: 40, Key: []byte{1, 0, 0, 1}}, // malformed
+		hot(30, "rr.example.com"),                       // rotates
+		hot(20, "www.example.net"),                      // REFUSED
+		hot(10, "mail.example.com"),                     // dropped
+	)
+	r.tick()
+	r.wantInstalled()
+	want := map[dnsmsg.Reason]uint64{dnsmsg.Cookie: 1, dnsmsg.Malformed: 1, dnsmsg.Unstable: 1, dnsmsg.RCode: 1, dnsmsg.Timeout: 1}
+	if !reflect.DeepEqual(r.a.stats.skipped, want) {
+		t.Fatalf("skipped %v; want %v", r.a.stats.skipped, want)
+	}
+	// Skipped forms are not asked again for a while.
+	asked := len(r.srv.Asked())
+	r.tick()
+	if len(r.srv.Asked()) != asked || !reflect.DeepEqual(r.a.stats.skipped, want) {
+		t.Fatalf("the second window asked %d more and skipped %v", len(r.srv.Asked())-asked, r.a.stats.skipped)
+	}
+	var out bytes.Buffer
+	r.a.writeMetrics(&out)
+	for _, line := range []string{`santa_offload_skipped_total{reason="cookie"} 1`, `santa_offload_skipped_total{reason="timeout"} 1`,
+		`santa_offload_rules{service="1",addr="` + r.srv.Addr().String() + `"} 0`} {
+		if !strings.Contains(out.String(), line+"\n") {
+			t.Errorf("metrics lack %q:\n%s", line, out.String())
+		}
+	}
+}
+
+func TestTopNWithHysteresis(t *testing.T) {
+	r := newRig(t, func(c *Config) { c.MaxRules = 2 })
+	r.a.scan(r.ctx)
+	r.d.setHot(1, hot(100, "a.example.com"), hot(80, "b.example.com"), hot(10, "c.example.com"))
+	r.tick()
+	r.wantInstalled("a.example.com", "b.example.com")
+	// a and b are answered by the kernel now: their rates are their hits.
+	// b's 50 per second, boosted by the hysteresis to 75, beats c's 70.
+	for _, c := range []uint32{60, 70} {
+		r.d.hit(1, key("a.example.com", TypeA), 100)
+		r.d.hit(1, key("b.example.com", TypeA), 50)
+		r.d.setHot(1, hot(c, "c.example.com"))
+		r.tick()
+		r.wantInstalled("a.example.com", "b.example.com")
+	}
+	// c's 90 beats it: b goes, c comes.
+	r.d.hit(1, key("a.example.com", TypeA), 100)
+	r.d.hit(1, key("b.example.com", TypeA), 50)
+	r.d.setHot(1, hot(90, "c.example.com"))
+	r.tick()
+	r.wantInstalled("a.example.com", "c.example.com")
+	if r.a.stats.deleted["cold"] != 1 {
+		t.Fatalf("deleted %v; want one cold", r.a.stats.deleted)
+	}
+}
+
+func TestBudget(t *testing.T) {
+	r := newRig(t, nil)
+	r.a.scan(r.ctx)
+	r.d.setHot(1, hot(100, "a.example.com"))
+	r.tick()
+	size := func() int {
+		r.a.mu.Lock()
+		defer r.a.mu.Unlock()
+		for _, g := range r.a.groups {
+			for _, f := range g.forms {
+				return f.size()
+			}
+		}
+		return 0
+	}()
+	// Room for two forms of this size: b comes, c does not.
+	r.a.cfg.MaxBytes = 2*size + size/2
+	r.d.setHot(1, hot(90, "b.example.com"), hot(80, "c.example.com"))
+	r.tick()
+	r.wantInstalled("a.example.com", "b.example.com")
+}
+
+// installAll installs www, mail and alias (whose answer is in other.org).
+func (r *rig) installAll() {
+	r.a.scan(r.ctx)
+	r.d.setHot(1, hot(30, "www.example.com"), hot(20, "mail.example.com"), hot(10, "alias.example.com"))
+	r.tick()
+	r.wantInstalled("alias.example.com", "mail.example.com", "www.example.com")
+	r.d.takeBatches()
+}
+
+func sortedBatches(d *fakeDaemon) []string {
+	b := d.takeBatches()
+	slices.Sort(b)
+	return b
+}
+
+func TestZoneChangeOneBatchPerService(t *testing.T) {
+	r := newRig(t, nil)
+	r.installAll()
+	// Nothing changed: nothing is asked but the serial.
+	if alive, changed := r.a.pollOnce(r.ctx, r.zone("example.com")); !alive || changed {
+		t.Fatalf("pollOnce = %v, %v; want alive and unchanged", alive, changed)
+	}
+	r.srv.SetZone(exampleZone(2, 99))
+	if _, changed := r.a.pollOnce(r.ctx, r.zone("example.com")); !changed {
+		t.Fatal("the new serial was not seen")
+	}
+	if got, want := sortedBatches(r.d), []string{"txn 1: replace 1 delete 0", "txn 2: replace 1 delete 0"}; !slices.Equal(got, want) {
+		t.Fatalf("batches %q; want %q", got, want)
+	}
+	r.wantInstalled("alias.example.com", "mail.example.com", "www.example.com")
+	// A change of other.org re-asks the alias, whose answer comes from it.
+	r.srv.SetZone(Zone{Apex: "other.org", Serial: 8, Records: []RR{A("x.other.org", 198, 51, 100, 2)}})
+	r.a.pollOnce(r.ctx, r.zone("other.org"))
+	if got, want := sortedBatches(r.d), []string{"txn 1: replace 1 delete 0", "txn 2: replace 1 delete 0"}; !slices.Equal(got, want) {
+		t.Fatalf("batches %q; want %q", got, want)
+	}
+	r.wantInstalled("alias.example.com", "mail.example.com", "www.example.com")
+}
+
+func TestZoneChangeDeletesWhatCannotBeRechecked(t *testing.T) {
+	r := newRig(t, nil)
+	r.installAll()
+	r.srv.SetZone(exampleZone(2, 1)) // www's answer is the same
+	r.srv.Drop(func(m *dnsmsg.Message) bool { return m.Question[0].Name.String() == "mail.example.com." })
+	r.a.pollOnce(r.ctx, r.zone("example.com"))
+	if got, want := sortedBatches(r.d), []string{"txn 1: replace 0 delete 1", "txn 2: replace 0 delete 1"}; !slices.Equal(got, want) {
+		t.Fatalf("batches %q; want %q", got, want)
+	}
+	r.wantInstalled("alias.example.com", "www.example.com")
+	// The server stops answering: the zone's serial cannot be asked, and
+	// its forms go.
+	r.srv.Drop(func(*dnsmsg.Message) bool { return true })
+	r.a.pollOnce(r.ctx, r.zone("example.com"))
+	r.wantInstalled()
+	if got := r.a.stats.deleted; got["zone"] != 1 || got["zone_unverifiable"] != 2 {
+		t.Fatalf("deleted %v", got)
+	}
+}
+
+func TestSweepCatchesChangeWithoutSerial(t *testing.T) {
+	r := newRig(t, func(c *Config) { c.Sweep = Duration(time.Second) })
+	r.installAll()
+	r.srv.SetZone(exampleZone(1, 42))
+	r.a.sweep(r.ctx)
+	if got, want := sortedBatches(r.d), []string{"txn 1: replace 1 delete 0", "txn 2: replace 1 delete 0"}; !slices.Equal(got, want) {
+		t.Fatalf("batches %q; want %q", got, want)
+	}
+	r.wantInstalled("alias.example.com", "mail.example.com", "www.example.com")
+	// A reply that starts rotating cannot be re-checked: deleted.
+	r.srv.SetZone(Zone{Apex: "other.org", Serial: 7, Records: []RR{A("x.other.org", 198, 51, 100, 1), A("x.other.org", 198, 51, 100, 3)}})
+	r.srv.Rotate(true)
+	r.a.sweep(r.ctx)
+	r.wantInstalled("mail.example.com", "www.example.com")
+}
+
+func TestLearnedAnswerOlderThanZoneChangeIsNotInstalled(t *testing.T) {
+	r := newRig(t, nil)
+	r.installAll()
+	g := r.a.groups[r.srv.Addr()]
+	l, err := r.a.learn(r.ctx, g.dst, string(key("a.example.com", TypeA)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The zone changes (and is seen) after a was asked.
+	r.srv.SetZone(exampleZone(2, 1))
+	r.a.pollOnce(r.ctx, r.zone("example.com"))
+	r.a.install(g, []*learned{l})
+	r.wantInstalled("alias.example.com", "mail.example.com", "www.example.com")
+	if r.a.stats.superseded != 1 {
+		t.Fatalf("superseded %d; want 1", r.a.stats.superseded)
+	}
+}
+
+func TestSantadRestart(t *testing.T) {
+	r := newRig(t, nil)
+	r.installAll()
+	// santad restarts: the connection breaks, the services and rules
+	// survive in its journal. A rule the agent does not know is there.
+	r.conn.Close()
+	r.d.services[1].rules[99] = rule.Rule{Condition: rule.Condition{Offset: 2, Pattern: []byte("stale")}, ReplyLen: 1,
+		Processors: []rule.Processor{rule.Put(0, []byte{1})}}
+	r.a.scan(r.ctx) // fails on the broken connection
+	r.a.scan(r.ctx) // dials again, takes the services up by cookie
+	if r.a.stats.attached != 2 || len(r.d.services) != 2 {
+		t.Fatalf("attached %d times, %d services; want the two services taken up", r.a.stats.attached, len(r.d.services))
+	}
+	if got, want := sortedBatches(r.d), []string{"delete 1: 1"}; !slices.Equal(got, want) {
+		t.Fatalf("batches %q; want %q", got, want)
+	}
+	r.wantInstalled("alias.example.com", "mail.example.com", "www.example.com")
+	// The forms are still followed: a zone change replaces.
+	r.srv.SetZone(exampleZone(2, 5))
+	r.a.pollOnce(r.ctx, r.zone("example.com"))
+	r.wantInstalled("alias.example.com", "mail.example.com", "www.example.com")
+}
+
+func TestServerRestart(t *testing.T) {
+	r := newRig(t, nil)
+	r.installAll()
+	// The server restarts: its sockets close (santad ends their services)
+	// and new ones appear. The new sockets start with no rules: the old
+	// answers are not carried over to a new process.
+	srv2 := NewReusePortServer(t, "127.0.0.1:0", 1)
+	srv2.SetZone(exampleZone(1, 1))
+	r.d.end(1)
+	r.d.end(2)
+	r.finder.set(t, srv2.Conns()...)
+	r.a.scan(r.ctx)
+	if len(r.a.services) != 1 || r.a.services[3] == nil || len(r.a.groups) != 1 || r.a.groups[srv2.Addr()] == nil {
+		t.Fatalf("services %v, groups %v; want service 3 alone", r.a.services, r.a.groups)
+	}
+	if len(r.d.rules(3)) != 0 {
+		t.Fatal("the new socket got the old process's rules")
+	}
+	// The old zones' pollers end at their next poll: no forms.
+	if alive, _ := r.a.pollOnce(r.ctx, r.zone("example.com")); alive {
+		t.Fatal("a zone without forms is still polled")
+	}
+}
+
+func TestDetachOnExit(t *testing.T) {
+	r := newRig(t, nil)
+	r.installAll()
+	r.a.detachAll()
+	if len(r.d.services) != 0 {
+		t.Fatalf("services left: %v", r.d.services)
+	}
+}
+
+func TestRefusesWithoutUniformAnswers(t *testing.T) {
+	err := Run(context.Background(), DefaultConfig())
+	if !errors.Is(err, ErrNotUniform) || !strings.Contains(err.Error(), "views") || !strings.Contains(err.Error(), "GeoIP") {
+		t.Fatalf("Run = %v; want the refusal that names views and GeoIP", err)
+	}
+}

@@ -1,0 +1,73 @@
+package agent
+
+import (
+	"encoding/json"
+	"os"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// deploy/offload-dns.json holds every key with its default, as
+// docs/offload-dns.md says.
+func TestDeployedConfigIsTheDefault(t *testing.T) {
+	const path = "../../../deploy/offload-dns.json"
+	got, err := LoadConfig(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := DefaultConfig(); !reflect.DeepEqual(got, want) {
+		t.Errorf("%s is\n%+v\nthe defaults are\n%+v", path, got, want)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys map[string]any
+	if err := json.Unmarshal(data, &keys); err != nil {
+		t.Fatal(err)
+	}
+	doc, err := os.ReadFile("../../../docs/offload-dns.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for f := range reflect.TypeFor[Config]().Fields() {
+		key := f.Tag.Get("json")
+		if key == "-" {
+			continue
+		}
+		if _, ok := keys[key]; !ok {
+			t.Errorf("%s has no key %q", path, key)
+		}
+		if !strings.Contains(string(doc), "| `"+key+"` |") {
+			t.Errorf("docs/offload-dns.md does not describe key %q", key)
+		}
+	}
+}
+
+func TestValidate(t *testing.T) {
+	ok := DefaultConfig()
+	ok.UniformAnswers = true
+	if err := ok.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	for name, change := range map[string]func(*Config){
+		"no statement":        func(c *Config) { c.UniformAnswers = false },
+		"port 0":              func(c *Config) { c.Port = 0 },
+		"one ask":             func(c *Config) { c.Asks = 1 },
+		"no rules":            func(c *Config) { c.MaxRules = 0 },
+		"negative bytes":      func(c *Config) { c.MaxBytes = -1 },
+		"zero window":         func(c *Config) { c.Window = 0 },
+		"negative poll":       func(c *Config) { c.ZonePoll = -1 },
+		"asks over budget":    func(c *Config) { c.ProbeTimeout = c.RecheckBudget/2 + 1 },
+		"no concurrency":      func(c *Config) { c.ProbeConcurrency = 0 },
+		"negative hysteresis": func(c *Config) { c.Hysteresis = -0.1 },
+		"no hot":              func(c *Config) { c.HotMax = 0 },
+	} {
+		c := ok
+		change(&c)
+		if err := c.Validate(); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}

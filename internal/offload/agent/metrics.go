@@ -1,0 +1,129 @@
+package agent
+
+import (
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/santa-offload/santa/internal/offload/dnsmsg"
+	"github.com/santa-offload/santa/internal/promtext"
+)
+
+// stats are the agent's counters, guarded by agent.mu.
+type stats struct {
+	skipped     map[dnsmsg.Reason]uint64
+	deleted     map[string]uint64 // by cause
+	installed   uint64
+	replaced    uint64
+	rechecks    uint64
+	zoneChanges uint64
+	superseded  uint64 // learned, but a zone changed meanwhile
+	attached    uint64
+}
+
+func newStats() stats {
+	return stats{skipped: map[dnsmsg.Reason]uint64{}, deleted: map[string]uint64{}}
+}
+
+// snapshot is the stats and gauges at one moment.
+type snapshot struct {
+	stats
+	probes   uint64
+	services []serviceGauge
+	forms    int
+	zones    int
+}
+
+type serviceGauge struct {
+	id    uint32
+	addr  string
+	rules int
+}
+
+func (a *agent) snapshot() snapshot {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	s := snapshot{stats: a.stats, probes: a.probe.Sent(), zones: len(a.zones)}
+	s.skipped, s.deleted = maps.Clone(a.stats.skipped), maps.Clone(a.stats.deleted)
+	for _, g := range a.groups {
+		s.forms += len(g.forms)
+	}
+	for _, id := range slices.Sorted(maps.Keys(a.services)) {
+		sv := a.services[id]
+		s.services = append(s.services, serviceGauge{id, sv.group.local.String(), len(sv.rules)})
+	}
+	return s
+}
+
+// logSummary logs the counters in one line.
+func (a *agent) logSummary() {
+	s := a.snapshot()
+	var skipped []string
+	for _, r := range slices.Sorted(maps.Keys(s.skipped)) {
+		skipped = append(skipped, fmt.Sprintf("%s=%d", r, s.skipped[r]))
+	}
+	var deleted []string
+	for _, c := range slices.Sorted(maps.Keys(s.deleted)) {
+		deleted = append(deleted, fmt.Sprintf("%s=%d", c, s.deleted[c]))
+	}
+	a.log.Info("offload", "services", len(s.services), "forms", s.forms, "zones", s.zones, "probes", s.probes,
+		"installed", s.installed, "rechecks", s.rechecks, "replaced", s.replaced, "deleted", strings.Join(deleted, ","),
+		"zone_changes", s.zoneChanges, "skipped", strings.Join(skipped, ","))
+}
+
+// serveMetrics serves GET /metrics on addr in Prometheus's text format.
+func (a *agent) serveMetrics(addr string) (stop func(), err error) {
+	return promtext.Serve(addr, a.writeMetrics, a.log)
+}
+
+// metric is one family and its samples.
+type metric struct {
+	name, typ, help string
+	samples         []sample
+}
+
+type sample struct {
+	labels []string // name, value pairs
+	value  uint64
+}
+
+func one(v uint64) []sample { return []sample{{value: v}} }
+
+func (a *agent) writeMetrics(out io.Writer) error {
+	s := a.snapshot()
+	var skipped, deleted, rules []sample
+	for _, r := range slices.Sorted(maps.Keys(s.skipped)) {
+		skipped = append(skipped, sample{[]string{"reason", string(r)}, s.skipped[r]})
+	}
+	for _, c := range slices.Sorted(maps.Keys(s.deleted)) {
+		deleted = append(deleted, sample{[]string{"cause", c}, s.deleted[c]})
+	}
+	for _, sv := range s.services {
+		rules = append(rules, sample{[]string{"service", strconv.Itoa(int(sv.id)), "addr", sv.addr}, uint64(sv.rules)})
+	}
+	families := []metric{
+		{"santa_offload_skipped_total", "counter", "Query forms not offloaded, by reason.", skipped},
+		{"santa_offload_deleted_total", "counter", "Offloaded forms deleted, by cause: cold (out of the top set), zone (not re-checked after a zone change), zone_unverifiable (the zone's serial could not be asked), sweep (not re-checked by the background sweep).", deleted},
+		{"santa_offload_rules", "gauge", "Rules installed, by service.", rules},
+		{"santa_offload_forms", "gauge", "Query forms offloaded.", one(uint64(s.forms))},
+		{"santa_offload_zones", "gauge", "Zones whose serial is polled.", one(uint64(s.zones))},
+		{"santa_offload_installed_total", "counter", "Query forms learned and installed.", one(s.installed)},
+		{"santa_offload_superseded_total", "counter", "Query forms learned but not installed: a zone of theirs changed meanwhile.", one(s.superseded)},
+		{"santa_offload_probes_total", "counter", "Queries sent to the server.", one(s.probes)},
+		{"santa_offload_rechecks_total", "counter", "Offloaded forms asked again (zone change or sweep).", one(s.rechecks)},
+		{"santa_offload_replaced_total", "counter", "Rules replaced by a re-check with a new reply.", one(s.replaced)},
+		{"santa_offload_zone_changes_total", "counter", "Zone serial changes seen.", one(s.zoneChanges)},
+		{"santa_offload_attached_total", "counter", "Sockets attached.", one(s.attached)},
+	}
+	w := promtext.NewWriter(out)
+	for _, f := range families {
+		w.Family(f.name, f.typ, f.help)
+		for _, smp := range f.samples {
+			w.Sample(f.name, smp.value, smp.labels...)
+		}
+	}
+	return w.Flush()
+}

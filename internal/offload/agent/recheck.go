@@ -1,0 +1,206 @@
+package agent
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/santa-offload/santa/client"
+	"github.com/santa-offload/santa/internal/offload/dnsmsg"
+)
+
+// check is the result of re-asking a form: its reply now, or nil if it
+// could not be re-checked (no reply in time, an unsafe or unstable reply,
+// answers from other zones than before).
+type check struct {
+	f     *form
+	seq   uint64
+	reply []byte
+}
+
+// recheck re-asks forms at once until ctx ends; a form not re-checked by
+// then has no reply.
+func (a *agent) recheck(ctx context.Context, forms []*form) []check {
+	checks := make([]check, len(forms))
+	var wg sync.WaitGroup
+	for i, f := range forms {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			seq := a.seq.Add(1)
+			reply, m, err := a.askStable(ctx, f.group.dst, f.query, a.cfg.Asks)
+			a.mu.Lock()
+			old := f.reply
+			a.mu.Unlock()
+			if err == nil && !sameZones(m, old) {
+				reply = nil
+			}
+			checks[i] = check{f: f, seq: seq, reply: reply}
+		}()
+	}
+	wg.Wait()
+	a.mu.Lock()
+	a.stats.rechecks += uint64(len(forms))
+	a.mu.Unlock()
+	return checks
+}
+
+// sameZones is whether the answer m has the names the answer before had:
+// a new CNAME target may lead into a zone nobody follows for the form.
+func sameZones(m *dnsmsg.Message, reply []byte) bool {
+	old, err := dnsmsg.Parse(reply)
+	if err != nil {
+		return false
+	}
+	key := func(m *dnsmsg.Message) []string {
+		var ks []string
+		for _, n := range m.ZoneNames() {
+			ks = append(ks, n.Key())
+		}
+		slices.Sort(ks)
+		return ks
+	}
+	return slices.Equal(key(m), key(old))
+}
+
+// apply makes the rules what the checks found, in one transaction per
+// service: a changed reply replaces the rule, a form without a reply is
+// deleted. A reply asked before a change of one of the form's zones was
+// seen, or before the reply installed was asked, is not installed (that
+// change's own re-check handles it). cause names the deletions in the
+// metrics.
+func (a *agent) apply(checks []check, cause string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	type ops struct {
+		replace []client.RuleEntry
+		del     []uint32
+	}
+	byService := map[*service]*ops{}
+	var deleted []*form
+	type update struct {
+		f     *form
+		reply []byte
+		seq   uint64
+	}
+	var updates []update
+	now := a.now()
+	for _, c := range checks {
+		f := c.f
+		if f.group.forms[f.key] != f {
+			continue // deleted meanwhile
+		}
+		switch {
+		case c.reply == nil:
+			deleted = append(deleted, f)
+		case !a.current(f, c.seq):
+		case string(c.reply) == string(f.reply):
+			f.checked = now
+		default:
+			updates = append(updates, update{f, c.reply, c.seq})
+		}
+	}
+	for _, sv := range a.services {
+		o := &ops{}
+		for _, u := range updates {
+			if id, ok := sv.rules[u.f]; ok {
+				o.replace = append(o.replace, client.RuleEntry{RuleID: id, Rule: dnsmsg.Rule(u.f.query, u.reply)})
+			}
+		}
+		for _, f := range deleted {
+			if id, ok := sv.rules[f]; ok {
+				o.del = append(o.del, id)
+			}
+		}
+		if len(o.replace)+len(o.del) > 0 {
+			byService[sv] = o
+		}
+	}
+	for sv, o := range byService {
+		if a.sd == nil {
+			break
+		}
+		if err := a.commit(sv, o.replace, o.del); err != nil {
+			// The rules may now be stale: forget the forms, and delete
+			// what can be deleted (a new connection's resync deletes
+			// the rest).
+			a.failed("re-checked rules of service", err)
+			for _, u := range updates {
+				deleted = append(deleted, u.f)
+			}
+			updates = nil
+		}
+	}
+	for _, u := range updates {
+		u.f.reply, u.f.seq, u.f.checked = u.reply, u.seq, now
+		a.stats.replaced++
+	}
+	a.deleteForms(deleted, cause)
+}
+
+// current is whether a reply asked with sequence number seq may replace
+// f's: asked after f's own and after the last change of its zones.
+func (a *agent) current(f *form, seq uint64) bool {
+	if seq <= f.seq {
+		return false
+	}
+	for _, z := range f.zones {
+		if z.changed >= seq {
+			return false
+		}
+	}
+	return true
+}
+
+// commit replaces and deletes rules of a service in one transaction,
+// batch by batch. Called with a.mu held.
+func (a *agent) commit(sv *service, replace []client.RuleEntry, del []uint32) error {
+	txn, err := a.sd.Begin(sv.id)
+	if err != nil {
+		return err
+	}
+	for len(replace) > 0 {
+		n := fitting(replace, replaceSize)
+		if err := txn.ReplaceRules(replace[:n]); err != nil {
+			txn.Abort()
+			return err
+		}
+		replace = replace[n:]
+	}
+	for len(del) > 0 {
+		n := fitting(del, func(uint32) int { return 4 })
+		if err := txn.DeleteRules(del[:n]); err != nil {
+			txn.Abort()
+			return err
+		}
+		del = del[n:]
+	}
+	_, err = txn.Commit()
+	return err
+}
+
+// sweep re-checks the forms asked longest ago, so many each second that
+// every form is re-checked within cfg.Sweep: it catches what changes
+// without a new serial.
+func (a *agent) sweep(ctx context.Context) {
+	a.mu.Lock()
+	var all []*form
+	for _, g := range a.groups {
+		for _, f := range g.forms {
+			all = append(all, f)
+		}
+	}
+	slices.SortFunc(all, func(x, y *form) int { return x.checked.Compare(y.checked) })
+	a.mu.Unlock()
+	if len(all) == 0 {
+		return
+	}
+	n := (len(all)*int(time.Second) + int(a.cfg.Sweep) - 1) / int(a.cfg.Sweep)
+	sctx, cancel := context.WithTimeout(ctx, time.Second)
+	checks := a.recheck(sctx, all[:min(n, len(all))])
+	cancel()
+	if ctx.Err() == nil {
+		a.apply(checks, "sweep")
+	}
+}

@@ -1,0 +1,212 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"reflect"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/santa-offload/santa/client"
+	"github.com/santa-offload/santa/internal/offload/dnsmsg"
+	"github.com/santa-offload/santa/internal/offload/server"
+	"github.com/santa-offload/santa/rule"
+)
+
+// scan follows the server: services whose socket closed are forgotten
+// (santad ended them with the socket, and their rules), new sockets are
+// attached, or taken up if santad has them already (after a restart of
+// santad or of the agent: known by socket cookie).
+func (a *agent) scan(context.Context) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	sd, err := a.santad()
+	if err != nil {
+		return
+	}
+	known := make(map[uint64]bool, len(a.sockets))
+	for inode := range a.sockets {
+		known[inode] = true
+	}
+	live, fresh, err := a.finder.Scan(known)
+	if err != nil {
+		a.log.Warn("scanning the server's sockets", "err", err)
+		return
+	}
+	infos, err := sd.Services()
+	if err != nil {
+		a.failed("listing services", err)
+		return
+	}
+	byCookie := map[uint64]client.ServiceInfo{}
+	listed := map[uint32]bool{}
+	for _, i := range infos {
+		byCookie[i.Cookie] = i
+		listed[i.ServiceID] = true
+	}
+	// Gone first: a restarted server's group starts afresh, its forms
+	// learned again from the new process rather than carried over.
+	for _, s := range a.services {
+		switch {
+		case !live[s.inode]:
+			a.forget(s, "socket closed")
+		case !listed[s.id]:
+			a.forget(s, "service gone from santad") // its socket is fresh at the next scan
+		}
+	}
+	for _, s := range fresh {
+		a.attach(sd, s, byCookie)
+		if a.sd == nil {
+			return
+		}
+	}
+}
+
+// forget drops a service; a group left without services drops its forms,
+// whose rules died with the sockets. Called with a.mu held.
+func (a *agent) forget(s *service, why string) {
+	a.log.Info("service ended", "service", s.id, "addr", s.group.local, "why", why)
+	delete(a.services, s.id)
+	delete(a.sockets, s.inode)
+	g := s.group
+	delete(g.services, s.id)
+	if len(g.services) > 0 {
+		return
+	}
+	for _, f := range g.forms {
+		a.dropForm(f)
+	}
+	delete(a.groups, g.local)
+}
+
+// attach makes socket s a service of the agent's. Called with a.mu held.
+func (a *agent) attach(sd Santad, s server.Socket, byCookie map[uint64]client.ServiceInfo) {
+	fd, err := a.take(s)
+	if err != nil {
+		a.log.Warn("taking the server's socket", "addr", s.Local, "pid", s.Holder.PID, "fd", s.Holder.FD, "err", err)
+		return
+	}
+	defer unix.Close(fd) // santad's service lives as long as the server's socket
+	cookie, err := unix.GetsockoptUint64(fd, unix.SOL_SOCKET, unix.SO_COOKIE)
+	if err != nil {
+		a.log.Warn("socket cookie", "addr", s.Local, "err", err)
+		return
+	}
+	info, adopted := byCookie[cookie]
+	if !adopted {
+		if info, err = sd.AttachFD(fd); err != nil {
+			a.failed("attaching "+s.Local.String(), err)
+			return
+		}
+		a.stats.attached++
+	}
+	learning := Learning{KeyOffset: 2, ProbePort: a.probe.Port(), Enabled: true}
+	if err := sd.SetLearning(info.ServiceID, learning); err != nil {
+		a.failed("enabling learning", err)
+		return
+	}
+	g := a.groups[s.Local]
+	if g == nil {
+		g = &group{local: s.Local, dst: dstFor(s.Local), services: map[uint32]*service{}, forms: map[string]*form{}, learning: map[string]float64{}}
+		a.groups[s.Local] = g
+	}
+	sv := &service{id: info.ServiceID, inode: s.Inode, group: g, rules: map[*form]uint32{}, byRule: map[uint32]*form{}, hits: map[uint32]uint64{}}
+	g.services[sv.id] = sv
+	a.services[sv.id] = sv
+	a.sockets[s.Inode] = sv
+	a.log.Info("service", "service", sv.id, "addr", s.Local, "pid", s.Holder.PID, "adopted", adopted)
+	a.resync(sd, sv)
+}
+
+// resync makes a service's rules the group's forms: rules of the agent's
+// forms are kept (santad restarted, or the service was just taken up),
+// any other rule is deleted (left by an agent that died: nobody kept it
+// fresh), and missing forms are added. Called with a.mu held.
+func (a *agent) resync(sd Santad, sv *service) {
+	g := sv.group
+	var stale []uint32
+	for e, err := range sd.Rules(sv.id) {
+		if err != nil {
+			a.failed("listing rules", err)
+			return
+		}
+		f := g.forms[string(e.Rule.Condition.Pattern)]
+		if f == nil || e.Rule.Condition.Offset != 2 || sv.rules[f] != 0 || !reflect.DeepEqual(e.Rule, dnsmsg.Rule(f.query, f.reply)) {
+			stale = append(stale, e.RuleID)
+			continue
+		}
+		sv.note(f, e.RuleID)
+	}
+	if len(stale) > 0 {
+		if err := sd.DeleteRules(sv.id, stale); err != nil {
+			a.failed("deleting rules the agent does not know", err)
+			return
+		}
+		a.log.Info("deleted rules the agent does not know", "service", sv.id, "rules", len(stale))
+	}
+	var missing []*form
+	for _, f := range g.forms {
+		if _, ok := sv.rules[f]; !ok {
+			missing = append(missing, f)
+		}
+	}
+	a.addRules(sd, sv, missing)
+}
+
+// note records f's rule id on the service.
+func (sv *service) note(f *form, id uint32) {
+	sv.rules[f] = id
+	sv.byRule[id] = f
+	sv.hits[id] = 0
+}
+
+// unnote forgets f's rule on the service and returns its id.
+func (sv *service) unnote(f *form) (uint32, bool) {
+	id, ok := sv.rules[f]
+	if ok {
+		delete(sv.rules, f)
+		delete(sv.byRule, id)
+		delete(sv.hits, id)
+	}
+	return id, ok
+}
+
+// addRules installs forms on a service, in batches that fit a message.
+// A form santad refuses (another rule has its condition) is dropped from
+// the batch, which is sent again. It returns the forms installed. Called
+// with a.mu held.
+func (a *agent) addRules(sd Santad, sv *service, forms []*form) []*form {
+	var done []*form
+	for len(forms) > 0 {
+		n := fitting(forms, func(f *form) int { return addSize(dnsmsg.Rule(f.query, f.reply)) })
+		batch := forms[:n]
+		rules := make([]rule.Rule, len(batch))
+		for i, f := range batch {
+			rules[i] = dnsmsg.Rule(f.query, f.reply)
+		}
+		ids, err := sd.AddRules(sv.id, rules)
+		var refusal *client.Error
+		switch {
+		case err == nil:
+			for i, f := range batch {
+				sv.note(f, ids[i])
+			}
+			done = append(done, batch...)
+			forms = forms[n:]
+		case errors.As(err, &refusal) && refusal.Index != client.NoIndex && int(refusal.Index) < n:
+			a.log.Warn("santad refuses a rule", "service", sv.id, "query", queryName(batch[refusal.Index].query), "err", err)
+			forms = append(append([]*form{}, batch[:refusal.Index]...), forms[refusal.Index+1:]...)
+		default:
+			a.failed("adding rules", err)
+			return done
+		}
+	}
+	return done
+}
+
+func queryName(q []byte) string {
+	if m, err := dnsmsg.Parse(q); err == nil && len(m.Question) == 1 {
+		return m.Question[0].Name.String()
+	}
+	return "?"
+}

@@ -1,0 +1,139 @@
+package agent
+
+import (
+	"context"
+	"net/netip"
+	"time"
+
+	"github.com/santa-offload/santa/internal/offload/dnsmsg"
+)
+
+// zone is a zone of the server whose SOA serial the agent polls, for the
+// offloaded forms whose answers come from it.
+type zone struct {
+	key    zoneKey
+	apex   dnsmsg.Name
+	serial uint32
+	// changed is the ask sequence number when a change was last seen: an
+	// answer asked before it is not installed.
+	changed uint64
+	forms   map[*form]bool
+}
+
+type zoneKey struct {
+	dst  netip.AddrPort
+	apex string // dnsmsg.Name.Key
+}
+
+// zonesFor is the zones a form learned with sequence number seq comes
+// from, registered (and polled) if new; false if a change of one was seen
+// after the form was asked. Called with a.mu held.
+func (a *agent) zonesFor(dst netip.AddrPort, seen []zoneSeen, seq uint64) ([]*zone, bool) {
+	var zones []*zone
+	for _, s := range seen {
+		k := zoneKey{dst, s.apex.Key()}
+		z := a.zones[k]
+		if z == nil {
+			z = &zone{key: k, apex: s.apex, serial: s.serial, forms: map[*form]bool{}}
+			a.zones[k] = z
+			a.pollers.Add(1)
+			go a.poll(a.zonesCtx, z)
+		}
+		if z.changed >= seq {
+			return nil, false
+		}
+		zones = append(zones, z)
+	}
+	return zones, true
+}
+
+// watch makes z follow f. Called with a.mu held.
+func (a *agent) watch(z *zone, f *form) { z.forms[f] = true }
+
+// poll asks z's SOA serial every ZonePoll, and at once again after a
+// change was handled, until the zone has no forms left. On a change it
+// re-asks every form of the zone within RecheckBudget and replaces or
+// deletes their rules in one transaction per service; a form not
+// re-checked in time is deleted. A zone whose serial cannot be asked (the
+// server is down or does not answer) has its forms deleted: nothing could
+// tell whether they are still right.
+func (a *agent) poll(ctx context.Context, z *zone) {
+	defer a.pollers.Done()
+	wait := time.Duration(a.cfg.ZonePoll)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+		alive, changed := a.pollOnce(ctx, z)
+		if !alive {
+			return
+		}
+		// A change handled: ask again at once, for a change made while
+		// the forms were re-asked.
+		wait = time.Duration(a.cfg.ZonePoll)
+		if changed {
+			wait = 0
+		}
+	}
+}
+
+// pollOnce asks z's serial and handles a change; alive is false once the
+// zone has no forms (it is then forgotten).
+func (a *agent) pollOnce(ctx context.Context, z *zone) (alive, changed bool) {
+	a.mu.Lock()
+	if len(z.forms) == 0 {
+		delete(a.zones, z.key)
+		a.mu.Unlock()
+		return false, false
+	}
+	a.mu.Unlock()
+	serial, err := a.serial(ctx, z)
+	if ctx.Err() != nil {
+		return false, false
+	}
+	a.mu.Lock()
+	forms := make([]*form, 0, len(z.forms))
+	for f := range z.forms {
+		forms = append(forms, f)
+	}
+	if err != nil {
+		a.log.Warn("zone serial", "zone", z.apex.String(), "server", z.key.dst, "err", err, "forms deleted", len(forms))
+		a.deleteForms(forms, "zone_unverifiable")
+		a.mu.Unlock()
+		return true, false
+	}
+	if serial == z.serial {
+		a.mu.Unlock()
+		return true, false
+	}
+	a.log.Info("zone changed", "zone", z.apex.String(), "serial", z.serial, "new", serial, "forms", len(forms))
+	z.serial = serial
+	z.changed = a.seq.Add(1)
+	a.stats.zoneChanges++
+	a.mu.Unlock()
+	rctx, cancel := context.WithTimeout(ctx, time.Duration(a.cfg.RecheckBudget))
+	checks := a.recheck(rctx, forms)
+	cancel()
+	if ctx.Err() == nil {
+		a.apply(checks, "zone")
+	}
+	return true, true
+}
+
+// serial asks the zone's SOA serial, twice if the first ask gets no reply.
+func (a *agent) serial(ctx context.Context, z *zone) (uint32, error) {
+	q := dnsmsg.NewQuery(z.apex, dnsmsg.TypeSOA, dnsmsg.ClassIN)
+	var err error
+	for range 2 {
+		var m *dnsmsg.Message
+		if _, m, err = a.askStable(ctx, z.key.dst, q, 1); err == nil {
+			return m.Serial(z.apex)
+		}
+		if dnsmsg.ReasonOf(err) != dnsmsg.Timeout {
+			break
+		}
+	}
+	return 0, err
+}

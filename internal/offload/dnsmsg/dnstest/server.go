@@ -1,0 +1,209 @@
+package dnstest
+
+import (
+	"context"
+	"encoding/binary"
+	"net"
+	"net/netip"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/santa-offload/santa/internal/offload/dnsmsg"
+)
+
+// Zone is a zone the Server serves. The SOA record comes from Serial.
+type Zone struct {
+	Apex    string
+	Serial  uint32
+	Records []RR
+}
+
+// Server is an authoritative server for tests, on a UDP socket: it answers
+// like a real one in what the agent looks at (AA, NXDOMAIN and NODATA with
+// the SOA in the authority section, REFUSED outside its zones, one level
+// of CNAME), and can be told to drop queries or rotate RRsets.
+type Server struct {
+	conns []*net.UDPConn
+
+	mu      sync.Mutex
+	zones   map[string]Zone // by apex, lower case, without the final dot
+	drop    func(*dnsmsg.Message) bool
+	rotate  bool
+	rotated map[string]int // answers given, by name, when rotating
+	queries []string       // names asked, in order
+}
+
+// NewServer serves on a new socket bound to addr ("127.0.0.1:0") until the
+// test ends.
+func NewServer(t testing.TB, addr string) *Server { return NewReusePortServer(t, addr, 1) }
+
+// NewReusePortServer serves on n SO_REUSEPORT sockets bound to addr (port
+// 0: one chosen for the first), as a server with n threads does.
+func NewReusePortServer(t testing.TB, addr string, n int) *Server {
+	s := &Server{zones: map[string]Zone{}, rotated: map[string]int{}}
+	lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
+		var err error
+		c.Control(func(fd uintptr) { err = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_REUSEPORT, 1) })
+		return err
+	}}
+	var done sync.WaitGroup
+	for range n {
+		c, err := lc.ListenPacket(context.Background(), "udp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conn := c.(*net.UDPConn)
+		addr = conn.LocalAddr().String()
+		s.conns = append(s.conns, conn)
+		done.Add(1)
+		go func() {
+			defer done.Done()
+			s.serve(conn)
+		}()
+	}
+	t.Cleanup(func() {
+		for _, c := range s.conns {
+			c.Close()
+		}
+		done.Wait()
+	})
+	return s
+}
+
+// Addr is the server's address.
+func (s *Server) Addr() netip.AddrPort { return s.conns[0].LocalAddr().(*net.UDPAddr).AddrPort() }
+
+// SetZone serves z, replacing the zone of the same apex.
+func (s *Server) SetZone(z Zone) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.zones[key(z.Apex)] = z
+}
+
+// Drop makes the server ignore the queries f returns true for (nil: none).
+func (s *Server) Drop(f func(*dnsmsg.Message) bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.drop = f
+}
+
+// Rotate makes the server rotate RRsets of several records by one at each
+// answer for their name, as BIND's rrset-order cyclic.
+func (s *Server) Rotate(on bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.rotate = on
+}
+
+// Asked is the names of the queries received so far, in order.
+func (s *Server) Asked() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.queries...)
+}
+
+func key(name string) string { return strings.ToLower(strings.TrimSuffix(name, ".")) }
+
+func (s *Server) serve(conn *net.UDPConn) {
+	buf := make([]byte, 65536)
+	for {
+		n, from, err := conn.ReadFromUDPAddrPort(buf)
+		if err != nil {
+			return
+		}
+		if reply := s.answer(buf[:n]); reply != nil {
+			conn.WriteToUDPAddrPort(reply, from)
+		}
+	}
+}
+
+func (s *Server) answer(q []byte) []byte {
+	m, err := dnsmsg.Parse(q)
+	if err != nil || len(m.Question) != 1 {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.queries = append(s.queries, m.Question[0].Name.String())
+	if s.drop != nil && s.drop(m) {
+		return nil
+	}
+	question := q[dnsmsg.HeaderLen : dnsmsg.HeaderLen+len(m.Question[0].Name)+4]
+	flags, answer, authority := s.lookup(m.Question[0])
+	flags |= QR | m.Flags&RD
+	var additional []RR
+	for _, rr := range m.Additional {
+		if rr.Type == dnsmsg.TypeOPT {
+			additional = append(additional, OPT(1232))
+		}
+	}
+	r := make([]byte, dnsmsg.HeaderLen)
+	binary.BigEndian.PutUint16(r[0:], m.ID)
+	binary.BigEndian.PutUint16(r[2:], flags)
+	binary.BigEndian.PutUint16(r[4:], 1)
+	binary.BigEndian.PutUint16(r[6:], uint16(len(answer)))
+	binary.BigEndian.PutUint16(r[8:], uint16(len(authority)))
+	binary.BigEndian.PutUint16(r[10:], uint16(len(additional)))
+	r = append(r, question...)
+	for _, rr := range append(append(answer, authority...), additional...) {
+		r = AppendRR(r, rr)
+	}
+	return r
+}
+
+// lookup answers a question: the flags (AA, rcode) and the records.
+func (s *Server) lookup(q dnsmsg.Question) (flags uint16, answer, authority []RR) {
+	name := key(q.Name.String())
+	z, ok := s.zoneOf(name)
+	if !ok {
+		return 5, nil, nil // REFUSED
+	}
+	records := append([]RR{SOA(z.Apex, z.Serial)}, z.Records...)
+	exists := false
+	for _, rr := range records {
+		if key(rr.Name) != name {
+			continue
+		}
+		exists = true
+		switch {
+		case rr.Type == q.Type:
+			answer = append(answer, rr)
+		case rr.Type == TypeCNAME:
+			answer = append(answer, rr)
+			_, more, _ := s.lookup(dnsmsg.Question{Name: Name(dnsmsg.Name(rr.Data).String()), Type: q.Type, Class: q.Class})
+			answer = append(answer, more...)
+		}
+	}
+	if s.rotate && len(answer) > 1 {
+		k := s.rotated[name] % len(answer)
+		s.rotated[name]++
+		answer = append(answer[k:], answer[:k]...)
+	}
+	switch {
+	case len(answer) > 0:
+		return AA, answer, nil
+	case exists:
+		return AA, nil, []RR{SOA(z.Apex, z.Serial)}
+	}
+	return AA | 3, nil, []RR{SOA(z.Apex, z.Serial)} // NXDOMAIN
+}
+
+// zoneOf is the zone of the longest apex name is in.
+func (s *Server) zoneOf(name string) (Zone, bool) {
+	for n := name; ; {
+		if z, ok := s.zones[n]; ok {
+			return z, true
+		}
+		if n == "" {
+			return Zone{}, false
+		}
+		_, n, _ = strings.Cut(n, ".")
+	}
+}
+
+// Conns is the server's sockets, for tests that attach them.
+func (s *Server) Conns() []*net.UDPConn { return s.conns }

@@ -1,0 +1,18 @@
+package dnsmsg
+
+import (
+	"bytes"
+	"testing"
+)
+
+func TestRuleMatchesOnlyItsLength(t *testing.T) {
+	if !haveLengthCondition {
+		t.Skip("the rule package has no length condition yet (issue 22, branch f22-lencond)")
+	}
+	query := NewQuery(Name{3, 'w', 'w', 'w', 0}, 1, ClassIN)
+	reply := append([]byte{0, 0, 0x84, 0, 0, 1, 0, 0, 0, 0, 0, 0}, query[HeaderLen:]...)
+	c := Rule(query, reply).Condition
+	if !c.Matches(query) || c.Matches(append(bytes.Clone(query), 0)) || c.Matches(query[:len(query)-1]) {
+		t.Fatal("the rule matches a query longer or shorter than its own")
+	}
+}

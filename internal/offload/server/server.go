@@ -1,0 +1,167 @@
+// Package server finds the UDP sockets a DNS server answers on and follows
+// them: the server is the processes of a cgroup (a systemd unit's, or a
+// given process's) or, without one, whatever holds a socket bound to the
+// port; its sockets are the unconnected UDP sockets bound to the DNS port
+// in one network namespace (santad's). Outgoing query sockets, bound to
+// other ports, are never its.
+package server
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"net/netip"
+	"slices"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/santa-offload/santa/internal/procsock"
+)
+
+// Target names the server. At most one of PID, Unit and Cgroup is set;
+// with none, every socket bound to Port is the server's.
+type Target struct {
+	// PID is a process of the server: the server is the processes of its
+	// cgroup v2 (so a restart under a new pid is followed), or every
+	// process when that is the root cgroup or there is no cgroup v2.
+	PID int
+	// Unit is a systemd unit ("named" is named.service): the server is the
+	// processes of the cgroup system.slice/UNIT.
+	Unit string
+	// Cgroup is a cgroup v2 path under the hierarchy's root
+	// ("system.slice/knot.service"): the server is its processes.
+	Cgroup string
+	// Port is the DNS port.
+	Port uint16
+	// Netns is the network namespace the sockets are in ("": this
+	// process's), santad's. Reading another's tables needs CAP_SYS_ADMIN.
+	Netns string
+}
+
+// Socket is a socket of the server bound to the DNS port.
+type Socket struct {
+	Inode  uint64
+	Local  netip.AddrPort
+	Holder procsock.Held // a process of the server holding it, and its fd there
+}
+
+// Finder finds a server's sockets.
+type Finder struct {
+	t      Target
+	cgroup string // absolute cgroup directory; "" for every process
+}
+
+// udpUnconnected is the state an unconnected UDP socket shows in
+// /proc/net/udp (TCP_CLOSE); a connected one shows 1 (ESTABLISHED).
+const udpUnconnected = 7
+
+// NewFinder resolves t's cgroup.
+func NewFinder(t Target) (*Finder, error) {
+	set := 0
+	for _, b := range []bool{t.PID != 0, t.Unit != "", t.Cgroup != ""} {
+		if b {
+			set++
+		}
+	}
+	switch {
+	case set > 1:
+		return nil, errors.New("give at most one of a pid, a unit and a cgroup")
+	case t.Port == 0:
+		return nil, errors.New("the DNS port is 0")
+	case t.PID < 0:
+		return nil, fmt.Errorf("pid %d", t.PID)
+	}
+	f := &Finder{t: t}
+	var rel string
+	switch {
+	case t.PID != 0:
+		var err error
+		if rel, err = cgroupOf(t.PID); err != nil {
+			return nil, err
+		}
+	case t.Unit != "":
+		rel = "system.slice/" + unitName(t.Unit)
+	case t.Cgroup != "":
+		rel = t.Cgroup
+	}
+	if rel != "" {
+		root, err := cgroup2Root()
+		if err != nil {
+			return nil, err
+		}
+		f.cgroup = cgroupDir(root, rel)
+	}
+	return f, nil
+}
+
+// Describe says what the finder takes to be the server.
+func (f *Finder) Describe() string {
+	where := fmt.Sprintf("UDP port %d", f.t.Port)
+	if f.t.Netns != "" {
+		where += " in network namespace " + f.t.Netns
+	}
+	if f.cgroup == "" {
+		return "every process bound to " + where
+	}
+	return fmt.Sprintf("the processes of cgroup %s bound to %s", f.cgroup, where)
+}
+
+// Scan reads the sockets bound to the port. Of those in known, it reports
+// which are still bound (live); the others it reports with a process of
+// the server that holds them (fresh), leaving out those no process of the
+// server holds. Only fresh sockets cost a walk over the processes' fds.
+func (f *Finder) Scan(known map[uint64]bool) (live map[uint64]bool, fresh []Socket, err error) {
+	bound, err := procsock.BoundUDP(f.t.Netns, f.t.Port, netip.Addr{})
+	if err != nil {
+		return nil, nil, err
+	}
+	live = map[uint64]bool{}
+	local := map[uint64]netip.AddrPort{}
+	var unknown []uint64
+	for _, s := range bound {
+		switch {
+		case s.State != udpUnconnected:
+		case known[s.Inode]:
+			live[s.Inode] = true
+		default:
+			unknown = append(unknown, s.Inode)
+			local[s.Inode] = s.Local
+		}
+	}
+	if len(unknown) == 0 {
+		return live, nil, nil
+	}
+	var held map[uint64]procsock.Held
+	if f.cgroup == "" {
+		held, err = procsock.Holders(unknown)
+	} else {
+		var pids []int
+		if pids, err = cgroupProcs(f.cgroup); err == nil {
+			held = procsock.HoldersAmong(pids, unknown)
+		}
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, inode := range slices.Sorted(maps.Keys(held)) {
+		fresh = append(fresh, Socket{Inode: inode, Local: local[inode], Holder: held[inode]})
+	}
+	return live, fresh, nil
+}
+
+// Take duplicates the socket into this process (pidfd_getfd: root, or the
+// server's user where ptrace is allowed; docs/offload-dns.md). It checks
+// that the fd is still that socket: the server may have closed it and
+// reused the number since the scan. The caller closes the fd.
+func Take(s Socket) (int, error) {
+	fd, err := procsock.TakeFD(s.Holder.PID, s.Holder.FD)
+	if err != nil {
+		return -1, err
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil || st.Ino != s.Inode {
+		unix.Close(fd)
+		return -1, fmt.Errorf("fd %d of process %d is no longer socket %d", s.Holder.FD, s.Holder.PID, s.Inode)
+	}
+	return fd, nil
+}

@@ -1,0 +1,268 @@
+package server
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"syscall"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/santa-offload/santa/internal/netns"
+	"github.com/santa-offload/santa/internal/santadtest"
+)
+
+const helperEnv = "SANTA_OFFLOAD_SERVER_HELPER" // "server" or "other"
+
+func TestMain(m *testing.M) {
+	if mode := os.Getenv(helperEnv); mode != "" {
+		if err := runHelper(mode, os.Getenv("HELPER_NETNS"), os.Getenv("HELPER_PORT")); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// runHelper binds, in the namespace at ns, what a DNS server binds (mode
+// "server": two SO_REUSEPORT sockets on 0.0.0.0:port, one on [::1]:port,
+// and an outgoing query socket on a random port) or another process on the
+// same port (mode "other": 127.0.0.2:port), says "ready" and holds them
+// until its stdin closes.
+func runHelper(mode, ns, portText string) error {
+	port, _ := strconv.Atoi(portText)
+	reuse := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
+		var err error
+		c.Control(func(fd uintptr) { err = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_REUSEPORT, 1) })
+		return err
+	}}
+	var conns []net.PacketConn
+	err := netns.Run(ns, func() error {
+		binds := [][2]string{{"udp4", fmt.Sprintf("0.0.0.0:%d", port)}, {"udp4", fmt.Sprintf("0.0.0.0:%d", port)},
+			{"udp6", fmt.Sprintf("[::1]:%d", port)}, {"udp4", "127.0.0.1:0"}}
+		if mode == "other" {
+			binds = [][2]string{{"udp4", fmt.Sprintf("127.0.0.2:%d", port)}}
+		}
+		for _, b := range binds {
+			c, err := reuse.ListenPacket(context.Background(), b[0], b[1])
+			if err != nil {
+				return err
+			}
+			conns = append(conns, c)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Println("ready")
+	io.Copy(io.Discard, os.Stdin)
+	return nil
+}
+
+// helper is a running helper process.
+type helper struct {
+	cmd   *exec.Cmd
+	stdin io.Closer
+}
+
+func startHelper(t *testing.T, mode, ns string, port int, cgroup string) *helper {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), helperEnv+"="+mode, "HELPER_NETNS="+ns, "HELPER_PORT="+strconv.Itoa(port))
+	cmd.Stderr = os.Stderr
+	stdin, _ := cmd.StdinPipe()
+	stdout, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	h := &helper{cmd: cmd, stdin: stdin}
+	t.Cleanup(h.stop)
+	if line, err := bufio.NewReader(stdout).ReadString('\n'); err != nil || line != "ready\n" {
+		t.Fatalf("helper %s: %q, %v", mode, line, err)
+	}
+	if cgroup != "" {
+		if err := os.WriteFile(filepath.Join(cgroup, "cgroup.procs"), []byte(strconv.Itoa(cmd.Process.Pid)), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return h
+}
+
+func (h *helper) pid() int { return h.cmd.Process.Pid }
+
+// stop ends the helper and waits for it: its sockets are closed then.
+func (h *helper) stop() {
+	if h.cmd.ProcessState == nil {
+		h.stdin.Close()
+		h.cmd.Wait()
+	}
+}
+
+// found is what a scan found: local addresses, sorted, and the holders.
+func found(t *testing.T, f *Finder, known map[uint64]bool) (live map[uint64]bool, addrs []string, holders map[int]bool, inodes map[uint64]bool) {
+	t.Helper()
+	live, fresh, err := f.Scan(known)
+	if err != nil {
+		t.Fatal(err)
+	}
+	holders, inodes = map[int]bool{}, map[uint64]bool{}
+	for _, s := range fresh {
+		addrs = append(addrs, s.Local.String())
+		holders[s.Holder.PID] = true
+		inodes[s.Inode] = true
+		fd, err := Take(s)
+		if err != nil {
+			t.Fatalf("Take(%+v): %v", s, err)
+		}
+		sa, err := unix.Getsockname(fd)
+		unix.Close(fd)
+		if err != nil || sockaddrPort(sa) != s.Local.Port() {
+			t.Fatalf("took fd bound to %v, %v; want %v", sa, err, s.Local)
+		}
+	}
+	slices.Sort(addrs)
+	return live, addrs, holders, inodes
+}
+
+func sockaddrPort(sa unix.Sockaddr) uint16 {
+	switch a := sa.(type) {
+	case *unix.SockaddrInet4:
+		return uint16(a.Port)
+	case *unix.SockaddrInet6:
+		return uint16(a.Port)
+	}
+	return 0
+}
+
+// TestFindAndFollow runs a "server" with two SO_REUSEPORT sockets on IPv4,
+// one on IPv6 and an outgoing socket, and another process on the same
+// port, in a namespace; finds the server's sockets by cgroup, by pid and
+// by port alone; then restarts the server and finds its new sockets.
+func TestFindAndFollow(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: network namespaces and cgroups")
+	}
+	ns, err := santadtest.NewNetns(santadtest.NetnsName("offsrv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ns.Delete() })
+	nsPath := netns.Named(ns.Name)
+	root, err := cgroup2Root()
+	if err != nil {
+		t.Skip(err)
+	}
+	rel := fmt.Sprintf("santa-offload-test-%d", os.Getpid())
+	cg := filepath.Join(root, rel)
+	if err := os.Mkdir(cg, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Remove(cg) }) // after the helpers' cleanups stop them
+	const port = 5353
+	srv := startHelper(t, "server", nsPath, port, cg)
+	other := startHelper(t, "other", nsPath, port, "")
+
+	serverAddrs := []string{"0.0.0.0:5353", "0.0.0.0:5353", "[::1]:5353"}
+	finders := []struct {
+		name   string
+		target Target
+		addrs  []string
+	}{
+		{"cgroup", Target{Cgroup: rel, Port: port, Netns: nsPath}, serverAddrs},
+		{"pid", Target{PID: srv.pid(), Port: port, Netns: nsPath}, serverAddrs},
+		{"port", Target{Port: port, Netns: nsPath}, append(slices.Clone(serverAddrs[:2]), "127.0.0.2:5353", "[::1]:5353")},
+	}
+	for _, tt := range finders {
+		f, err := NewFinder(tt.target)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, addrs, holders, inodes := found(t, f, nil)
+		if !slices.Equal(addrs, tt.addrs) {
+			t.Fatalf("%s: found %v; want %v", tt.name, addrs, tt.addrs)
+		}
+		if tt.name != "port" && (len(holders) != 1 || !holders[srv.pid()]) {
+			t.Fatalf("%s: holders %v; want only the server %d", tt.name, holders, srv.pid())
+		}
+		// Known sockets are reported live, and nothing is fresh.
+		live, again, _, _ := found(t, f, inodes)
+		if len(again) != 0 || len(live) != len(inodes) {
+			t.Fatalf("%s: second scan: live %v, fresh %v; want every known socket live", tt.name, live, again)
+		}
+	}
+
+	// Restart: the old sockets are gone, the new ones are found, by a
+	// finder made before the restart.
+	byPID, _ := NewFinder(Target{PID: srv.pid(), Port: port, Netns: nsPath})
+	_, _, _, old := found(t, byPID, nil)
+	srv.stop()
+	srv2 := startHelper(t, "server", nsPath, port, cg)
+	live, addrs, holders, _ := found(t, byPID, old)
+	if len(live) != 0 || !slices.Equal(addrs, serverAddrs) || !holders[srv2.pid()] || len(holders) != 1 {
+		t.Fatalf("after restart: live %v, found %v held by %v; want none live and %v held by %d", live, addrs, holders, serverAddrs, srv2.pid())
+	}
+	other.stop()
+}
+
+func TestTakeChecksTheInode(t *testing.T) {
+	c, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	raw, _ := c.SyscallConn()
+	var fd int
+	raw.Control(func(f uintptr) { fd = int(f) })
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		t.Fatal(err)
+	}
+	s := Socket{Inode: st.Ino, Local: c.LocalAddr().(*net.UDPAddr).AddrPort()}
+	s.Holder.PID, s.Holder.FD = os.Getpid(), fd
+	got, err := Take(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unix.Close(got)
+	s.Inode++
+	if got, err := Take(s); err == nil {
+		unix.Close(got)
+		t.Fatal("Take gave an fd that is another socket than the one asked")
+	}
+}
+
+func TestNewFinder(t *testing.T) {
+	for _, bad := range []Target{{PID: 1, Unit: "named", Port: 53}, {Unit: "a", Cgroup: "b", Port: 53}, {Port: 0}, {PID: -1, Port: 53}} {
+		if _, err := NewFinder(bad); err == nil {
+			t.Errorf("NewFinder(%+v) accepted", bad)
+		}
+	}
+	root, err := cgroup2Root()
+	if err != nil {
+		t.Skip(err)
+	}
+	for _, tt := range []struct {
+		t    Target
+		want string
+	}{
+		{Target{Unit: "named", Port: 53}, filepath.Join(root, "system.slice/named.service")},
+		{Target{Unit: "knot.service", Port: 53}, filepath.Join(root, "system.slice/knot.service")},
+		{Target{Cgroup: "/", Port: 53}, ""},
+		{Target{Cgroup: "../../etc", Port: 53}, filepath.Join(root, "etc")},
+	} {
+		f, err := NewFinder(tt.t)
+		if err != nil || f.cgroup != tt.want {
+			t.Errorf("NewFinder(%+v): cgroup %q, %v; want %q", tt.t, f.cgroup, err, tt.want)
+		}
+	}
+}
