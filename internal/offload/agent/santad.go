@@ -1,9 +1,7 @@
 package agent
 
 import (
-	"errors"
 	"iter"
-	"time"
 
 	"github.com/santa-offload/santa/client"
 	"github.com/santa-offload/santa/rule"
@@ -33,23 +31,11 @@ type Txn interface {
 	Abort() error
 }
 
-// Learning, HotRequest and HotSet are client.Learning, client.HotRequest
-// and client.HotSet of the learning branch (issue 22, f22-learn), written
-// here to its contract until the merge makes them aliases.
+// The learning types of the client, named here for the agent's fakes.
 type (
-	Learning struct {
-		KeyOffset uint16
-		ProbePort uint16
-		Enabled   bool
-	}
-	HotRequest struct {
-		Passes uint32
-		Key    []byte
-	}
-	HotSet struct {
-		Window   time.Duration
-		Requests []HotRequest
-	}
+	Learning   = client.Learning
+	HotRequest = client.HotRequest
+	HotSet     = client.HotSet
 )
 
 // dial connects to santad's socket at path.
@@ -65,10 +51,3 @@ func dial(path string) (Santad, error) {
 type santadClient struct{ *client.Client }
 
 func (c santadClient) Begin(service uint32) (Txn, error) { return c.Client.Begin(service) }
-
-// errNoLearning is what the learning calls say until the merge with the
-// learning branch removes the two methods below: the client then has them.
-var errNoLearning = errors.New("this santad client has no learning (issue 22, branch f22-learn)")
-
-func (santadClient) SetLearning(uint32, Learning) error { return errNoLearning }
-func (santadClient) Hot(uint32, int) (HotSet, error)    { return HotSet{}, errNoLearning }
