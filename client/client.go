@@ -29,14 +29,21 @@ type Client struct {
 	version uint16 // of the protocol, agreed in HELLO
 }
 
-// Dial connects to santad at path and introduces the client with HELLO.
-func Dial(path string) (*Client, error) {
+// Dial connects to santad at path and introduces the client with HELLO,
+// named after the program.
+func Dial(path string) (*Client, error) { return DialAs(path, programName()) }
+
+// DialAs is Dial with the client's name given: santad logs it, and
+// reports it as the manager of the services the client attaches or
+// learns on (an agent names itself, e.g. "santa-offload dns"). At most
+// protocol.MaxClientName bytes of UTF-8.
+func DialAs(path, name string) (*Client, error) {
 	conn, err := net.DialUnix("unixpacket", nil, &net.UnixAddr{Name: path, Net: "unixpacket"})
 	if err != nil {
 		return nil, fmt.Errorf("dial santad: %w", err)
 	}
 	c := &Client{conn: conn, buf: make([]byte, protocol.MaxMessage), version: protocol.Version}
-	hello := &protocol.Hello{MinVersion: protocol.Version, MaxVersion: protocol.LatestVersion, Client: programName()}
+	hello := &protocol.Hello{MinVersion: protocol.Version, MaxVersion: protocol.LatestVersion, Client: name}
 	s, err := call[*protocol.HelloReply](c, hello, nil)
 	if err == nil && (s.Version < protocol.Version || s.Version > protocol.LatestVersion) {
 		err = fmt.Errorf("daemon chose version %d", s.Version)

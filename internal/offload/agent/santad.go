@@ -38,9 +38,13 @@ type (
 	HotSet     = client.HotSet
 )
 
+// Name is how the agent introduces itself to santad, which shows it as
+// the manager of the services it attaches (santactl services).
+const ClientName = "santa-offload dns"
+
 // dial connects to santad's socket at path.
 func dial(path string) (Santad, error) {
-	c, err := client.Dial(path)
+	c, err := client.DialAs(path, ClientName)
 	if err != nil {
 		return nil, err
 	}
