@@ -13,6 +13,8 @@ const (
 	MaxCopyLen    = 256   // SANTA_MAX_COPY_LEN: bytes one copy processor moves
 	MaxUDPReply   = 1472  // SANTA_MAX_UDP_REPLY
 	MaxTCPReply   = 65535 // SANTA_MAX_TCP_REPLY: the stack segments it
+	MaxUDPRequest = 1472  // SANTA_MAX_UDP_REQUEST: longer requests always pass
+	MaxTCPRequest = 1472  // SANTA_MAX_TCP_REQUEST: longer segments always pass
 )
 
 // Limits bounds what a rule may ask for. Callers may be stricter than the
@@ -24,6 +26,7 @@ type Limits struct {
 	MaxCopyLen    int // bytes one copy processor moves
 	MaxReplyLen   int // reply payload bytes
 	MaxRegions    int // distinct condition offsets per service
+	MaxRequestLen int // request payload bytes the data plane answers: a length condition's min
 }
 
 // DefaultUDPLimits are the data plane's own limits for UDP services.
@@ -34,6 +37,7 @@ var DefaultUDPLimits = Limits{
 	MaxCopyLen:    MaxCopyLen,
 	MaxReplyLen:   MaxUDPReply,
 	MaxRegions:    MaxRegions,
+	MaxRequestLen: MaxUDPRequest,
 }
 
 // DefaultTCPLimits are the data plane's own limits for TCP services: the
@@ -41,6 +45,7 @@ var DefaultUDPLimits = Limits{
 var DefaultTCPLimits = func() Limits {
 	l := DefaultUDPLimits
 	l.MaxReplyLen = MaxTCPReply
+	l.MaxRequestLen = MaxTCPRequest
 	return l
 }()
 
