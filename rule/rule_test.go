@@ -195,7 +195,7 @@ func TestConditionOverlaps(t *testing.T) {
 		{c(0, "ab", 10, 20), c(0, "ab", 21, 0), false},
 		{c(0, "ab", 0, 20), c(0, "ab", 21, 30), false},
 		{c(0, "ab", 5, 0), c(0, "ab", 30, 0), true},
-		{c(0, "ab", 10, 10), c(1, "ab", 10, 10), false}, // another offset
+		{c(0, "ab", 10, 10), c(1, "ab", 10, 10), false},  // another offset
 		{c(0, "ab", 10, 10), c(0, "abc", 10, 10), false}, // another pattern: the longer one is more specific
 	} {
 		if got, back := tt.a.Overlaps(tt.b), tt.b.Overlaps(tt.a); got != tt.want || back != tt.want {
