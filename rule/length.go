@@ -57,6 +57,10 @@ func (c Condition) validateLength(l Limits) error {
 	if int(c.MinLen) > l.MaxRequestLen {
 		return never(tooBig("condition min length", "bytes", int(c.MinLen), l.MaxRequestLen), "the longest request the data plane answers")
 	}
+	if l.EndsRequest && int(c.MinLen) > c.End() {
+		return never(tooBig("condition min length", "bytes", int(c.MinLen), c.End()),
+			"the condition's end, where a TCP rule's request must end")
+	}
 	if c.MaxLen == 0 {
 		return nil
 	}

@@ -27,6 +27,10 @@ type Limits struct {
 	MaxReplyLen   int // reply payload bytes
 	MaxRegions    int // distinct condition offsets per service
 	MaxRequestLen int // request payload bytes the data plane answers: a length condition's min
+	// EndsRequest: the condition must end the request, so a length range
+	// must allow the condition's end (TCP: a segment is answered only if
+	// it ends where the condition ends, docs/tcp.md).
+	EndsRequest bool
 }
 
 // DefaultUDPLimits are the data plane's own limits for UDP services.
@@ -41,8 +45,17 @@ var DefaultUDPLimits = Limits{
 }
 
 // DefaultTCPLimits are the data plane's own limits for TCP services: the
-// same as UDP's but for the reply, which TCP segments.
+// same as UDP's but for the reply, which TCP segments, and a condition
+// must end the request.
 var DefaultTCPLimits = func() Limits {
+	l := storable
+	l.EndsRequest = true
+	return l
+}()
+
+// storable are the widest limits of the data plane, which size the records
+// it stores a rule in: those Compile checks.
+var storable = func() Limits {
 	l := DefaultUDPLimits
 	l.MaxReplyLen = MaxTCPReply
 	l.MaxRequestLen = MaxTCPRequest

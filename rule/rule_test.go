@@ -105,8 +105,22 @@ func TestValidateLengths(t *testing.T) {
 			t.Errorf("length %d-%d: Compile: %v", c.min, c.max, err)
 		}
 	}
+	// Over TCP a rule answers only a segment its condition ends: a range
+	// must allow that length.
 	r := base
-	r.Condition.MinLen = 1473
+	r.Condition.MinLen = 6
+	err := r.Validate(DefaultTCPLimits)
+	if want := "condition min length is 6 bytes; the limit is 5 (the condition's end, where a TCP rule's request must end): the rule could never answer a request"; err == nil || err.Error() != want {
+		t.Errorf("TCP, min length above the condition's end: %v; want %q", err, want)
+	}
+	if err := r.Validate(DefaultUDPLimits); err != nil {
+		t.Errorf("UDP, min length above the condition's end: %v", err)
+	}
+	r.Condition.MinLen, r.Condition.MaxLen = 5, 5
+	if err := r.Validate(DefaultTCPLimits); err != nil {
+		t.Errorf("TCP, exactly the condition's end: %v", err)
+	}
+	r.Condition.MinLen, r.Condition.MaxLen = 1473, 0
 	if _, err := Compile(r); err == nil {
 		t.Error("Compile takes a min length above any request")
 	}

@@ -36,8 +36,10 @@ func TestABIConstants(t *testing.T) {
 		"SANTA_SOL":                  {int(santaSantaSockoptSANTA_SOL), model.SockoptLevel},
 		"SANTA_SO_ACCEPTED":          {int(santaSantaSockoptSANTA_SO_ACCEPTED), model.SockoptAccepted},
 		"SANTA_SLOT_NONE":            {int(santaSantaSlotLayoutSANTA_SLOT_NONE), rules.SlotNone},
+		"SANTA_MAX_UDP_REQUEST":      {int(santaSantaLimitSANTA_MAX_UDP_REQUEST), rule.MaxUDPRequest},
+		"SANTA_MAX_TCP_REQUEST":      {int(santaSantaLimitSANTA_MAX_TCP_REQUEST), rule.MaxTCPRequest},
 	}
-	dataPlaneOnly := map[string]bool{"SANTA_MAX_UDP_REQUEST": true, "SANTA_MAX_TCP_REQUEST": true, "SANTA_SCRATCH_LEN": true}
+	dataPlaneOnly := map[string]bool{"SANTA_SCRATCH_LEN": true}
 	for name, c := range copies {
 		if c.abi != c.copy {
 			t.Errorf("%s: santa_abi.h has %d, Go %d", name, c.abi, c.copy)

@@ -9,19 +9,27 @@ import (
 // Request-length ranges for the differential tests (internal/rules against
 // its reference, the kernel against both).
 
-// RandomLength gives c, about half the time, a length range near its end:
-// exactly one length, a closed range, or one without an upper bound.
-func RandomLength(rng *rand.Rand, c rule.Condition) rule.Condition {
-	min := uint16(c.End() + rng.IntN(6))
+// RandomLength gives r's condition, about half the time, a length range
+// near the shortest request r can answer (its condition's end, its copies'
+// sources): exactly one length, a closed range, or one without an upper
+// bound.
+func RandomLength(rng *rand.Rand, r rule.Rule) rule.Rule {
+	need := r.Condition.End()
+	for _, p := range r.Processors {
+		if p.Kind == rule.ProcessorCopy {
+			need = max(need, int(p.SrcOffset)+int(p.Length))
+		}
+	}
+	min := uint16(need + rng.IntN(6))
 	switch rng.IntN(6) {
 	case 0:
-		return rule.ExactLength(c, min)
+		r.Condition = rule.ExactLength(r.Condition, min)
 	case 1:
-		c.MinLen, c.MaxLen = min, min+uint16(1+rng.IntN(20))
+		r.Condition.MinLen, r.Condition.MaxLen = min, min+uint16(1+rng.IntN(20))
 	case 2:
-		c.MinLen = min
+		r.Condition.MinLen = min
 	}
-	return c
+	return r
 }
 
 // OtherLength is c's offset and pattern with an exact length none of

@@ -124,10 +124,14 @@ func randomRules(rng *rand.Rand, base []byte) []RefRule {
 				continue
 			}
 			seen[k] = true
-			cond := pkttest.RandomLength(rng, rule.Condition{Offset: uint16(o), Pattern: p})
+			r := pkttest.RandomRule(rng, 100)
+			r.Condition = rule.Condition{Offset: uint16(o), Pattern: p}
+			r = pkttest.RandomLength(rng, r)
+			cond := r.Condition
 			conds := []rule.Condition{cond}
-			// Now and then rules of the same pattern with other lengths.
-			for cond.HasLength() && rng.IntN(3) == 0 && len(conds) < NodeSlots {
+			// Now and then rules of the same pattern with other lengths: at
+			// most two, so that a colliding pair of patterns fits one node.
+			for cond.HasLength() && rng.IntN(3) == 0 && len(conds) < NodeSlots/2 {
 				c, ok := pkttest.OtherLength(rng, cond, conds)
 				if !ok {
 					break
@@ -135,7 +139,6 @@ func randomRules(rng *rand.Rand, base []byte) []RefRule {
 				conds = append(conds, c)
 			}
 			for _, c := range conds {
-				r := pkttest.RandomRule(rng, 100)
 				r.Condition = c
 				if _, err := rule.Compile(r); err != nil {
 					continue // too many copy pieces, or copies beyond the max length: it could not be installed
