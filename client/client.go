@@ -22,29 +22,35 @@ const DefaultSocket = "/run/santa/santa.sock"
 type Client struct {
 	conn    *net.UnixConn
 	session Session
+	version uint16 // the protocol version HELLO agreed on: every later message's
 
 	mu  sync.Mutex // one request in flight, so the reply read is its own
 	seq uint32
 	buf []byte // one datagram
 }
 
-// Dial connects to santad at path and introduces the client with HELLO.
+// Dial connects to santad at path and introduces the client with HELLO,
+// which agrees on the newest protocol version both speak. A daemon that
+// speaks only version 1 is served too, but refuses what version 1 cannot
+// carry (a rule's length condition) before it is sent.
 func Dial(path string) (*Client, error) {
 	conn, err := net.DialUnix("unixpacket", nil, &net.UnixAddr{Name: path, Net: "unixpacket"})
 	if err != nil {
 		return nil, fmt.Errorf("dial santad: %w", err)
 	}
-	c := &Client{conn: conn, buf: make([]byte, protocol.MaxMessage)}
-	hello := &protocol.Hello{MinVersion: protocol.Version, MaxVersion: protocol.Version, Client: programName()}
+	// HELLO goes in version 1, which every daemon reads; its reply comes in
+	// the version agreed on.
+	c := &Client{conn: conn, buf: make([]byte, protocol.MaxMessage), version: protocol.Version1}
+	hello := &protocol.Hello{MinVersion: protocol.MinVersion, MaxVersion: protocol.MaxVersion, Client: programName()}
 	s, err := call[*protocol.HelloReply](c, hello, nil)
-	if err == nil && s.Version != protocol.Version {
-		err = fmt.Errorf("daemon chose version %d", s.Version)
+	if err == nil && !protocol.Speaks(s.Version) {
+		err = fmt.Errorf("daemon chose version %d; this client speaks %d to %d", s.Version, protocol.MinVersion, protocol.MaxVersion)
 	}
 	if err != nil {
 		conn.Close()
 		return nil, fmt.Errorf("hello santad: %w", err)
 	}
-	c.session = *s
+	c.session, c.version = *s, s.Version
 	return c, nil
 }
 
@@ -71,7 +77,7 @@ func call[R protocol.Body](c *Client, req protocol.Body, oob []byte) (R, error) 
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.seq++
-	msg, err := protocol.Encode(c.seq, req)
+	msg, err := protocol.Encode(c.version, c.seq, req)
 	if err != nil {
 		return none, err
 	}
@@ -95,6 +101,11 @@ func call[R protocol.Body](c *Client, req protocol.Body, oob []byte) (R, error) 
 	}
 	if h.Seq != c.seq {
 		return none, fmt.Errorf("reply with seq %d to request %d", h.Seq, c.seq)
+	}
+	if hello, ok := body.(*protocol.HelloReply); ok && h.Version != hello.Version {
+		return none, fmt.Errorf("HELLO reply in version %d agrees on version %d", h.Version, hello.Version)
+	} else if !ok && h.Version != c.version {
+		return none, fmt.Errorf("reply to %v in version %d; the connection speaks %d", req.Type(), h.Version, c.version)
 	}
 	if e, ok := body.(*protocol.Error); ok {
 		return none, e

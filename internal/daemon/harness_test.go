@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"log/slog"
@@ -104,9 +105,10 @@ func (s *testServer) serviceCount() int {
 
 // conn is a client end of a connection, speaking raw datagrams.
 type conn struct {
-	t   *testing.T
-	fd  int
-	seq uint32
+	t       *testing.T
+	fd      int
+	seq     uint32
+	version uint16 // what HELLO agreed on; 0 before, when messages go in version 1
 }
 
 // connect serves a new connection from peer; with hello, it says HELLO.
@@ -121,8 +123,16 @@ func (s *testServer) connect(t *testing.T, peer Peer, hello bool) *conn {
 	unix.SetsockoptTimeval(c.fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &unix.Timeval{Sec: 5})
 	t.Cleanup(c.close)
 	if hello {
-		c.ok(&protocol.Hello{MinVersion: 1, MaxVersion: 1, Client: "test"})
+		c.ok(&protocol.Hello{MinVersion: protocol.MinVersion, MaxVersion: protocol.MaxVersion, Client: "test"})
 	}
+	return c
+}
+
+// connectV1 is connect with HELLO, as a client that speaks version 1 only.
+func (s *testServer) connectV1(t *testing.T, peer Peer) *conn {
+	t.Helper()
+	c := s.connect(t, peer, false)
+	c.ok(&protocol.Hello{MinVersion: 1, MaxVersion: 1, Client: "v1"})
 	return c
 }
 
@@ -188,6 +198,12 @@ func (c *conn) recvSeq() (uint32, protocol.Body) {
 	if err != nil {
 		c.t.Fatalf("bad reply: %v", err)
 	}
+	if hr, ok := body.(*protocol.HelloReply); ok {
+		c.version = hr.Version
+	}
+	if want := cmp.Or(c.version, h.Version); h.Version != want {
+		c.t.Fatalf("%v in version %d; HELLO agreed on %d", h.Type, h.Version, want)
+	}
 	return h.Seq, body
 }
 
@@ -195,7 +211,7 @@ func (c *conn) recvSeq() (uint32, protocol.Body) {
 func (c *conn) call(req protocol.Body, fds ...int) protocol.Body {
 	c.t.Helper()
 	c.seq++
-	msg, err := protocol.Encode(c.seq, req)
+	msg, err := protocol.Encode(cmp.Or(c.version, protocol.Version1), c.seq, req)
 	if err != nil {
 		c.t.Fatal(err)
 	}

@@ -73,7 +73,7 @@ func (s *Server) writeMetrics(out io.Writer) error {
 
 	w := promWriter{bufio.NewWriter(out)}
 	w.family("santa_daemon_info", "gauge", "santad's version.")
-	w.sample("santa_daemon_info", 1, "version", s.version, "protocol", strconv.Itoa(protocol.Version))
+	w.sample("santa_daemon_info", 1, "version", s.version, "protocol", strconv.Itoa(protocol.MaxVersion))
 	w.gauge("santa_connections", "Clients connected.", uint64(s.connections()))
 	w.gauge("santa_rule_capacity", "Rules the host can hold.", uint64(s.capacity))
 	w.gauge("santa_services", "Services attached.", uint64(len(rows)))

@@ -9,7 +9,7 @@ import (
 // encodes back to the same bytes: the wire form of a body is unique.
 func FuzzDecode(f *testing.F) {
 	for _, v := range goVectors {
-		f.Add(mustEncode(v.seq, v.body))
+		f.Add(mustEncode(v.version, v.seq, v.body))
 	}
 	for _, v := range goInvalid() {
 		f.Add(v.msg)
@@ -22,7 +22,7 @@ func FuzzDecode(f *testing.F) {
 			}
 			return
 		}
-		again, err := Encode(h.Seq, body)
+		again, err := Encode(h.Version, h.Seq, body)
 		if err != nil {
 			t.Fatalf("decoded %v does not encode: %v", h.Type, err)
 		}

@@ -10,10 +10,15 @@ type Body interface {
 	fields(c codec)
 }
 
-// Encode makes the datagram of message body with sequence number seq. It
-// refuses a body the decoder would refuse, with the same *Error.
-func Encode(seq uint32, body Body) ([]byte, error) {
-	e := encoder{cursor: cursor{index: NoIndex}, b: make([]byte, HeaderLen, 64)}
+// Encode makes the datagram of message body in protocol version v with
+// sequence number seq. It refuses a body the decoder would refuse, with the
+// same *Error, and one version v cannot carry (a length condition in
+// version 1).
+func Encode(v uint16, seq uint32, body Body) ([]byte, error) {
+	if !Speaks(v) {
+		return nil, Errorf(syscall.EINVAL, "version %d; this side speaks versions %d to %d", v, MinVersion, MaxVersion)
+	}
+	e := encoder{cursor: cursor{v: v, index: NoIndex}, b: make([]byte, HeaderLen, 64)}
 	body.fields(&e)
 	if e.err != nil {
 		return nil, e.err
@@ -21,20 +26,21 @@ func Encode(seq uint32, body Body) ([]byte, error) {
 	if len(e.b) > MaxMessage {
 		return nil, Errorf(syscall.EMSGSIZE, "%v is %d bytes; the limit is %d", body.Type(), len(e.b), MaxMessage)
 	}
-	appendHeader(e.b[:0], Header{Type: body.Type(), Length: uint32(len(e.b)), Seq: seq}) // into the room left for it
+	appendHeader(e.b[:0], Header{Version: v, Type: body.Type(), Length: uint32(len(e.b)), Seq: seq}) // into the room left for it
 	return e.b, nil
 }
 
-// Decode reads the datagram msg. Every error is a *Error with the code of
-// docs/protocol.md. When only the body is refused, the header is returned
-// too, so that a server can answer with the request's seq.
+// Decode reads the datagram msg, whose body is in the version its header
+// names. Every error is a *Error with the code of docs/protocol.md. When
+// only the body is refused, the header is returned too, so that a server
+// can answer with the request's seq.
 func Decode(msg []byte) (Header, Body, error) {
 	h, err := decodeHeader(msg)
 	if err != nil {
 		return h, nil, err
 	}
 	body := newBody(h.Type)
-	d := decoder{cursor: cursor{index: NoIndex}, b: msg[HeaderLen:]}
+	d := decoder{cursor: cursor{v: h.Version, index: NoIndex}, b: msg[HeaderLen:]}
 	body.fields(&d)
 	switch {
 	case d.err != nil:

@@ -20,8 +20,10 @@ type Handler func(req protocol.Body, fds []int) protocol.Body
 // Serve listens on a unixpacket socket in a temporary directory of t until
 // the test ends, and returns its path. Each connection's requests are
 // answered one at a time by handle; a request that does not decode gets
-// its decoding error. With lock, handle and the reply's encoding run under
-// it: a fake's reply may share state that the next request changes.
+// its decoding error. A reply is in the version of its request, but for a
+// HELLO reply, which is in the version it names, as santad's. With lock,
+// handle and the reply's encoding run under it: a fake's reply may share
+// state that the next request changes.
 func Serve(t testing.TB, lock sync.Locker, handle Handler) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "santa.sock")
@@ -63,7 +65,11 @@ func answer(conn *net.UnixConn, lock sync.Locker, handle Handler) {
 		} else {
 			reply = handle(req, fds)
 		}
-		msg, err := protocol.Encode(h.Seq, reply)
+		v := h.Version
+		if hr, ok := reply.(*protocol.HelloReply); ok {
+			v = hr.Version
+		}
+		msg, err := protocol.Encode(v, h.Seq, reply)
 		lock.Unlock()
 		for _, fd := range fds {
 			unix.Close(fd)
