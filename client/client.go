@@ -22,15 +22,18 @@ const DefaultSocket = "/run/santa/santa.sock"
 type Client struct {
 	conn    *net.UnixConn
 	session Session
+	version uint16 // the protocol version HELLO agreed on: every later message's
 
-	mu      sync.Mutex // one request in flight, so the reply read is its own
-	seq     uint32
-	buf     []byte // one datagram
-	version uint16 // of the protocol, agreed in HELLO
+	mu  sync.Mutex // one request in flight, so the reply read is its own
+	seq uint32
+	buf []byte // one datagram
 }
 
 // Dial connects to santad at path and introduces the client with HELLO,
-// named after the program.
+// named after the program, which agrees on the newest protocol version
+// both speak. A daemon that speaks only version 1 is served too, but
+// refuses what version 1 cannot carry (a rule's length condition,
+// learning) before it is sent.
 func Dial(path string) (*Client, error) { return DialAs(path, programName()) }
 
 // DialAs is Dial with the client's name given: santad logs it, and
@@ -42,11 +45,13 @@ func DialAs(path, name string) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dial santad: %w", err)
 	}
-	c := &Client{conn: conn, buf: make([]byte, protocol.MaxMessage), version: protocol.Version}
-	hello := &protocol.Hello{MinVersion: protocol.Version, MaxVersion: protocol.LatestVersion, Client: name}
+	// HELLO goes in version 1, which every daemon reads; its reply comes in
+	// the version agreed on.
+	c := &Client{conn: conn, buf: make([]byte, protocol.MaxMessage), version: protocol.Version1}
+	hello := &protocol.Hello{MinVersion: protocol.MinVersion, MaxVersion: protocol.MaxVersion, Client: name}
 	s, err := call[*protocol.HelloReply](c, hello, nil)
-	if err == nil && (s.Version < protocol.Version || s.Version > protocol.LatestVersion) {
-		err = fmt.Errorf("daemon chose version %d", s.Version)
+	if err == nil && !protocol.Speaks(s.Version) {
+		err = fmt.Errorf("daemon chose version %d; this client speaks %d to %d", s.Version, protocol.MinVersion, protocol.MaxVersion)
 	}
 	if err != nil {
 		conn.Close()
@@ -79,7 +84,7 @@ func call[R protocol.Body](c *Client, req protocol.Body, oob []byte) (R, error) 
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.seq++
-	msg, err := protocol.EncodeVersion(c.seq, c.version, req)
+	msg, err := protocol.Encode(c.version, c.seq, req)
 	if err != nil {
 		return none, err
 	}
@@ -97,12 +102,17 @@ func call[R protocol.Body](c *Client, req protocol.Body, oob []byte) (R, error) 
 	}
 	// A reply this side cannot decode is no refusal of the daemon's, so
 	// its *protocol.Error is not wrapped.
-	h, body, err := protocol.DecodeVersion(c.buf[:n], c.version)
+	h, body, err := protocol.Decode(c.buf[:n])
 	if err != nil {
 		return none, fmt.Errorf("bad reply to %v: %v", req.Type(), err)
 	}
 	if h.Seq != c.seq {
 		return none, fmt.Errorf("reply with seq %d to request %d", h.Seq, c.seq)
+	}
+	if hello, ok := body.(*protocol.HelloReply); ok && h.Version != hello.Version {
+		return none, fmt.Errorf("HELLO reply in version %d agrees on version %d", h.Version, hello.Version)
+	} else if !ok && h.Version != c.version {
+		return none, fmt.Errorf("reply to %v in version %d; the connection speaks %d", req.Type(), h.Version, c.version)
 	}
 	if e, ok := body.(*protocol.Error); ok {
 		return none, e

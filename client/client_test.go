@@ -40,13 +40,49 @@ func newRule(pattern, reply string) rule.Rule {
 
 func TestDial(t *testing.T) {
 	c, f := dial(t)
-	if s := c.Session(); s.Version != 1 || s.UID != 1000 || s.PID != 42 || s.Daemon != "fake" {
+	if s := c.Session(); s.Version != protocol.MaxVersion || s.UID != 1000 || s.PID != 42 || s.Daemon != "fake" {
 		t.Errorf("session %+v is not the fake's HELLO reply", s)
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if want := filepath.Base(os.Args[0]); f.client != want {
 		t.Errorf("HELLO named the client %q, want %q", f.client, want)
+	}
+	if f.hello.MinVersion != protocol.MinVersion || f.hello.MaxVersion != protocol.MaxVersion {
+		t.Errorf("HELLO offers versions %d to %d; want %d to %d", f.hello.MinVersion, f.hello.MaxVersion, protocol.MinVersion, protocol.MaxVersion)
+	}
+}
+
+// At version 2 a rule's length condition goes to the daemon and comes back
+// listed; a daemon of version 1 is still served, but a length condition,
+// which version 1 cannot carry, is refused before it is sent, never
+// dropped.
+func TestLengthConditionByVersion(t *testing.T) {
+	exact := newRule("a", "A")
+	exact.Condition = rule.ExactLength(exact.Condition, 7)
+	c, _ := dial(t)
+	if _, err := c.AddRules(fakeService, []rule.Rule{exact}); err != nil {
+		t.Fatal(err)
+	}
+	for e, err := range c.Rules(fakeService) {
+		if err != nil || e.Rule.Condition.MinLen != 7 || e.Rule.Condition.MaxLen != 7 {
+			t.Fatalf("listed %+v, %v; want the length 7 back", e.Rule.Condition, err)
+		}
+	}
+
+	old := &fake{newest: protocol.Version1}
+	c = dialTo(t, serve(t, old.handle))
+	if v := c.Session().Version; v != protocol.Version1 {
+		t.Fatalf("a daemon of version 1 agrees on version %d", v)
+	}
+	_, err := c.AddRules(fakeService, []rule.Rule{newRule("b", "B"), exact})
+	var pe *Error
+	if !errors.As(err, &pe) || pe.Code != syscall.EINVAL || pe.Index != 1 ||
+		pe.Message != "rules[1].flags: a length condition needs protocol version 2; this connection speaks version 1" {
+		t.Fatalf("AddRules of a length condition at version 1 gives %v", err)
+	}
+	if ids, err := c.AddRules(fakeService, []rule.Rule{newRule("b", "B")}); err != nil || len(ids) != 1 {
+		t.Fatalf("AddRules without a length condition at version 1 gives %v, %v", ids, err)
 	}
 }
 

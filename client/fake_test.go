@@ -1,6 +1,7 @@
 package client
 
 import (
+	"cmp"
 	"slices"
 	"sync"
 	"syscall"
@@ -23,6 +24,8 @@ type fake struct {
 	pending []RuleEntry // added in the open transaction, with their ids
 	cookies []uint64    // SO_COOKIE of each socket attached
 	client  string      // the name HELLO gave
+	hello   protocol.Hello
+	newest  uint16 // the newest protocol version it speaks; 0: protocol.MaxVersion
 }
 
 const (
@@ -44,8 +47,9 @@ func (f *fake) handle(req protocol.Body, fds []int) protocol.Body {
 	}
 	switch req := req.(type) {
 	case *protocol.Hello:
-		f.client = req.Client
-		return &protocol.HelloReply{Version: 1, UID: 1000, GID: 100, PID: 42, QuotaRules: 65536, Daemon: "fake"}
+		f.client, f.hello = req.Client, *req
+		v := min(req.MaxVersion, cmp.Or(f.newest, protocol.MaxVersion))
+		return &protocol.HelloReply{Version: v, UID: 1000, GID: 100, PID: 42, QuotaRules: 65536, Daemon: "fake"}
 	case *protocol.Attach:
 		if len(fds) != 1 {
 			return protocol.Errorf(syscall.EBADF, "%d fds", len(fds))

@@ -65,7 +65,8 @@ func TestLearning(t *testing.T) {
 // A daemon of version 1 has no learning: the client says so without
 // sending anything it would not understand.
 func TestLearningNeedsVersion2(t *testing.T) {
-	c, _ := dial(t) // the fake agrees on version 1
+	old := &fake{newest: protocol.Version1}
+	c := dialTo(t, serve(t, old.handle))
 	err := c.SetLearning(fakeService, Learning{Enabled: true})
 	var pe *Error
 	if !errors.As(err, &pe) || pe.Code != syscall.EPROTO || !strings.Contains(err.Error(), "protocol version 2") {

@@ -20,10 +20,10 @@ type Compiled struct {
 // final value comes from the last processor that writes it, so a copy keeps
 // only the bytes no later processor overwrites; a copy cut in the middle
 // becomes two pieces. The rule is validated against the widest limits of
-// the data plane (DefaultTCPLimits), which size the stored record; a
-// service's own limits (LimitsFor) are its registration's to check.
+// the data plane, which size the stored record; a service's own limits
+// (LimitsFor) are its registration's to check.
 func Compile(r Rule) (Compiled, error) {
-	if err := r.Validate(DefaultTCPLimits); err != nil {
+	if err := r.Validate(storable); err != nil {
 		return Compiled{}, err
 	}
 	tmpl := make([]byte, r.ReplyLen)

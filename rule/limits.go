@@ -13,6 +13,8 @@ const (
 	MaxCopyLen    = 256   // SANTA_MAX_COPY_LEN: bytes one copy processor moves
 	MaxUDPReply   = 1472  // SANTA_MAX_UDP_REPLY
 	MaxTCPReply   = 65535 // SANTA_MAX_TCP_REPLY: the stack segments it
+	MaxUDPRequest = 1472  // SANTA_MAX_UDP_REQUEST: longer requests always pass
+	MaxTCPRequest = 1472  // SANTA_MAX_TCP_REQUEST: longer segments always pass
 )
 
 // Limits bounds what a rule may ask for. Callers may be stricter than the
@@ -24,6 +26,11 @@ type Limits struct {
 	MaxCopyLen    int // bytes one copy processor moves
 	MaxReplyLen   int // reply payload bytes
 	MaxRegions    int // distinct condition offsets per service
+	MaxRequestLen int // request payload bytes the data plane answers: a length condition's min
+	// EndsRequest: the condition must end the request, so a length range
+	// must allow the condition's end (TCP: a segment is answered only if
+	// it ends where the condition ends, docs/tcp.md).
+	EndsRequest bool
 }
 
 // DefaultUDPLimits are the data plane's own limits for UDP services.
@@ -34,13 +41,24 @@ var DefaultUDPLimits = Limits{
 	MaxCopyLen:    MaxCopyLen,
 	MaxReplyLen:   MaxUDPReply,
 	MaxRegions:    MaxRegions,
+	MaxRequestLen: MaxUDPRequest,
 }
 
 // DefaultTCPLimits are the data plane's own limits for TCP services: the
-// same as UDP's but for the reply, which TCP segments.
+// same as UDP's but for the reply, which TCP segments, and a condition
+// must end the request.
 var DefaultTCPLimits = func() Limits {
+	l := storable
+	l.EndsRequest = true
+	return l
+}()
+
+// storable are the widest limits of the data plane, which size the records
+// it stores a rule in: those Compile checks.
+var storable = func() Limits {
 	l := DefaultUDPLimits
 	l.MaxReplyLen = MaxTCPReply
+	l.MaxRequestLen = MaxTCPRequest
 	return l
 }()
 

@@ -5,19 +5,26 @@ import (
 	"fmt"
 )
 
-// Condition matches a request whose payload holds Pattern at Offset:
-// payload[Offset:Offset+len(Pattern)] == Pattern.
+// Condition matches a request whose payload holds Pattern at Offset,
+// payload[Offset:Offset+len(Pattern)] == Pattern, and whose length is in
+// the condition's range (length.go).
 type Condition struct {
 	Offset  uint16
 	Pattern []byte
+	// The request's payload length L must satisfy MinLen <= L, and
+	// L <= MaxLen unless MaxLen is 0 (no upper bound). Exact length n:
+	// MinLen = MaxLen = n (ExactLength). Both 0: any length, and the
+	// condition is a prefix of the request.
+	MinLen, MaxLen uint16
 }
 
 // End is the payload length a request needs before the condition can match.
 func (c Condition) End() int { return int(c.Offset) + len(c.Pattern) }
 
-// Matches reports whether payload holds the pattern at the offset.
+// Matches reports whether payload holds the pattern at the offset and has
+// a length the condition allows.
 func (c Condition) Matches(payload []byte) bool {
-	return c.End() <= len(payload) && bytes.Equal(payload[c.Offset:c.End()], c.Pattern)
+	return c.LengthAllows(len(payload)) && c.End() <= len(payload) && bytes.Equal(payload[c.Offset:c.End()], c.Pattern)
 }
 
 // ProcessorKind says what a processor writes into the reply.
@@ -90,6 +97,9 @@ func (r Rule) Validate(l Limits) error {
 	if c.End() > l.MaxCondEnd {
 		return tooBig("condition end (offset + pattern length)", "", c.End(), l.MaxCondEnd)
 	}
+	if err := c.validateLength(l); err != nil {
+		return err
+	}
 	if r.ReplyLen == 0 {
 		return tooSmall("reply length", "bytes", 0, 1)
 	}
@@ -100,14 +110,16 @@ func (r Rule) Validate(l Limits) error {
 		return tooBig("processor count", "", len(r.Processors), l.MaxProcessors)
 	}
 	for i, p := range r.Processors {
-		if err := p.validate(i, int(r.ReplyLen), l); err != nil {
+		if err := p.validate(i, int(r.ReplyLen), int(c.MaxLen), l); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func (p Processor) validate(i, replyLen int, l Limits) error {
+// validate checks one processor; maxLen is the condition's upper bound on
+// the request's length (0: none), which a copy must read within.
+func (p Processor) validate(i, replyLen, maxLen int, l Limits) error {
 	// Named only on error: a million-rule batch validates every processor.
 	name := func(field string) string { return fmt.Sprintf("processors[%d] (%s)%s", i, p.Kind, field) }
 	switch p.Kind {
@@ -124,6 +136,9 @@ func (p Processor) validate(i, replyLen int, l Limits) error {
 		}
 		if end := int(p.SrcOffset) + int(p.Length); end > l.MaxCondEnd {
 			return tooBig(name(" source end (src + length)"), "", end, l.MaxCondEnd)
+		}
+		if end := int(p.SrcOffset) + int(p.Length); maxLen != 0 && end > maxLen {
+			return never(tooBig(name(" source end (src + length)"), "", end, maxLen), "the condition's max length")
 		}
 	default:
 		return fmt.Errorf("processors[%d] has unknown kind %d", i, uint8(p.Kind))

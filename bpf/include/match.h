@@ -27,13 +27,16 @@ __noinline __u32 santa_fnv(struct santa_scratch *s, __u32 off, __u32 len, __u32 
 	return h;
 }
 
-/* Whether the request (plen bytes in s) satisfies the rule: the condition's
- * bytes are equal, and every copy source lies inside the request. */
+/* Whether the request (plen bytes in s) satisfies the rule: its length is
+ * in the rule's range, the condition's bytes are equal, and every copy
+ * source lies inside the request. */
 __noinline int santa_rule_applies(struct santa_scratch *s, struct santa_rule *rule, __u32 plen)
 {
 	__u32 off, len, words;
 
 	if (!s || !rule)
+		return 0;
+	if (plen < rule->req_min || (rule->req_max && plen > rule->req_max))
 		return 0;
 	off = rule->cond_off;
 	len = rule->cond_len;

@@ -151,6 +151,11 @@ struct santa_rule {
 	 * words, with copy destinations zeroed: the reply's checksum is this
 	 * plus the copied bytes, the UDP header and the pseudo header. */
 	__u32 reply_csum;
+	/* The request's payload length must be at least req_min and, unless
+	 * req_max is 0, at most req_max: without them a condition is a prefix,
+	 * and a request with bytes after it would match. */
+	__u16 req_min;
+	__u16 req_max;
 	struct santa_copy copies[SANTA_MAX_COPIES];
 	__u8 cond[SANTA_MAX_COND_LEN];
 };
@@ -163,8 +168,8 @@ struct santa_rule {
  * in their arrays each body starts on a line of its own, so a match reads
  * no line of a neighbour.
  */
-#define SANTA_SMALL_REPLY 104
-#define SANTA_MEDIUM_REPLY 616
+#define SANTA_SMALL_REPLY 100
+#define SANTA_MEDIUM_REPLY 612
 
 enum santa_rule_class {
 	SANTA_RULE_SMALL = 0,
@@ -197,7 +202,7 @@ struct santa_rule_medium {
 struct santa_rule_large {
 	struct santa_rule rule;
 	__u8 reply[SANTA_MAX_UDP_REPLY];
-	__u8 pad[40];
+	__u8 pad[36];
 };
 
 /* A kernel allocation of 128 KiB: only TCP replies above SANTA_MAX_UDP_REPLY

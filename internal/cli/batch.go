@@ -13,18 +13,9 @@ import (
 // header, service_id, txn and count take the rest.
 const batchRoom = protocol.MaxMessage - protocol.HeaderLen - 3*4
 
-// ruleSize is the size of a rule on the wire (docs/protocol.md, "rule").
-func ruleSize(r rule.Rule) int {
-	n := 8 + len(r.Condition.Pattern) // cond_off, pattern's length and bytes, reply_len, nproc, flags
-	for _, p := range r.Processors {
-		if p.Kind == rule.ProcessorPut {
-			n += 6 + len(p.Bytes) // kind, reserved, dst, bytes' length and bytes
-		} else {
-			n += 8 // kind, reserved, src, len, dst
-		}
-	}
-	return n
-}
+// ruleSize is the size of a rule on the wire in the newest version, which
+// takes no less than an older one (docs/protocol.md, "rule").
+func ruleSize(r rule.Rule) int { return protocol.RuleSize(protocol.MaxVersion, &r) }
 
 // idSize is the size of a rule id on the wire.
 func idSize(uint32) int { return 4 }

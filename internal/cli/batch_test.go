@@ -12,7 +12,7 @@ import (
 // TestRuleSize checks ruleSize, and batchRoom, against the encoder.
 func TestRuleSize(t *testing.T) {
 	for _, r := range []rule.Rule{hello, dns, hi} {
-		msg, err := protocol.Encode(1, &protocol.AddRules{ServiceID: 7, Txn: 1, Rules: []rule.Rule{r}})
+		msg, err := protocol.Encode(protocol.MaxVersion, 1, &protocol.AddRules{ServiceID: 7, Txn: 1, Rules: []rule.Rule{r}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -31,7 +31,7 @@ func TestBatches(t *testing.T) {
 	var starts, sizes []int
 	for start, batch := range batches(rs, ruleSize) {
 		starts, sizes = append(starts, start), append(sizes, len(batch))
-		if _, err := protocol.Encode(1, &protocol.AddRules{ServiceID: 7, Txn: 1, Rules: batch}); err != nil {
+		if _, err := protocol.Encode(protocol.MaxVersion, 1, &protocol.AddRules{ServiceID: 7, Txn: 1, Rules: batch}); err != nil {
 			t.Errorf("batch at %d: %v", start, err)
 		}
 	}

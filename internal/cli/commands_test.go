@@ -78,10 +78,10 @@ eth0       4        native   yes
   ]
 }
 `},
-		{[]string{"rules", "7"}, `ID  OFFSET  PATTERN                                                   REPLY  PROCESSORS
-1   0       "Hello"                                                   6      put "COMSYS" at 0
-2   2       "\x01\x00\x00\x01\x00\x00\x00\x00\x00\x00"... (27 bytes)  12     put "\x81\x80\x00\x01"... (6 bytes) at 2, copy 2 bytes from 0 to 0
-3   0       "Hi"                                                      6      put "Ho" at 0, copy 4 bytes from 2 to 2, put "!" at 3
+		{[]string{"rules", "7"}, `ID  OFFSET  PATTERN                                                   LENGTH  REPLY  PROCESSORS
+1   0       "Hello"                                                   any     6      put "COMSYS" at 0
+2   2       "\x01\x00\x00\x01\x00\x00\x00\x00\x00\x00"... (27 bytes)  29      12     put "\x81\x80\x00\x01"... (6 bytes) at 2, copy 2 bytes from 0 to 0
+3   0       "Hi"                                                      any     6      put "Ho" at 0, copy 4 bytes from 2 to 2, put "!" at 3
 `},
 		{[]string{"rules", "list", "7", "--json"}, `{
   "rules": [
@@ -107,7 +107,8 @@ eth0       4        native   yes
       "id": 2,
       "condition": {
         "offset": 2,
-        "hex": "01000001000000000000076578616d706c6503636f6d0000010001"
+        "hex": "01000001000000000000076578616d706c6503636f6d0000010001",
+        "length": "29"
       },
       "reply_len": 12,
       "processors": [
@@ -166,6 +167,7 @@ eth0       4        native   yes
 condition  27 bytes at offset 2: "\x01\x00\x00\x01\x00\x00\x00\x00\x00\x00\x07example\x03com\x00\x00\x01\x00\x01"
   0000  01 00 00 01 00 00 00 00  00 00 07 65 78 61 6d 70  |...........examp|
   0010  6c 65 03 63 6f 6d 00 00  01 00 01                 |le.com.....|
+length     requests of 29 bytes
 
 reply      12 bytes, 2 processors
   0  put "\x81\x80\x00\x01\x00\x01" at 2
@@ -245,10 +247,10 @@ bad checksum  0
 rules         3
 rule bytes    93
 
-RULE  HITS  BYTES  OFFSET  PATTERN
-1     120   5040   0       "Hello"
-3     30    1260   0       "Hi"
-2     0     0      2       "\x01\x00\x00\x01\x00\x00\x00\x00\x00\x00"... (27 bytes)
+RULE  HITS  BYTES  OFFSET  PATTERN                                                   LENGTH
+1     120   5040   0       "Hello"                                                   any
+3     30    1260   0       "Hi"                                                      any
+2     0     0      2       "\x01\x00\x00\x01\x00\x00\x00\x00\x00\x00"... (27 bytes)  29
 `},
 		{[]string{"stats", "-json", "-top", "1", "7"}, `{
   "service_id": 7,

@@ -63,10 +63,11 @@ func byHits(a, b ruleCountersView) int {
 	return cmp.Or(cmp.Compare(b.Hits, a.Hits), cmp.Compare(a.ID, b.ID))
 }
 
-// offsetAndPattern are the table cells of the rule's condition.
-func (v ruleCountersView) offsetAndPattern() (any, string) {
+// conditionCells are the table cells of the rule's condition: offset,
+// pattern, length.
+func (v ruleCountersView) conditionCells() (any, string, string) {
 	if v.cond == nil {
-		return "-", "(deleted)"
+		return "-", "(deleted)", "-"
 	}
-	return v.cond.Offset, quoteUpTo(v.cond.Pattern, patternWidth)
+	return v.cond.Offset, quoteUpTo(v.cond.Pattern, patternWidth), lengthCell(*v.cond)
 }

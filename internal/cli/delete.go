@@ -62,10 +62,16 @@ func (o *deleteOptions) run(ctx context.Context, e *env, args []string) error {
 	return e.show(deleted{ruleIDs{ServiceID: service, RuleIDs: ids}})
 }
 
-// condition is a rule's condition as a map key.
+// condition is a rule's condition as a map key: its length range too, as
+// rules of one offset and pattern may differ in it alone.
 type condition struct {
-	offset  uint16
-	pattern string
+	offset         uint16
+	pattern        string
+	minLen, maxLen uint16
+}
+
+func keyOf(c rule.Condition) condition {
+	return condition{c.Offset, string(c.Pattern), c.MinLen, c.MaxLen}
 }
 
 // idsOf finds the ids of the service's rules with the conditions of rs.
@@ -75,14 +81,18 @@ func idsOf(c *client.Client, service uint32, rs []rule.Rule) ([]uint32, error) {
 		if err != nil {
 			return nil, err
 		}
-		byCondition[condition{e.Rule.Condition.Offset, string(e.Rule.Condition.Pattern)}] = e.RuleID
+		byCondition[keyOf(e.Rule.Condition)] = e.RuleID
 	}
 	ids := make([]uint32, len(rs))
 	for i, r := range rs {
-		id, ok := byCondition[condition{r.Condition.Offset, string(r.Condition.Pattern)}]
+		id, ok := byCondition[keyOf(r.Condition)]
 		if !ok {
-			return nil, fmt.Errorf("rule %d: service %d has no rule with the condition %s at %d",
-				i, service, quote(r.Condition.Pattern), r.Condition.Offset)
+			length := ""
+			if r.Condition.HasLength() {
+				length = " and the request length " + r.Condition.LengthText()
+			}
+			return nil, fmt.Errorf("rule %d: service %d has no rule with the condition %s at %d%s",
+				i, service, quote(r.Condition.Pattern), r.Condition.Offset, length)
 		}
 		ids[i] = id
 	}

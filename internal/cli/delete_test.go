@@ -38,6 +38,31 @@ func TestDelete(t *testing.T) {
 	}
 }
 
+// delete -f names a rule by its whole condition, length included: rules of
+// one pattern that differ in their length alone are told apart.
+func TestDeleteByLength(t *testing.T) {
+	f, path := withService(t)
+	other := dns
+	other.Condition.MinLen, other.Condition.MaxLen = 30, 0
+	if _, stderr, code := santactl(t, path, "add", "7", writeFile(t, ruleFileOf(t, []rule.Rule{other}))); code != 0 {
+		t.Fatalf("add: %s", stderr)
+	}
+	stdout, stderr, code := santactl(t, path, "delete", "7", "-f", writeFile(t, ruleFileOf(t, []rule.Rule{dns})))
+	if stdout != "deleted 1 rule of service 7\n" || code != 0 {
+		t.Fatalf("delete -f: stdout %q, stderr %q, exit status %d", stdout, stderr, code)
+	}
+	if got := rulesOnly(f.rulesOf(7)); !slices.EqualFunc(got, []rule.Rule{hello, hi, other}, sameRule) {
+		t.Errorf("left %+v; want hello, hi and the rule of 30 bytes or more", got)
+	}
+	unknown := dns
+	unknown.Condition.MinLen, unknown.Condition.MaxLen = 10, 20
+	file := writeFile(t, ruleFileOf(t, []rule.Rule{unknown}))
+	_, stderr, _ = santactl(t, path, "delete", "7", "-f", file)
+	if want := "santactl: delete: " + file + `: rule 0: service 7 has no rule with the condition "\x01\x00\x00\x01\x00\x00\x00\x00\x00\x00\x07example\x03com\x00\x00\x01\x00\x01" at 2 and the request length 10-20` + "\n"; stderr != want {
+		t.Errorf("delete -f of an unknown length: %q; want %q", stderr, want)
+	}
+}
+
 // TestAddThenDeleteFile checks that delete -f undoes add with the same
 // file, however many messages it takes.
 func TestAddThenDeleteFile(t *testing.T) {

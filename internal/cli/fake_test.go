@@ -121,7 +121,8 @@ func (f *fake) handle(req protocol.Body, fds []int) protocol.Body {
 	switch req := req.(type) {
 	case *protocol.Hello:
 		f.client = req.Client
-		return &protocol.HelloReply{Version: 2, UID: 1000, GID: 100, PID: 4242, QuotaRules: 65536, Daemon: "santad test"}
+		v := min(req.MaxVersion, protocol.MaxVersion)
+		return &protocol.HelloReply{Version: v, UID: 1000, GID: 100, PID: 4242, QuotaRules: 65536, Daemon: "santad test"}
 	case *protocol.Learn:
 		s := f.services[req.ServiceID]
 		if s == nil {
@@ -251,9 +252,7 @@ func (f *fake) addRules(req *protocol.AddRules) protocol.Body {
 		if err := r.Validate(rule.DefaultUDPLimits); err != nil {
 			return protocol.ErrorAt(syscall.EINVAL, uint32(i), "%v", err)
 		}
-		same := func(o rule.Rule) bool {
-			return o.Condition.Offset == r.Condition.Offset && string(o.Condition.Pattern) == string(r.Condition.Pattern)
-		}
+		same := func(o rule.Rule) bool { return o.Condition.Overlaps(r.Condition) }
 		if slices.ContainsFunc(txn.adds, same) || slices.ContainsFunc(s.rules, func(e client.RuleEntry) bool { return same(e.Rule) }) {
 			return protocol.ErrorAt(syscall.EEXIST, uint32(i), "a rule has the condition %q at %d already", r.Condition.Pattern, r.Condition.Offset)
 		}

@@ -54,7 +54,8 @@ func check(t *testing.T, what, got, want string) {
 }
 
 // hello and dns are the rules of the tests' service: the paper's Listing 1
-// and a DNS answer that copies the query's transaction id.
+// and a DNS answer that copies the query's transaction id, for queries of
+// exactly the question's length.
 var (
 	hello = rule.Rule{
 		Condition:  rule.Condition{Offset: 0, Pattern: []byte("Hello")},
@@ -62,7 +63,7 @@ var (
 		ReplyLen:   6,
 	}
 	dns = rule.Rule{
-		Condition:  rule.Condition{Offset: 2, Pattern: []byte("\x01\x00\x00\x01\x00\x00\x00\x00\x00\x00\x07example\x03com\x00\x00\x01\x00\x01")},
+		Condition:  rule.Condition{Offset: 2, Pattern: []byte("\x01\x00\x00\x01\x00\x00\x00\x00\x00\x00\x07example\x03com\x00\x00\x01\x00\x01"), MinLen: 29, MaxLen: 29},
 		Processors: []rule.Processor{rule.Put(2, []byte("\x81\x80\x00\x01\x00\x01")), rule.Copy(0, 2, 0)},
 		ReplyLen:   12,
 	}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"strconv"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -19,7 +20,7 @@ import (
 // The rule file of add and delete -f, which is also what rules -json
 // prints (docs/santactl.md):
 //
-//	{"rules": [{"condition": {"offset": 0, "text": "Hello"},
+//	{"rules": [{"condition": {"offset": 0, "text": "Hello", "length": "5-9"},
 //	            "reply_len": 6,
 //	            "processors": [{"put": {"offset": 0, "text": "COMSYS"}},
 //	                           {"copy": {"from": 0, "length": 2, "to": 0}}]}]}
@@ -39,6 +40,7 @@ type jsonRule struct {
 type jsonCondition struct {
 	Offset uint16 `json:"offset"`
 	byteString
+	Length json.RawMessage `json:"length,omitempty"` // length.go
 }
 
 // jsonProcessor holds exactly one of its fields.
@@ -115,6 +117,11 @@ func (jr jsonRule) rule() (rule.Rule, error) {
 		return rule.Rule{}, fmt.Errorf("condition: %w", err)
 	}
 	r := rule.Rule{Condition: rule.Condition{Offset: jr.Condition.Offset, Pattern: pattern}}
+	if jr.Condition.Length != nil {
+		if err := parseLength(jr.Condition.Length, &r.Condition); err != nil {
+			return rule.Rule{}, fmt.Errorf("condition.length: %w", err)
+		}
+	}
 	end := 0 // of the processors' writes
 	for i, jp := range jr.Processors {
 		p, err := jp.processor()
@@ -193,7 +200,11 @@ func isText(b []byte) bool {
 }
 
 func newJSONCondition(c rule.Condition) jsonCondition {
-	return jsonCondition{Offset: c.Offset, byteString: newByteString(c.Pattern)}
+	jc := jsonCondition{Offset: c.Offset, byteString: newByteString(c.Pattern)}
+	if c.HasLength() {
+		jc.Length = json.RawMessage(strconv.Quote(c.LengthText()))
+	}
+	return jc
 }
 
 func newJSONRule(e client.RuleEntry) jsonRule {

@@ -30,6 +30,19 @@ func TestParseRuleFile(t *testing.T) {
 			[]rule.Rule{{Condition: rule.Condition{Pattern: []byte("Hi")}, ReplyLen: 1}}},
 		{"text is UTF-8 bytes", `{"rules": [{"condition": {"text": "é\n"}, "reply_len": 1, "processors": []}]}`,
 			[]rule.Rule{{Condition: rule.Condition{Pattern: []byte("\xc3\xa9\n")}, ReplyLen: 1}}},
+		{"lengths: a number, a string, ranges closed, open and bounded above", `{"rules": [
+			{"condition": {"text": "a", "length": 34}, "reply_len": 1, "processors": []},
+			{"condition": {"text": "b", "length": "34"}, "reply_len": 1, "processors": []},
+			{"condition": {"text": "c", "length": "30-40"}, "reply_len": 1, "processors": []},
+			{"condition": {"text": "d", "length": "30-"}, "reply_len": 1, "processors": []},
+			{"condition": {"text": "e", "length": "0-40"}, "reply_len": 1, "processors": []}]}`,
+			[]rule.Rule{
+				{Condition: rule.Condition{Pattern: []byte("a"), MinLen: 34, MaxLen: 34}, ReplyLen: 1},
+				{Condition: rule.Condition{Pattern: []byte("b"), MinLen: 34, MaxLen: 34}, ReplyLen: 1},
+				{Condition: rule.Condition{Pattern: []byte("c"), MinLen: 30, MaxLen: 40}, ReplyLen: 1},
+				{Condition: rule.Condition{Pattern: []byte("d"), MinLen: 30}, ReplyLen: 1},
+				{Condition: rule.Condition{Pattern: []byte("e"), MaxLen: 40}, ReplyLen: 1},
+			}},
 	}
 	for _, tt := range tests {
 		got, err := parseRuleFile([]byte(tt.file))
@@ -67,6 +80,14 @@ func TestParseRuleFileErrors(t *testing.T) {
 		{`{"rules": [{"condition": {"text": "a"}, "processors": [{"put": {"text": "x"}, "copy": {"length": 1}}]}]}`, `rule 0: processor 0: give "put" or "copy", not both`},
 		{`{"rules": [{"condition": {"text": "a"}, "processors": [{"put": {"offset": 3}}]}]}`, `rule 0: processor 0: put: give "text" or "hex"`},
 		{`{"rules": [{"condition": {"text": "a"}, "processors": [{"copy": {"from": 0, "length": 10, "to": 65530}}]}]}`, `rule 0: the processors write up to byte 65540, beyond any reply`},
+		{`{"rules": [{"condition": {"text": "a", "length": "abc"}}]}`, `rule 0: condition.length: want 34, "34", "30-40" or "30-" (request payload bytes), not "abc"`},
+		{`{"rules": [{"condition": {"text": "a", "length": "-40"}}]}`, `rule 0: condition.length: want 34, "34", "30-40" or "30-" (request payload bytes), not "-40"`},
+		{`{"rules": [{"condition": {"text": "a", "length": "30-0"}}]}`, `rule 0: condition.length: want 34, "34", "30-40" or "30-" (request payload bytes), not "30-0"`},
+		{`{"rules": [{"condition": {"text": "a", "length": 70000}}]}`, `rule 0: condition.length: want 34, "34", "30-40" or "30-" (request payload bytes), not 70000`},
+		{`{"rules": [{"condition": {"text": "a", "length": 3.5}}]}`, `rule 0: condition.length: want 34, "34", "30-40" or "30-" (request payload bytes), not 3.5`},
+		{`{"rules": [{"condition": {"text": "a", "length": [3]}}]}`, `rule 0: condition.length: want 34, "34", "30-40" or "30-" (request payload bytes), not [3]`},
+		{`{"rules": [{"condition": {"text": "a", "length": 0}}]}`, `rule 0: condition.length: 0 allows no request: a request holds at least the condition`},
+		{`{"rules": [{"condition": {"text": "a", "length": "0-"}}]}`, `rule 0: condition.length: "0-" allows every length: leave "length" out`},
 	}
 	for _, tt := range tests {
 		_, err := parseRuleFile([]byte(tt.file))
@@ -96,6 +117,7 @@ func TestRuleFileRoundTrip(t *testing.T) {
 
 func sameRule(a, b rule.Rule) bool {
 	return a.ReplyLen == b.ReplyLen && a.Condition.Offset == b.Condition.Offset &&
+		a.Condition.MinLen == b.Condition.MinLen && a.Condition.MaxLen == b.Condition.MaxLen &&
 		bytes.Equal(a.Condition.Pattern, b.Condition.Pattern) &&
 		slices.EqualFunc(a.Processors, b.Processors, func(p, q rule.Processor) bool {
 			return p.Kind == q.Kind && p.DstOffset == q.DstOffset && p.SrcOffset == q.SrcOffset &&

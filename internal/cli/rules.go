@@ -75,13 +75,14 @@ type ruleList struct {
 }
 
 func (v ruleList) table(w io.Writer) error {
-	t := newTable(w, "ID", "OFFSET", "PATTERN", "REPLY", "PROCESSORS")
+	t := newTable(w, "ID", "OFFSET", "PATTERN", "LENGTH", "REPLY", "PROCESSORS")
 	for _, e := range v.entries {
 		var procs []string
 		for _, p := range e.Rule.Processors {
 			procs = append(procs, describe(p, putWidth))
 		}
-		t.row(e.RuleID, e.Rule.Condition.Offset, quoteUpTo(e.Rule.Condition.Pattern, patternWidth), e.Rule.ReplyLen, strings.Join(procs, ", "))
+		c := e.Rule.Condition
+		t.row(e.RuleID, c.Offset, quoteUpTo(c.Pattern, patternWidth), lengthCell(c), e.Rule.ReplyLen, strings.Join(procs, ", "))
 	}
 	return t.flush()
 }

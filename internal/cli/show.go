@@ -64,6 +64,9 @@ func (v ruleDetail) table(w io.Writer) error {
 	fmt.Fprintf(w, "service %d, rule %d\n\n", v.ServiceID, v.entry.RuleID)
 	fmt.Fprintf(w, "condition  %d bytes at offset %d: %s\n", len(r.Condition.Pattern), r.Condition.Offset, quote(r.Condition.Pattern))
 	hexdump(w, "  ", r.Condition.Pattern, nil)
+	if r.Condition.HasLength() {
+		fmt.Fprintf(w, "length     %s\n", describeLength(r.Condition))
+	}
 	fmt.Fprintf(w, "\nreply      %d bytes, %d processors\n", r.ReplyLen, len(r.Processors))
 	for i, p := range r.Processors {
 		fmt.Fprintf(w, "  %d  %s\n", i, describe(p, math.MaxInt))

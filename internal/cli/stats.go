@@ -91,10 +91,10 @@ func (v statsView) table(w io.Writer) error {
 		return err
 	}
 	fmt.Fprintln(w)
-	t = newTable(w, "RULE", "HITS", "BYTES", "OFFSET", "PATTERN")
+	t = newTable(w, "RULE", "HITS", "BYTES", "OFFSET", "PATTERN", "LENGTH")
 	for _, rc := range v.RuleCounters {
-		off, pattern := rc.offsetAndPattern()
-		t.row(rc.ID, rc.Hits, rc.Bytes, off, pattern)
+		off, pattern, length := rc.conditionCells()
+		t.row(rc.ID, rc.Hits, rc.Bytes, off, pattern, length)
 	}
 	return t.flush()
 }

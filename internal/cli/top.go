@@ -230,10 +230,10 @@ type topRow struct {
 
 func (f topFrame) table(w io.Writer) error {
 	fmt.Fprintf(w, "%s  services %d, rules %d, by %s\n", f.Time.Format(time.TimeOnly), f.Services, f.Rules, f.sortedBy)
-	t := newTable(w, "SERVICE", "RULE", "HITS", "HITS/S", "BYTES", "BYTES/S", "OFFSET", "PATTERN")
+	t := newTable(w, "SERVICE", "RULE", "HITS", "HITS/S", "BYTES", "BYTES/S", "OFFSET", "PATTERN", "LENGTH")
 	for _, r := range f.Top {
-		off, pattern := r.offsetAndPattern()
-		t.row(r.ServiceID, r.ID, r.Hits, formatRate(r.HitsPerS), r.Bytes, formatRate(r.BytesPerS), off, pattern)
+		off, pattern, length := r.conditionCells()
+		t.row(r.ServiceID, r.ID, r.Hits, formatRate(r.HitsPerS), r.Bytes, formatRate(r.BytesPerS), off, pattern, length)
 	}
 	return t.flush()
 }

@@ -23,7 +23,7 @@ const maxFDs = 253
 type session struct {
 	peer    Peer
 	hello   bool   // HELLO done
-	version uint16 // agreed in HELLO; 1 until then
+	version uint16 // the protocol version HELLO agreed on
 	client  string
 	txns    map[uint32]*txn
 	lastTxn uint32
@@ -51,7 +51,7 @@ func (s *Server) Serve(c *net.UnixConn, peer Peer) {
 		}
 		defer s.releaseConnection(peer.UID)
 	}
-	sess := &session{peer: peer, version: protocol.Version, txns: map[uint32]*txn{}}
+	sess := &session{peer: peer, txns: map[uint32]*txn{}}
 	defer s.endAll(sess) // closing the connection aborts its transactions
 	log := s.log.With("uid", peer.UID, "pid", peer.PID)
 	buf := make([]byte, protocol.MaxMessage+1)
@@ -63,12 +63,13 @@ func (s *Server) Serve(c *net.UnixConn, peer Peer) {
 			return // closed by either side
 		}
 		// An empty message is refused like any shorter than a header.
-		seq, reply, done := s.respond(sess, buf, n, fds)
+		h, reply, done := s.respond(sess, buf, n, fds)
 		closeFDs(fds)
-		msg, err := protocol.EncodeVersion(seq, sess.version, reply)
+		v := sess.replyVersion(h)
+		msg, err := protocol.Encode(v, h.Seq, reply)
 		if err != nil {
 			log.Error("encoding a reply", "reply", reply.Type(), "err", err)
-			msg, _ = protocol.Encode(seq, protocol.Errorf(syscall.EIO, "santad could not encode its reply: %v", err))
+			msg, _ = protocol.Encode(v, h.Seq, protocol.Errorf(syscall.EIO, "santad could not encode its reply: %v", err))
 		}
 		if _, err := c.Write(msg); err != nil {
 			return
@@ -83,28 +84,45 @@ func (s *Server) Serve(c *net.UnixConn, peer Peer) {
 }
 
 // respond handles the n-byte datagram in buf and says whether the
-// connection must close after the reply.
-func (s *Server) respond(sess *session, buf []byte, n int, fds []int) (seq uint32, reply protocol.Body, done bool) {
+// connection must close after the reply. h is the request's header, as far
+// as it could be read.
+func (s *Server) respond(sess *session, buf []byte, n int, fds []int) (h protocol.Header, reply protocol.Body, done bool) {
 	if n > protocol.MaxMessage {
 		h, _, _ := protocol.Decode(buf[:protocol.HeaderLen]) // for its seq
-		return h.Seq, protocol.Errorf(syscall.EMSGSIZE, "message is %d bytes; the limit is %d", n, protocol.MaxMessage), true
+		return h, protocol.Errorf(syscall.EMSGSIZE, "message is %d bytes; the limit is %d", n, protocol.MaxMessage), true
 	}
-	h, req, err := protocol.DecodeVersion(buf[:n], sess.version)
+	h, req, err := protocol.Decode(buf[:n])
 	var bad *protocol.Error
 	if err != nil {
 		bad = err.(*protocol.Error) // Decode's errors all are
 	}
 	switch {
 	case bad != nil && (bad.Code == syscall.EPROTO || bad.Code == syscall.EMSGSIZE):
-		return h.Seq, bad, true
+		return h, bad, true
 	case h.Type.IsReply():
-		return h.Seq, protocol.Errorf(syscall.EPROTO, "%v is a reply, not a request", h.Type), true
+		return h, protocol.Errorf(syscall.EPROTO, "%v is a reply, not a request", h.Type), true
 	case !sess.hello && h.Type != protocol.TypeHello:
-		return h.Seq, protocol.Errorf(syscall.EPROTO, "the first request must be HELLO, not %v", h.Type), true
+		return h, protocol.Errorf(syscall.EPROTO, "the first request must be HELLO, not %v", h.Type), true
+	case sess.hello && h.Version != sess.version:
+		return h, protocol.Errorf(syscall.EPROTO, "%v in protocol version %d; HELLO agreed on version %d", h.Type, h.Version, sess.version), true
 	case bad != nil:
-		return h.Seq, bad, false
+		return h, bad, false
 	}
-	return h.Seq, s.handle(sess, req, fds), false
+	return h, s.handle(sess, req, fds), false
+}
+
+// replyVersion is the version of the reply to a request with header h: the
+// one HELLO agreed on (the HELLO reply is the first message in it);
+// before, the request's own, if this side speaks it, which its client
+// reads.
+func (sess *session) replyVersion(h protocol.Header) uint16 {
+	switch {
+	case sess.hello:
+		return sess.version
+	case protocol.Speaks(h.Version):
+		return h.Version
+	}
+	return protocol.MinVersion
 }
 
 // receive reads one datagram into buf with the descriptors it carries,
@@ -217,7 +235,7 @@ func refuseConnection(c *net.UnixConn, raw syscall.RawConn, uid, quota uint32) {
 		return
 	}
 	h, _, _ := protocol.Decode(buf) // for its seq
-	msg, err := protocol.Encode(h.Seq, protocol.Errorf(syscall.EDQUOT,
+	msg, err := protocol.Encode((&session{}).replyVersion(h), h.Seq, protocol.Errorf(syscall.EDQUOT,
 		"quota of %d connections to santad for uid %d exceeded: close some (quota_connections)", quota, uid))
 	if err == nil {
 		c.Write(msg)

@@ -19,7 +19,7 @@ import (
 // socket passed so is really closed when its application closes it.
 func TestDescriptorsOfMessagesThatEndTheConnection(t *testing.T) {
 	s := newTestServer(t, nil)
-	status, _ := protocol.Encode(1, &protocol.Status{})
+	status, _ := protocol.Encode(1, 1, &protocol.Status{})
 	oversized := append(status, make([]byte, protocol.MaxMessage)...)
 	u := udp(t)
 	port := u.LocalAddr().(*net.UDPAddr).Port

@@ -45,22 +45,23 @@ func (s *Server) handle(sess *session, req protocol.Body, fds []int) protocol.Bo
 	return protocol.Errorf(syscall.EPROTO, "%v is not a request", req.Type())
 }
 
-// hello agrees on a version, the highest both speak, and tells the client
-// who it is to santad.
+// hello agrees on a version, the newest both sides speak, and tells the
+// client who it is to santad. A later HELLO agrees anew: its reply and
+// every message after it are in the version it agreed on.
 func (s *Server) hello(sess *session, h *protocol.Hello) protocol.Body {
-	version := min(h.MaxVersion, protocol.LatestVersion)
-	if version < max(h.MinVersion, protocol.Version) {
+	v := min(h.MaxVersion, protocol.MaxVersion)
+	if v < h.MinVersion || v < protocol.MinVersion {
 		return protocol.Errorf(syscall.EPROTONOSUPPORT, "the client speaks versions %d to %d; santad speaks versions %d to %d",
-			h.MinVersion, h.MaxVersion, protocol.Version, protocol.LatestVersion)
+			h.MinVersion, h.MaxVersion, protocol.MinVersion, protocol.MaxVersion)
 	}
 	if !sess.hello {
 		s.log.Debug("client connected", "client", h.Client, "uid", sess.peer.UID, "pid", sess.peer.PID, "admin", sess.peer.Admin)
 	}
-	sess.hello, sess.client, sess.version = true, h.Client, version
+	sess.hello, sess.version, sess.client = true, v, h.Client
 	var q Quota // admins have none
 	if !sess.peer.Admin {
 		q = s.quotas.of(sess.peer.UID)
 	}
-	return &protocol.HelloReply{Version: version, UID: sess.peer.UID, GID: sess.peer.GID,
+	return &protocol.HelloReply{Version: v, UID: sess.peer.UID, GID: sess.peer.GID,
 		PID: uint32(sess.peer.PID), Admin: sess.peer.Admin, QuotaRules: q.Rules, QuotaBytes: q.Bytes, Daemon: s.version}
 }

@@ -41,19 +41,22 @@ func batchError(err error, sv *service, items []rule.Rule) *protocol.Error {
 	if !errors.As(err, &dup) || items == nil {
 		return dataplaneError(err)
 	}
-	var same []int // the items with the condition, in order
+	// The items with either condition, in order: the second is an item,
+	// and the first one too, or an installed rule.
+	var same []int
 	for i, r := range items {
-		if r.Condition.Offset == dup.Cond.Offset && bytes.Equal(r.Condition.Pattern, dup.Cond.Pattern) {
+		if condEqual(r.Condition, dup.SecondCond) || condEqual(r.Condition, dup.Cond) {
 			same = append(same, i)
 		}
 	}
+	shared := rules.DescribeOverlap(dup.Cond, dup.SecondCond)
 	if len(same) >= 2 {
-		return protocol.ErrorAt(syscall.EEXIST, uint32(same[1]), "rule %d of the batch has the same condition as rule %d of the batch (%d bytes at offset %d)",
-			same[1], same[0], len(dup.Cond.Pattern), dup.Cond.Offset)
+		return protocol.ErrorAt(syscall.EEXIST, uint32(same[1]), "rule %d of the batch has the same condition as rule %d of the batch (%s)",
+			same[1], same[0], shared)
 	}
 	if len(same) == 1 {
-		return protocol.ErrorAt(syscall.EEXIST, uint32(same[0]), "rule %d of the batch has the same condition as installed rule %d of service %d (%d bytes at offset %d)",
-			same[0], dup.First, sv.ID, len(dup.Cond.Pattern), dup.Cond.Offset)
+		return protocol.ErrorAt(syscall.EEXIST, uint32(same[0]), "rule %d of the batch has the same condition as installed rule %d of service %d (%s)",
+			same[0], dup.First, sv.ID, shared)
 	}
 	return dataplaneError(err)
 }
@@ -62,4 +65,9 @@ func batchError(err error, sv *service, items []rule.Rule) *protocol.Error {
 // journal could not take.
 func notSaved(err error) *protocol.Error {
 	return protocol.Errorf(syscall.EIO, "the change is made, but santad could not save it and would lose it if restarted: %v", err)
+}
+
+// condEqual reports whether two conditions are the same in every field.
+func condEqual(a, b rule.Condition) bool {
+	return a.Offset == b.Offset && a.MinLen == b.MinLen && a.MaxLen == b.MaxLen && bytes.Equal(a.Pattern, b.Pattern)
 }

@@ -117,8 +117,8 @@ func (f *fakeDP) Apply(id model.ServiceID, b model.Batch) ([]model.RuleID, error
 	}
 	for i, r := range b.Add {
 		for other, o := range next {
-			if o.Condition.Offset == r.Condition.Offset && bytes.Equal(o.Condition.Pattern, r.Condition.Pattern) {
-				return nil, &rules.DuplicateError{First: uint32(other), Second: uint32(ids[i]), Cond: r.Condition}
+			if o.Condition.Overlaps(r.Condition) {
+				return nil, &rules.DuplicateError{First: uint32(other), Second: uint32(ids[i]), Cond: o.Condition, SecondCond: r.Condition}
 			}
 		}
 		next[ids[i]] = r

@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"log/slog"
@@ -107,7 +108,7 @@ type conn struct {
 	t       *testing.T
 	fd      int
 	seq     uint32
-	version uint16 // agreed in HELLO
+	version uint16 // what HELLO agreed on; 0 before, when messages go in version 1
 }
 
 // connect serves a new connection from peer; with hello, it says HELLO.
@@ -118,20 +119,29 @@ func (s *testServer) connect(t *testing.T, peer Peer, hello bool) *conn {
 		t.Fatal(err)
 	}
 	go s.Serve(unixConn(t, fds[1]), peer)
-	c := &conn{t: t, fd: fds[0], version: protocol.Version}
+	c := &conn{t: t, fd: fds[0]}
 	unix.SetsockoptTimeval(c.fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &unix.Timeval{Sec: 5})
 	t.Cleanup(c.close)
 	if hello {
-		c.ok(&protocol.Hello{MinVersion: 1, MaxVersion: 1, Client: "test"})
+		c.ok(&protocol.Hello{MinVersion: protocol.MinVersion, MaxVersion: protocol.MaxVersion, Client: "test"})
 	}
 	return c
 }
 
-// connectV2 is connect with a HELLO that agrees on version 2.
+// connectV2 is connect with a HELLO that agrees on version 2, as an
+// agent named "agent".
 func (s *testServer) connectV2(t *testing.T, peer Peer) *conn {
 	t.Helper()
 	c := s.connect(t, peer, false)
-	c.version = c.ok(&protocol.Hello{MinVersion: 1, MaxVersion: protocol.LatestVersion, Client: "agent"}).(*protocol.HelloReply).Version
+	c.ok(&protocol.Hello{MinVersion: protocol.Version2, MaxVersion: protocol.Version2, Client: "agent"})
+	return c
+}
+
+// connectV1 is connect with HELLO, as a client that speaks version 1 only.
+func (s *testServer) connectV1(t *testing.T, peer Peer) *conn {
+	t.Helper()
+	c := s.connect(t, peer, false)
+	c.ok(&protocol.Hello{MinVersion: 1, MaxVersion: 1, Client: "v1"})
 	return c
 }
 
@@ -193,9 +203,15 @@ func (c *conn) recvSeq() (uint32, protocol.Body) {
 	if n == 0 {
 		return 0, nil
 	}
-	h, body, err := protocol.DecodeVersion(buf[:n], c.version)
+	h, body, err := protocol.Decode(buf[:n])
 	if err != nil {
 		c.t.Fatalf("bad reply: %v", err)
+	}
+	if hr, ok := body.(*protocol.HelloReply); ok {
+		c.version = hr.Version
+	}
+	if want := cmp.Or(c.version, h.Version); h.Version != want {
+		c.t.Fatalf("%v in version %d; HELLO agreed on %d", h.Type, h.Version, want)
 	}
 	return h.Seq, body
 }
@@ -204,7 +220,7 @@ func (c *conn) recvSeq() (uint32, protocol.Body) {
 func (c *conn) call(req protocol.Body, fds ...int) protocol.Body {
 	c.t.Helper()
 	c.seq++
-	msg, err := protocol.EncodeVersion(c.seq, c.version, req)
+	msg, err := protocol.Encode(cmp.Or(c.version, protocol.Version1), c.seq, req)
 	if err != nil {
 		c.t.Fatal(err)
 	}

@@ -65,20 +65,21 @@ func TestLearnAndHot(t *testing.T) {
 // is, with a message that names the version.
 func TestLearnNeedsVersion2(t *testing.T) {
 	s := newTestServer(t, nil)
-	c := s.connect(t, alice, true)
+	c := s.connectV1(t, alice)
 	id := c.attach()
-	msg, err := protocol.EncodeVersion(9, 2, &protocol.Learn{ServiceID: id, Enable: true})
+	msg, err := protocol.Encode(protocol.Version2, 9, &protocol.Learn{ServiceID: id, Enable: true})
 	if err != nil {
 		t.Fatal(err)
 	}
+	msg[4] = protocol.Version1 // the header's version: LEARN in version 1
 	c.send(msg)
 	e, ok := c.recv().(*protocol.Error)
-	if !ok || e.Code != syscall.EPROTO || e.Message != "LEARN is a message of protocol version 2; this connection agreed on version 1 in HELLO" {
+	if !ok || e.Code != syscall.EPROTO || e.Message != "LEARN is a message of protocol version 2; this message is in version 1" {
 		t.Fatalf("LEARN on a version 1 connection: %v", e)
 	}
 	c.closed()
 	// Its services carry no manager in version 1.
-	list := s.connect(t, alice, true).ok(&protocol.ListServices{}).(*protocol.ListServicesReply)
+	list := s.connectV1(t, alice).ok(&protocol.ListServices{}).(*protocol.ListServicesReply)
 	if len(list.Services) != 1 || list.Services[0].Manager != "" {
 		t.Fatalf("version 1 LIST_SERVICES gives %+v", list.Services)
 	}

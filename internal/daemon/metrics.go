@@ -50,7 +50,7 @@ func (s *Server) writeMetrics(out io.Writer) error {
 
 	w := promtext.NewWriter(out)
 	w.Family("santa_daemon_info", "gauge", "santad's version.")
-	w.Sample("santa_daemon_info", 1, "version", s.version, "protocol", strconv.Itoa(protocol.Version))
+	w.Sample("santa_daemon_info", 1, "version", s.version, "protocol", strconv.Itoa(protocol.MaxVersion))
 	w.Gauge("santa_connections", "Clients connected.", uint64(s.connections()))
 	w.Gauge("santa_rule_capacity", "Rules the host can hold.", uint64(s.capacity))
 	w.Gauge("santa_services", "Services attached.", uint64(len(rows)))

@@ -92,7 +92,7 @@ func dialThenEscalate(path, group string) (*net.UnixConn, error) {
 }
 
 func hello(c *net.UnixConn) error {
-	msg, err := protocol.Encode(1, &protocol.Hello{MinVersion: 1, MaxVersion: 1, Client: "peer_test"})
+	msg, err := protocol.Encode(1, 1, &protocol.Hello{MinVersion: 1, MaxVersion: 1, Client: "peer_test"})
 	if err != nil {
 		return err
 	}

@@ -3,6 +3,7 @@ package daemon
 import (
 	"errors"
 	"slices"
+	"syscall"
 
 	"github.com/santa-offload/santa/internal/model"
 	"github.com/santa-offload/santa/internal/protocol"
@@ -13,6 +14,11 @@ const pageRoom = protocol.MaxMessage - protocol.PageOverhead
 
 // listRules answers one page of a service's rules in rising id order: as
 // many as fit one reply, or max if fewer.
+//
+// Version 1 cannot carry a length condition, and leaving it out would list
+// a rule that answers fewer requests than it says: a page of version 1
+// ends before a rule with one, and a page that would start with it is
+// refused (EPROTONOSUPPORT), so that the client learns what it cannot see.
 func (s *Server) listRules(sess *session, req *protocol.ListRules) protocol.Body {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -24,7 +30,15 @@ func (s *Server) listRules(sess *session, req *protocol.ListRules) protocol.Body
 	ids, room := page(sv, req.Start), pageRoom
 	for _, id := range ids {
 		e := protocol.RuleEntry{RuleID: uint32(id), Rule: sv.Rules[id]}
-		if n := protocol.RuleEntrySize(&e); n <= room && (req.Max == 0 || len(r.Rules) < int(req.Max)) {
+		if sess.version < protocol.Version2 && e.Rule.Condition.HasLength() {
+			if len(r.Rules) == 0 {
+				return protocol.Errorf(syscall.EPROTONOSUPPORT, "rule %d of service %d has a length condition (request length %s), "+
+					"which protocol version %d cannot carry: list it over version %d", id, sv.ID, e.Rule.Condition.LengthText(), sess.version, protocol.Version2)
+			}
+			r.Next = uint32(id)
+			return r
+		}
+		if n := protocol.RuleEntrySize(sess.version, &e); n <= room && (req.Max == 0 || len(r.Rules) < int(req.Max)) {
 			room -= n
 			r.Rules = append(r.Rules, e)
 			continue

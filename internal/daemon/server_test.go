@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"fmt"
 	"maps"
 	"net"
 	"os"
@@ -36,7 +37,8 @@ func TestHello(t *testing.T) {
 		}
 	}
 	c := s.connect(t, alice, false)
-	c.refused(&protocol.Hello{MinVersion: 3, MaxVersion: 5}, syscall.EPROTONOSUPPORT, "santad speaks versions 1 to 2")
+	c.refused(&protocol.Hello{MinVersion: 3, MaxVersion: 5}, syscall.EPROTONOSUPPORT, "the client speaks versions 3 to 5; santad speaks versions 1 to 2")
+	c.refused(&protocol.Hello{MinVersion: 2, MaxVersion: 1}, syscall.EPROTONOSUPPORT, "the client speaks versions 2 to 1")
 	// Still open, still without HELLO: anything else now closes it.
 	c.refused(&protocol.Status{}, syscall.EPROTO, "the first request must be HELLO, not STATUS")
 	c.closed()
@@ -47,9 +49,9 @@ func TestHello(t *testing.T) {
 func TestBadMessages(t *testing.T) {
 	s := newTestServer(t, nil)
 	other := s.connect(t, alice, true)
-	hello, _ := protocol.Encode(1, &protocol.Hello{MinVersion: 1, MaxVersion: 1})
-	detach, _ := protocol.Encode(1, &protocol.Detach{ServiceID: 1})
-	reply, _ := protocol.Encode(1, &protocol.DetachReply{})
+	hello, _ := protocol.Encode(1, 1, &protocol.Hello{MinVersion: 1, MaxVersion: 1})
+	detach, _ := protocol.Encode(1, 1, &protocol.Detach{ServiceID: 1})
+	reply, _ := protocol.Encode(1, 1, &protocol.DetachReply{})
 	withLen := func(msg []byte, n int) []byte {
 		msg = append([]byte(nil), msg...)
 		msg[8] = byte(n)
@@ -282,6 +284,29 @@ func TestDuplicateIndex(t *testing.T) {
 	if e.Index != 3 || e2.Index != 3 {
 		t.Errorf("indexes %d, %d; want 3", e.Index, e2.Index)
 	}
+}
+
+// Rules of one offset and pattern with disjoint length ranges coexist; an
+// overlap is refused, and the error names the item and both ranges.
+func TestDuplicateLengths(t *testing.T) {
+	s := newTestServer(t, nil)
+	a := s.connect(t, alice, true)
+	svc := a.attach()
+	ranged := func(min, max uint16) rule.Rule {
+		r := testRule("r", 8)
+		r.Condition.MinLen, r.Condition.MaxLen = min, max
+		return r
+	}
+	ids := a.ok(&protocol.AddRules{ServiceID: svc, Rules: []rule.Rule{ranged(20, 20), ranged(21, 0)}}).(*protocol.AddRulesReply).RuleIDs
+	other := testRule("s", 8)
+	e := a.refused(&protocol.AddRules{ServiceID: svc, Rules: []rule.Rule{other, ranged(25, 30)}}, syscall.EEXIST,
+		fmt.Sprintf("rule 1 of the batch has the same condition as installed rule %d of service %d (1 bytes at offset 0, request lengths 21- and 25-30)", ids[1], svc))
+	e2 := a.refused(&protocol.AddRules{ServiceID: svc, Rules: []rule.Rule{ranged(10, 19), other, ranged(19, 19)}}, syscall.EEXIST,
+		"rule 2 of the batch has the same condition as rule 0 of the batch (1 bytes at offset 0, request lengths 10-19 and 19)")
+	if e.Index != 1 || e2.Index != 2 {
+		t.Errorf("indexes %d, %d; want 1, 2", e.Index, e2.Index)
+	}
+	a.ok(&protocol.AddRules{ServiceID: svc, Rules: []rule.Rule{ranged(10, 19), other}})
 }
 
 // LIST_RULES pages hold as many rules as fit, in rising id order, and

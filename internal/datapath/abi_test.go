@@ -38,8 +38,10 @@ func TestABIConstants(t *testing.T) {
 		"SANTA_SLOT_NONE":            {int(santaSantaSlotLayoutSANTA_SLOT_NONE), rules.SlotNone},
 		"SANTA_LEARN_MAX_KEY":        {int(santaSantaLearnLayoutSANTA_LEARN_MAX_KEY), model.MaxLearnKey},
 		"SANTA_LEARN_MAX_OFF":        {int(santaSantaLearnLayoutSANTA_LEARN_MAX_OFF), model.MaxLearnOffset},
+		"SANTA_MAX_UDP_REQUEST":      {int(santaSantaLimitSANTA_MAX_UDP_REQUEST), rule.MaxUDPRequest},
+		"SANTA_MAX_TCP_REQUEST":      {int(santaSantaLimitSANTA_MAX_TCP_REQUEST), rule.MaxTCPRequest},
 	}
-	dataPlaneOnly := map[string]bool{"SANTA_MAX_UDP_REQUEST": true, "SANTA_MAX_TCP_REQUEST": true, "SANTA_SCRATCH_LEN": true}
+	dataPlaneOnly := map[string]bool{"SANTA_SCRATCH_LEN": true}
 	for name, c := range copies {
 		if c.abi != c.copy {
 			t.Errorf("%s: santa_abi.h has %d, Go %d", name, c.abi, c.copy)

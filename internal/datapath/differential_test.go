@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/santa-offload/santa/internal/model"
+	"github.com/santa-offload/santa/internal/pkttest"
 	"github.com/santa-offload/santa/internal/rules"
 	"github.com/santa-offload/santa/rule"
 )
@@ -32,7 +33,7 @@ func TestDifferential(t *testing.T) {
 
 	installed := map[model.RuleID]rule.Rule{}
 	g := ruleGen{rng: rng}
-	answered := 0
+	answered, ranged := 0, 0 // ranged: answered by a rule with a length range
 	for round := range rounds {
 		g.mutate(t, d, svc, installed)
 		ref := make([]rules.RefRule, 0, len(installed))
@@ -58,6 +59,9 @@ func TestDifferential(t *testing.T) {
 					round, i, payload, want.ID, want.Rule.Condition.Pattern, want.Rule.Condition.Offset, verdict)
 			}
 			answered++
+			if want.Rule.Condition.HasLength() {
+				ranged++
+			}
 			wantFrame := req.Reply(expectReply(want.Rule, payload)).Bytes()
 			if !bytes.Equal(out, wantFrame) {
 				t.Fatalf("round %d packet %d: payload %q: reply of rule %d differs\n got %x\nwant %x",
@@ -65,10 +69,10 @@ func TestDifferential(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("%d packets, %d answered, %d rules at the end, %d batches refused",
-		rounds*packetsPerRound, answered, len(installed), g.refused)
-	if answered < rounds*packetsPerRound/4 {
-		t.Errorf("only %d packets answered: the generator no longer exercises matching", answered)
+	t.Logf("%d packets, %d answered (%d by a rule with a length range), %d rules at the end, %d batches refused",
+		rounds*packetsPerRound, answered, ranged, len(installed), g.refused)
+	if answered < rounds*packetsPerRound/4 || ranged < answered/10 {
+		t.Errorf("only %d packets answered, %d by a length range: the generator no longer exercises matching", answered, ranged)
 	}
 }
 
@@ -109,11 +113,21 @@ func (g *ruleGen) rule() rule.Rule {
 			procs = append(procs, rule.Copy(uint16(g.rng.IntN(60)), uint16(n), uint16(dst)))
 		}
 	}
-	return rule.Rule{
+	return pkttest.RandomLength(g.rng, rule.Rule{
 		Condition:  rule.Condition{Offset: offsets[g.rng.IntN(len(offsets))], Pattern: pat},
 		Processors: procs,
 		ReplyLen:   uint16(replyLen),
-	}
+	})
+}
+
+// sibling is a rule with prev's offset and pattern and another length,
+// which may sit beside it; false if prev leaves no length free.
+func (g *ruleGen) sibling(prev rule.Rule) (rule.Rule, bool) {
+	r := prev
+	var ok bool
+	r.Condition, ok = pkttest.OtherLength(g.rng, prev.Condition, []rule.Condition{prev.Condition})
+	r.Processors = []rule.Processor{rule.Put(0, g.bytes(int(r.ReplyLen)))}
+	return r, ok
 }
 
 // mutate adds, replaces and deletes rules, each as one batch. Batches the
@@ -123,6 +137,11 @@ func (g *ruleGen) mutate(t *testing.T, d *Datapath, svc model.ServiceID, install
 	adds := make([]rule.Rule, 10+g.rng.IntN(40))
 	for i := range adds {
 		adds[i] = g.rule()
+		if i > 0 && adds[i-1].Condition.HasLength() && g.rng.IntN(4) == 0 {
+			if r, ok := g.sibling(adds[i-1]); ok {
+				adds[i] = r
+			}
+		}
 	}
 	if ids, err := d.AddRules(svc, adds); err == nil {
 		for i, id := range ids {
@@ -177,6 +196,11 @@ func (g *ruleGen) payload(ref []rules.RefRule) []byte {
 	c := ref[g.rng.IntN(len(ref))].Rule.Condition
 	if need := c.End(); len(p) < need {
 		p = append(p, g.bytes(need-len(p)+g.rng.IntN(3))...)
+	}
+	if n := pkttest.LengthNear(g.rng, c, len(p)); n < len(p) {
+		p = p[:n]
+	} else {
+		p = append(p, g.bytes(n-len(p))...)
 	}
 	copy(p[c.Offset:], c.Pattern)
 	switch g.rng.IntN(6) {

@@ -154,6 +154,8 @@ func writeHead(v *santaSantaRule, r *installedRule) {
 	v.Slot = r.slot
 	v.CondOff = r.rule.Condition.Offset
 	v.CondLen = uint16(len(r.rule.Condition.Pattern))
+	v.ReqMin = r.rule.Condition.MinLen
+	v.ReqMax = r.rule.Condition.MaxLen
 	v.ReplyLen = uint16(len(c.Template))
 	v.Ncopies = uint8(len(c.Copies))
 	v.ReplyCsum = c.Csum

@@ -13,14 +13,20 @@ import (
 // field names of docs/protocol.md; the names also locate the field in
 // error messages.
 type codec interface {
+	// version is the protocol version of the body: a structure that
+	// changed between versions asks it.
+	version() uint16
 	u8(name string, v *uint8)
 	u16(name string, v *uint16)
 	u32(name string, v *uint32)
 	u64(name string, v *uint64)
 	// flag is a u8 that is 0 or 1.
 	flag(name string, v *bool)
-	// zero is a u8 that must be 0 (a rule's flags).
+	// zero is a u8 that must be 0 (a rule's flags in version 1).
 	zero(name string)
+	// refuse refuses the body: field name holds what this version cannot
+	// carry, or what it does not define.
+	refuse(name, format string, args ...any)
 	bytes16(name string, v *[]byte)
 	// string16 holds UTF-8 text of at most max bytes.
 	string16(name string, v *string, max int)
@@ -37,9 +43,6 @@ type codec interface {
 	// variant is a kind byte, whose names are kinds (by value; "" for an
 	// invalid kind), and a reserved zero byte; f visits the kind's fields.
 	variant(kinds []string, kind *uint8, f func(codec))
-	// version is the protocol version of the message: a field that a later
-	// version added is visited only from that version on.
-	version() uint16
 }
 
 // list visits a count and its items, which follow it at once.
@@ -65,17 +68,21 @@ func u32s(c codec, name string, s *[]uint32) {
 // cursor is where the binary encoder or decoder is in a body, so that an
 // error names its field and the batch item it belongs to.
 type cursor struct {
+	v     uint16 // the body's protocol version
 	path  []step
 	index uint32 // item of the outermost list being visited, or NoIndex
 	err   *Error // the first error
-	ver   uint16 // the protocol version
 }
-
-func (c *cursor) version() uint16 { return c.ver }
 
 type step struct {
 	name string
 	i    int // item of a list, or -1
+}
+
+func (c *cursor) version() uint16 { return c.v }
+
+func (c *cursor) refuse(name, format string, args ...any) {
+	c.fail(syscall.EINVAL, name, format, args...)
 }
 
 // within runs f inside field name (item i of it, if i >= 0).

@@ -9,7 +9,10 @@ import (
 // encodes back to the same bytes: the wire form of a body is unique.
 func FuzzDecode(f *testing.F) {
 	for _, v := range goVectors {
-		f.Add(mustEncode(v.seq, v.body))
+		f.Add(mustEncode(v.version, v.seq, v.body))
+	}
+	for _, m := range v2Messages {
+		f.Add(mustEncode(Version2, 1, m.body))
 	}
 	for _, v := range goInvalid() {
 		f.Add(v.msg)
@@ -22,7 +25,7 @@ func FuzzDecode(f *testing.F) {
 			}
 			return
 		}
-		again, err := Encode(h.Seq, body)
+		again, err := Encode(h.Version, h.Seq, body)
 		if err != nil {
 			t.Fatalf("decoded %v does not encode: %v", h.Type, err)
 		}

@@ -5,28 +5,41 @@ import (
 	"syscall"
 )
 
-// Header constants of protocol version 1.
+// Header constants.
 const (
 	Magic      = 0x41544e53 // the bytes "SNTA"
-	Version    = 1
 	HeaderLen  = 16
 	MaxMessage = 131072 // bytes in a message, header included
+)
+
+// Protocol versions (docs/protocol.md). A message's header carries the
+// version its body is encoded in; HELLO agrees on one per connection.
+const (
+	// Version1 is the first version, which every daemon reads: HELLO is
+	// sent in it.
+	Version1 = 1
+	// Version2 adds a rule's length condition (flags bit 0).
+	Version2 = 2
+
+	MinVersion = Version1 // the oldest version this side speaks
+	MaxVersion = Version2 // the newest
 )
 
 // le is the byte order of every integer of the protocol.
 var le = binary.LittleEndian
 
-// Header is the part of a message header that varies; magic and version
-// are constants.
+// Header is the part of a message header that varies; magic is a
+// constant.
 type Header struct {
-	Type   Type
-	Length uint32 // the whole message, header included
-	Seq    uint32 // chosen by the client, echoed by the reply
+	Version uint16 // the version the body is encoded in
+	Type    Type
+	Length  uint32 // the whole message, header included
+	Seq     uint32 // chosen by the client, echoed by the reply
 }
 
 func appendHeader(b []byte, h Header) []byte {
 	b = le.AppendUint32(b, Magic)
-	b = le.AppendUint16(b, Version)
+	b = le.AppendUint16(b, h.Version)
 	b = le.AppendUint16(b, uint16(h.Type))
 	b = le.AppendUint32(b, h.Length)
 	return le.AppendUint32(b, h.Seq)
@@ -42,7 +55,7 @@ func appendHeader(b []byte, h Header) []byte {
 func decodeHeader(msg []byte) (Header, error) {
 	var h Header
 	if len(msg) >= HeaderLen {
-		h = Header{Type: Type(le.Uint16(msg[6:])), Length: le.Uint32(msg[8:]), Seq: le.Uint32(msg[12:])}
+		h = Header{Version: le.Uint16(msg[4:]), Type: Type(le.Uint16(msg[6:])), Length: le.Uint32(msg[8:]), Seq: le.Uint32(msg[12:])}
 	}
 	switch {
 	case len(msg) > MaxMessage:
@@ -51,8 +64,8 @@ func decodeHeader(msg []byte) (Header, error) {
 		return h, Errorf(syscall.EPROTO, "message is %d bytes, shorter than the %d-byte header", len(msg), HeaderLen)
 	case le.Uint32(msg) != Magic:
 		return h, Errorf(syscall.EPROTO, "bad magic %#08x", le.Uint32(msg))
-	case le.Uint16(msg[4:]) != Version:
-		return h, Errorf(syscall.EPROTO, "header version %d; this is version %d", le.Uint16(msg[4:]), Version)
+	case !Speaks(h.Version):
+		return h, Errorf(syscall.EPROTO, "header version %d; this side speaks versions %d to %d", h.Version, MinVersion, MaxVersion)
 	case h.Length > MaxMessage:
 		return h, Errorf(syscall.EMSGSIZE, "length field is %d; the limit is %d", h.Length, MaxMessage)
 	case h.Length != uint32(len(msg)):
@@ -62,3 +75,6 @@ func decodeHeader(msg []byte) (Header, error) {
 	}
 	return h, nil
 }
+
+// Speaks reports whether this side reads and writes version v.
+func Speaks(v uint16) bool { return v >= MinVersion && v <= MaxVersion }

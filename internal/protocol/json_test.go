@@ -50,9 +50,13 @@ func (o *object) MarshalJSON() ([]byte, error) {
 
 // jsonEncoder builds the JSON form of a body.
 type jsonEncoder struct {
+	v     uint16 // the body's protocol version
 	obj   object
 	lists []string // lists counted, which are [] if no item sets them
 }
+
+func (e *jsonEncoder) version() uint16               { return e.v }
+func (e *jsonEncoder) refuse(string, string, ...any) {} // Encode refuses first
 
 func (e *jsonEncoder) u8(name string, v *uint8)   { e.obj.set(name, *v) }
 func (e *jsonEncoder) u16(name string, v *uint16) { e.obj.set(name, *v) }
@@ -80,13 +84,10 @@ func (e *jsonEncoder) count(name string, _, _, _, n int) int {
 
 func (e *jsonEncoder) elem(list string, _ int, f func(codec)) {
 	items, _ := e.obj.vals[list].([]any)
-	e.obj.set(list, append(items, encodeJSON(f)))
+	e.obj.set(list, append(items, encodeJSON(e.v, f)))
 }
 
-func (e *jsonEncoder) object(name string, f func(codec)) { e.obj.set(name, encodeJSON(f)) }
-
-// version is 1: vectors.json holds version 1's messages.
-func (e *jsonEncoder) version() uint16 { return Version }
+func (e *jsonEncoder) object(name string, f func(codec)) { e.obj.set(name, encodeJSON(e.v, f)) }
 
 func (e *jsonEncoder) variant(kinds []string, kind *uint8, f func(codec)) {
 	e.object(kinds[*kind], f)
@@ -94,8 +95,8 @@ func (e *jsonEncoder) variant(kinds []string, kind *uint8, f func(codec)) {
 
 // encodeJSON is the JSON value of what f visits: an object, or the value
 // of the one field without a name.
-func encodeJSON(f func(codec)) any {
-	var e jsonEncoder
+func encodeJSON(v uint16, f func(codec)) any {
+	e := jsonEncoder{v: v}
 	f(&e)
 	for _, l := range e.lists {
 		if _, ok := e.obj.vals[l]; !ok {
@@ -110,6 +111,7 @@ func encodeJSON(f func(codec)) any {
 
 // jsonDecoder fills a body from its JSON form.
 type jsonDecoder struct {
+	v     uint16 // the body's protocol version
 	raw   json.RawMessage
 	obj   map[string]json.RawMessage // raw as an object, once needed
 	lists map[string][]json.RawMessage
@@ -140,7 +142,14 @@ func (d *jsonDecoder) get(name string, v any) {
 	}
 }
 
-func (d *jsonDecoder) version() uint16                        { return Version }
+func (d *jsonDecoder) version() uint16 { return d.v }
+
+func (d *jsonDecoder) refuse(name, format string, args ...any) {
+	if d.err == nil {
+		d.err = fmt.Errorf("%s: %s", name, fmt.Sprintf(format, args...))
+	}
+}
+
 func (d *jsonDecoder) u8(name string, v *uint8)               { d.get(name, v) }
 func (d *jsonDecoder) u16(name string, v *uint16)             { d.get(name, v) }
 func (d *jsonDecoder) u32(name string, v *uint32)             { d.get(name, v) }
@@ -206,7 +215,7 @@ func (d *jsonDecoder) sub(raw json.RawMessage, f func(codec)) {
 	if d.err != nil {
 		return
 	}
-	s := jsonDecoder{raw: raw}
+	s := jsonDecoder{v: d.v, raw: raw}
 	f(&s)
 	d.err = s.err
 }
@@ -228,15 +237,16 @@ func (d *jsonDecoder) variant(kinds []string, kind *uint8, f func(codec)) {
 
 // jsonMessage is a message in the JSON form of the vectors.
 type jsonMessage struct {
-	Type  string          `json:"type"`
-	Reply bool            `json:"reply"`
-	Seq   uint32          `json:"seq"`
-	Body  json.RawMessage `json:"body"`
+	Version uint16          `json:"version"`
+	Type    string          `json:"type"`
+	Reply   bool            `json:"reply"`
+	Seq     uint32          `json:"seq"`
+	Body    json.RawMessage `json:"body"`
 }
 
-func toJSON(seq uint32, b Body) (jsonMessage, error) {
-	body, err := json.Marshal(encodeJSON(b.fields))
-	return jsonMessage{Type: b.Type().Name(), Reply: b.Type().IsReply(), Seq: seq, Body: body}, err
+func toJSON(h Header, b Body) (jsonMessage, error) {
+	body, err := json.Marshal(encodeJSON(h.Version, b.fields))
+	return jsonMessage{Version: h.Version, Type: b.Type().Name(), Reply: b.Type().IsReply(), Seq: h.Seq, Body: body}, err
 }
 
 func fromJSON(m jsonMessage) (Body, error) {
@@ -245,7 +255,7 @@ func fromJSON(m jsonMessage) (Body, error) {
 		return nil, fmt.Errorf("no message type %q (reply %v)", m.Type, m.Reply)
 	}
 	body := newBody(t)
-	d := jsonDecoder{raw: m.Body}
+	d := jsonDecoder{v: m.Version, raw: m.Body}
 	body.fields(&d)
 	return body, d.err
 }

@@ -10,17 +10,18 @@ type Body interface {
 	fields(c codec)
 }
 
-// Encode makes the datagram of message body with sequence number seq, in
-// protocol version 1. It refuses a body the decoder would refuse, with the
-// same *Error.
-func Encode(seq uint32, body Body) ([]byte, error) { return EncodeVersion(seq, Version, body) }
-
-// EncodeVersion is Encode for a connection that agreed on version.
-func EncodeVersion(seq uint32, version uint16, body Body) ([]byte, error) {
-	if err := checkVersion(body.Type(), version); err != nil {
+// Encode makes the datagram of message body in protocol version v with
+// sequence number seq. It refuses a body the decoder would refuse, with the
+// same *Error, and one version v cannot carry (a length condition in
+// version 1).
+func Encode(v uint16, seq uint32, body Body) ([]byte, error) {
+	if !Speaks(v) {
+		return nil, Errorf(syscall.EINVAL, "version %d; this side speaks versions %d to %d", v, MinVersion, MaxVersion)
+	}
+	if err := checkVersion(body.Type(), v); err != nil {
 		return nil, err
 	}
-	e := encoder{cursor: cursor{index: NoIndex, ver: version}, b: make([]byte, HeaderLen, 64)}
+	e := encoder{cursor: cursor{v: v, index: NoIndex}, b: make([]byte, HeaderLen, 64)}
 	body.fields(&e)
 	if e.err != nil {
 		return nil, e.err
@@ -28,28 +29,24 @@ func EncodeVersion(seq uint32, version uint16, body Body) ([]byte, error) {
 	if len(e.b) > MaxMessage {
 		return nil, Errorf(syscall.EMSGSIZE, "%v is %d bytes; the limit is %d", body.Type(), len(e.b), MaxMessage)
 	}
-	appendHeader(e.b[:0], Header{Type: body.Type(), Length: uint32(len(e.b)), Seq: seq}) // into the room left for it
+	appendHeader(e.b[:0], Header{Version: v, Type: body.Type(), Length: uint32(len(e.b)), Seq: seq}) // into the room left for it
 	return e.b, nil
 }
 
-// Decode reads the datagram msg, in protocol version 1. Every error is a
-// *Error with the code of docs/protocol.md. When only the body is refused,
-// the header is returned too, so that a server can answer with the
-// request's seq.
-func Decode(msg []byte) (Header, Body, error) { return DecodeVersion(msg, Version) }
-
-// DecodeVersion is Decode for a connection that agreed on version: a type
-// of a later version is refused (EPROTO), like an unknown one.
-func DecodeVersion(msg []byte, version uint16) (Header, Body, error) {
+// Decode reads the datagram msg, whose body is in the version its header
+// names. Every error is a *Error with the code of docs/protocol.md. When
+// only the body is refused, the header is returned too, so that a server
+// can answer with the request's seq.
+func Decode(msg []byte) (Header, Body, error) {
 	h, err := decodeHeader(msg)
 	if err != nil {
 		return h, nil, err
 	}
-	if err := checkVersion(h.Type, version); err != nil {
+	if err := checkVersion(h.Type, h.Version); err != nil {
 		return h, nil, err
 	}
 	body := newBody(h.Type)
-	d := decoder{cursor: cursor{index: NoIndex, ver: version}, b: msg[HeaderLen:]}
+	d := decoder{cursor: cursor{v: h.Version, index: NoIndex}, b: msg[HeaderLen:]}
 	body.fields(&d)
 	switch {
 	case d.err != nil:

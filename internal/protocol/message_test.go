@@ -29,10 +29,14 @@ func TestEncodeRefuses(t *testing.T) {
 		{"error message over 1024 bytes", &Error{Message: strings.Repeat("a", 1025)}, syscall.EINVAL, NoIndex, "message"},
 		{"interfaces over 65535", &StatusReply{Interfaces: make([]Interface, 1<<16)}, syscall.EINVAL, NoIndex, "interfaces: has 65536 items"},
 		{"message over 131072 bytes", &DeleteRules{RuleIDs: make([]uint32, MaxMessage/4)}, syscall.EMSGSIZE, NoIndex, "DELETE_RULES is"},
+		{"length condition in version 1", &AddRules{Rules: []rule.Rule{helloRule, helloRangeRule}}, syscall.EINVAL, 1,
+			"rules[1].flags: a length condition needs protocol version 2; this connection speaks version 1"},
+		{"length condition listed in version 1", &ListRulesReply{Rules: []RuleEntry{{RuleID: 7, Rule: echoOpenRule}}}, syscall.EINVAL, 0,
+			"rules[0].rule.flags: a length condition needs protocol version 2"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			msg, err := Encode(1, tt.body)
+			msg, err := Encode(Version1, 1, tt.body)
 			var pe *Error
 			if !errors.As(err, &pe) {
 				t.Fatalf("Encode gives %x, %v; want a *Error", msg, err)
@@ -41,6 +45,14 @@ func TestEncodeRefuses(t *testing.T) {
 				t.Errorf("Encode gives %+v; want code %v, index %d, a message with %q", *pe, tt.code, tt.index, tt.msg)
 			}
 		})
+	}
+}
+
+func TestEncodeUnknownVersion(t *testing.T) {
+	for _, v := range []uint16{0, MaxVersion + 1} {
+		if _, err := Encode(v, 1, &Status{}); err == nil {
+			t.Errorf("Encode in version %d succeeds", v)
+		}
 	}
 }
 
@@ -77,7 +89,7 @@ func TestDecodeErrorDetails(t *testing.T) {
 }
 
 func TestDecodeCopiesBytes(t *testing.T) {
-	msg := mustEncode(1, &AddRules{Rules: []rule.Rule{helloRule}})
+	msg := mustEncode(Version1, 1, &AddRules{Rules: []rule.Rule{helloRule}})
 	_, body, err := Decode(msg)
 	if err != nil {
 		t.Fatal(err)

@@ -6,7 +6,7 @@ import "github.com/santa-offload/santa/rule"
 
 // Smallest encodings, which bound a count before its items are allocated.
 const (
-	minRuleSize      = 8 // cond_off, empty pattern, reply_len, nproc, flags
+	minRuleSize      = 8 // cond_off, empty pattern, reply_len, nproc, flags (no length condition)
 	minProcessorSize = 6 // kind, reserved, dst, empty bytes
 	ruleEntrySize    = 4 + minRuleSize
 	serviceSize      = 48
@@ -26,8 +26,39 @@ func ruleFields(c codec, r *rule.Rule) {
 	c.bytes16("pattern", &r.Condition.Pattern)
 	c.u16("reply_len", &r.ReplyLen)
 	n := c.count("processors", 1, 0, minProcessorSize, len(r.Processors))
-	c.zero("flags")
+	ruleFlags(c, &r.Condition)
 	each(c, "processors", &r.Processors, n, processorFields)
+}
+
+// ruleFlagLength, bit 0 of a rule's flags (version 2): min_len and max_len
+// follow the flags.
+const ruleFlagLength = 1
+
+// ruleFlags is a rule's flags byte and what it announces. Version 1 has no
+// flags (0), and no length condition: a rule with one cannot be sent in it.
+func ruleFlags(c codec, cond *rule.Condition) {
+	if c.version() < Version2 {
+		if cond.HasLength() {
+			c.refuse("flags", "a length condition needs protocol version %d; this connection speaks version %d", Version2, c.version())
+		}
+		c.zero("flags")
+		return
+	}
+	var flags uint8
+	if cond.HasLength() {
+		flags = ruleFlagLength
+	}
+	c.u8("flags", &flags)
+	if flags&^ruleFlagLength != 0 {
+		c.refuse("flags", "is %#02x; version %d defines bit 0 (a length condition follows) only", flags, c.version())
+	}
+	if flags&ruleFlagLength != 0 {
+		c.u16("min_len", &cond.MinLen)
+		c.u16("max_len", &cond.MaxLen)
+		if !cond.HasLength() { // every body has one encoding
+			c.refuse("max_len", "min_len and max_len are 0, which allows every length: that is flags bit 0 clear")
+		}
+	}
 }
 
 func processorFields(c codec, p *rule.Processor) {

@@ -1,14 +1,17 @@
 package protocol
 
+import "github.com/santa-offload/santa/rule"
+
 // sizer is a codec that counts the bytes a body takes on the wire without
 // writing them: the daemon fills a page up to one message from it, and so
 // never writes a size of its own that could drift from the encoding.
-type sizer struct{ n int }
+type sizer struct {
+	v uint16 // the protocol version counted
+	n int
+}
 
-// version is 1: the sizes asked for are of version 1's fields or of
-// fields every version has.
-func (s *sizer) version() uint16 { return Version }
-
+func (s *sizer) version() uint16                     { return s.v }
+func (s *sizer) refuse(string, string, ...any)       {}
 func (s *sizer) u8(string, *uint8)                   { s.n++ }
 func (s *sizer) u16(string, *uint16)                 { s.n += 2 }
 func (s *sizer) u32(string, *uint32)                 { s.n += 4 }
@@ -29,9 +32,16 @@ func (s *sizer) variant(_ []string, _ *uint8, f func(codec)) {
 	f(s)
 }
 
-// RuleEntrySize is what e takes in a LIST_RULES page.
-func RuleEntrySize(e *RuleEntry) int {
-	var s sizer
+// RuleSize is what r takes in a batch of version v.
+func RuleSize(v uint16, r *rule.Rule) int {
+	s := sizer{v: v}
+	ruleFields(&s, r)
+	return s.n
+}
+
+// RuleEntrySize is what e takes in a LIST_RULES page of version v.
+func RuleEntrySize(v uint16, e *RuleEntry) int {
+	s := sizer{v: v}
 	ruleEntryFields(&s, e)
 	return s.n
 }

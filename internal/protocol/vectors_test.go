@@ -55,6 +55,20 @@ var dnsRule = rule.Rule{
 	ReplyLen: 45,
 }
 
+// Rules with length conditions (version 2): the DNS rule for exactly its
+// query's length, and ranges closed, open and bounded above only.
+var (
+	dnsExactRule   = withLength(dnsRule, 29, 29)
+	helloRangeRule = withLength(helloRule, 5, 9)
+	echoOpenRule   = withLength(echoRule, 8, 0)
+	zeroesMaxRule  = withLength(zeroesRule, 0, 0x1300)
+)
+
+func withLength(r rule.Rule, min, max uint16) rule.Rule {
+	r.Condition.MinLen, r.Condition.MaxLen = min, max
+	return r
+}
+
 var (
 	helloRule  = rule.Rule{Condition: rule.Condition{Pattern: []byte("Hello")}, Processors: []rule.Processor{rule.Put(0, []byte("COMSYS"))}, ReplyLen: 6}
 	echoRule   = rule.Rule{Condition: rule.Condition{Offset: 4, Pattern: []byte("PING")}, Processors: []rule.Processor{rule.Copy(0, 8, 0), rule.Put(4, []byte("PONG"))}, ReplyLen: 8}
@@ -70,59 +84,77 @@ var (
 		Addr:   [16]byte{192, 0, 2, 1},
 		Cookie: 4097, NetnsCookie: 1, OwnerUID: 0, Rules: 0,
 	}
+	// In version 2 a service names its manager (the client that attached
+	// it, or last turned its learning on or off).
+	serviceV4Managed = ServiceInfo{
+		ServiceID: 5, Protocol: 17, Family: 4, Port: 53,
+		Addr:   [16]byte{192, 0, 2, 1},
+		Cookie: 4098, NetnsCookie: 1, OwnerUID: 0, Rules: 12, Manager: "santa-offload dns",
+	}
 )
 
 // goVectors are the messages of vectors.json.
 var goVectors = []struct {
-	name string
-	seq  uint32
-	body Body
+	name    string
+	version uint16
+	seq     uint32
+	body    Body
 }{
-	{"hello request", 1, &Hello{MinVersion: 1, MaxVersion: 1, Client: "test"}},
-	{"hello reply", 1, &HelloReply{Version: 1, UID: 1000, GID: 1000, PID: 4242, QuotaRules: 65536, QuotaBytes: 64 << 20, Daemon: "santad 0.1.0"}},
-	{"hello reply, admin without quotas", 0xdeadbeef, &HelloReply{Version: 1, PID: 1, Admin: true, Daemon: "santad 0.1.0"}},
-	{"attach request", 2, &Attach{}},
-	{"attach reply, IPv6 service", 2, &serviceV6},
-	{"attach reply, IPv4 service", 3, &serviceV4},
-	{"detach request", 4, &Detach{ServiceID: 3}},
-	{"detach reply", 4, &DetachReply{}},
-	{"add rules request, one rule with put and copy", 5, &AddRules{ServiceID: 3, Rules: []rule.Rule{dnsRule}}},
-	{"add rules request, three rules", 6, &AddRules{ServiceID: 4, Rules: []rule.Rule{helloRule, echoRule, zeroesRule}}},
-	{"add rules request in a transaction", 7, &AddRules{ServiceID: 3, Txn: 9, Rules: []rule.Rule{helloRule}}},
-	{"add rules reply", 6, &AddRulesReply{RuleIDs: []uint32{1, 2, 0x10000}}},
-	{"add rules reply in a transaction", 7, &AddRulesReply{}},
-	{"replace rules request", 8, &ReplaceRules{ServiceID: 4, Updates: []RuleEntry{{RuleID: 1, Rule: echoRule}, {RuleID: 2, Rule: helloRule}}}},
-	{"replace rules request in a transaction, empty", 9, &ReplaceRules{ServiceID: 4, Txn: 9}},
-	{"replace rules reply", 8, &ReplaceRulesReply{}},
-	{"delete rules request", 10, &DeleteRules{ServiceID: 4, Txn: 9, RuleIDs: []uint32{2, 1}}},
-	{"delete rules reply", 10, &DeleteRulesReply{}},
-	{"begin request", 11, &Begin{ServiceID: 3}},
-	{"begin reply", 11, &BeginReply{Txn: 9}},
-	{"commit request", 12, &Commit{Txn: 9}},
-	{"commit reply", 12, &CommitReply{Added: 5}},
-	{"commit reply, nothing added", 13, &CommitReply{}},
-	{"abort request", 14, &Abort{Txn: 9}},
-	{"abort reply", 14, &AbortReply{}},
-	{"list services request", 15, &ListServices{}},
-	{"list services reply", 15, &ListServicesReply{Services: []ServiceInfo{serviceV6, serviceV4}}},
-	{"list services reply, none", 16, &ListServicesReply{}},
-	{"list rules request", 17, &ListRules{ServiceID: 4, Start: 0, Max: 2}},
-	{"list rules reply, more to come", 17, &ListRulesReply{Next: 3, Rules: []RuleEntry{{RuleID: 1, Rule: echoRule}, {RuleID: 2, Rule: helloRule}}}},
-	{"list rules reply, last page", 18, &ListRulesReply{Next: LastPage, Rules: []RuleEntry{{RuleID: 3, Rule: dnsRule}}}},
-	{"rule stats request", 19, &RuleStats{ServiceID: 4, Start: 3, Max: 0}},
-	{"rule stats reply, more to come", 19, &RuleStatsReply{Next: 3, Counters: []RuleCounters{{RuleID: 1, Hits: 10, Bytes: 450}, {RuleID: 2, Hits: 1 << 40, Bytes: 6 << 40}}}},
-	{"rule stats reply, last page, empty", 20, &RuleStatsReply{Next: LastPage}},
-	{"service stats request", 21, &ServiceStats{ServiceID: 3}},
-	{"service stats reply", 21, &ServiceStatsReply{Matched: 1000, Passed: 20, Fallback: 3, BadCsum: 1, Rules: 2, RuleBytes: 1 << 33}},
-	{"status request", 22, &Status{}},
-	{"status reply", 22, &StatusReply{Daemon: "santad 0.1.0", Rules: 5, Capacity: 1 << 20, Services: 2, Interfaces: []Interface{
+	{"hello request", 1, 1, &Hello{MinVersion: 1, MaxVersion: 1, Client: "test"}},
+	{"hello reply", 1, 1, &HelloReply{Version: 1, UID: 1000, GID: 1000, PID: 4242, QuotaRules: 65536, QuotaBytes: 64 << 20, Daemon: "santad 0.1.0"}},
+	{"hello reply, admin without quotas", 1, 0xdeadbeef, &HelloReply{Version: 1, PID: 1, Admin: true, Daemon: "santad 0.1.0"}},
+	{"attach request", 1, 2, &Attach{}},
+	{"attach reply, IPv6 service", 1, 2, &serviceV6},
+	{"attach reply, IPv4 service", 1, 3, &serviceV4},
+	{"detach request", 1, 4, &Detach{ServiceID: 3}},
+	{"detach reply", 1, 4, &DetachReply{}},
+	{"add rules request, one rule with put and copy", 1, 5, &AddRules{ServiceID: 3, Rules: []rule.Rule{dnsRule}}},
+	{"add rules request, three rules", 1, 6, &AddRules{ServiceID: 4, Rules: []rule.Rule{helloRule, echoRule, zeroesRule}}},
+	{"add rules request in a transaction", 1, 7, &AddRules{ServiceID: 3, Txn: 9, Rules: []rule.Rule{helloRule}}},
+	{"add rules reply", 1, 6, &AddRulesReply{RuleIDs: []uint32{1, 2, 0x10000}}},
+	{"add rules reply in a transaction", 1, 7, &AddRulesReply{}},
+	{"replace rules request", 1, 8, &ReplaceRules{ServiceID: 4, Updates: []RuleEntry{{RuleID: 1, Rule: echoRule}, {RuleID: 2, Rule: helloRule}}}},
+	{"replace rules request in a transaction, empty", 1, 9, &ReplaceRules{ServiceID: 4, Txn: 9}},
+	{"replace rules reply", 1, 8, &ReplaceRulesReply{}},
+	{"delete rules request", 1, 10, &DeleteRules{ServiceID: 4, Txn: 9, RuleIDs: []uint32{2, 1}}},
+	{"delete rules reply", 1, 10, &DeleteRulesReply{}},
+	{"begin request", 1, 11, &Begin{ServiceID: 3}},
+	{"begin reply", 1, 11, &BeginReply{Txn: 9}},
+	{"commit request", 1, 12, &Commit{Txn: 9}},
+	{"commit reply", 1, 12, &CommitReply{Added: 5}},
+	{"commit reply, nothing added", 1, 13, &CommitReply{}},
+	{"abort request", 1, 14, &Abort{Txn: 9}},
+	{"abort reply", 1, 14, &AbortReply{}},
+	{"list services request", 1, 15, &ListServices{}},
+	{"list services reply", 1, 15, &ListServicesReply{Services: []ServiceInfo{serviceV6, serviceV4}}},
+	{"list services reply, none", 1, 16, &ListServicesReply{}},
+	{"list rules request", 1, 17, &ListRules{ServiceID: 4, Start: 0, Max: 2}},
+	{"list rules reply, more to come", 1, 17, &ListRulesReply{Next: 3, Rules: []RuleEntry{{RuleID: 1, Rule: echoRule}, {RuleID: 2, Rule: helloRule}}}},
+	{"list rules reply, last page", 1, 18, &ListRulesReply{Next: LastPage, Rules: []RuleEntry{{RuleID: 3, Rule: dnsRule}}}},
+	{"rule stats request", 1, 19, &RuleStats{ServiceID: 4, Start: 3, Max: 0}},
+	{"rule stats reply, more to come", 1, 19, &RuleStatsReply{Next: 3, Counters: []RuleCounters{{RuleID: 1, Hits: 10, Bytes: 450}, {RuleID: 2, Hits: 1 << 40, Bytes: 6 << 40}}}},
+	{"rule stats reply, last page, empty", 1, 20, &RuleStatsReply{Next: LastPage}},
+	{"service stats request", 1, 21, &ServiceStats{ServiceID: 3}},
+	{"service stats reply", 1, 21, &ServiceStatsReply{Matched: 1000, Passed: 20, Fallback: 3, BadCsum: 1, Rules: 2, RuleBytes: 1 << 33}},
+	{"status request", 1, 22, &Status{}},
+	{"status reply", 1, 22, &StatusReply{Daemon: "santad 0.1.0", Rules: 5, Capacity: 1 << 20, Services: 2, Interfaces: []Interface{
 		{Ifindex: 2, Name: "eth0", XDP: "native", TC: true},
 		{Ifindex: 7, Name: "veth-é", XDP: "none"},
 	}}},
-	{"status reply, no interfaces", 23, &StatusReply{Daemon: "santad 0.1.0", Capacity: 1 << 20}},
-	{"error reply with an index", 6, ErrorAt(syscall.EINVAL, 1, "condition pattern is 300 bytes; the limit is 256")},
-	{"error reply without an index", 4, Errorf(syscall.ENOENT, "no service 3")},
-	{"error reply without a message", 24, Errorf(syscall.EPROTO, "")},
+	{"status reply, no interfaces", 1, 23, &StatusReply{Daemon: "santad 0.1.0", Capacity: 1 << 20}},
+	{"error reply with an index", 1, 6, ErrorAt(syscall.EINVAL, 1, "condition pattern is 300 bytes; the limit is 256")},
+	{"error reply without an index", 1, 4, Errorf(syscall.ENOENT, "no service 3")},
+	{"error reply without a message", 1, 24, Errorf(syscall.EPROTO, "")},
+	// Version 2: the same messages, and rules with length conditions.
+	{"v2 hello request, versions 1 to 2", 1, 1, &Hello{MinVersion: 1, MaxVersion: 2, Client: "test"}},
+	{"v2 hello reply", 2, 1, &HelloReply{Version: 2, UID: 1000, GID: 1000, PID: 4242, QuotaRules: 65536, QuotaBytes: 64 << 20, Daemon: "santad 0.2.0"}},
+	{"v2 add rules request, one rule without a length condition", 2, 5, &AddRules{ServiceID: 3, Rules: []rule.Rule{dnsRule}}},
+	{"v2 add rules request, length conditions", 2, 6, &AddRules{ServiceID: 4, Rules: []rule.Rule{dnsExactRule, helloRangeRule, echoOpenRule, zeroesMaxRule}}},
+	{"v2 add rules reply", 2, 6, &AddRulesReply{RuleIDs: []uint32{1, 2, 3, 4}}},
+	{"v2 replace rules request, length conditions", 2, 8, &ReplaceRules{ServiceID: 4, Txn: 9, Updates: []RuleEntry{{RuleID: 2, Rule: helloRangeRule}, {RuleID: 1, Rule: helloRule}}}},
+	{"v2 list rules reply, length conditions", 2, 17, &ListRulesReply{Next: LastPage, Rules: []RuleEntry{{RuleID: 1, Rule: dnsExactRule}, {RuleID: 2, Rule: echoOpenRule}, {RuleID: 3, Rule: helloRule}}}},
+	{"v2 list services reply", 2, 15, &ListServicesReply{Services: []ServiceInfo{serviceV4Managed, serviceV4}}},
+	{"v2 error reply", 2, 6, ErrorAt(syscall.EEXIST, 1, "rule 1 of the batch has the same condition as rule 0 of the batch (5 bytes at offset 0, request lengths 5-9 and 9)")},
 }
 
 // goInvalid are the datagrams every decoder must refuse.
@@ -131,7 +163,7 @@ func goInvalid() []struct {
 	msg  []byte
 	code syscall.Errno
 } {
-	hello := mustEncode(1, &Hello{MinVersion: 1, MaxVersion: 1, Client: "test"})
+	hello := mustEncode(1, 1, &Hello{MinVersion: 1, MaxVersion: 1, Client: "test"})
 	helloBody := hello[HeaderLen:]
 	header := func(off int, v ...byte) []byte {
 		b := bytes.Clone(hello)
@@ -145,6 +177,11 @@ func goInvalid() []struct {
 	addRules := func(count uint32, rules ...[]byte) []byte {
 		return message(TypeAddRules, u32(3), u32(0), u32(count), cat(rules...))
 	}
+	// A version-2 ADD_RULES of one rule of one processor with the given
+	// flags, and the rest of the body after them.
+	addRulesV2 := func(flags byte, rest ...[]byte) []byte {
+		return messageIn(Version2, TypeAddRules, u32(3), u32(0), u32(1), u16(0), b16("ab"), u16(4), []byte{1, flags}, cat(rest...))
+	}
 	return []struct {
 		name string
 		msg  []byte
@@ -153,7 +190,8 @@ func goInvalid() []struct {
 		{"empty datagram", nil, syscall.EPROTO},
 		{"truncated header", hello[:10], syscall.EPROTO},
 		{"bad magic", header(0, 'X'), syscall.EPROTO},
-		{"bad version", header(4, 2, 0), syscall.EPROTO},
+		{"header version 0", header(4, 0, 0), syscall.EPROTO},
+		{"header version 3", header(4, 3, 0), syscall.EPROTO},
 		{"type 0", header(6, 0, 0), syscall.EPROTO},
 		{"unknown request type", header(6, 15, 0), syscall.EPROTO},
 		{"unknown reply type", header(6, 15, 0x80), syscall.EPROTO},
@@ -174,6 +212,10 @@ func goInvalid() []struct {
 		{"processor kind 0", addRules(1, rule(1, 0, cat([]byte{0, 0}, u16(0), b16("xy")))), syscall.EINVAL},
 		{"processor reserved byte not 0", addRules(1, rule(1, 0, cat([]byte{1, 1}, u16(0), b16("xy")))), syscall.EINVAL},
 		{"rule flags not 0", addRules(1, rule(1, 1, put)), syscall.EINVAL},
+		{"v2 rule flags bit 1", addRulesV2(2, put), syscall.EINVAL},
+		{"v2 rule flags bits 0 and 7", addRulesV2(0x81, u16(5), u16(5), put), syscall.EINVAL},
+		{"v2 length condition cut short", addRulesV2(1, u16(5)), syscall.EBADMSG},
+		{"v2 length condition of every length", addRulesV2(1, u16(0), u16(0), put), syscall.EINVAL},
 		{"client name over 64 bytes", message(TypeHello, u16(1), u16(1), b16(strings.Repeat("a", 65))), syscall.EINVAL},
 		{"client name not UTF-8", message(TypeHello, u16(1), u16(1), b16("\xff")), syscall.EINVAL},
 		{"admin neither 0 nor 1", message(TypeHello.Reply(), u16(1), u32(0), u32(0), u32(1), []byte{2}, u32(0), u32(0), u32(0), b16("")), syscall.EINVAL},
@@ -217,14 +259,14 @@ func checkVector(t *testing.T, v vector) {
 	if err != nil {
 		t.Fatalf("reading the JSON message: %v", err)
 	}
-	msg, err := Encode(v.Message.Seq, body)
+	msg, err := Encode(v.Message.Version, v.Message.Seq, body)
 	if err != nil {
 		t.Fatalf("encode: %v", err)
 	}
 	if got := hex.EncodeToString(msg); got != v.Hex {
 		t.Errorf("encode gives\n%s\nwant\n%s", got, v.Hex)
 	}
-	var size sizer
+	size := sizer{v: v.Message.Version}
 	body.fields(&size)
 	if size.n != len(msg)-HeaderLen {
 		t.Errorf("the sizer counts %d bytes; the body has %d", size.n, len(msg)-HeaderLen)
@@ -233,7 +275,7 @@ func checkVector(t *testing.T, v vector) {
 	if err != nil {
 		t.Fatalf("decode: %v", err)
 	}
-	m, err := toJSON(h.Seq, decoded)
+	m, err := toJSON(h, decoded)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -257,16 +299,16 @@ func checkInvalid(t *testing.T, v invalidVector) {
 
 // generateVectors is the text of vectors.json.
 func generateVectors() ([]byte, error) {
-	file := vectorFile{ProtocolVersion: Version, Constants: map[string]int{
+	file := vectorFile{ProtocolVersion: MaxVersion, Constants: map[string]int{
 		"SANTA_SOL":         model.SockoptLevel,
 		"SANTA_SO_ACCEPTED": model.SockoptAccepted,
 	}}
 	for _, v := range goVectors {
-		msg, err := Encode(v.seq, v.body)
+		msg, err := Encode(v.version, v.seq, v.body)
 		if err != nil {
 			return nil, err
 		}
-		m, err := toJSON(v.seq, v.body)
+		m, err := toJSON(Header{Version: v.version, Seq: v.seq}, v.body)
 		if err != nil {
 			return nil, err
 		}
@@ -281,8 +323,8 @@ func generateVectors() ([]byte, error) {
 
 // Builders of raw messages, for the invalid ones.
 
-func mustEncode(seq uint32, b Body) []byte {
-	msg, err := Encode(seq, b)
+func mustEncode(v uint16, seq uint32, b Body) []byte {
+	msg, err := Encode(v, seq, b)
 	if err != nil {
 		panic(err)
 	}
@@ -297,10 +339,13 @@ func mustHex(s string) []byte {
 	return b
 }
 
-// message is a datagram of type t with a right header and body parts.
-func message(t Type, parts ...[]byte) []byte {
+// message is a datagram of version 1 and type t with a right header and
+// body parts; messageIn one of version v.
+func message(t Type, parts ...[]byte) []byte { return messageIn(Version1, t, parts...) }
+
+func messageIn(v uint16, t Type, parts ...[]byte) []byte {
 	body := cat(parts...)
-	return append(appendHeader(nil, Header{Type: t, Length: uint32(HeaderLen + len(body)), Seq: 1}), body...)
+	return append(appendHeader(nil, Header{Version: v, Type: t, Length: uint32(HeaderLen + len(body)), Seq: 1}), body...)
 }
 
 func cat(parts ...[]byte) []byte { return bytes.Join(parts, nil) }

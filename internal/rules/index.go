@@ -36,22 +36,42 @@ type Entry struct {
 	Cond rule.Condition
 }
 
-// CheckDuplicates rejects two rules with the same condition: the data plane
+// CheckDuplicates rejects two rules with the same condition, or with the
+// same offset and pattern and length ranges that overlap: the data plane
 // could answer only one of them, and enough of them would overflow a node.
 func CheckDuplicates(entries []Entry) error {
 	_, err := NewServiceIndex(rule.MaxRegions).checkDuplicates(entries, nil)
 	return err
 }
 
-// DuplicateError names two rules with the same condition.
+// DuplicateError names two rules with the same offset and pattern whose
+// length ranges overlap: First's condition is Cond, Second's SecondCond.
 type DuplicateError struct {
 	First, Second uint32
 	Cond          rule.Condition
+	SecondCond    rule.Condition
 }
 
 func (e *DuplicateError) Error() string {
-	return fmt.Sprintf("rules %d and %d have the same condition (%d bytes at offset %d)",
-		e.First, e.Second, len(e.Cond.Pattern), e.Cond.Offset)
+	return fmt.Sprintf("rules %d and %d have the same condition (%s)", e.First, e.Second, DescribeOverlap(e.Cond, e.SecondCond))
+}
+
+// DescribeOverlap says what two overlapping conditions share: "3 bytes at
+// offset 1", and the lengths when either has a range ("3 bytes at offset
+// 1, request lengths 30-40 and 35-").
+func DescribeOverlap(a, b rule.Condition) string {
+	s := fmt.Sprintf("%d bytes at offset %d", len(a.Pattern), a.Offset)
+	if a.HasLength() || b.HasLength() {
+		s += fmt.Sprintf(", request lengths %s and %s", lengthOrAny(a), lengthOrAny(b))
+	}
+	return s
+}
+
+func lengthOrAny(c rule.Condition) string {
+	if c.HasLength() {
+		return c.LengthText()
+	}
+	return "any"
 }
 
 // RootKey is the key of the root node c is indexed under: the hash of c's

@@ -10,9 +10,11 @@ type RefRule struct {
 
 // Match is the reference matcher, the oracle the data plane is tested
 // against: it tries every rule and does not use the index. A rule answers a
-// payload if its condition matches and the payload holds every byte its
-// reply copies; among those the most specific wins: longest pattern, then
-// lowest ID. Only the bytes the compiled reply copies count, not those of
+// payload if its condition matches (its bytes, and its length range) and
+// the payload holds every byte its reply copies; among those the most
+// specific wins: longest pattern, then lowest ID. A length range makes no
+// rule more specific: two rules one request could match with the same
+// pattern at the same offset never sit in one service (CheckDuplicates). Only the bytes the compiled reply copies count, not those of
 // copies that later processors overwrite entirely, because that is all the
 // data plane knows of the rule. Invalid rules never answer.
 func Match(rules []RefRule, payload []byte) (RefRule, bool) {

@@ -11,10 +11,11 @@ import (
 
 // indexed is a rule set as the data plane would hold it.
 type indexed struct {
-	rules   []RefRule
-	regions []Region
-	index   map[IndexKey]IndexNode
-	bySlot  map[uint32]RefRule
+	rules    []RefRule
+	prefixes []RefRule // the rules without their length ranges
+	regions  []Region
+	index    map[IndexKey]IndexNode
+	bySlot   map[uint32]RefRule
 }
 
 func buildIndexed(t *testing.T, rules []RefRule) indexed {
@@ -25,6 +26,9 @@ func buildIndexed(t *testing.T, rules []RefRule) indexed {
 	for i, rr := range rules {
 		slot := uint32(i + 1)
 		x.bySlot[slot] = rr
+		prefix := rr
+		prefix.Rule.Condition.MinLen, prefix.Rule.Condition.MaxLen = 0, 0
+		x.prefixes = append(x.prefixes, prefix)
 		cs = append(cs, rr.Rule.Condition)
 		es = append(es, Entry{Slot: slot, ID: rr.ID, Cond: rr.Rule.Condition})
 	}
@@ -122,10 +126,25 @@ func randomRules(rng *rand.Rand, base []byte) []RefRule {
 			seen[k] = true
 			r := pkttest.RandomRule(rng, 100)
 			r.Condition = rule.Condition{Offset: uint16(o), Pattern: p}
-			if _, err := rule.Compile(r); err != nil {
-				continue // too many copy pieces: it could not be installed
+			r = pkttest.RandomLength(rng, r)
+			cond := r.Condition
+			conds := []rule.Condition{cond}
+			// Now and then rules of the same pattern with other lengths: at
+			// most two, so that a colliding pair of patterns fits one node.
+			for cond.HasLength() && rng.IntN(3) == 0 && len(conds) < NodeSlots/2 {
+				c, ok := pkttest.OtherLength(rng, cond, conds)
+				if !ok {
+					break
+				}
+				conds = append(conds, c)
 			}
-			rules = append(rules, RefRule{ID: rng.Uint32N(1 << 20), Rule: r})
+			for _, c := range conds {
+				r.Condition = c
+				if _, err := rule.Compile(r); err != nil {
+					continue // too many copy pieces, or copies beyond the max length: it could not be installed
+				}
+				rules = append(rules, RefRule{ID: rng.Uint32N(1 << 20), Rule: r})
+			}
 		}
 	}
 	// Rule ids are unique in a service.
@@ -151,7 +170,9 @@ func randomPayload(rng *rand.Rand, base []byte, rules []RefRule) []byte {
 		return p
 	}
 	c := rules[rng.IntN(len(rules))].Rule.Condition
-	p := append([]byte(nil), base[:max(c.End(), rng.IntN(len(base)))]...)
+	n := pkttest.LengthNear(rng, c, max(c.End(), rng.IntN(len(base))))
+	p := append([]byte(nil), base[:min(n, len(base))]...)
+	p = append(p, make([]byte, n-len(p))...)
 	copy(p[c.Offset:], c.Pattern)
 	if rng.IntN(3) == 0 {
 		p[rng.IntN(len(p))] = "abc"[rng.IntN(3)]
@@ -167,7 +188,7 @@ func randomPayload(rng *rand.Rand, base []byte, rules []RefRule) []byte {
 func TestMatchIndexedAgreesWithMatch(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 8))
 	const sets, payloads = 250, 100
-	matched, deepNodes := 0, 0
+	matched, deepNodes, lengthDecided := 0, 0, 0
 	for range sets {
 		base := make([]byte, 200)
 		for i := range base {
@@ -195,10 +216,14 @@ func TestMatchIndexedAgreesWithMatch(t *testing.T) {
 			if ok {
 				matched++
 			}
+			if prefixes, ok := Match(x.prefixes, p); ok && prefixes.ID != want.ID {
+				lengthDecided++
+			}
 		}
 	}
-	t.Logf("%d of %d payloads matched; %d inner index nodes", matched, sets*payloads, deepNodes)
-	if matched < sets*payloads/2 || deepNodes == 0 {
-		t.Fatalf("the random cases are too easy: %d matches, %d inner nodes", matched, deepNodes)
+	t.Logf("%d of %d payloads matched; %d inner index nodes; %d answered otherwise, or not at all, for their length",
+		matched, sets*payloads, deepNodes, lengthDecided)
+	if matched < sets*payloads/2 || deepNodes == 0 || lengthDecided < sets {
+		t.Fatalf("the random cases are too easy: %d matches, %d inner nodes, %d decided by length", matched, deepNodes, lengthDecided)
 	}
 }

@@ -21,18 +21,13 @@ import (
 type ServiceIndex struct {
 	maxRegions int
 	entries    map[uint32]Entry       // by rule id
-	conds      map[condKey]uint32     // rule id by condition, for duplicates
+	conds      condIDs                // rule ids by condition, for duplicates
 	lens       map[uint16]map[int]int // offset -> pattern length -> rules
 	regions    []Region               // as the data plane has them
 	index      map[IndexKey]IndexNode // as the data plane has it
 	byRoot     map[IndexKey][]Entry   // the entries below each root
 	shared     map[IndexKey]bool      // nodes below more than one root
 	levels     map[indexLevel]int     // how many nodes make each level walked
-}
-
-type condKey struct {
-	off     uint16
-	pattern string
 }
 
 // indexLevel is where the data plane looks up nodes: a region and an end.
@@ -46,7 +41,7 @@ func NewServiceIndex(maxRegions int) *ServiceIndex {
 	return &ServiceIndex{
 		maxRegions: maxRegions,
 		entries:    map[uint32]Entry{},
-		conds:      map[condKey]uint32{},
+		conds:      newCondIDs(0),
 		lens:       map[uint16]map[int]int{},
 		index:      map[IndexKey]IndexNode{},
 		byRoot:     map[IndexKey][]Entry{},
@@ -64,7 +59,7 @@ type IndexChange struct {
 	Old     map[IndexKey]IndexNode
 
 	add     []Entry
-	conds   map[condKey]uint32 // the added conditions, keyed once for Apply
+	conds   condIDs // the added conditions, keyed once for Apply
 	remove  []uint32
 	built   *indexBuilder
 	touched map[IndexKey]bool
@@ -95,7 +90,7 @@ func (s *ServiceIndex) Plan(add []Entry, remove []uint32) (*IndexChange, error) 
 	}
 	// The duplicate check and the index build only read the index: side by
 	// side, they take half the time at a million rules.
-	var conds map[condKey]uint32
+	var conds condIDs
 	var dupErr error
 	checked := make(chan struct{})
 	go func() {
@@ -129,21 +124,41 @@ func (s *ServiceIndex) plan(add []Entry, remove []uint32, removing map[uint32]bo
 	return c, s.planFull(c, removing)
 }
 
-// checkDuplicates refuses a condition that is added twice, or that a rule
-// kept already has. It returns the added conditions by key, rule id.
-func (s *ServiceIndex) checkDuplicates(add []Entry, removing map[uint32]bool) (map[condKey]uint32, error) {
-	fresh := make(map[condKey]uint32, len(add))
-	for _, e := range add {
-		k := condKey{e.Cond.Offset, string(e.Cond.Pattern)}
-		id, ok := fresh[k]
-		if !ok {
-			id, ok = s.conds[k]
-			ok = ok && !removing[id]
+// checkDuplicates refuses a condition that overlaps another added one, or
+// one of a rule kept: the same offset and pattern, and length ranges that
+// share a length (rule.Condition.Overlaps). It returns the added
+// conditions' rule ids by key.
+func (s *ServiceIndex) checkDuplicates(add []Entry, removing map[uint32]bool) (condIDs, error) {
+	fresh := newCondIDs(len(add))
+	// The added entries by id, made once a key comes twice in add: only
+	// then is an added rule's condition looked up.
+	var added map[uint32]int
+	for i, e := range add {
+		k := keyOf(e.Cond)
+		var dup *DuplicateError
+		clash := func(c rule.Condition, id uint32) bool {
+			if c.Overlaps(e.Cond) {
+				dup = &DuplicateError{First: id, Second: e.ID, Cond: c, SecondCond: e.Cond}
+			}
+			return dup == nil
 		}
-		if ok {
-			return nil, &DuplicateError{First: id, Second: e.ID, Cond: e.Cond}
+		if fresh.has(k) {
+			if added == nil {
+				added = make(map[uint32]int, len(add))
+				for j := range i {
+					added[add[j].ID] = j
+				}
+			}
+			fresh.each(k, func(id uint32) bool { return clash(add[added[id]].Cond, id) })
 		}
-		fresh[k] = e.ID
+		s.conds.each(k, func(id uint32) bool { return removing[id] || clash(s.entries[id].Cond, id) })
+		if dup != nil {
+			return condIDs{}, dup
+		}
+		fresh.add(k, e.ID)
+		if added != nil {
+			added[e.ID] = i
+		}
 	}
 	return fresh, nil
 }
@@ -294,7 +309,7 @@ func (s *ServiceIndex) Apply(c *IndexChange) {
 	for _, id := range c.remove {
 		e := s.entries[id]
 		delete(s.entries, id)
-		delete(s.conds, condKey{e.Cond.Offset, string(e.Cond.Pattern)})
+		s.conds.remove(keyOf(e.Cond), id)
 		s.countLen(e.Cond, -1)
 	}
 	s.entries = maputil.Reserve(s.entries, len(c.add))
@@ -304,10 +319,10 @@ func (s *ServiceIndex) Apply(c *IndexChange) {
 	}
 	// Plan keyed the added conditions already (a million string keys take
 	// a second to build): a first install adopts its map.
-	if len(s.conds) == 0 {
+	if len(s.conds.first) == 0 {
 		s.conds = c.conds
 	} else {
-		maps.Copy(s.conds, c.conds)
+		s.conds.merge(c.conds)
 	}
 	s.regions = c.Regions
 	if c.Full {

@@ -52,7 +52,11 @@ func TestServiceIndexMatchesFullBuild(t *testing.T) {
 		// Few offsets and a shared prefix: roots are shared, subtrees deep,
 		// and now and then a shorter pattern changes the regions.
 		p := fmt.Appendf(nil, "prefix-%d-%d", rng.IntN(40), rng.IntN(1000))
-		return rule.Condition{Offset: uint16(rng.IntN(3) * 40), Pattern: p[:min(len(p), 9+rng.IntN(8))]}
+		c := rule.Condition{Offset: uint16(rng.IntN(3) * 40), Pattern: p[:min(len(p), 9+rng.IntN(8))]}
+		if rng.IntN(4) == 0 { // variants of one condition by length, or an overlap refused
+			c = rule.ExactLength(c, uint16(c.End()+rng.IntN(3)))
+		}
+		return c
 	}
 	for round := range 300 {
 		var add []Entry
@@ -107,6 +111,64 @@ func TestServiceIndexRefusesDuplicates(t *testing.T) {
 	// Replacing rule 1 by a rule with its own condition is no duplicate.
 	if _, err := s.Plan([]Entry{{Slot: 2, ID: 1, Cond: rule.Condition{Pattern: []byte("abc")}}}, []uint32{1}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Rules of one offset and pattern may coexist if their length ranges are
+// disjoint; an overlap is refused as a duplicate, against installed rules
+// and within one batch, and a deleted variant frees its range.
+func TestServiceIndexLengthVariants(t *testing.T) {
+	abc := rule.Condition{Pattern: []byte("abc")}
+	ranged := func(min, max uint16) rule.Condition {
+		c := abc
+		c.MinLen, c.MaxLen = min, max
+		return c
+	}
+	s := NewServiceIndex(rule.MaxRegions)
+	apply := func(add []Entry, remove []uint32) {
+		t.Helper()
+		c, err := s.Plan(add, remove)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Apply(c)
+		checkAgainstFull(t, s)
+	}
+	apply([]Entry{{Slot: 1, ID: 1, Cond: rule.ExactLength(abc, 3)}, {Slot: 2, ID: 2, Cond: ranged(4, 10)}}, nil)
+	apply([]Entry{{Slot: 3, ID: 3, Cond: ranged(11, 0)}}, nil)
+	for _, tt := range []struct {
+		add  []Entry
+		want string
+	}{
+		{[]Entry{{Slot: 4, ID: 4, Cond: abc}},
+			"rules 1 and 4 have the same condition (3 bytes at offset 0, request lengths 3 and any)"},
+		{[]Entry{{Slot: 4, ID: 4, Cond: ranged(10, 10)}},
+			"rules 2 and 4 have the same condition (3 bytes at offset 0, request lengths 4-10 and 10)"},
+		{[]Entry{{Slot: 4, ID: 4, Cond: ranged(40, 50)}},
+			"rules 3 and 4 have the same condition (3 bytes at offset 0, request lengths 11- and 40-50)"},
+	} {
+		if _, err := s.Plan(tt.add, nil); err == nil || err.Error() != tt.want {
+			t.Errorf("Plan(%+v) = %v; want %q", tt.add[0].Cond, err, tt.want)
+		}
+	}
+	// Within one batch, once rule 3 is gone.
+	_, err := s.Plan([]Entry{{Slot: 4, ID: 4, Cond: ranged(20, 30)}, {Slot: 5, ID: 5, Cond: ranged(30, 0)}}, []uint32{3})
+	if want := "rules 4 and 5 have the same condition (3 bytes at offset 0, request lengths 20-30 and 30-)"; err == nil || err.Error() != want {
+		t.Errorf("Plan = %v; want %q", err, want)
+	}
+	apply([]Entry{{Slot: 4, ID: 4, Cond: ranged(20, 30)}, {Slot: 5, ID: 5, Cond: ranged(31, 35)}}, []uint32{3})
+	// Rule 1 goes, and a rule with its range takes its place; rule 2 is
+	// replaced by itself widened into rule 1's old range.
+	apply(nil, []uint32{1})
+	apply([]Entry{{Slot: 6, ID: 6, Cond: rule.ExactLength(abc, 3)}}, nil)
+	apply([]Entry{{Slot: 7, ID: 2, Cond: ranged(4, 19)}}, []uint32{2})
+	if _, err := s.Plan([]Entry{{Slot: 8, ID: 8, Cond: ranged(19, 19)}}, nil); err == nil {
+		t.Error("a rule inside rule 2's widened range is taken")
+	}
+	// Five variants of one condition overflow its index node.
+	_, err = s.Plan([]Entry{{Slot: 8, ID: 8, Cond: ranged(40, 40)}}, nil)
+	if want := "5 conditions at offset 0 of 3 bytes collide in one index bucket; the limit is 4"; err == nil || err.Error() != want {
+		t.Errorf("a fifth variant: %v; want %q", err, want)
 	}
 }
 

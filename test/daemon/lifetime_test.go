@@ -186,8 +186,9 @@ func TestDaemonKilled(t *testing.T) {
 	if got, err := santadtest.Ask(q, pkttest.DNSQuery(0, pkttest.Name(100000)), 200*time.Millisecond); err == nil {
 		t.Errorf("the kernel answers a rule of the killed transaction: %x", got)
 	}
-	// The restarted santad runs the data plane and changes it.
-	late := rule.Rule{Condition: rule.Condition{Pattern: []byte("late")},
+	// The restarted santad runs the data plane and changes it. The rule has
+	// a length condition, which the restarts below must keep.
+	late := rule.Rule{Condition: rule.ExactLength(rule.Condition{Pattern: []byte("late")}, 4),
 		Processors: []rule.Processor{rule.Put(0, []byte("LATE"))}, ReplyLen: 4}
 	lateID, err := c.AddRules(s, []rule.Rule{late})
 	if err != nil {
@@ -218,6 +219,9 @@ func TestDaemonKilled(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkState(t, e.client(t), s, want)
+	if got, err := santadtest.Ask(q, []byte("late!"), 200*time.Millisecond); err == nil {
+		t.Errorf("after the restarts the kernel answers a request longer than the rule's length: %q", got)
+	}
 }
 
 // checkState checks that service s is the only one and holds exactly want:

@@ -114,7 +114,7 @@ func TestBadMessages(t *testing.T) {
 
 func encode(t *testing.T, body protocol.Body) []byte {
 	t.Helper()
-	msg, err := protocol.Encode(1, body)
+	msg, err := protocol.Encode(1, 1, body)
 	if err != nil {
 		t.Fatal(err)
 	}

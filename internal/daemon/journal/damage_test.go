@@ -82,9 +82,9 @@ func TestDamage(t *testing.T) {
 		{"a frame's length, one more", setLen(3, func(n uint32) uint32 { return n + 1 }), starts[3], 3, crcFails},
 		{"a frame's length, one less", setLen(3, func(n uint32) uint32 { return n - 1 }), starts[3], 3, crcFails},
 		{"a frame's length, past the end of the file", setLen(3, func(n uint32) uint32 { return n + 1<<20 }), starts[3], 3,
-			"more than the 223 left in the file, and they are not the start of one record"},
+			"more than the 228 left in the file, and they are not the start of one record"},
 		{"the last frame's length, past the end of the file", setLen(6, func(n uint32) uint32 { return n + 1 }), starts[6], 6,
-			"its frame says 78 bytes, more than the 77 left in the file, and they are not the start of one record"},
+			"its frame says 80 bytes, more than the 79 left in the file, and they are not the start of one record"},
 		{"a frame's length, zero", setLen(1, func(uint32) uint32 { return 0 }), starts[1], 1, "a record length of 0 (1 to 1073741824)"},
 		{"a frame of zeros", func(b []byte) []byte { clear(b[starts[2] : starts[2]+frameLen]); return b }, starts[2], 2,
 			"a frame of zeros, and bytes other than zeros after it"},
@@ -106,7 +106,7 @@ func TestDamage(t *testing.T) {
 		{"an empty file", func(b []byte) []byte { return b[:0] }, 0, 0, "the file ends inside the header, after 0 of its 8 bytes"},
 		{"a header cut short", func(b []byte) []byte { return b[:5] }, 0, 0, "the file ends inside the header, after 5 of its 8 bytes"},
 		{"another file's header", flip(1), 0, 0, `not a santad journal: it starts "S^TJ", not "SNTJ"`},
-		{"another version", func(b []byte) []byte { b[4] = 2; return b }, 0, 0, "version 2 of the journal; this santad reads version 1"},
+		{"another version", func(b []byte) []byte { b[4] = 3; return b }, 0, 0, "version 3 of the journal; this santad reads versions 1 and 2"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			damaged := c.damage(bytes.Clone(orig))

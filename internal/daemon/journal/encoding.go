@@ -12,6 +12,8 @@ import (
 
 // The payload encoding of records (docs/operations.md, "The journal").
 // Integers are little-endian; byte strings are a u16 length and the bytes.
+// A rule of version 2 has a flags byte after its processor count; bit 0:
+// its length condition, min and max u16, follows.
 
 var le = binary.LittleEndian
 
@@ -73,11 +75,21 @@ func (e *encoder) batch(id model.ServiceID, b model.Batch) {
 	}
 }
 
+// ruleFlagLength is bit 0 of a rule's flags: its length condition follows.
+const ruleFlagLength = 1
+
 func (e *encoder) rule(r rule.Rule) {
 	e.u16(r.Condition.Offset)
 	e.bytes16(r.Condition.Pattern)
 	e.u16(r.ReplyLen)
 	e.u8(uint8(len(r.Processors)))
+	if r.Condition.HasLength() {
+		e.u8(ruleFlagLength)
+		e.u16(r.Condition.MinLen)
+		e.u16(r.Condition.MaxLen)
+	} else {
+		e.u8(0)
+	}
 	for _, p := range r.Processors {
 		e.u8(uint8(p.Kind))
 		switch p.Kind {
@@ -95,7 +107,10 @@ func (e *encoder) rule(r rule.Rule) {
 // RuleSize is the bytes a rule and its id take in a batch record, so that
 // the daemon can tell how large a snapshot of its state would be.
 func RuleSize(r rule.Rule) int64 {
-	n := 4 + 2 + 2 + len(r.Condition.Pattern) + 2 + 1
+	n := 4 + 2 + 2 + len(r.Condition.Pattern) + 2 + 1 + 1
+	if r.Condition.HasLength() {
+		n += 4
+	}
 	for _, p := range r.Processors {
 		n++
 		if p.Kind == rule.ProcessorPut {
@@ -140,6 +155,7 @@ var errShort = errors.New("record ends inside a field")
 // decoder reads fields of a payload; after the first error every read
 // yields zeros. Byte strings alias the payload, which the caller keeps.
 type decoder struct {
+	v   uint32 // the journal's version
 	b   []byte
 	err error
 }
@@ -193,7 +209,8 @@ func (d *decoder) attach() *Service {
 	return s
 }
 
-// minRuleLen is the smallest encoded rule with its id.
+// minRuleLen is the smallest encoded rule with its id (in version 1;
+// version 2 adds a flags byte).
 const minRuleLen = 4 + 2 + 2 + 2 + 1
 
 func (d *decoder) batch() (model.ServiceID, model.Batch) {
@@ -223,6 +240,15 @@ func (d *decoder) rule() rule.Rule {
 	r.Condition.Pattern = d.bytes16()
 	r.ReplyLen = d.u16()
 	r.Processors = make([]rule.Processor, d.u8())
+	if d.v >= version {
+		switch flags := d.u8(); flags {
+		case 0:
+		case ruleFlagLength:
+			r.Condition.MinLen, r.Condition.MaxLen = d.u16(), d.u16()
+		default:
+			d.fail(fmt.Errorf("rule flags %#x", flags))
+		}
+	}
 	for i := range r.Processors {
 		p := &r.Processors[i]
 		p.Kind = rule.ProcessorKind(d.u8())

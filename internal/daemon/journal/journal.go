@@ -46,6 +46,7 @@ import (
 	"hash/crc32"
 	"io"
 	"iter"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -58,8 +59,12 @@ import (
 const FileName = "journal"
 
 const (
-	magic    = 0x4a544e53 // the bytes "SNTJ"
-	version  = 1
+	magic = 0x4a544e53 // the bytes "SNTJ"
+	// version is the journal this santad writes: 2, whose rules carry a
+	// flags byte and their length condition. It reads version 1 too (what
+	// santad wrote before length conditions), and rewrites it at Open.
+	version  = 2
+	version1 = 1
 	headLen  = 8       // magic, version
 	frameLen = 8       // payload length, CRC-32C of the payload
 	maxLen   = 1 << 30 // a payload longer than this is corruption
@@ -131,7 +136,15 @@ func open(f *os.File) (*Journal, Replayed, error) {
 	if _, err := f.Seek(r.good, io.SeekStart); err != nil {
 		return nil, rep, fmt.Errorf("reading journal: %w", err)
 	}
-	return &Journal{path: f.Name(), f: f, size: r.good}, rep, nil
+	j := &Journal{path: f.Name(), f: f, size: r.good}
+	// Records of this version cannot go after an older one's: the journal
+	// is rewritten in this version first, whole, as Compact does.
+	if r.version != version {
+		if err := j.Compact(maps.Values(rep.Services)); err != nil {
+			return nil, rep, fmt.Errorf("rewriting journal version %d as version %d: %w", r.version, version, err)
+		}
+	}
+	return j, rep, nil
 }
 
 // Size is the journal's length in bytes.

@@ -16,6 +16,7 @@ type replayed struct {
 	size    int64  // the file's length
 	good    int64  // the offset after the last good record
 	records int    // good records
+	version uint32 // the file's, which its rules are encoded in
 	torn    string // what follows them, if anything: a torn end (damage.go)
 }
 
@@ -51,8 +52,10 @@ func replay(f *os.File, services map[model.ServiceID]*Service) (replayed, error)
 	if m := le.Uint32(head); m != magic {
 		return rep, corrupt(0, "not a santad journal: it starts %q, not %q", head[:4], le.AppendUint32(nil, magic))
 	}
-	if v := le.Uint32(head[4:]); v != version {
-		return rep, corrupt(0, "version %d of the journal; this santad reads version %d", v, version)
+	if v := le.Uint32(head[4:]); v != version && v != version1 {
+		return rep, corrupt(0, "version %d of the journal; this santad reads versions %d and %d", v, version1, version)
+	} else {
+		rep.version = v
 	}
 	rep.good = headLen
 	for rep.good < rep.size {
@@ -82,7 +85,7 @@ func replay(f *os.File, services map[model.ServiceID]*Service) (replayed, error)
 			if err != nil {
 				return rep, err
 			}
-			if !cutShort(start) {
+			if !cutShort(start, rep.version) {
 				return rep, corrupt(rep.good, "its frame says %d bytes, more than the %d left in the file, and they are not the start of one record",
 					n, len(start))
 			}
@@ -96,7 +99,7 @@ func replay(f *os.File, services map[model.ServiceID]*Service) (replayed, error)
 		if crc32.Checksum(payload, castagnoli) != sum {
 			return rep, corrupt(rep.good, "its CRC-32C does not match")
 		}
-		change, err := decode(payload)
+		change, err := decode(payload, rep.version)
 		if err != nil {
 			return rep, corrupt(rep.good, "its CRC-32C matches but it does not decode: %v", err)
 		}
@@ -110,11 +113,11 @@ func replay(f *os.File, services map[model.ServiceID]*Service) (replayed, error)
 // decode reads a record's payload and returns the change it makes. A
 // record that names a service or rule that is not there changes what it
 // can: replay must restore as much as the journal holds.
-func decode(payload []byte) (func(map[model.ServiceID]*Service), error) {
+func decode(payload []byte, v uint32) (func(map[model.ServiceID]*Service), error) {
 	if len(payload) == 0 {
 		return nil, errShort
 	}
-	d := decoder{b: payload[1:]}
+	d := decoder{v: v, b: payload[1:]}
 	var change func(map[model.ServiceID]*Service)
 	switch payload[0] {
 	case kindAttach:
@@ -155,7 +158,7 @@ func decode(payload []byte) (func(map[model.ServiceID]*Service), error) {
 // cutShort reports whether p is the start of one record that goes on past
 // it: the payload's own fields say where a record ends, whatever its
 // frame's length says.
-func cutShort(p []byte) bool {
-	_, err := decode(p)
+func cutShort(p []byte, v uint32) bool {
+	_, err := decode(p, v)
 	return errors.Is(err, errShort)
 }

@@ -14,7 +14,7 @@ const batchRoom = protocol.MaxMessage - protocol.HeaderLen - 3*4
 
 // replaceSize is what a replacement takes in a batch; addSize a rule to
 // add, which has no id. Both come from the protocol's own encoding.
-func replaceSize(e client.RuleEntry) int { return protocol.RuleEntrySize(&e) }
+func replaceSize(e client.RuleEntry) int { return protocol.RuleEntrySize(protocol.Version2, &e) }
 func addSize(r rule.Rule) int            { return replaceSize(client.RuleEntry{Rule: r}) - 4 }
 
 // fitting is how many of the first items fit one batch: at least one.

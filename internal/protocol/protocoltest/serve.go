@@ -19,9 +19,11 @@ type Handler func(req protocol.Body, fds []int) protocol.Body
 
 // Serve listens on a unixpacket socket in a temporary directory of t until
 // the test ends, and returns its path. Each connection's requests are
-// answered one at a time by handle, in the version its HELLO reply agreed
-// on; a request that does not decode gets its decoding error. With lock, handle and the reply's encoding run under
-// it: a fake's reply may share state that the next request changes.
+// answered one at a time by handle; a request that does not decode gets
+// its decoding error. A reply is in the version of its request, but for a
+// HELLO reply, which is in the version it names, as santad's. With lock,
+// handle and the reply's encoding run under it: a fake's reply may share
+// state that the next request changes.
 func Serve(t testing.TB, lock sync.Locker, handle Handler) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "santa.sock")
@@ -49,14 +51,13 @@ func answer(conn *net.UnixConn, lock sync.Locker, handle Handler) {
 	defer conn.Close()
 	buf := make([]byte, protocol.MaxMessage)
 	oob := make([]byte, unix.CmsgSpace(4*4))
-	version := uint16(protocol.Version) // what the handler's HELLO reply agreed on
 	for {
 		n, oobn, _, _, err := conn.ReadMsgUnix(buf, oob)
 		if err != nil || n == 0 {
 			return
 		}
 		fds := receivedFDs(oob[:oobn])
-		h, req, err := protocol.DecodeVersion(buf[:n], version)
+		h, req, err := protocol.Decode(buf[:n])
 		lock.Lock()
 		var reply protocol.Body
 		if err != nil {
@@ -64,10 +65,11 @@ func answer(conn *net.UnixConn, lock sync.Locker, handle Handler) {
 		} else {
 			reply = handle(req, fds)
 		}
-		msg, err := protocol.EncodeVersion(h.Seq, version, reply)
-		if hello, ok := reply.(*protocol.HelloReply); ok {
-			version = hello.Version
+		v := h.Version
+		if hr, ok := reply.(*protocol.HelloReply); ok {
+			v = hr.Version
 		}
+		msg, err := protocol.Encode(v, h.Seq, reply)
 		lock.Unlock()
 		for _, fd := range fds {
 			unix.Close(fd)

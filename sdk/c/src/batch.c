@@ -19,12 +19,12 @@ struct batch {
 	size_t n;
 };
 
-static size_t item_size(const struct batch *b, size_t i)
+static size_t item_size(const struct santa_client *c, const struct batch *b, size_t i)
 {
 	size_t n = b->type == SANTA_ADD_RULES ? 0 : 4;
 
 	if (b->type != SANTA_DELETE_RULES)
-		n += santa_rule_wire_size(b->rules[i]);
+		n += santa_rule_wire_size(b->rules[i], c->info.version);
 	return n;
 }
 
@@ -47,8 +47,13 @@ static int batch_check(struct santa_client *c, const struct batch *b, bool *one)
 				return santa_err_local(c, b->rules[i]->err, (uint32_t)i,
 						 "rule %zu was not built: %s", i,
 						 santa_strerror(b->rules[i]->err));
+			if (b->rules[i]->flags && c->info.version < 2)
+				return santa_err_local(c, -EINVAL, (uint32_t)i,
+						 "rule %zu has a length condition, which needs protocol "
+						 "version 2; santad speaks version %u",
+						 i, c->info.version);
 		}
-		size = item_size(b, i);
+		size = item_size(c, b, i);
 		if (size > SANTA_MSG_MAX - SANTA_BATCH_HDR_LEN)
 			return santa_err_local(c, -EMSGSIZE, (uint32_t)i,
 					 "rule %zu takes %zu bytes; a message holds at most %d", i,
@@ -75,9 +80,9 @@ static int batch_send(struct santa_client *c, const struct batch *b, uint32_t tx
 		uint32_t count;
 		int err;
 
-		while (end < b->n && size + item_size(b, end) <= SANTA_MSG_MAX &&
+		while (end < b->n && size + item_size(c, b, end) <= SANTA_MSG_MAX &&
 		       end - start < UINT32_MAX)
-			size += item_size(b, end++);
+			size += item_size(c, b, end++);
 		count = (uint32_t)(end - start);
 		req.u.batch.service_id = b->service_id;
 		req.u.batch.txn = txn;

@@ -167,6 +167,9 @@ int santa_call(struct santa_client *c, struct santa_msg *req, int pass_fd,
 		return santa_err_local(c, -ENOTCONN, SANTA_NO_INDEX,
 				 "the connection to santad is broken; connect again");
 	req->seq = ++c->seq;
+	/* HELLO goes in version 1, which every santad reads; the rest in the
+	 * version it agreed on. */
+	req->version = req->type == SANTA_HELLO ? SANTA_PROTOCOL_VERSION_MIN : c->info.version;
 	n = santa_msg_encode(req, c->buf, SANTA_MSG_MAX);
 	if (n < 0)
 		return santa_err_local(c, n, SANTA_NO_INDEX, "encoding %s: %s",
@@ -188,6 +191,13 @@ int santa_call(struct santa_client *c, struct santa_msg *req, int pass_fd,
 		santa_msg_release(rep);
 		return santa_err_local(c, -EPROTO, SANTA_NO_INDEX, "reply seq %u, want %u", rep->seq,
 				 req->seq);
+	}
+	/* Every reply is in the agreed version (HELLO's: santa_client_from_fd). */
+	if (req->type != SANTA_HELLO && rep->version != req->version) {
+		c->broken = true;
+		santa_msg_release(rep);
+		return santa_err_local(c, -EPROTO, SANTA_NO_INDEX, "reply to %s in version %u",
+				 santa_msg_type_name(req->type), rep->version);
 	}
 	if (rep->type == SANTA_ERROR) {
 		err = err_daemon(c, rep);
@@ -239,16 +249,23 @@ int santa_client_from_fd(int fd, const char *name, struct santa_client **out)
 	c->fd = fd;
 	santa_err_clear(c);
 
-	req.u.hello.min_version = SANTA_PROTOCOL_VERSION;
+	req.u.hello.min_version = SANTA_PROTOCOL_VERSION_MIN;
 	req.u.hello.max_version = SANTA_PROTOCOL_VERSION;
 	req.u.hello.client.ptr = (const uint8_t *)name;
 	req.u.hello.client.len = (uint16_t)nlen;
 	err = santa_call(c, &req, -1, &rep);
 	if (err)
 		goto fail;
-	if (rep.u.hello_reply.version != SANTA_PROTOCOL_VERSION) {
+	if (rep.u.hello_reply.version < SANTA_PROTOCOL_VERSION_MIN ||
+	    rep.u.hello_reply.version > SANTA_PROTOCOL_VERSION) {
 		santa_msg_release(&rep);
 		err = -EPROTONOSUPPORT;
+		goto fail;
+	}
+	if (rep.version != rep.u.hello_reply.version) { /* the first message in it */
+		santa_msg_release(&rep);
+		err = santa_err_local(c, -EPROTO, SANTA_NO_INDEX, "HELLO reply in version %u agrees on %u",
+				      rep.version, rep.u.hello_reply.version);
 		goto fail;
 	}
 	d = &rep.u.hello_reply.daemon;

@@ -35,6 +35,12 @@ enum santa_field_kind {
 	SANTA_F_VARIANT, /* the u8 member as a kind byte, a reserved zero byte,
 			  * then the fields of arms[kind] (a kind without arm is
 			  * EINVAL) */
+	SANTA_F_BITS,    /* the u8 member as flags: each set bit i is followed
+			  * by the fields of arms[i], in bit order; a bit without
+			  * arm is EINVAL, and so is a set bit whose fields are
+			  * all 0 (it would say nothing: one encoding per body) */
+	SANTA_F_VERSIONS, /* `fields`, on the same member, only in messages of
+			   * versions `since` to `until` */
 };
 
 /* An array of a list's items: the member pointing to it, one item's C size
@@ -51,9 +57,10 @@ struct santa_field {
 	uint16_t max;                          /* STR16 */
 	uint16_t min, item_min;                /* COUNT */
 	uint16_t len_off;                      /* BYTES16 */
+	uint16_t since, until;                 /* VERSIONS */
 	struct santa_column cols[2];           /* ITEMS */
-	const struct santa_field *fields;      /* STRUCT, RULE */
-	const struct santa_field *const *arms; /* VARIANT, by kind */
+	const struct santa_field *fields;      /* STRUCT, RULE, VERSIONS */
+	const struct santa_field *const *arms; /* VARIANT by kind, BITS by bit */
 	size_t narms;
 };
 

@@ -22,10 +22,16 @@ struct santa_proc {
 	uint8_t *data; /* put */
 };
 
+/* A rule's flags on the wire (version 2). */
+enum santa_rule_flag {
+	SANTA_RULE_LENGTH = 1, /* min_len and max_len follow */
+};
+
 struct santa_rule {
 	uint16_t cond_off;
 	uint16_t reply_len;
-	uint8_t flags; /* 0 on the wire and in every rule the library makes */
+	uint8_t flags;             /* enum santa_rule_flag: what follows on the wire */
+	uint16_t min_len, max_len; /* SANTA_RULE_LENGTH: the request's length */
 	uint16_t pattern_len;
 	uint8_t *pattern;
 	size_t nproc, cap;
@@ -84,6 +90,7 @@ struct santa_wire_iface {
  * decoded buffer and allocates lists, released by santa_msg_release().
  */
 struct santa_msg {
+	uint16_t version; /* of the body, in the header: 1 or 2 */
 	uint16_t type;
 	uint32_t seq;
 	union {
@@ -149,15 +156,17 @@ struct santa_msg {
 
 SANTA_HIDDEN const char *santa_msg_type_name(uint16_t type); /* NULL if unknown */
 SANTA_HIDDEN bool santa_msg_type_valid(uint16_t type);
-SANTA_HIDDEN size_t santa_rule_wire_size(const struct santa_rule *r);
-/* Encodes m into buf[0..cap) (cap is capped at SANTA_MSG_MAX): the message
- * length, or -EMSGSIZE, -EINVAL (a field the wire cannot carry). */
+SANTA_HIDDEN size_t santa_rule_wire_size(const struct santa_rule *r, uint16_t version);
+/* Encodes m, in version m->version, into buf[0..cap) (cap is capped at
+ * SANTA_MSG_MAX): the message length, or -EMSGSIZE, -EINVAL (a field the
+ * wire, or that version, cannot carry). */
 SANTA_HIDDEN int santa_msg_encode(const struct santa_msg *m, uint8_t *buf, size_t cap);
 /* Sets the header's length field of the message in buf (the tests use it to
  * cut or grow an encoded message with a consistent header). */
 SANTA_HIDDEN void santa_msg_set_length(uint8_t *buf, uint32_t len);
-/* Decodes one datagram: 0, or -EMSGSIZE, -EPROTO (header), -EBADMSG (body),
- * -EINVAL (a flag, kind or reserved field), -ENOMEM.  On success release m. */
+/* Decodes one datagram, in the version its header names: 0, or -EMSGSIZE,
+ * -EPROTO (header), -EBADMSG (body), -EINVAL (a flag, kind or reserved
+ * field), -ENOMEM.  On success release m. */
 SANTA_HIDDEN int santa_msg_decode(const uint8_t *buf, size_t len, struct santa_msg *m);
 /* Frees what decoding allocated, its rules too: those are read-only, never
  * for santa_rule__free() or a builder (santa_rule__clone() keeps one). */

@@ -36,6 +36,10 @@
 #define COL(T, m, f) { offsetof(T, m), sizeof(*((T *)0)->m), (f) }
 #define VARIANT(T, m, arms_) \
 	{ .kind = SANTA_F_VARIANT, AT(T, m), .arms = (arms_), .narms = sizeof(arms_) / sizeof(arms_[0]) }
+#define BITS(T, m, arms_) \
+	{ .kind = SANTA_F_BITS, .width = 1, AT(T, m), .arms = (arms_), .narms = sizeof(arms_) / sizeof(arms_[0]) }
+/* Fields f in messages of versions lo to hi only. */
+#define VERSIONS(lo, hi, f) { .kind = SANTA_F_VERSIONS, .since = (lo), .until = (hi), .fields = (f) }
 #define END { .kind = SANTA_F_END }
 /* Fields in wire order: a body, a processor. */
 #define FIELDS(...) ((const struct santa_field[]){ __VA_ARGS__, END })
@@ -58,12 +62,20 @@ static const struct santa_field proc_fields[] = {
 	END,
 };
 
+/* What each bit of a rule's flags (version 2) brings after them. */
+static const struct santa_field *const rule_flag_fields[] = {
+	[0] = FIELDS(U16(struct santa_rule, min_len), /* SANTA_RULE_LENGTH */
+		     U16(struct santa_rule, max_len)),
+};
+
 const struct santa_field santa_rule_fields[] = {
 	U16(struct santa_rule, cond_off),
 	BYTES16(struct santa_rule, pattern, pattern_len),
 	U16(struct santa_rule, reply_len),
 	COUNT(struct santa_rule, nproc, 1, 0, MIN_PROC_LEN),
-	ZERO(struct santa_rule, flags), /* reserved */
+	/* version 1 has no flags: a rule with a length condition cannot go */
+	VERSIONS(1, 1, FIELDS(ZERO(struct santa_rule, flags))),
+	VERSIONS(2, 2, FIELDS(BITS(struct santa_rule, flags, rule_flag_fields))),
 	ITEMS(struct santa_rule, nproc, COL(struct santa_rule, procs, proc_fields)),
 	END,
 };

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
-/* Rules: a condition {cond_off, pattern}, ordered processors, a reply length. */
+/* Rules: a condition {cond_off, pattern, length range}, ordered processors,
+ * a reply length. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -109,6 +110,8 @@ struct santa_rule *santa_rule__clone(const struct santa_rule *rule)
 	if (!r)
 		return NULL;
 	r->flags = rule->flags;
+	r->min_len = rule->min_len;
+	r->max_len = rule->max_len;
 	r->err = rule->err;
 	for (i = 0; i < rule->nproc; i++) {
 		const struct santa_proc *p = &rule->procs[i];
@@ -121,6 +124,27 @@ struct santa_rule *santa_rule__clone(const struct santa_rule *rule)
 		}
 	}
 	return r;
+}
+
+int santa_rule__set_length(struct santa_rule *rule, uint16_t min_len, uint16_t max_len)
+{
+	if (!rule)
+		return -EINVAL;
+	rule->min_len = min_len;
+	rule->max_len = max_len;
+	rule->flags = min_len || max_len ? SANTA_RULE_LENGTH : 0;
+	return 0;
+}
+
+int santa_rule__length(const struct santa_rule *rule, uint16_t *min_len, uint16_t *max_len)
+{
+	if (!rule)
+		return -EINVAL;
+	if (min_len)
+		*min_len = rule->min_len;
+	if (max_len)
+		*max_len = rule->max_len;
+	return rule->flags & SANTA_RULE_LENGTH ? 1 : 0;
 }
 
 void santa_rule__free(struct santa_rule *rule)

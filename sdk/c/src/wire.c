@@ -6,6 +6,8 @@
  * every read is bounded by what is left of the datagram, a count is checked
  * against the bytes left before anything is allocated, and a body must end
  * exactly.  Encoding refuses what decoding would refuse, with the same errno.
+ * A body is in the version its header names, which decides the fields of
+ * SANTA_F_VERSIONS.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -107,7 +109,25 @@ static bool uint_bad(const struct santa_field *f, uint64_t v)
 	uint64_t max = f->kind == SANTA_F_FLAG ? 1 : f->kind == SANTA_F_ZERO ? 0 :
 		       UINT64_MAX >> (64 - 8 * f->width);
 
+	if (f->kind == SANTA_F_BITS)
+		max = (1u << f->narms) - 1; /* a bit without arm is unknown */
 	return v > max || (f->kind == SANTA_F_COUNT && v < f->min);
+}
+
+/* Whether the integer members fields describe in base are all 0: what a
+ * set bit of SANTA_F_BITS must never bring. */
+static bool all_zero(const struct santa_field *f, const void *base)
+{
+	for (; f->kind != SANTA_F_END; f++)
+		if (f->kind == SANTA_F_UINT && load((const uint8_t *)base + f->off, f->size))
+			return false;
+	return true;
+}
+
+/* Whether field f is in a message of version v. */
+static bool in_version(const struct santa_field *f, uint16_t v)
+{
+	return v >= f->since && v <= f->until;
 }
 
 /* ---- encoder ---- */
@@ -116,6 +136,7 @@ struct wbuf {
 	uint8_t *p; /* NULL: only measure */
 	size_t len, cap;
 	int err;
+	uint16_t version; /* of the message */
 };
 
 static void w_fail(struct wbuf *w, int err)
@@ -205,6 +226,22 @@ static void encode_fields(struct wbuf *w, const struct santa_field *f, const voi
 			else
 				encode_fields(w, f->arms[*at], base);
 			break;
+		case SANTA_F_BITS:
+			if (uint_bad(f, *at))
+				w_fail(w, -EINVAL);
+			w_put(w, NULL, *at, 1);
+			for (i = 0; i < f->narms && !w->err; i++) {
+				if (!(*at & 1u << i))
+					continue;
+				if (all_zero(f->arms[i], base))
+					w_fail(w, -EINVAL);
+				encode_fields(w, f->arms[i], base);
+			}
+			break;
+		case SANTA_F_VERSIONS:
+			if (in_version(f, w->version))
+				encode_fields(w, f->fields, base);
+			break;
 		}
 	}
 }
@@ -225,7 +262,7 @@ struct rbuf {
 	const uint8_t *p;
 	size_t left;
 	int err;
-	struct santa_msg *m;
+	struct santa_msg *m; /* m->version: the body's */
 };
 
 static void r_fail(struct rbuf *r, int err)
@@ -360,6 +397,25 @@ static void decode_fields(struct rbuf *r, const struct santa_field *f, void *bas
 			*at = (uint8_t)v;
 			decode_fields(r, f->arms[v], base);
 			break;
+		case SANTA_F_BITS:
+			v = r_uint(r, 1);
+			if (!r->err && uint_bad(f, v))
+				r_fail(r, -EINVAL); /* and what follows is unknown: stop here */
+			if (r->err)
+				break;
+			*at = (uint8_t)v;
+			for (i = 0; i < f->narms && !r->err; i++) {
+				if (!(v & 1u << i))
+					continue;
+				decode_fields(r, f->arms[i], base);
+				if (!r->err && all_zero(f->arms[i], base))
+					r_fail(r, -EINVAL);
+			}
+			break;
+		case SANTA_F_VERSIONS:
+			if (in_version(f, r->m->version))
+				decode_fields(r, f->fields, base);
+			break;
 		}
 	}
 }
@@ -390,9 +446,9 @@ static const struct santa_field *body(uint16_t type)
 	return type & SANTA_REPLY ? d->reply : d->request;
 }
 
-size_t santa_rule_wire_size(const struct santa_rule *r)
+size_t santa_rule_wire_size(const struct santa_rule *r, uint16_t version)
 {
-	struct wbuf w = { .cap = SIZE_MAX };
+	struct wbuf w = { .cap = SIZE_MAX, .version = version };
 
 	encode_fields(&w, santa_rule_fields, r);
 	return w.len;
@@ -407,12 +463,14 @@ void santa_msg_set_length(uint8_t *buf, uint32_t len)
 
 int santa_msg_encode(const struct santa_msg *m, uint8_t *buf, size_t cap)
 {
-	struct wbuf w = { .p = buf, .cap = cap < SANTA_MSG_MAX ? cap : SANTA_MSG_MAX };
+	struct wbuf w = { .p = buf, .cap = cap < SANTA_MSG_MAX ? cap : SANTA_MSG_MAX,
+			  .version = m->version };
 
-	if (!santa_msg_type_valid(m->type))
+	if (!santa_msg_type_valid(m->type) || m->version < SANTA_PROTOCOL_VERSION_MIN ||
+	    m->version > SANTA_PROTOCOL_VERSION)
 		return -EINVAL;
 	w_put(&w, NULL, SANTA_MAGIC, 4);
-	w_put(&w, NULL, SANTA_PROTOCOL_VERSION, 2);
+	w_put(&w, NULL, m->version, 2);
 	w_put(&w, NULL, m->type, 2);
 	w_put(&w, NULL, 0, 4); /* length, known at the end */
 	w_put(&w, NULL, m->seq, 4);
@@ -428,18 +486,18 @@ int santa_msg_encode(const struct santa_msg *m, uint8_t *buf, size_t cap)
 static int r_header(struct rbuf *r, size_t len, struct santa_msg *m)
 {
 	uint32_t magic, length;
-	uint16_t version;
 
 	if (len > SANTA_MSG_MAX)
 		return -EMSGSIZE;
 	if (len < SANTA_HDR_LEN)
 		return -EPROTO;
 	magic = (uint32_t)r_uint(r, 4);
-	version = (uint16_t)r_uint(r, 2);
+	m->version = (uint16_t)r_uint(r, 2);
 	m->type = (uint16_t)r_uint(r, 2);
 	length = (uint32_t)r_uint(r, 4);
 	m->seq = (uint32_t)r_uint(r, 4);
-	if (magic != SANTA_MAGIC || version != SANTA_PROTOCOL_VERSION)
+	if (magic != SANTA_MAGIC || m->version < SANTA_PROTOCOL_VERSION_MIN ||
+	    m->version > SANTA_PROTOCOL_VERSION)
 		return -EPROTO;
 	if (length > SANTA_MSG_MAX)
 		return -EMSGSIZE;

@@ -50,12 +50,14 @@ struct conn {
 	struct fake_daemon *d;
 	int fd;
 	bool hello;
+	uint16_t version; /* what HELLO agreed on */
 	struct ucred cred;
 	struct ftxn txns[MAX_TXNS];
 };
 
 struct fake_daemon {
 	pthread_mutex_t lock;
+	uint16_t newest; /* the newest protocol version it speaks */
 	uint32_t page_max;
 	uint64_t hits;
 	struct fservice services[MAX_SERVICES];
@@ -127,10 +129,15 @@ static struct frule *find_rule(struct fservice *s, uint32_t id)
 	return NULL;
 }
 
+/* Whether one request could match both: the same offset and pattern, and
+ * length ranges (max 0: no bound) that share a length, as santad refuses. */
 static bool same_condition(const struct santa_rule *a, const struct santa_rule *b)
 {
+	uint16_t lo = a->min_len > b->min_len ? a->min_len : b->min_len;
+
 	return a->cond_off == b->cond_off && a->pattern_len == b->pattern_len &&
-	       !memcmp(a->pattern, b->pattern, a->pattern_len);
+	       !memcmp(a->pattern, b->pattern, a->pattern_len) &&
+	       (!a->max_len || lo <= a->max_len) && (!b->max_len || lo <= b->max_len);
 }
 
 /* The limit checks the tests rely on (rules.md): pattern 1..256 bytes. */
@@ -457,13 +464,17 @@ static void handle(struct conn *c, const struct santa_msg *q, int *fds, int nfd,
 		return;
 	}
 	switch (type) {
-	case SANTA_HELLO:
-		if (q->u.hello.min_version > 1 || q->u.hello.max_version < 1) {
-			error_reply(r, EPROTONOSUPPORT, SANTA_NO_INDEX, "this daemon speaks version 1 only");
+	case SANTA_HELLO: {
+		uint16_t v = q->u.hello.max_version < d->newest ? q->u.hello.max_version : d->newest;
+
+		if (v < q->u.hello.min_version || v < 1) {
+			error_reply(r, EPROTONOSUPPORT, SANTA_NO_INDEX, "this daemon speaks versions 1 to %u",
+				    d->newest);
 			return;
 		}
 		c->hello = true;
-		r->m.u.hello_reply.version = 1;
+		c->version = v;
+		r->m.u.hello_reply.version = v;
 		r->m.u.hello_reply.uid = c->cred.uid;
 		r->m.u.hello_reply.gid = c->cred.gid;
 		r->m.u.hello_reply.pid = (uint32_t)c->cred.pid;
@@ -473,6 +484,7 @@ static void handle(struct conn *c, const struct santa_msg *q, int *fds, int nfd,
 		r->m.u.hello_reply.daemon.ptr = (const uint8_t *)"fake-santad 0.1";
 		r->m.u.hello_reply.daemon.len = 15;
 		return;
+	}
 	case SANTA_ATTACH:
 		if (q->u.attach.flags) {
 			error_reply(r, EINVAL, SANTA_NO_INDEX, "flags is %u; it must be 0",
@@ -660,8 +672,15 @@ static void *serve(void *arg)
 		} else {
 			handle(c, &q, fds, nfd, r, bufs);
 			r->m.seq = q.seq;
+			r->m.version = q.version;
 			santa_msg_release(&q);
 		}
+		/* In the version HELLO agreed on, its reply the first; before it, in
+		 * the request's, or 1 if that is unknown. */
+		if (c->hello)
+			r->m.version = c->version;
+		else if (!r->m.version)
+			r->m.version = 1;
 		pthread_mutex_unlock(&d->lock);
 		for (k = 0; k < nfd; k++)
 			close(fds[k]); /* santad keeps no copy */
@@ -775,6 +794,7 @@ struct fake_daemon *fake_new(uint32_t page_max, uint64_t hits_per_rule)
 	if (!d)
 		return NULL;
 	pthread_mutex_init(&d->lock, NULL);
+	d->newest = SANTA_PROTOCOL_VERSION;
 	d->page_max = page_max ? page_max : 1000;
 	d->hits = hits_per_rule;
 	d->next_service = 1;
@@ -783,6 +803,13 @@ struct fake_daemon *fake_new(uint32_t page_max, uint64_t hits_per_rule)
 	d->listen_fd = -1;
 	d->stop_pipe[0] = d->stop_pipe[1] = -1;
 	return d;
+}
+
+void fake_speak_v1(struct fake_daemon *d)
+{
+	pthread_mutex_lock(&d->lock);
+	d->newest = 1;
+	pthread_mutex_unlock(&d->lock);
 }
 
 struct fake_stats fake_stats(struct fake_daemon *d)

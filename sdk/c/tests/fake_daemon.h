@@ -1,6 +1,6 @@
 /*
- * An in-memory santad for the tests: it speaks protocol version 1 with the
- * library's own codec (so the request decoder is exercised too), keeps
+ * An in-memory santad for the tests: it speaks protocol versions 1 and 2
+ * (or 1 only: fake_speak_v1) with the library's own codec (so the request decoder is exercised too), keeps
  * services, rules and transactions, and checks what santad checks that the
  * tests need (ownership aside).  It answers no packets: rule hits are
  * `hits_per_rule` for every rule.
@@ -31,6 +31,8 @@ struct fake_daemon *fake_new(uint32_t page_max, uint64_t hits_per_rule);
 int fake_serve(struct fake_daemon *d, int fd);
 /* Serves every connection to a new socket at path, in threads. */
 int fake_listen(struct fake_daemon *d, const char *path);
+/* From now on HELLO agrees on version 1 at most, as an older santad. */
+void fake_speak_v1(struct fake_daemon *d);
 struct fake_stats fake_stats(struct fake_daemon *d);
 size_t fake_rule_count(struct fake_daemon *d);
 /* Whether some service holds a rule with this id. */

@@ -159,7 +159,11 @@ static bool same_rule(const struct santa_rule *a, const struct santa_rule *b)
 	struct santa_processor x, y;
 	size_t la, lb, i;
 	const void *pa = santa_rule__pattern(a, &la), *pb = santa_rule__pattern(b, &lb);
+	uint16_t mina, maxa, minb, maxb;
 
+	if (santa_rule__length(a, &mina, &maxa) != santa_rule__length(b, &minb, &maxb) ||
+	    mina != minb || maxa != maxb)
+		return false;
 	if (santa_rule__cond_off(a) != santa_rule__cond_off(b) || la != lb || memcmp(pa, pb, la) ||
 	    santa_rule__reply_len(a) != santa_rule__reply_len(b) ||
 	    santa_rule__processor_cnt(a) != santa_rule__processor_cnt(b))
@@ -363,6 +367,22 @@ static void test_delete(uint32_t id, const char *req)
 	step("delete: rule %u gone, its request reaches the application", id);
 }
 
+/* A rule for requests of exactly 6 bytes: one byte more or less passes. */
+static void test_length(void)
+{
+	struct santa_rule *exact = rule("len?", "LEN!");
+	uint32_t id;
+
+	ok(santa_rule__set_length(exact, 6, 6), "set length");
+	ok(santa_add_rule(c, sid, exact, &id), "add (length)");
+	hold(id, exact);
+	answers(id, "len?xx", "LEN!");
+	app_receives("len?xxx");
+	app_receives("len?x");
+	step("length: rule %u answers its length in the kernel, one byte more or less reaches the application",
+	     id);
+}
+
 struct listing {
 	size_t n;
 	uint32_t last;
@@ -509,6 +529,7 @@ int main(int argc, char **argv)
 	test_batch(batch);
 	test_txn(batch[0]);
 	test_delete(batch[1], "b1");
+	test_length();
 	test_list();
 	test_stats();
 	test_services_status();

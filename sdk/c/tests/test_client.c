@@ -97,7 +97,7 @@ static void test_connect(void)
 	err = santa_client__connect(path, "test_client", &c);
 	CHECK(err == 0, "connect: %s", santa_strerror(err));
 	info = santa_client__info(c);
-	CHECK(info && info->version == 1, "version %u", info ? info->version : 0);
+	CHECK(info && info->version == SANTA_PROTOCOL_VERSION, "version %u", info ? info->version : 0);
 	CHECK(info && info->uid == getuid() && info->gid == getgid() && info->pid == (uint32_t)getpid(),
 	      "credentials %u/%u/%u", info ? info->uid : 0, info ? info->gid : 0, info ? info->pid : 0);
 	CHECK(info && !strcmp(info->daemon, "fake-santad 0.1"), "daemon %s", info ? info->daemon : "");
@@ -251,6 +251,58 @@ static void test_listing1(void)
 	santa_rule__free(r2);
 	santa_client__free(c);
 	close(fd);
+	fake_free(d);
+}
+
+/* ---- a length condition: version 2 carries it, version 1 cannot ---- */
+
+static int first_length(uint32_t id, const struct santa_rule *rule, void *ctx)
+{
+	uint16_t *len = ctx;
+
+	(void)id;
+	return santa_rule__length(rule, &len[0], &len[1]) == 1 ? 1 : 2;
+}
+
+static void test_length(void)
+{
+	struct fake_daemon *d = fake_new(0, 0);
+	struct santa_client *c = pair_client(d);
+	struct santa_rule *r = listing1(), *plain = listing1(), *clone;
+	const struct santa_error *e;
+	struct santa_service svc;
+	uint16_t got[2] = { 0, 0 }, port;
+	int fd = udp_socket(&port), fd2 = udp_socket(&port), err;
+
+	CHECK(santa_rule__length(r, &got[0], &got[1]) == 0 && !got[0] && !got[1], "no length at first");
+	CHECK_OK(santa_rule__set_length(r, 5, 5));
+	clone = santa_rule__clone(r);
+	CHECK(santa_rule__length(clone, &got[0], &got[1]) == 1 && got[0] == 5 && got[1] == 5,
+	      "clone's length %u-%u", got[0], got[1]);
+	santa_rule__free(clone);
+	CHECK_OK(santa_attach(c, fd, &svc));
+	CHECK_OK(santa_add_rule(c, svc.service_id, r, NULL));
+	got[0] = got[1] = 0;
+	err = santa_list_rules(c, svc.service_id, first_length, got);
+	CHECK(err == 1 && got[0] == 5 && got[1] == 5, "listed with length %u-%u (%d)", got[0], got[1], err);
+	santa_client__free(c);
+
+	fake_speak_v1(d);
+	c = pair_client(d);
+	e = santa_client__last_error(c);
+	CHECK(santa_client__info(c)->version == 1, "an old santad agrees on %u", santa_client__info(c)->version);
+	CHECK_OK(santa_attach(c, fd2, &svc));
+	err = santa_add_rule(c, svc.service_id, r, NULL);
+	CHECK(err == -EINVAL && e->index == 0 && !e->from_daemon &&
+	      !strcmp(e->message, "rule 0 has a length condition, which needs protocol version 2; "
+				  "santad speaks version 1"), "length at version 1: %d %s", err, e->message);
+	CHECK_OK(santa_add_rule(c, svc.service_id, plain, NULL));
+
+	santa_rule__free(r);
+	santa_rule__free(plain);
+	santa_client__free(c);
+	close(fd);
+	close(fd2);
 	fake_free(d);
 }
 
@@ -555,7 +607,8 @@ enum canned {
 	ERROR_EPROTO,  /* the daemon gives up on us */
 	HANG_UP,
 	STUCK_PAGE,    /* RULE_STATS whose next does not advance */
-	HELLO_V2,      /* a HELLO reply with version 2 */
+	HELLO_V3,      /* a HELLO reply with version 3 */
+	WRONG_VERSION, /* a reply in version 1 on a connection of version 2 */
 	HELLO_ERROR,   /* HELLO refused */
 	SEND_FD,       /* a reply that carries an fd */
 };
@@ -601,8 +654,10 @@ static void *canned_serve(void *arg)
 		memset(&m, 0, sizeof(m));
 		m.type = type | SANTA_REPLY;
 		m.seq = q.seq;
+		m.version = s->what == WRONG_VERSION ? 1 : q.version;
 		if (type == SANTA_HELLO) {
-			m.u.hello_reply.version = s->what == HELLO_V2 ? 2 : 1;
+			m.u.hello_reply.version = s->what == HELLO_V3 ? 3 : 2;
+			m.version = s->what == HELLO_V3 ? 1 : 2; /* the first message in it */
 			if (s->what == HELLO_ERROR) {
 				m.type = SANTA_ERROR;
 				m.u.error.code = EPROTONOSUPPORT;
@@ -672,6 +727,7 @@ static void test_bad_daemon(void)
 		{ ERROR_EPROTO, -EPROTO, -ENOTCONN },
 		{ HANG_UP, -ECONNRESET, -ENOTCONN },
 		{ SEND_FD, 0, 0 },
+		{ WRONG_VERSION, -EPROTO, -ENOTCONN },
 	};
 	struct santa_rule_counters *counters = NULL;
 	struct santa_service_stats st;
@@ -708,9 +764,9 @@ static void test_bad_daemon(void)
 	CHECK(err == -EPROTO && !counters, "stuck pages: %d", err);
 	canned_done(c, &s, t);
 
-	s.what = HELLO_V2;
+	s.what = HELLO_V3;
 	c = canned_client(&s, &t, &err);
-	CHECK(err == -EPROTONOSUPPORT && !c, "HELLO version 2: %d", err);
+	CHECK(err == -EPROTONOSUPPORT && !c, "HELLO version 3: %d", err);
 	pthread_join(t, NULL);
 	close(s.fd);
 
@@ -726,6 +782,7 @@ int main(void)
 	test_connect();
 	test_attach();
 	test_listing1();
+	test_length();
 	test_errors();
 	test_big_batch();
 	test_txn();

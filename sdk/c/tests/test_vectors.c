@@ -220,6 +220,10 @@ static struct santa_rule *build_rule(const struct json *j, const char *what)
 		memcpy(r->pattern, pat.ptr, pat.len);
 	r->reply_len = (uint16_t)u(&o, "reply_len", UINT16_MAX);
 	r->flags = (uint8_t)u(&o, "flags", UINT8_MAX);
+	if (r->flags & SANTA_RULE_LENGTH) {
+		r->min_len = (uint16_t)u(&o, "min_len", UINT16_MAX);
+		r->max_len = (uint16_t)u(&o, "max_len", UINT16_MAX);
+	}
 	procs = list(&o, "processors");
 	for (i = 0; procs && o.ok && i < procs->n; i++) {
 		struct obj po = obj_open(&procs->items[i], "processor");
@@ -523,6 +527,7 @@ static bool build(const struct json *j, struct santa_msg *m)
 	uint16_t t;
 
 	memset(m, 0, sizeof(*m));
+	m->version = (uint16_t)u(&o, "version", UINT16_MAX);
 	m->seq = (uint32_t)u(&o, "seq", UINT32_MAX);
 	if (!o.ok)
 		return false;
@@ -579,6 +584,8 @@ static bool rule_eq(const struct santa_rule *w, const struct santa_rule *g)
 	EQ(cond_off);
 	EQ(reply_len);
 	EQ(flags);
+	EQ(min_len);
+	EQ(max_len);
 	EQ(nproc);
 	if (!mem_eq("pattern", w->pattern, w->pattern_len, g->pattern, g->pattern_len))
 		return false;
@@ -626,6 +633,7 @@ static bool msg_eq(const struct santa_msg *w, const struct santa_msg *g)
 {
 	uint32_t i;
 
+	EQ(version);
 	EQ(type);
 	EQ(seq);
 	if (w->type == SANTA_ERROR) {
@@ -946,8 +954,9 @@ int main(int argc, char **argv)
 	vname = path;
 	vectors = json_get(doc, "vectors");
 	invalid = json_get(doc, "invalid");
-	if (!json_uint(json_get(doc, "protocol_version"), 1000, &version) || version != 1)
-		fail("protocol_version is not 1");
+	if (!json_uint(json_get(doc, "protocol_version"), 1000, &version) ||
+	    version != SANTA_PROTOCOL_VERSION)
+		fail("protocol_version is not %d", SANTA_PROTOCOL_VERSION);
 	if (!vectors || vectors->type != JSON_ARRAY || !vectors->n)
 		fail("no vectors");
 	if (!invalid || invalid->type != JSON_ARRAY || !invalid->n)

@@ -44,7 +44,7 @@ from .messages import (
     StatusReply,
     StatusRequest,
 )
-from .protocol import HEADER_SIZE, MAX_MESSAGE, VERSION, decode, encode
+from .protocol import HEADER_SIZE, MAX_MESSAGE, MIN_VERSION, VERSION, decode, encode
 from .rules import RULE, Rule
 from .wire import U32, Struct
 
@@ -70,13 +70,18 @@ class Client:
         client owns from now on."""
         self._sock = sock
         self._seq = 0
+        # HELLO goes in version 1, which every santad reads; its reply, and
+        # every message after it, in the version it agreed on.
+        self.version = MIN_VERSION
         try:
-            self.hello: HelloReply = self._call(HelloRequest(VERSION, VERSION, name), HelloReply)
-            if self.hello.version != VERSION:
+            self.hello: HelloReply = self._call(HelloRequest(MIN_VERSION, VERSION, name), HelloReply)
+            if not MIN_VERSION <= self.hello.version <= VERSION:
                 raise SantaError(
                     errno.EPROTONOSUPPORT, NO_INDEX,
-                    f"santad agreed on version {self.hello.version}; this SDK speaks {VERSION}",
+                    f"santad agreed on version {self.hello.version}; "
+                    f"this SDK speaks {MIN_VERSION} to {VERSION}",
                 )
+            self.version = self.hello.version
         except BaseException:
             sock.close()
             raise
@@ -152,7 +157,7 @@ class Client:
 
     def _call(self, body: object, reply_type: type[R], fds: Sequence[int] = ()) -> R:
         self._seq = (self._seq + 1) & 0xFFFFFFFF
-        data = encode(self._seq, body)
+        data = encode(self._seq, body, self.version)
         if fds:
             socket.send_fds(self._sock, [data], list(fds))
         else:
@@ -170,6 +175,14 @@ class Client:
         if header.seq != self._seq:
             raise SantaError(
                 errno.EPROTO, NO_INDEX, f"reply to seq {header.seq}; expected {self._seq}"
+            )
+        # Every reply is in the agreed version, HELLO's the first; a HELLO
+        # agreeing on a version this SDK lacks is refused by the caller.
+        agreed = reply.version if isinstance(reply, HelloReply) else self.version
+        if header.version != agreed and MIN_VERSION <= agreed <= VERSION:
+            raise SantaError(
+                errno.EPROTO, NO_INDEX,
+                f"{type(reply).__name__} in version {header.version}; the connection speaks {agreed}",
             )
         if not isinstance(reply, reply_type):
             raise SantaError(

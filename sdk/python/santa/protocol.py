@@ -9,10 +9,14 @@ from typing import Any
 
 from .errors import NO_INDEX, SantaError
 from .messages import BODIES, KIND_OF, MsgType
-from .wire import Reader
+from .wire import Out, Reader
 
 MAGIC = 0x41544E53  # b"SNTA" read as a little-endian u32
-VERSION = 1
+#: Protocol versions this SDK speaks: 2 adds a rule's length condition. A
+#: message's header names the version its body is in; HELLO, which every
+#: santad reads in version 1, agrees on one per connection.
+MIN_VERSION = 1
+VERSION = 2  # the newest
 HEADER_SIZE = 16
 MAX_MESSAGE = 131072
 REPLY_BIT = 0x8000
@@ -22,24 +26,30 @@ _HEADER = struct.Struct("<IHHII")
 
 @dataclass(frozen=True)
 class Header:
+    version: int
     type: MsgType
     reply: bool
     length: int
     seq: int
 
 
-def encode(seq: int, body: object) -> bytes:
-    """The whole message carrying `body`; its class names the message type."""
+def encode(seq: int, body: object, version: int = MIN_VERSION) -> bytes:
+    """The whole message carrying `body`, in protocol `version`; its class
+    names the message type."""
     try:
         msg_type, reply, codec = KIND_OF[type(body)]
     except KeyError:
         raise TypeError(f"{type(body).__name__} is not a message body") from None
-    out = bytearray(HEADER_SIZE)
+    if not MIN_VERSION <= version <= VERSION:
+        raise SantaError(
+            errno.EINVAL, NO_INDEX, f"version {version}; this SDK speaks {MIN_VERSION} to {VERSION}"
+        )
+    out = Out(version, HEADER_SIZE)
     codec.write(out, body)
     _check_size(len(out), "the message")
     wire_type = msg_type | REPLY_BIT if reply else msg_type
     try:
-        _HEADER.pack_into(out, 0, MAGIC, VERSION, wire_type, len(out), seq)
+        _HEADER.pack_into(out, 0, MAGIC, version, wire_type, len(out), seq)
     except struct.error:
         raise SantaError(errno.EINVAL, NO_INDEX, f"seq {seq!r} does not fit in a u32") from None
     return bytes(out)
@@ -53,8 +63,11 @@ def decode(data: bytes | memoryview) -> tuple[Header, Any]:
     magic, version, wire_type, length, seq = _HEADER.unpack_from(data)
     if magic != MAGIC:
         raise SantaError(errno.EPROTO, NO_INDEX, f"bad magic {magic:#010x}")
-    if version != VERSION:
-        raise SantaError(errno.EPROTO, NO_INDEX, f"protocol version {version}, not {VERSION}")
+    if not MIN_VERSION <= version <= VERSION:
+        raise SantaError(
+            errno.EPROTO, NO_INDEX,
+            f"protocol version {version}; this SDK speaks {MIN_VERSION} to {VERSION}",
+        )
     _check_size(length, "the header's length")
     if length != len(data):
         raise SantaError(
@@ -62,10 +75,10 @@ def decode(data: bytes | memoryview) -> tuple[Header, Any]:
         )
     msg_type, reply = _split_type(wire_type)
     _, _, codec = KIND_OF[BODIES[msg_type, reply]]
-    r = Reader(memoryview(data)[HEADER_SIZE:])
+    r = Reader(memoryview(data)[HEADER_SIZE:], version)
     body = codec.read(r)
     r.finish()
-    return Header(msg_type, reply, length, seq), body
+    return Header(version, msg_type, reply, length, seq), body
 
 
 def _check_size(size: int, what: str) -> None:

@@ -7,11 +7,11 @@ limit in its error, so the limits live in one place.
 from __future__ import annotations
 
 import errno
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace, replace
 from typing import Union
 
 from .errors import NO_INDEX, SantaError
-from .wire import BYTES16, U8, U16, Codec, ListOf, Reader
+from .wire import BYTES16, U8, U16, Codec, ListOf, Out, Reader
 
 PUT = 1
 COPY = 2
@@ -40,24 +40,38 @@ Processor = Union[Put, Copy]
 @dataclass(frozen=True)
 class Rule:
     """When the request holds `pattern` at `cond_off`, answer with a
-    `reply_len`-byte reply built by `processors`, in order."""
+    `reply_len`-byte reply built by `processors`, in order.
+
+    With a length condition (protocol version 2) only requests whose payload
+    length L is at least `min_len` and, unless `max_len` is 0, at most
+    `max_len` match: without it the pattern is a prefix, and a request with
+    more bytes after it matches too. Exactly n bytes: min_len = max_len = n."""
 
     cond_off: int
     pattern: bytes
     reply_len: int
     processors: list[Processor] = field(default_factory=list)
-    flags: int = 0
+    min_len: int = 0
+    max_len: int = 0
 
     @classmethod
     def on(cls, pattern: bytes, reply: bytes, offset: int = 0) -> Rule:
         """The paper's Listing 1: `pattern` at `offset` is answered by `reply`."""
         return cls(offset, pattern, len(reply), [Put(0, reply)])
 
+    @property
+    def has_length(self) -> bool:
+        return bool(self.min_len or self.max_len)
+
+    def exact_length(self, n: int) -> Rule:
+        """This rule for requests of exactly `n` payload bytes."""
+        return replace(self, min_len=n, max_len=n)
+
 
 class _ProcessorCodec(Codec[Processor]):
     min_size = 6  # an empty put: kind, reserved, dst, a zero length
 
-    def write(self, out: bytearray, value: Processor) -> None:
+    def write(self, out: Out, value: Processor) -> None:
         if isinstance(value, Put):
             out += bytes((PUT, 0))
             U16.write(out, value.dst)
@@ -87,18 +101,34 @@ class _ProcessorCodec(Codec[Processor]):
 PROCESSORS = ListOf(_ProcessorCodec(), U8)
 
 
+#: Bit 0 of a rule's flags (version 2): min_len and max_len follow.
+FLAG_LENGTH = 1
+
+
 class _RuleCodec(Codec[Rule]):
     """Hand-written rather than a Struct: `nproc` sits between `reply_len`
-    and `flags`, away from the processors it counts."""
+    and `flags`, away from the processors it counts, and the flags say what
+    follows them. Version 1 has no flags (0): a length condition cannot go."""
 
     min_size = 8
 
-    def write(self, out: bytearray, value: Rule) -> None:
+    def write(self, out: Out, value: Rule) -> None:
+        if value.has_length and out.version < 2:
+            raise SantaError(
+                errno.EINVAL, NO_INDEX,
+                "a length condition needs protocol version 2; "
+                f"this connection speaks version {out.version}",
+            )
         U16.write(out, value.cond_off)
         BYTES16.write(out, value.pattern)
         U16.write(out, value.reply_len)
         U8.write(out, len(value.processors))
-        U8.write(out, value.flags)
+        if value.has_length:
+            U8.write(out, FLAG_LENGTH)
+            U16.write(out, value.min_len)
+            U16.write(out, value.max_len)
+        else:
+            U8.write(out, 0)
         PROCESSORS.write_items(out, value.processors)
 
     def read(self, r: Reader) -> Rule:
@@ -107,12 +137,25 @@ class _RuleCodec(Codec[Rule]):
         reply_len = U16.read(r)
         nproc = U8.read(r)
         flags = U8.read(r)
-        if flags != 0:
-            raise SantaError(errno.EINVAL, NO_INDEX, f"rule flags are {flags}, not 0")
-        return Rule(cond_off, pattern, reply_len, PROCESSORS.read_items(r, nproc), flags)
+        known = FLAG_LENGTH if r.version >= 2 else 0
+        if flags & ~known:
+            raise SantaError(
+                errno.EINVAL, NO_INDEX,
+                f"rule flags are {flags:#x}; version {r.version} defines {known:#x}",
+            )
+        min_len = max_len = 0
+        if flags & FLAG_LENGTH:
+            min_len, max_len = U16.read(r), U16.read(r)
+            if not (min_len or max_len):  # one encoding per rule: that is flag 0
+                raise SantaError(
+                    errno.EINVAL, NO_INDEX, "a length condition of min_len 0 and max_len 0"
+                )
+        processors = PROCESSORS.read_items(r, nproc)
+        return Rule(cond_off, pattern, reply_len, processors, min_len, max_len)
 
     def size(self, value: Rule) -> int:
-        return 8 + len(value.pattern) + PROCESSORS.items_size(value.processors)
+        length = 4 if value.has_length else 0
+        return 8 + length + len(value.pattern) + PROCESSORS.items_size(value.processors)
 
 
 RULE = _RuleCodec()

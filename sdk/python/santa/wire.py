@@ -22,12 +22,23 @@ T = TypeVar("T")
 D = TypeVar("D")
 
 
-class Reader:
-    """A cursor over one body that refuses to read past its end."""
+class Out(bytearray):
+    """The bytes of one message being written, and the protocol version its
+    body is in: what a structure that changed between versions asks."""
 
-    def __init__(self, data: bytes | memoryview) -> None:
+    def __init__(self, version: int, size: int = 0) -> None:
+        super().__init__(size)
+        self.version = version
+
+
+class Reader:
+    """A cursor over one body, in protocol version `version`, that refuses
+    to read past its end."""
+
+    def __init__(self, data: bytes | memoryview, version: int) -> None:
         self._data = memoryview(data)
         self._pos = 0
+        self.version = version
 
     @property
     def remaining(self) -> int:
@@ -57,11 +68,12 @@ class Reader:
 
 
 class Codec(Generic[T]):
-    """Writes, reads and sizes values of one wire type."""
+    """Writes, reads and sizes values of one wire type. A size is the same in
+    every version that can carry the value."""
 
     min_size: int
 
-    def write(self, out: bytearray, value: T) -> None:
+    def write(self, out: Out, value: T) -> None:
         raise NotImplementedError
 
     def read(self, r: Reader) -> T:
@@ -77,7 +89,7 @@ class Int(Codec[int]):
         self._name = name
         self.min_size = self._st.size
 
-    def write(self, out: bytearray, value: int) -> None:
+    def write(self, out: Out, value: int) -> None:
         try:
             out += self._st.pack(value)
         except struct.error:
@@ -104,7 +116,7 @@ class Bytes16(Codec[bytes]):
 
     min_size = 2
 
-    def write(self, out: bytearray, value: bytes) -> None:
+    def write(self, out: Out, value: bytes) -> None:
         U16.write(out, len(value))
         out += value
 
@@ -133,7 +145,7 @@ class String16(Codec[str]):
                 f"a text of {len(raw)} bytes; the limit is {self._limit}",
             )
 
-    def write(self, out: bytearray, value: str) -> None:
+    def write(self, out: Out, value: str) -> None:
         raw = value.encode()
         self._check(raw)
         BYTES16.write(out, raw)
@@ -156,7 +168,7 @@ class Fixed(Codec[bytes]):
     def __init__(self, n: int) -> None:
         self.min_size = n
 
-    def write(self, out: bytearray, value: bytes) -> None:
+    def write(self, out: Out, value: bytes) -> None:
         if len(value) != self.min_size:
             raise SantaError(
                 errno.EINVAL, NO_INDEX, f"{len(value)} bytes where {self.min_size} belong"
@@ -175,7 +187,7 @@ class Flag(Codec[int]):
 
     min_size = 1
 
-    def write(self, out: bytearray, value: int) -> None:
+    def write(self, out: Out, value: int) -> None:
         U8.write(out, self._check(value))
 
     def read(self, r: Reader) -> int:
@@ -206,7 +218,7 @@ class ListOf(Codec[list[T]]):
         self._min_count = min_count
         self.min_size = count.min_size + min_count * item.min_size
 
-    def write(self, out: bytearray, value: list[T]) -> None:
+    def write(self, out: Out, value: list[T]) -> None:
         self._count.write(out, len(value))
         self.write_items(out, value)
 
@@ -216,7 +228,7 @@ class ListOf(Codec[list[T]]):
     def size(self, value: list[T]) -> int:
         return self._count.min_size + self.items_size(value)
 
-    def write_items(self, out: bytearray, value: list[T]) -> None:
+    def write_items(self, out: Out, value: list[T]) -> None:
         self._check_count(len(value))
         i = 0
         try:
@@ -264,7 +276,7 @@ class Struct(Codec[D]):
         ]
         self.min_size = sum(c.min_size for _, c in self._fields)
 
-    def write(self, out: bytearray, value: D) -> None:
+    def write(self, out: Out, value: D) -> None:
         for name, codec in self._fields:
             codec.write(out, getattr(value, name))
 
@@ -287,7 +299,7 @@ class PageOf(Codec[D]):
         self._next, self._list = (f.name for f in dataclasses.fields(cls))  # type: ignore[arg-type]
         self._items = ListOf(item)
 
-    def write(self, out: bytearray, value: D) -> None:
+    def write(self, out: Out, value: D) -> None:
         items = getattr(value, self._list)
         U32.write(out, len(items))
         U32.write(out, getattr(value, self._next))

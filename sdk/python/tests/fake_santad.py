@@ -25,7 +25,7 @@ from santa.messages import (
     RuleStatsRequest, ServiceStatsReply, ServiceStatsRequest, StatusReply,
     StatusRequest,
 )
-from santa.protocol import MAX_MESSAGE
+from santa.protocol import MAX_MESSAGE, VERSION
 
 SO_COOKIE = 57
 PAGE = 2  # rules per LIST_RULES / RULE_STATS page, so paging is exercised
@@ -45,8 +45,8 @@ class Refused(Exception):
 
 
 class FakeSanta:
-    def __init__(self, version: int = 1, hits: int = 0) -> None:
-        self.version = version
+    def __init__(self, version: int = VERSION, hits: int = 0) -> None:
+        self.version = version  # the newest it speaks; HELLO agrees on at most it
         self.hits = hits  # what RULE_STATS reports for every rule
         self.requests: list[Any] = []  # every request body, in arrival order
         self.cookies: list[int] = []  # SO_COOKIE of every attached fd
@@ -115,14 +115,19 @@ class FakeSanta:
                     reply = self.handle(body, fds)
                 except Refused as e:
                     reply = e.reply
-                conn.send(encode(header.seq, reply))
+                # In the request's version, but HELLO's reply: in the agreed one.
+                version = reply.version if isinstance(reply, HelloReply) else header.version
+                conn.send(encode(header.seq, reply, version))
 
     # Requests.
 
     def handle(self, body: Any, fds: list[int]) -> Any:
         match body:
-            case HelloRequest():
-                return HelloReply(self.version, 1000, 1000, 1, 0, 0, 0, "fake santad")
+            case HelloRequest(min_version=lo, max_version=hi):
+                agreed = min(hi, self.version)
+                if agreed < max(lo, 1):
+                    raise Refused(errno.EPROTONOSUPPORT, f"this fake speaks versions 1 to {self.version}")
+                return HelloReply(agreed, 1000, 1000, 1, 0, 0, 0, "fake santad")
             case AttachRequest():
                 return self._attach(fds)
             case DetachRequest(service_id=sid):

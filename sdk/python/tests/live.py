@@ -142,6 +142,16 @@ def run(path: str) -> None:
         check(status.rules >= 7 and any(i.name == "lo" for i in status.interfaces), f"status {status}")
         step(f"services and status: {status.daemon}, {status.rules} rules on the host")
 
+        check(c.version == 2, f"HELLO agreed on version {c.version}")
+        exact = Rule.on(b"len?", b"LEN!").exact_length(6)
+        length = c.add_rule(sid, exact)
+        peer.kernel_answers(b"len?xx", b"LEN!")
+        peer.app_receives(b"len?xxx")
+        peer.app_receives(b"len?x")
+        listed = {e.rule_id: e.rule for e in c.rules(sid)}
+        check(listed[length] == exact, f"rule {length} reads back {listed[length]}")
+        step("length: the rule's length answered by the kernel, one byte more or less by the application")
+
         refused(errno.EEXIST, lambda: c.attach(peer.app))
         refused(errno.ENOENT, lambda: c.delete_rules(sid, [0xFFFFFFF0]))
         step("errors: EEXIST for a second attach, ENOENT for an unknown rule")

@@ -39,8 +39,16 @@ class ClientTest(unittest.TestCase):
         return [r for r in self.fake.requests if isinstance(r, kind)]
 
     def test_hello(self) -> None:
-        self.assertEqual(self.fake.requests[0], HelloRequest(1, 1, "test"))
+        self.assertEqual(self.fake.requests[0], HelloRequest(1, 2, "test"))
         self.assertEqual(self.client.hello.daemon, "fake santad")
+        self.assertEqual((self.client.hello.version, self.client.version), (2, 2))
+
+    def test_length_condition(self) -> None:
+        rule = Rule.on(b"Hello", reply=b"COMSYS").exact_length(5)
+        self.assertEqual((rule.min_len, rule.max_len, rule.has_length), (5, 5, True))
+        ranged = Rule(0, b"Hi", 1, [], min_len=3)
+        ids = self.client.add_rules(self.sid, [rule, ranged])
+        self.assertEqual(list(self.client.rules(self.sid)), [RuleEntry(ids[0], rule), RuleEntry(ids[1], ranged)])
 
     def test_attach_passes_the_socket_itself(self) -> None:
         (service,) = self.client.services()
@@ -161,16 +169,36 @@ class ConnectTest(unittest.TestCase):
                     self.assertEqual(client.status().daemon, "fake santad")
             finally:
                 fake.stop()
-        self.assertEqual(fake.requests[0], HelloRequest(1, 1, "by-path"))
+        self.assertEqual(fake.requests[0], HelloRequest(1, 2, "by-path"))
 
     def test_version_mismatch(self) -> None:
-        fake = FakeSanta(version=2)
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        fake.serve(theirs)
+        theirs.send(encode(1, HelloReply(3, 0, 0, 1, 1, 0, 0, "from the future")))
         with self.assertRaises(SantaError) as caught:
             Client(ours)
         self.assertEqual(caught.exception.code, errno.EPROTONOSUPPORT)
         self.assertEqual(ours.fileno(), -1)  # the client closed what it owned
+        theirs.close()
+
+    def test_version_1_daemon(self) -> None:
+        """An older santad is served in version 1, but a length condition,
+        which version 1 cannot carry, is refused before it is sent."""
+        fake = FakeSanta(version=1)
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        fake.serve(theirs)
+        udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        udp.bind(("127.0.0.1", 0))
+        with Client(ours) as client, udp:
+            self.assertEqual(client.version, 1)
+            sid = client.attach(udp).service_id
+            plain = Rule.on(b"Hello", b"COMSYS")
+            with self.assertRaises(SantaError) as caught:
+                client.add_rules(sid, [plain, plain.exact_length(5)])
+            e = caught.exception
+            self.assertEqual((e.code, e.index), (errno.EINVAL, 1))
+            self.assertIn("a length condition needs protocol version 2", e.message)
+            self.assertFalse(fake.requests[2:])  # HELLO, ATTACH: nothing sent
+            client.add_rule(sid, plain)
         fake.stop()
 
 
@@ -201,6 +229,11 @@ class ReplyCheckTest(unittest.TestCase):
     def test_error_without_a_seq(self) -> None:
         e = self.refused(encode(0, ErrorReply(errno.EPROTO, NO_INDEX, "bad magic")))
         self.assertEqual((e.code, e.message), (errno.EPROTO, "bad magic"))
+
+    def test_reply_in_another_version(self) -> None:
+        e = self.refused(encode(2, StatusReply("", 0, 0, 0, []), 2))
+        self.assertEqual(e.code, errno.EPROTO)
+        self.assertIn("in version 2; the connection speaks 1", e.message)
 
     def test_reply_shorter_than_its_header_says(self) -> None:
         cut = encode(2, StatusReply("", 0, 0, 0, []))[:-1]

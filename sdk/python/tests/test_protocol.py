@@ -80,11 +80,19 @@ class RoundTripTest(unittest.TestCase):
                 self.assertIs(BODIES[header.type, header.reply], type(body))
 
     def test_size_is_the_encoded_size(self) -> None:
-        # Batches are split by size(), so it must be exact.
+        # Batches are split by size(), so it must be exact, in either version.
         for body in EXAMPLES:
             with self.subTest(type(body).__name__):
                 codec = KIND_OF[type(body)][2]
                 self.assertEqual(codec.size(body), len(encode(1, body)) - 16)
+                self.assertEqual(codec.size(body), len(encode(1, body, 2)) - 16)
+        ranged = AddRulesRequest(7, 0, [HELLO.exact_length(5), Rule(1, b"x", 1, [], 3, 0)])
+        self.assertEqual(KIND_OF[AddRulesRequest][2].size(ranged), len(encode(1, ranged, 2)) - 16)
+
+    def test_length_condition_round_trip(self) -> None:
+        body = AddRulesRequest(7, 0, [HELLO.exact_length(5), Rule(1, b"x", 1, [], 3, 0), HELLO])
+        header, decoded = decode(encode(4, body, 2))
+        self.assertEqual((header.version, decoded), (2, body))
 
     def test_listing_1_bytes(self) -> None:
         data = encode(1, AddRulesRequest(7, 0, [HELLO]))
@@ -116,7 +124,8 @@ class RefusalTest(unittest.TestCase):
         good = encode(1, DetachRequest(7))
         self.refused(errno.EPROTO, good[:15])
         self.refused(errno.EPROTO, header(3, 20, magic=0x41544E54) + good[16:])
-        self.refused(errno.EPROTO, header(3, 20, version=2) + good[16:])
+        self.refused(errno.EPROTO, header(3, 20, version=0) + good[16:])
+        self.refused(errno.EPROTO, header(3, 20, version=3) + good[16:])
         self.refused(errno.EPROTO, header(3, 21) + good[16:])
         self.refused(errno.EPROTO, good + b"\x00")
 
@@ -172,6 +181,33 @@ class RefusalTest(unittest.TestCase):
                 with self.assertRaises(SantaError) as caught:
                     encode(1, body)
                 self.assertEqual(caught.exception.code, errno.EINVAL)
+
+    def test_length_condition_bytes(self) -> None:
+        """Version 2: nproc, flags 1, min_len and max_len, then the processors.
+        Version 1 cannot carry it: refused, naming the rule."""
+        data = encode(1, AddRulesRequest(7, 0, [HELLO.exact_length(9)]), 2)
+        self.assertEqual(data[4:6], b"\x02\x00")
+        self.assertEqual(
+            data[16 + 12 + 11 :],
+            b"\x01" + b"\x01" + b"\x09\x00\x09\x00" + b"\x01\x00" + b"\x00\x00" + b"\x06\x00COMSYS",
+        )
+        with self.assertRaises(SantaError) as caught:
+            encode(1, AddRulesRequest(7, 0, [HELLO, HELLO.exact_length(9)]), 1)
+        self.assertEqual((caught.exception.code, caught.exception.index), (errno.EINVAL, 1))
+
+    def test_rule_flags_by_version(self) -> None:
+        v2 = encode(1, AddRulesRequest(7, 0, [HELLO.exact_length(9)]), 2)
+        flags = 16 + 12 + 2 + 7 + 2 + 1
+        v1 = bytearray(v2)
+        v1[4] = 1  # the same bytes read as version 1: flags 1 is no flag there
+        self.refused(errno.EINVAL, bytes(v1))
+        for value in (2, 0x81):
+            bad = bytearray(v2)
+            bad[flags] = value
+            self.refused(errno.EINVAL, bytes(bad))
+        zero = bytearray(v2)
+        zero[flags + 1 : flags + 5] = bytes(4)  # min_len 0, max_len 0: no condition
+        self.refused(errno.EINVAL, bytes(zero))
 
     def test_error_index_names_the_rule(self) -> None:
         with self.assertRaises(SantaError) as caught:

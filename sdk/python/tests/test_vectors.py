@@ -3,7 +3,7 @@
 import errno
 import unittest
 
-from santa import SantaError, decode, encode, tcp
+from santa import VERSION, SantaError, decode, encode, tcp
 from santa.messages import MsgType
 
 from . import vectors
@@ -16,7 +16,7 @@ class VectorTest(unittest.TestCase):
         cls.data = vectors.load()
 
     def test_protocol_version(self) -> None:
-        self.assertEqual(self.data["protocol_version"], 1)
+        self.assertEqual(self.data["protocol_version"], VERSION)
 
     def test_constants(self) -> None:
         # santa_abi.h's constants that the SDK writes again: all of them,
@@ -30,11 +30,11 @@ class VectorTest(unittest.TestCase):
             with self.subTest(v["name"]):
                 msg = v["message"]
                 body = vectors.from_json(vectors.body_class(msg), msg["body"])
-                self.assertEqual(encode(msg["seq"], body).hex(), v["hex"])
+                self.assertEqual(encode(msg["seq"], body, msg["version"]).hex(), v["hex"])
                 header, decoded = decode(bytes.fromhex(v["hex"]))
                 self.assertEqual(
-                    (header.type, header.reply, header.seq),
-                    (MsgType[msg["type"]], msg["reply"], msg["seq"]),
+                    (header.version, header.type, header.reply, header.seq),
+                    (msg["version"], MsgType[msg["type"]], msg["reply"], msg["seq"]),
                 )
                 self.assertEqual(decoded, body)
 

@@ -58,13 +58,21 @@ def _value(tp: Any, v: Any) -> Any:
 
 
 def _rule(obj: dict[str, Any]) -> Rule:
-    _expect_keys(obj, ["cond_off", "pattern", "reply_len", "flags", "processors"], "rule")
+    """A rule; its flags are what the SDK writes for its length condition."""
+    keys = ["cond_off", "pattern", "reply_len", "flags", "processors"]
+    length = obj.get("flags") == 1
+    if length:
+        keys += ["min_len", "max_len"]
+    _expect_keys(obj, keys, "rule")
+    if obj["flags"] not in (0, 1):
+        raise KeyError(f"rule flags {obj['flags']!r}: the SDK knows bit 0 only")
     return Rule(
         _value(int, obj["cond_off"]),
         bytes.fromhex(obj["pattern"]),
         _value(int, obj["reply_len"]),
         [_processor(p) for p in obj["processors"]],
-        _value(int, obj["flags"]),
+        _value(int, obj["min_len"]) if length else 0,
+        _value(int, obj["max_len"]) if length else 0,
     )
 
 

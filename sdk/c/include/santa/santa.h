@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
 /*
- * libsanta: the C client of santad, protocol version 1 (docs/protocol.md).
+ * libsanta: the C client of santad, protocol versions 1 and 2
+ * (docs/protocol.md).
  *
  * Conventions, as in libbpf:
  *  - Objects are opaque; `object__method()` names act on one object.
@@ -28,7 +29,8 @@ extern "C" {
 #define SANTA_API __attribute__((visibility("default")))
 #endif
 
-#define SANTA_PROTOCOL_VERSION 1
+#define SANTA_PROTOCOL_VERSION 2     /* the newest version the library speaks */
+#define SANTA_PROTOCOL_VERSION_MIN 1 /* the oldest: a daemon of version 1 is served too */
 #define SANTA_DEFAULT_SOCKET "/run/santa/santa.sock"
 #define SANTA_MSG_MAX 131072       /* one message, header included */
 #define SANTA_NO_INDEX 0xffffffffu /* santa_error.index when no item is named */
@@ -38,7 +40,7 @@ struct santa_rule;
 
 /* What HELLO told us (santa_client__info). */
 struct santa_client_info {
-	uint16_t version;     /* protocol version agreed */
+	uint16_t version;     /* protocol version agreed: 2, or 1 with an older santad */
 	uint32_t uid, gid, pid; /* the peer credentials santad recorded */
 	uint8_t admin;        /* 1: may manage every service */
 	uint32_t quota_rules; /* 0 = unlimited */
@@ -141,6 +143,18 @@ SANTA_API int santa_rule__put(struct santa_rule *rule, uint16_t dst,
  * [src, src+len). */
 SANTA_API int santa_rule__copy(struct santa_rule *rule, uint16_t src,
 			       uint16_t len, uint16_t dst);
+/* Restricts the rule to requests whose payload length L is at least min_len
+ * and, unless max_len is 0, at most max_len: without it the pattern is a
+ * prefix, and a request with more bytes after it matches too.  Exactly n
+ * bytes: min_len = max_len = n; 0, 0 removes the condition.  It needs
+ * protocol version 2: with a santad of version 1, a batch holding such a
+ * rule fails with EINVAL before anything is sent. */
+SANTA_API int santa_rule__set_length(struct santa_rule *rule, uint16_t min_len,
+				     uint16_t max_len);
+/* The rule's length condition: 1 and its bounds, or 0 (and 0, 0) without
+ * one.  min_len, max_len may be NULL. */
+SANTA_API int santa_rule__length(const struct santa_rule *rule, uint16_t *min_len,
+				 uint16_t *max_len);
 SANTA_API struct santa_rule *santa_rule__clone(const struct santa_rule *rule);
 SANTA_API void santa_rule__free(struct santa_rule *rule);
 SANTA_API uint16_t santa_rule__cond_off(const struct santa_rule *rule);
