@@ -27,7 +27,7 @@ func NewQuery(name Name, qtype, qclass uint16) []byte {
 func Rule(query, reply []byte) rule.Rule {
 	cond := rule.Condition{Offset: 2, Pattern: bytes.Clone(query[2:])}
 	return rule.Rule{
-		Condition:  exactLength(cond, uint16(len(query))),
+		Condition:  rule.ExactLength(cond, uint16(len(query))),
 		Processors: []rule.Processor{rule.Put(2, reply[2:]), rule.Copy(0, 2, 0)},
 		ReplyLen:   uint16(len(reply)),
 	}
