@@ -7,8 +7,12 @@ GO       ?= go
 PKGS     := clang llvm libbpf-dev bpftool iproute2 ethtool gcc make pkg-config python3 python3-matplotlib \
             nginx-light curl wrk
 VMLINUX  := bpf/include/vmlinux.h
-# The real peers of the benchmarks (bench/dns, ...), not needed for tests.
-BENCH_PKGS := bind9 knot nsd dnsperf memcached nginx-light wrk python3-matplotlib
+# The DNS servers the offload agent's end-to-end tests start
+# (test/integration, internal/dnstest): BIND (rndc), Knot (knotc), NSD
+# (nsd-control).
+TEST_PKGS  := bind9 knot nsd
+# The real peers of the benchmarks (bench/dns, ...).
+BENCH_PKGS := $(TEST_PKGS) dnsperf memcached nginx-light wrk python3-matplotlib
 
 # bpf2go's loaders (a .go and its .o each), one generate step per package,
 # each from its own sources: the data plane's from bpf/, the test
@@ -25,23 +29,26 @@ GEN := $(DATAPLANE_GEN) $(XDPPASS_GEN) $(DROPONCE_GEN) $(INDEXHOME_GEN) $(BENCHG
 # Runs the //go:generate lines of the target's package.
 BPF2GO = $(GO) generate ./$(@D)/
 
-.PHONY: setup bench-deps build test fuzz bench report demo clean
+.PHONY: setup test-deps bench-deps build test fuzz bench report demo clean
+
+# Installs those of the Debian packages $(1) that are missing.
+install-missing = @missing=$$(for p in $(1); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
+	fi
 
 # Idempotent: installs only missing Debian packages, then Go modules.
 setup:
-	@missing=$$(for p in $(PKGS); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
-	if [ -n "$$missing" ]; then \
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
-	fi
+	$(call install-missing,$(PKGS))
 	$(GO) mod download
 
-# The benchmark peers; their Debian services are not started (no systemd
-# here) and each benchmark runs its own instances in the rig.
+# The tests' and the benchmarks' peers; their Debian services are not
+# started (no systemd here) and each test or benchmark runs its own
+# instances in network namespaces.
+test-deps:
+	$(call install-missing,$(TEST_PKGS))
 bench-deps:
-	@missing=$$(for p in $(BENCH_PKGS); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
-	if [ -n "$$missing" ]; then \
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
-	fi
+	$(call install-missing,$(BENCH_PKGS))
 
 # CO-RE: compiled once against the running kernel's BTF.
 $(VMLINUX):
@@ -64,7 +71,7 @@ build: setup $(GEN)
 	$(GO) build ./...
 	$(GO) vet ./...
 
-test: build
+test: build test-deps
 	$(GO) test -count=1 -timeout 30m ./...
 	python3 -m unittest discover -s sdk/python/tests -t sdk/python
 	/usr/bin/python3 -m unittest discover -s bench/report
