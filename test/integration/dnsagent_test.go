@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"iter"
 	"log/slog"
+	"net"
 	"net/netip"
 	"strings"
 	"sync"
@@ -119,11 +121,18 @@ func startAgentRig(t *testing.T, k dnstest.Kind, suffix string) *agentRig {
 func (a *agentRig) capture(t *testing.T, addr netip.Addr) []dnsload.Expect {
 	t.Helper()
 	conn, err := dnsload.Dial(a.r.cli, netip.AddrPortFrom(addr, 53))
+	return a.captureOn(t, conn, err, 4)
+}
+
+// captureOn captures every form's reply over conn (dialled with err),
+// asking each tries times, and closes it.
+func (a *agentRig) captureOn(t *testing.T, conn *net.UDPConn, err error, tries int) []dnsload.Expect {
+	t.Helper()
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	table, err := dnsload.Capture(conn, a.forms, 4)
+	table, err := dnsload.Capture(conn, a.forms, tries)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -286,23 +295,35 @@ func (a *agentRig) steady(t *testing.T) {
 func (a *agentRig) unmatchedShapes(t *testing.T) {
 	t.Helper()
 	a.load(t, dnsload.Config{Server: netip.AddrPortFrom(agentAddrs[0], 53), Count: 100000, Seed: 4})
+	for id, e := range a.rules(t) {
+		for _, f := range a.forms {
+			if f.Shape == dnsload.Cookie && bytes.Equal(e.Rule.Condition.Pattern, f.Bytes) {
+				t.Errorf("service %d has rule %d for a query with an EDNS cookie", id, e.RuleID)
+			}
+		}
+	}
+}
+
+// rules are the rules of every service santad has now, by service.
+func (a *agentRig) rules(t *testing.T) iter.Seq2[uint32, client.RuleEntry] {
+	t.Helper()
 	c, err := client.Dial(a.santad.Socket)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
 	svcs, err := c.Services()
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, sv := range svcs {
-		for e, err := range c.Rules(sv.ServiceID) {
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, f := range a.forms {
-				if f.Shape == dnsload.Cookie && bytes.Equal(e.Rule.Condition.Pattern, f.Bytes) {
-					t.Errorf("service %d has rule %d for a query with an EDNS cookie", sv.ServiceID, e.RuleID)
+	return func(yield func(uint32, client.RuleEntry) bool) {
+		defer c.Close()
+		for _, sv := range svcs {
+			for e, err := range c.Rules(sv.ServiceID) {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !yield(sv.ServiceID, e) {
+					return
 				}
 			}
 		}
@@ -364,15 +385,7 @@ func (a *agentRig) zoneChange(t *testing.T) {
 func (a *agentRig) recapture(t *testing.T, addr netip.Addr) []dnsload.Expect {
 	t.Helper()
 	conn, err := a.server.Dial(addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	table, err := dnsload.Capture(conn, a.forms, 2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return table
+	return a.captureOn(t, conn, err, 2)
 }
 
 // shifting: the hot set changes completely halfway through a run; every
@@ -403,23 +416,9 @@ func (a *agentRig) shifting(t *testing.T) {
 
 func (a *agentRig) hasRule(t *testing.T, pattern []byte) bool {
 	t.Helper()
-	c, err := client.Dial(a.santad.Socket)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	svcs, err := c.Services()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, sv := range svcs {
-		for e, err := range c.Rules(sv.ServiceID) {
-			if err != nil {
-				t.Fatal(err)
-			}
-			if bytes.Equal(e.Rule.Condition.Pattern, pattern) {
-				return true
-			}
+	for _, e := range a.rules(t) {
+		if bytes.Equal(e.Rule.Condition.Pattern, pattern) {
+			return true
 		}
 	}
 	return false
