@@ -25,6 +25,8 @@ enum santa_field_kind {
 	SANTA_F_ADDR,    /* `size` bytes as they are */
 	SANTA_F_STR16,   /* struct santa_bytes: UTF-8 of at most `max` bytes, else
 			  * EINVAL; decoded pointing into the datagram */
+	SANTA_F_CSTR16,  /* a char array: the same string16, of at most `max`
+			  * (its size - 1) bytes, NUL-terminated in C */
 	SANTA_F_BYTES16, /* uint8_t *, copied on decoding, with its uint16_t length
 			  * at `len_off` */
 	SANTA_F_STRUCT,  /* a struct member described by `fields` */
@@ -54,7 +56,7 @@ struct santa_field {
 	uint8_t kind;                          /* enum santa_field_kind */
 	uint8_t width;                         /* UINT, FLAG, ZERO, COUNT: on the wire */
 	uint16_t off, size;                    /* the member: offsetof, sizeof */
-	uint16_t max;                          /* STR16 */
+	uint16_t max;                          /* STR16, CSTR16 */
 	uint16_t min, item_min;                /* COUNT */
 	uint16_t len_off;                      /* BYTES16 */
 	uint16_t since, until;                 /* VERSIONS */

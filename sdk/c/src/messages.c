@@ -12,7 +12,7 @@
 #define MIN_RULE_LEN 8  /* cond_off, empty pattern, reply_len, nproc, flags */
 #define MIN_PROC_LEN 6  /* kind, reserved, dst, empty bytes */
 #define MIN_IFACE_LEN 9 /* ifindex, empty name, empty xdp, tc */
-#define SERVICE_LEN 48
+#define MIN_SERVICE_LEN 48 /* version 1's; version 2 adds the manager */
 #define COUNTERS_LEN 20
 #define STR16_MAX UINT16_MAX
 
@@ -26,6 +26,7 @@
 #define ZERO(T, m) { .kind = SANTA_F_ZERO, .width = 1, AT(T, m) }
 #define ADDR(T, m) { .kind = SANTA_F_ADDR, AT(T, m) }
 #define STR16(T, m, max_) { .kind = SANTA_F_STR16, AT(T, m), .max = (max_) }
+#define CSTR16(T, m) { .kind = SANTA_F_CSTR16, AT(T, m), .max = sizeof(((T *)0)->m) - 1 }
 #define BYTES16(T, m, len) { .kind = SANTA_F_BYTES16, AT(T, m), .len_off = offsetof(T, len) }
 #define STRUCT(T, m, f) { .kind = SANTA_F_STRUCT, AT(T, m), .fields = (f) }
 #define COUNT(T, m, width_, min_, item) \
@@ -101,8 +102,12 @@ static const struct santa_field service_fields[] = {
 	U64(struct santa_service, netns_cookie),
 	U32(struct santa_service, owner_uid),
 	U32(struct santa_service, rules),
+	VERSIONS(2, 2, FIELDS(CSTR16(struct santa_service, manager))),
 	END,
 };
+
+_Static_assert(sizeof(((struct santa_service *)0)->manager) == SANTA_CLIENT_NAME_MAX + 1,
+	       "a service's manager is a HELLO client name");
 
 static const struct santa_field counters_fields[] = {
 	U32(struct santa_rule_counters, rule_id),
@@ -175,7 +180,7 @@ const struct santa_message santa_messages[SANTA_TYPE_MAX + 1] = {
 	[SANTA_COMMIT] = { "COMMIT", txn_body, FIELDS(U32(MSG, u.commit.added)) },
 	[SANTA_ABORT] = { "ABORT", txn_body, empty },
 	[SANTA_LIST_SERVICES] = { "LIST_SERVICES", empty,
-		FIELDS(COUNT(MSG, u.services.count, 4, 0, SERVICE_LEN),
+		FIELDS(COUNT(MSG, u.services.count, 4, 0, MIN_SERVICE_LEN),
 		     ITEMS(MSG, u.services.count, COL(MSG, u.services.services, service_fields))) },
 	/* The pages: the count is checked where it stands, before `next` (as in Go). */
 	[SANTA_LIST_RULES] = { "LIST_RULES", page_body,

@@ -174,7 +174,7 @@ static void w_bytes16(struct wbuf *w, const void *data, uint16_t n)
 static void encode_fields(struct wbuf *w, const struct santa_field *f, const void *base)
 {
 	for (; f->kind != SANTA_F_END && !w->err; f++) {
-		const uint8_t *at = (const uint8_t *)base + f->off, *col[2];
+		const uint8_t *at = (const uint8_t *)base + f->off, *col[2], *nul;
 		const struct santa_bytes *b = (const void *)at;
 		size_t n, i, c;
 
@@ -194,6 +194,13 @@ static void encode_fields(struct wbuf *w, const struct santa_field *f, const voi
 			if (b->len > f->max || !utf8_valid(b->ptr, b->len))
 				w_fail(w, -EINVAL);
 			w_bytes16(w, b->ptr, b->len);
+			break;
+		case SANTA_F_CSTR16:
+			nul = memchr(at, '\0', f->size);
+			n = nul ? (size_t)(nul - at) : f->size; /* no NUL: too long */
+			if (n > f->max || !utf8_valid(at, n))
+				w_fail(w, -EINVAL);
+			w_bytes16(w, at, (uint16_t)n);
 			break;
 		case SANTA_F_BYTES16:
 			w_bytes16(w, load_ptr(at), (uint16_t)load((const uint8_t *)base + f->len_off, 2));
@@ -358,6 +365,15 @@ static void decode_fields(struct rbuf *r, const struct santa_field *f, void *bas
 			if (!r->err && (b.len > f->max || !utf8_valid(b.ptr, b.len)))
 				r_fail(r, -EINVAL);
 			memcpy(at, &b, sizeof(b));
+			break;
+		case SANTA_F_CSTR16:
+			b = r_bytes16(r);
+			if (!r->err && (b.len > f->max || !utf8_valid(b.ptr, b.len)))
+				r_fail(r, -EINVAL); /* and never copied: it would not fit */
+			if (r->err)
+				break;
+			memcpy(at, b.ptr, b.len);
+			at[b.len] = '\0';
 			break;
 		case SANTA_F_BYTES16:
 			b = r_bytes16(r);

@@ -51,6 +51,7 @@ struct conn {
 	int fd;
 	bool hello;
 	uint16_t version; /* what HELLO agreed on */
+	char name[SANTA_CLIENT_NAME_MAX + 1]; /* HELLO's client: the manager of its services */
 	struct ucred cred;
 	struct ftxn txns[MAX_TXNS];
 };
@@ -322,6 +323,7 @@ static void do_attach(struct conn *c, struct reply *r, int *fds, int nfd)
 	s->svc.cookie = cookie;
 	s->svc.netns_cookie = netns;
 	s->svc.owner_uid = c->cred.uid;
+	memcpy(s->svc.manager, c->name, sizeof(s->svc.manager));
 	if (domain == AF_INET) {
 		struct sockaddr_in *sin = (struct sockaddr_in *)&ss;
 
@@ -474,6 +476,8 @@ static void handle(struct conn *c, const struct santa_msg *q, int *fds, int nfd,
 		}
 		c->hello = true;
 		c->version = v;
+		snprintf(c->name, sizeof(c->name), "%.*s", (int)q->u.hello.client.len,
+			 (const char *)q->u.hello.client.ptr);
 		r->m.u.hello_reply.version = v;
 		r->m.u.hello_reply.uid = c->cred.uid;
 		r->m.u.hello_reply.gid = c->cred.gid;

@@ -278,10 +278,12 @@ static void test_hello_attach(const char *path)
 	step("hello: uid %u, admin %u, %s", info->uid, info->admin, info->daemon);
 
 	ok(santa_attach(c, app, &svc), "attach");
-	if (svc.port != app_port || svc.family != 4 || svc.protocol != IPPROTO_UDP)
-		fail("attached port %u, family %u, protocol %u", svc.port, svc.family, svc.protocol);
+	if (svc.port != app_port || svc.family != 4 || svc.protocol != IPPROTO_UDP ||
+	    strcmp(svc.manager, "live"))
+		fail("attached port %u, family %u, protocol %u, manager \"%s\"", svc.port,
+		     svc.family, svc.protocol, svc.manager);
 	sid = svc.service_id;
-	step("attach: service %u, port %u", sid, app_port);
+	step("attach: service %u, port %u, manager %s", sid, app_port, svc.manager);
 }
 
 /* Returns the id of the "ping" rule. */
@@ -444,8 +446,9 @@ static void test_services_status(void)
 	ok(santa_list_services(c, &svcs, &n), "list services");
 	for (i = 0; i < n && svcs[i].service_id != sid; i++)
 		;
-	if (i == n || svcs[i].rules != nheld || svcs[i].port != app_port)
-		fail("service %u not listed as attached with %zu rules", sid, nheld);
+	if (i == n || svcs[i].rules != nheld || svcs[i].port != app_port ||
+	    strcmp(svcs[i].manager, "live"))
+		fail("service %u not listed as attached by live with %zu rules", sid, nheld);
 	free(svcs);
 
 	ok(santa_status(c, &status), "status");

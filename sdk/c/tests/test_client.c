@@ -140,6 +140,7 @@ static void test_attach(void)
 	      svc.port, svc.family);
 	CHECK(!memcmp(svc.addr, "\x7f\0\0\x01", 4), "addr");
 	CHECK(svc.owner_uid == getuid() && svc.service_id != 0, "owner %u", svc.owner_uid);
+	CHECK(!strcmp(svc.manager, "test_client"), "manager \"%s\"", svc.manager);
 
 	err = santa_attach(c, fd, NULL);
 	CHECK(err == -EEXIST, "second attach: %d", err);
@@ -292,6 +293,7 @@ static void test_length(void)
 	e = santa_client__last_error(c);
 	CHECK(santa_client__info(c)->version == 1, "an old santad agrees on %u", santa_client__info(c)->version);
 	CHECK_OK(santa_attach(c, fd2, &svc));
+	CHECK(!svc.manager[0], "a manager in version 1: \"%s\"", svc.manager);
 	err = santa_add_rule(c, svc.service_id, r, NULL);
 	CHECK(err == -EINVAL && e->index == 0 && !e->from_daemon &&
 	      !strcmp(e->message, "rule 0 has a length condition, which needs protocol version 2; "
@@ -572,6 +574,7 @@ static void test_services_status(void)
 
 	CHECK_OK(santa_list_services(c, &list, &n));
 	CHECK(n == 0 && !list, "%zu services", n);
+	memset(&svc, 0, sizeof(svc)); /* its padding too, for memcmp */
 	CHECK_OK(santa_attach(c, fd, &svc));
 	CHECK_OK(santa_list_services(c, &list, &n));
 	CHECK(n == 1 && list && !memcmp(&list[0], &svc, sizeof(svc)), "listed service");
@@ -595,6 +598,37 @@ static void test_services_status(void)
 	santa_client__free(c);
 	close(fd);
 	fake_free(d);
+}
+
+/* ---- a manager longer than santa_service.manager holds is refused, not copied ---- */
+
+static void test_long_manager(void)
+{
+	struct santa_msg m = { .version = 2, .type = SANTA_ATTACH | SANTA_REPLY }, got;
+	size_t at = SANTA_HDR_LEN + 48; /* the manager's length */
+	uint8_t buf[256];
+	int n, err;
+
+	memset(m.u.service.manager, 'm', sizeof(m.u.service.manager));
+	n = santa_msg_encode(&m, buf, sizeof(buf));
+	CHECK(n == -EINVAL, "a manager without its NUL encodes: %d", n);
+	m.u.service.manager[64] = '\0';
+	n = santa_msg_encode(&m, buf, sizeof(buf));
+	CHECK(n == (int)at + 2 + 64, "64 bytes encode as %d", n);
+	if (n != (int)at + 2 + 64)
+		return;
+	err = santa_msg_decode(buf, (size_t)n, &got);
+	CHECK(!err && !strcmp(got.u.service.manager, m.u.service.manager), "64 bytes decode: %d", err);
+	if (!err)
+		santa_msg_release(&got);
+
+	buf[at] = 65; /* one byte more on the wire */
+	buf[n] = 'm';
+	santa_msg_set_length(buf, (uint32_t)n + 1);
+	err = santa_msg_decode(buf, (size_t)n + 1, &got);
+	CHECK(err == -EINVAL, "65 bytes decode: %d", err);
+	if (!err)
+		santa_msg_release(&got);
 }
 
 /* ---- a daemon that misbehaves ---- */
@@ -787,6 +821,7 @@ int main(void)
 	test_big_batch();
 	test_txn();
 	test_services_status();
+	test_long_manager();
 	test_bad_daemon();
 	printf("test_client: %s\n", failures ? "FAIL" : "ok");
 	return failures ? 1 : 0;

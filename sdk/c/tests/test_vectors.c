@@ -260,10 +260,11 @@ static struct santa_rule *build_rule(const struct json *j, const char *what)
 	return obj_close(&o) ? r : NULL;
 }
 
-static void build_service(const struct json *j, struct santa_service *s, bool *ok)
+static void build_service(const struct json *j, uint16_t version, struct santa_service *s,
+			  bool *ok)
 {
 	struct obj o = obj_open(j, "service");
-	struct santa_bytes addr;
+	struct santa_bytes addr, manager;
 
 	s->service_id = (uint32_t)u(&o, "service_id", UINT32_MAX);
 	s->protocol = (uint8_t)u(&o, "protocol", UINT8_MAX);
@@ -278,6 +279,14 @@ static void build_service(const struct json *j, struct santa_service *s, bool *o
 	s->netns_cookie = u(&o, "netns_cookie", UINT64_MAX);
 	s->owner_uid = (uint32_t)u(&o, "owner_uid", UINT32_MAX);
 	s->rules = (uint32_t)u(&o, "rules", UINT32_MAX);
+	if (version >= 2) {
+		manager = text(&o, "manager");
+		if (o.ok && manager.len >= sizeof(s->manager))
+			o.ok = fail("service.manager is %u bytes, over %zu", manager.len,
+				    sizeof(s->manager) - 1);
+		else if (o.ok)
+			memcpy(s->manager, manager.ptr, manager.len);
+	}
 	if (!obj_close(&o))
 		*ok = false;
 }
@@ -412,7 +421,7 @@ static bool build_reply(struct obj *b, struct santa_msg *m, uint16_t type)
 		m->u.hello_reply.daemon = text(b, "daemon");
 		break;
 	case SANTA_ATTACH:
-		build_service(b->j, &m->u.service, &b->ok);
+		build_service(b->j, m->version, &m->u.service, &b->ok);
 		for (i = 0; i < b->j->n; i++)
 			b->used[i] = true; /* checked by build_service */
 		break;
@@ -433,7 +442,7 @@ static bool build_reply(struct obj *b, struct santa_msg *m, uint16_t type)
 			break;
 		s = kept(calloc(l->n + 1, sizeof(*s)));
 		for (i = 0; i < l->n; i++)
-			build_service(&l->items[i], &s[i], &b->ok);
+			build_service(&l->items[i], m->version, &s[i], &b->ok);
 		m->u.services.count = (uint32_t)l->n;
 		m->u.services.services = s;
 		break;
@@ -612,6 +621,8 @@ static bool service_eq(const struct santa_service *w, const struct santa_service
 	EQ(netns_cookie);
 	EQ(owner_uid);
 	EQ(rules);
+	if (strcmp(w->manager, g->manager))
+		return fail("decoded manager is \"%s\", want \"%s\"", g->manager, w->manager);
 	return mem_eq("addr", w->addr, 16, g->addr, 16);
 }
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Annotated, Any
 
 from .rules import RULE, Rule
-from .wire import FLAG, U8, U16, U32, U64, Codec, Fixed, ListOf, PageOf, String16, Struct
+from .wire import FLAG, U8, U16, U32, U64, Codec, Fixed, ListOf, PageOf, Since, String16, Struct
 
 #: The `next` of the last page of LIST_RULES and RULE_STATS.
 LAST_PAGE = 0xFFFFFFFF
@@ -48,6 +48,10 @@ UInt32List = Annotated[list[int], ListOf(U32)]
 
 @dataclass(frozen=True)
 class Service:
+    """A registered socket. `manager` (protocol version 2; "" in version 1)
+    is the HELLO name of the client that attached it or last set its
+    learning: "" if neither happened since santad started."""
+
     service_id: UInt32
     protocol: UInt8
     family: UInt8
@@ -57,6 +61,7 @@ class Service:
     netns_cookie: UInt64
     owner_uid: UInt32
     rules: UInt32
+    manager: Annotated[str, Since(2, String16(64), "")]
 
 
 @dataclass(frozen=True)

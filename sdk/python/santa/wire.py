@@ -162,6 +162,29 @@ class String16(Codec[str]):
         return 2 + len(value.encode())
 
 
+class Since(Codec[T]):
+    """A field that only messages of protocol version `version` and later
+    carry; in older ones it is absent, and reads as `default`. Its size is
+    the one in the versions that carry it."""
+
+    min_size = 0
+
+    def __init__(self, version: int, codec: Codec[T], default: T) -> None:
+        self.version = version
+        self._codec = codec
+        self.default = default
+
+    def write(self, out: Out, value: T) -> None:
+        if out.version >= self.version:
+            self._codec.write(out, value)
+
+    def read(self, r: Reader) -> T:
+        return self._codec.read(r) if r.version >= self.version else self.default
+
+    def size(self, value: T) -> int:
+        return self._codec.size(value)
+
+
 class Fixed(Codec[bytes]):
     """Exactly `n` bytes, no length prefix (a service's address)."""
 

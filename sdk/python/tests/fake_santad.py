@@ -104,6 +104,7 @@ class FakeSanta:
             self._failures.append(e)
 
     def _answer(self, conn: socket.socket) -> None:
+        client = ""  # HELLO's name: the manager of the services it attaches
         with conn:
             while True:
                 data, fds, _, _ = socket.recv_fds(conn, MAX_MESSAGE + 1, 4)
@@ -111,8 +112,10 @@ class FakeSanta:
                     return
                 header, body = decode(data)
                 self.requests.append(body)
+                if isinstance(body, HelloRequest):
+                    client = body.client
                 try:
-                    reply = self.handle(body, fds)
+                    reply = self.handle(body, fds, client)
                 except Refused as e:
                     reply = e.reply
                 # In the request's version, but HELLO's reply: in the agreed one.
@@ -121,7 +124,7 @@ class FakeSanta:
 
     # Requests.
 
-    def handle(self, body: Any, fds: list[int]) -> Any:
+    def handle(self, body: Any, fds: list[int], client: str) -> Any:
         match body:
             case HelloRequest(min_version=lo, max_version=hi):
                 agreed = min(hi, self.version)
@@ -129,7 +132,7 @@ class FakeSanta:
                     raise Refused(errno.EPROTONOSUPPORT, f"this fake speaks versions 1 to {self.version}")
                 return HelloReply(agreed, 1000, 1000, 1, 0, 0, 0, "fake santad")
             case AttachRequest():
-                return self._attach(fds)
+                return self._attach(fds, client)
             case DetachRequest(service_id=sid):
                 self._service(sid)
                 del self.services[sid], self.rules[sid]
@@ -169,7 +172,7 @@ class FakeSanta:
                 return StatusReply("fake santad", installed, 1 << 20, len(self.services), [])
         raise AssertionError(f"fake santad got {body!r}")
 
-    def _attach(self, fds: list[int]) -> Service:
+    def _attach(self, fds: list[int], client: str) -> Service:
         if len(fds) != 1:
             for fd in fds:
                 socket.close(fd)
@@ -181,7 +184,7 @@ class FakeSanta:
         self.cookies.append(c)
         sid = next(self._ids)
         addr = socket.inet_aton(host) + bytes(12)
-        self.services[sid] = Service(sid, 17, 4, port, addr, c, 0, 1000, 0)
+        self.services[sid] = Service(sid, 17, 4, port, addr, c, 0, 1000, 0, client)
         self.rules[sid] = {}
         return self.services[sid]
 

@@ -92,7 +92,8 @@ def run(path: str) -> None:
         svc = c.attach(peer.app)
         sid = svc.service_id
         check(svc.port == peer.app.getsockname()[1], f"attached port {svc.port}")
-        step(f"attach: service {sid}")
+        check(svc.manager == "live.py", f"attached with manager {svc.manager!r}")
+        step(f"attach: service {sid}, manager {svc.manager}")
 
         ping = c.add_rule(sid, Rule.on(b"ping", b"pong"))
         peer.kernel_answers(b"ping", b"pong")
@@ -136,8 +137,8 @@ def run(path: str) -> None:
         check(stats.matched == 10 and stats.passed >= 2 and stats.rules == 7, f"service stats {stats}")
         step(f"stats: rule hits {hits}, service matched {stats.matched}")
 
-        services = [s.service_id for s in c.services()]
-        check(sid in services, f"services {services}")
+        services = {s.service_id: s.manager for s in c.services()}
+        check(services.get(sid) == "live.py", f"services and managers {services}")
         status = c.status()
         check(status.rules >= 7 and any(i.name == "lo" for i in status.interfaces), f"status {status}")
         step(f"services and status: {status.daemon}, {status.rules} rules on the host")

@@ -56,6 +56,7 @@ class ClientTest(unittest.TestCase):
         self.assertEqual(service.cookie, cookie(self.udp))
         self.assertEqual(service.port, self.udp.getsockname()[1])
         self.assertEqual(service.addr, bytes([127, 0, 0, 1]) + bytes(12))
+        self.assertEqual(service.manager, "test")  # our HELLO name
         self.assertEqual(self.requests(AttachRequest), [AttachRequest(0)])
 
     def test_listing_1(self) -> None:
@@ -181,8 +182,9 @@ class ConnectTest(unittest.TestCase):
         theirs.close()
 
     def test_version_1_daemon(self) -> None:
-        """An older santad is served in version 1, but a length condition,
-        which version 1 cannot carry, is refused before it is sent."""
+        """An older santad is served in version 1, without a service's
+        manager; but a length condition, which version 1 cannot carry, is
+        refused before it is sent."""
         fake = FakeSanta(version=1)
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         fake.serve(theirs)
@@ -190,7 +192,9 @@ class ConnectTest(unittest.TestCase):
         udp.bind(("127.0.0.1", 0))
         with Client(ours) as client, udp:
             self.assertEqual(client.version, 1)
-            sid = client.attach(udp).service_id
+            service = client.attach(udp)
+            self.assertEqual(service.manager, "")
+            sid = service.service_id
             plain = Rule.on(b"Hello", b"COMSYS")
             with self.assertRaises(SantaError) as caught:
                 client.add_rules(sid, [plain, plain.exact_length(5)])

@@ -3,6 +3,7 @@
 import errno
 import struct
 import unittest
+from dataclasses import replace
 from typing import Any
 
 from santa import Copy, Put, Rule, SantaError, decode, encode
@@ -23,7 +24,7 @@ from santa.protocol import MAGIC, MAX_MESSAGE
 HELLO = Rule.on(b"Hello", b"COMSYS")
 DNS = Rule(2, b"\x01\x00\x00\x01", 40, [Put(2, b"\x81\x80"), Copy(0, 2, 0)])
 EMPTY_PUT = Rule(0, b"x", 1, [Put(0, b"")])  # the smallest processor there is
-SERVICE = Service(7, 17, 4, 7777, bytes([127, 0, 0, 1]) + bytes(12), 4319, 3, 1000, 2)
+SERVICE = Service(7, 17, 4, 7777, bytes([127, 0, 0, 1]) + bytes(12), 4319, 3, 1000, 2, "")
 
 # One body of every class; test_every_body_has_an_example keeps it complete.
 EXAMPLES: list[Any] = [
@@ -80,11 +81,13 @@ class RoundTripTest(unittest.TestCase):
                 self.assertIs(BODIES[header.type, header.reply], type(body))
 
     def test_size_is_the_encoded_size(self) -> None:
-        # Batches are split by size(), so it must be exact, in either version.
+        # Batches are split by size(), so it must be exact, in either version;
+        # a service's is version 2's (version 1 has no manager).
         for body in EXAMPLES:
             with self.subTest(type(body).__name__):
                 codec = KIND_OF[type(body)][2]
-                self.assertEqual(codec.size(body), len(encode(1, body)) - 16)
+                if not isinstance(body, (Service, ListServicesReply)):
+                    self.assertEqual(codec.size(body), len(encode(1, body)) - 16)
                 self.assertEqual(codec.size(body), len(encode(1, body, 2)) - 16)
         ranged = AddRulesRequest(7, 0, [HELLO.exact_length(5), Rule(1, b"x", 1, [], 3, 0)])
         self.assertEqual(KIND_OF[AddRulesRequest][2].size(ranged), len(encode(1, ranged, 2)) - 16)
@@ -93,6 +96,16 @@ class RoundTripTest(unittest.TestCase):
         body = AddRulesRequest(7, 0, [HELLO.exact_length(5), Rule(1, b"x", 1, [], 3, 0), HELLO])
         header, decoded = decode(encode(4, body, 2))
         self.assertEqual((header.version, decoded), (2, body))
+
+    def test_manager_by_version(self) -> None:
+        """Version 2's service ends with its manager; version 1 has none."""
+        managed = ListServicesReply([replace(SERVICE, manager="m" * 64)])
+        v2 = encode(1, managed, 2)
+        self.assertEqual(v2[16 + 4 + 48 :], b"\x40\x00" + b"m" * 64)
+        self.assertEqual(decode(v2)[1], managed)
+        v1 = encode(1, managed, 1)
+        self.assertEqual(len(v1), 16 + 4 + 48)
+        self.assertEqual(decode(v1)[1], ListServicesReply([SERVICE]))
 
     def test_listing_1_bytes(self) -> None:
         data = encode(1, AddRulesRequest(7, 0, [HELLO]))
@@ -169,13 +182,20 @@ class RefusalTest(unittest.TestCase):
         with self.assertRaises(SantaError) as caught:
             encode(1, HelloRequest(1, 1, "x" * 65))
         self.assertEqual(caught.exception.code, errno.EINVAL)
+        long = bytearray(encode(1, replace(SERVICE, manager="m" * 64), 2) + b"m")
+        long[8:12] = struct.pack("<I", len(long))
+        long[16 + 48] = 65  # a manager of 65 bytes
+        self.refused(errno.EINVAL, bytes(long))
+        with self.assertRaises(SantaError) as caught:
+            encode(1, replace(SERVICE, manager="m" * 65), 2)
+        self.assertEqual(caught.exception.code, errno.EINVAL)
 
     def test_values_that_do_not_fit(self) -> None:
         for body in (
             DetachRequest(1 << 32),
             DetachRequest(-1),
             AddRulesRequest(7, 0, [Rule(0, b"x" * 65536, 1)]),
-            Service(1, 17, 4, 1, bytes(4), 0, 0, 0, 0),
+            Service(1, 17, 4, 1, bytes(4), 0, 0, 0, 0, ""),
         ):
             with self.subTest(body):
                 with self.assertRaises(SantaError) as caught:

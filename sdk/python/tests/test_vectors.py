@@ -29,7 +29,7 @@ class VectorTest(unittest.TestCase):
         for v in self.data["vectors"]:
             with self.subTest(v["name"]):
                 msg = v["message"]
-                body = vectors.from_json(vectors.body_class(msg), msg["body"])
+                body = vectors.from_json(vectors.body_class(msg), msg["body"], msg["version"])
                 self.assertEqual(encode(msg["seq"], body, msg["version"]).hex(), v["hex"])
                 header, decoded = decode(bytes.fromhex(v["hex"]))
                 self.assertEqual(

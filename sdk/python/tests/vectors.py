@@ -10,6 +10,7 @@ from typing import Any
 
 from santa import Copy, Put, Rule
 from santa.messages import BODIES, MsgType
+from santa.wire import Since
 
 PATH = Path(__file__).resolve().parents[3] / "testdata" / "protocol" / "vectors.json"
 
@@ -26,23 +27,34 @@ def body_class(message: dict[str, Any]) -> type[Any]:
     return BODIES[MsgType[message["type"]], message["reply"]]
 
 
-def from_json(cls: type[Any], obj: dict[str, Any]) -> Any:
-    """The body dataclass `cls` holding `obj`, a body in the vectors' JSON form.
+def from_json(cls: type[Any], obj: dict[str, Any], version: int) -> Any:
+    """The body dataclass `cls` holding `obj`, a body of protocol `version`
+    in the vectors' JSON form.
 
-    Keys must be exactly the fields: a field one side lacks is a mismatch
-    between this SDK and the vectors, never something to ignore."""
+    Keys must be exactly the fields of that version: a field one side lacks
+    is a mismatch between this SDK and the vectors, never something to
+    ignore. A field of a later version takes the value it reads as."""
     hints = typing.get_type_hints(cls)
-    names = [f.name for f in dataclasses.fields(cls)]
+    later: dict[str, Any] = {}  # fields of a later version, as they read
+    for name, tp in typing.get_type_hints(cls, include_extras=True).items():
+        codec = getattr(tp, "__metadata__", (None,))[0]
+        if isinstance(codec, Since) and version < codec.version:
+            later[name] = codec.default
+    names = [f.name for f in dataclasses.fields(cls) if f.name not in later]
     _expect_keys(obj, names, cls.__name__)
-    return cls(**{n: _value(hints[n], obj[n]) for n in names})
+    return cls(**later, **{n: _value(hints[n], obj[n], version) for n in names})
 
 
-def _value(tp: Any, v: Any) -> Any:
+def _int(v: Any) -> int:
+    # bool is an int in Python, but the doc says numbers, not booleans.
+    if type(v) is not int:
+        raise TypeError(f"{v!r} is not an integer")
+    return v
+
+
+def _value(tp: Any, v: Any, version: int) -> Any:
     if tp is int:
-        # bool is an int in Python, but the doc says numbers, not booleans.
-        if type(v) is not int:
-            raise TypeError(f"{v!r} is not an integer")
-        return v
+        return _int(v)
     if tp is str:
         if not isinstance(v, str):
             raise TypeError(f"{v!r} is not a string")
@@ -53,8 +65,8 @@ def _value(tp: Any, v: Any) -> Any:
         return _rule(v)
     if typing.get_origin(tp) is list:
         (item,) = typing.get_args(tp)
-        return [_value(item, x) for x in v]
-    return from_json(tp, v)
+        return [_value(item, x, version) for x in v]
+    return from_json(tp, v, version)
 
 
 def _rule(obj: dict[str, Any]) -> Rule:
@@ -67,12 +79,12 @@ def _rule(obj: dict[str, Any]) -> Rule:
     if obj["flags"] not in (0, 1):
         raise KeyError(f"rule flags {obj['flags']!r}: the SDK knows bit 0 only")
     return Rule(
-        _value(int, obj["cond_off"]),
+        _int(obj["cond_off"]),
         bytes.fromhex(obj["pattern"]),
-        _value(int, obj["reply_len"]),
+        _int(obj["reply_len"]),
         [_processor(p) for p in obj["processors"]],
-        _value(int, obj["min_len"]) if length else 0,
-        _value(int, obj["max_len"]) if length else 0,
+        _int(obj["min_len"]) if length else 0,
+        _int(obj["max_len"]) if length else 0,
     )
 
 
@@ -80,10 +92,10 @@ def _processor(obj: dict[str, Any]) -> Put | Copy:
     ((kind, args),) = obj.items()
     if kind == "put":
         _expect_keys(args, ["dst", "bytes"], "put")
-        return Put(_value(int, args["dst"]), bytes.fromhex(args["bytes"]))
+        return Put(_int(args["dst"]), bytes.fromhex(args["bytes"]))
     if kind == "copy":
         _expect_keys(args, ["src", "len", "dst"], "copy")
-        return Copy(_value(int, args["src"]), _value(int, args["len"]), _value(int, args["dst"]))
+        return Copy(_int(args["src"]), _int(args["len"]), _int(args["dst"]))
     raise KeyError(f"unknown processor {kind!r}")
 
 

@@ -67,6 +67,11 @@ struct santa_service {
 	uint64_t netns_cookie;
 	uint32_t owner_uid;
 	uint32_t rules;
+	/* Protocol version 2: the HELLO name of the client that attached the
+	 * service or last set its learning, NUL-terminated (at most 64 bytes;
+	 * "" if neither happened since santad started, and with a santad of
+	 * version 1). */
+	char manager[65];
 };
 
 struct santa_rule_counters {
