@@ -85,13 +85,17 @@ func GoBin() string {
 
 // Build builds santad into dir. The working directory must be inside the
 // module.
-func Build(dir string) (string, error) {
-	bin := filepath.Join(dir, "santad")
+func Build(dir string) (string, error) { return BuildCommand(dir, "santad") }
+
+// BuildCommand builds the module's command cmd/NAME into dir and returns
+// its path. The working directory must be inside the module.
+func BuildCommand(dir, name string) (string, error) {
+	bin := filepath.Join(dir, name)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, GoBin(), "build", "-o", bin, "github.com/santa-offload/santa/cmd/santad").CombinedOutput()
+	out, err := exec.CommandContext(ctx, GoBin(), "build", "-o", bin, "github.com/santa-offload/santa/cmd/"+name).CombinedOutput()
 	if err != nil {
-		return "", fmt.Errorf("building santad: %w\n%s", err, out)
+		return "", fmt.Errorf("building %s: %w\n%s", name, err, out)
 	}
 	return bin, nil
 }
