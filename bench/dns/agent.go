@@ -28,17 +28,20 @@ type offloadAgent struct {
 	santad, agent string   // binaries
 	args          []string // more flags for the agent
 	dir           string
-	sockets       int // the server's sockets, which the agent must attach (set before Start)
+	logs          string // where each run's logs are kept ("": nowhere)
+	sockets       int    // the server's sockets, which the agent must attach (set before Start)
 	runs          int
+	runDir        string // this run's files
 
 	sd   *santadtest.Santad
 	cl   *client.Client
 	proc *netproc.Proc
 }
 
-// newOffloadAgent builds santad and santa-offload into dir.
-func newOffloadAgent(r rig.Rig, cpu int, dir string, args []string) (*offloadAgent, error) {
-	a := &offloadAgent{rig: r, cpu: cpu, dir: dir, args: args}
+// newOffloadAgent builds santad and santa-offload into dir. Each run's
+// logs are kept in logs unless it is "".
+func newOffloadAgent(r rig.Rig, cpu int, dir, logs string, args []string) (*offloadAgent, error) {
+	a := &offloadAgent{rig: r, cpu: cpu, dir: dir, logs: logs, args: args}
 	var err error
 	if a.santad, err = santadtest.Build(dir); err != nil {
 		return nil, err
@@ -54,10 +57,11 @@ func newOffloadAgent(r rig.Rig, cpu int, dir string, args []string) (*offloadAge
 // attached every one of the server's sockets.
 func (a *offloadAgent) Start(ctx context.Context, n int) (err error) {
 	a.runs++
-	dir := filepath.Join(a.dir, fmt.Sprintf("agent-%d", a.runs))
+	dir := filepath.Join(a.dir, fmt.Sprintf("agent-%d-top%d", a.runs, n))
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		return err
 	}
+	a.runDir = dir
 	a.sd = santadtest.New(a.santad, &santadtest.Netns{Name: a.rig.ServerNS()}, dir, santadtest.PinPath("dnsbench"))
 	a.sd.Interfaces = []string{a.rig.ServerDev()}
 	defer func() {
@@ -165,7 +169,20 @@ func (a *offloadAgent) Stop() error {
 	}
 	if a.sd != nil {
 		errs = append(errs, a.sd.Stop(), a.sd.Close())
+		errs = append(errs, a.keepLogs())
 		a.sd = nil
 	}
 	return errors.Join(errs...)
+}
+
+// keepLogs copies the run's agent and santad logs into a.logs, named
+// after the run's directory.
+func (a *offloadAgent) keepLogs() error {
+	if a.logs == "" {
+		return nil
+	}
+	name := filepath.Join(a.logs, filepath.Base(a.runDir))
+	agent, _ := os.ReadFile(filepath.Join(a.runDir, "agent.log"))
+	return errors.Join(os.WriteFile(name+"-agent.log", agent, 0o644),
+		os.WriteFile(name+"-santad.log", []byte(a.sd.Log()), 0o644))
 }

@@ -47,6 +47,7 @@ type config struct {
 	servers   []server
 	dnsperf   time.Duration
 	agentArgs []string
+	agentLogs string
 }
 
 // setup is what is measured with one zone size.
@@ -92,6 +93,7 @@ func parseFlags() (config, error) {
 	names := flag.String("names", "1000", "names in the zone; a list runs every server with each")
 	flag.DurationVar(&c.dnsperf, "dnsperf", 10*time.Second, "dnsperf run per server alone, and per configuration with -agent (0: none)")
 	agentArgs := flag.String("agent-flags", "", "more flags for santa-offload dns, space-separated")
+	flag.StringVar(&c.agentLogs, "agent-logs", "", "keep each agent run's and its santad's logs in this directory")
 	flag.Parse()
 	for _, s := range strings.Split(*srv, ",") {
 		sv := server{kind: dnstest.Kind(s)}
@@ -127,8 +129,13 @@ func runAll(ctx context.Context, c config, tmp string) error {
 	var agent *offloadAgent
 	if c.setups[0].agent.Levels != nil {
 		s := c.setups[0]
+		if c.agentLogs != "" {
+			if err := os.MkdirAll(c.agentLogs, 0o755); err != nil {
+				return err
+			}
+		}
 		var err error
-		if agent, err = newOffloadAgent(s.Rig, s.ServerCPU, tmp, c.agentArgs); err != nil {
+		if agent, err = newOffloadAgent(s.Rig, s.ServerCPU, tmp, c.agentLogs, c.agentArgs); err != nil {
 			return err
 		}
 	}
