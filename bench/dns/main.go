@@ -32,7 +32,6 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
-	"strconv"
 	"strings"
 	"time"
 
@@ -43,7 +42,7 @@ import (
 )
 
 type config struct {
-	setups    []setup // one per -names
+	setup
 	servers   []server
 	dnsperf   time.Duration
 	agentArgs []string
@@ -73,8 +72,7 @@ func (s server) String() string {
 func main() {
 	c, err := parseFlags()
 	if err == nil {
-		first := c.setups[0]
-		err = first.Rig.Run("dns", first.ServerCPU, first.ClientCPU, func(ctx context.Context, tmp string) error {
+		err = c.Rig.Run("dns", c.ServerCPU, c.ClientCPU, func(ctx context.Context, tmp string) error {
 			return runAll(ctx, c, tmp)
 		})
 	}
@@ -90,7 +88,7 @@ func parseFlags() (config, error) {
 		Rates: "50000,100000,150000,200000,300000,1000000,0"})
 	af := scenario.RegisterAgentFlags()
 	srv := flag.String("servers", "bind,knot,nsd", "servers: bind, knot, nsd, knot-xdp (Knot in its own XDP mode, alone)")
-	names := flag.String("names", "1000", "names in the zone; a list runs every server with each")
+	names := flag.Int("names", 1000, "names in the zone")
 	flag.DurationVar(&c.dnsperf, "dnsperf", 10*time.Second, "dnsperf run per server alone, and per configuration with -agent (0: none)")
 	agentArgs := flag.String("agent-flags", "", "more flags for santa-offload dns, space-separated")
 	flag.StringVar(&c.agentLogs, "agent-logs", "", "keep each agent run's and its santad's logs in this directory")
@@ -105,50 +103,43 @@ func parseFlags() (config, error) {
 		}
 		c.servers = append(c.servers, sv)
 	}
-	for _, v := range strings.Split(*names, ",") {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > 1<<20 {
-			return c, fmt.Errorf("-names %q: want 1 to %d", v, 1<<20)
-		}
-		var s setup
-		if s.Config, err = f.Config(n, 53, query); err != nil {
-			return c, err
-		}
-		if s.agent, err = af.Config(n); err != nil {
-			return c, err
-		}
-		c.setups = append(c.setups, s)
+	if *names < 1 || *names > 1<<20 {
+		return c, fmt.Errorf("-names %d: want 1 to %d", *names, 1<<20)
+	}
+	var err error
+	if c.Config, err = f.Config(*names, 53, query); err != nil {
+		return c, err
+	}
+	if c.agent, err = af.Config(*names); err != nil {
+		return c, err
 	}
 	c.agentArgs = strings.Fields(*agentArgs)
 	return c, nil
 }
 
-// runAll runs every server with every zone size; the agent's binaries are
-// built first if it is measured.
+// runAll runs every server; the agent's binaries are built first if it
+// is measured.
 func runAll(ctx context.Context, c config, tmp string) error {
 	var agent *offloadAgent
-	if c.setups[0].agent.Levels != nil {
-		s := c.setups[0]
+	if c.agent.Levels != nil {
 		if c.agentLogs != "" {
 			if err := os.MkdirAll(c.agentLogs, 0o755); err != nil {
 				return err
 			}
 		}
 		var err error
-		if agent, err = newOffloadAgent(s.Rig, s.ServerCPU, tmp, c.agentLogs, c.agentArgs); err != nil {
+		if agent, err = newOffloadAgent(c.Rig, c.ServerCPU, tmp, c.agentLogs, c.agentArgs); err != nil {
 			return err
 		}
 	}
 	if c.dnsperf > 0 {
-		if err := c.setups[0].Rig.CheckClientTxChecksums(); err != nil {
+		if err := c.Rig.CheckClientTxChecksums(); err != nil {
 			return err
 		}
 	}
-	for _, s := range c.setups {
-		for _, sv := range c.servers {
-			if err := runServer(ctx, c, s, sv, agent, tmp); err != nil {
-				return fmt.Errorf("%s: %w", sv, err)
-			}
+	for _, sv := range c.servers {
+		if err := runServer(ctx, c, sv, agent, tmp); err != nil {
+			return fmt.Errorf("%s: %w", sv, err)
 		}
 	}
 	return nil
@@ -159,7 +150,8 @@ func runAll(ctx context.Context, c config, tmp string) error {
 // rule-count sweep if asked for, and the agent's sweep if asked for (then
 // Knot in XDP mode gets dnsperf's runs with the popularity too; it is
 // always measured alone).
-func runServer(ctx context.Context, c config, s setup, sv server, agent *offloadAgent, tmp string) error {
+func runServer(ctx context.Context, c config, sv server, agent *offloadAgent, tmp string) error {
+	s := c.setup
 	dir, err := os.MkdirTemp(tmp, sv.String()+"-")
 	if err != nil {
 		return err
@@ -178,13 +170,20 @@ func runServer(ctx context.Context, c config, s setup, sv server, agent *offload
 	defer srv.Stop()
 	ready := time.Since(t0)
 	id := fmt.Sprintf("dns/server=%s/names=%s", sv, dp.Human(s.Items))
-	fmt.Fprintf(os.Stderr, "%s: serving %d names (ready in %v)\n", sv, s.Items, ready.Round(time.Millisecond))
+	rss, err := rssMiB(srv.Pids())
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "%s: serving %d names (ready in %v, %.0f MiB resident)\n", sv, s.Items, ready.Round(time.Millisecond), rss)
 	fmt.Printf("RESULT name=%s/ready_s value=%.3f unit=s\n", id, ready.Seconds())
+	fmt.Printf("RESULT name=%s/server_rss value=%.1f unit=MiB\n", id, rss)
+	t0 = time.Now()
 	b, err := scenario.Open(s.Config)
 	if err != nil {
 		return err
 	}
 	defer b.Close()
+	fmt.Fprintf(os.Stderr, "%s: its replies to the %d names captured in %v\n", sv, s.Items, time.Since(t0).Round(time.Millisecond))
 	if c.dnsperf > 0 {
 		if err := runDnsperfAlone(ctx, s, c.dnsperf, id, dir); err != nil {
 			return err
@@ -216,4 +215,23 @@ func runServer(ctx context.Context, c config, s setup, sv server, agent *offload
 		}
 	}
 	return nil
+}
+
+// rssMiB is the resident memory of processes pids (VmRSS), in MiB.
+func rssMiB(pids []int) (float64, error) {
+	var kib float64
+	for _, pid := range pids {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+		if err != nil {
+			return 0, err
+		}
+		for _, l := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(l, "VmRSS:"); ok {
+				var n float64
+				fmt.Sscan(v, &n) // "  123456 kB"
+				kib += n
+			}
+		}
+	}
+	return kib / 1024, nil
 }

@@ -3,6 +3,7 @@ package scenario
 import (
 	"flag"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -71,7 +72,7 @@ func (f *Flags) Config(items int, port uint16, request Request) (Config, error) 
 }
 
 // parseCounts parses a list of item counts from lo to items, "all" for
-// items.
+// items; a count given twice ("1000,all" with 1000 items) is kept once.
 func parseCounts(flagName, list string, lo, items int) ([]int, error) {
 	var out []int
 	for _, s := range strings.Split(list, ",") {
@@ -82,7 +83,9 @@ func parseCounts(flagName, list string, lo, items int) ([]int, error) {
 		if err != nil || n < lo || n > items {
 			return nil, fmt.Errorf("%s: %q is not %d to %d or all", flagName, s, lo, items)
 		}
-		out = append(out, n)
+		if !slices.Contains(out, n) {
+			out = append(out, n)
+		}
 	}
 	return out, nil
 }
