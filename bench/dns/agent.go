@@ -105,6 +105,10 @@ func startAgent(bin, socket, netns, logPath string, cpu, maxRules int, args []st
 // and attaching them.
 const agentReadyTimeout = 30 * time.Second
 
+// xdpGoneTimeout bounds the wait for santad's XDP program to leave the
+// veth after santad ended.
+const xdpGoneTimeout = 10 * time.Second
+
 // checkNative checks that santad's XDP program is native on the server
 // veth, as the oracle's is.
 func (a *offloadAgent) checkNative() error {
@@ -156,7 +160,8 @@ func (a *offloadAgent) Offloaded() (answered uint64, items int, err error) {
 }
 
 // Stop stops the agent (which detaches its services), then santad, and
-// removes santad's pins: the veth is free of its XDP program.
+// removes santad's pins, and waits until the veth is free of its XDP
+// program.
 func (a *offloadAgent) Stop() error {
 	var errs []error
 	if a.proc != nil {
@@ -168,8 +173,7 @@ func (a *offloadAgent) Stop() error {
 		a.cl = nil
 	}
 	if a.sd != nil {
-		errs = append(errs, a.sd.Stop(), a.sd.Close())
-		errs = append(errs, a.keepLogs())
+		errs = append(errs, a.sd.Stop(), a.sd.Close(), a.rig.WaitServerXDPGone(xdpGoneTimeout), a.keepLogs())
 		a.sd = nil
 	}
 	return errors.Join(errs...)

@@ -146,3 +146,22 @@ func (r Rig) CheckClientTxChecksums() error {
 	}
 	return fmt.Errorf("ethtool -k %s says nothing of tx-checksumming:\n%s", r.ClientDev(), out)
 }
+
+// WaitServerXDPGone waits up to timeout until the server veth has no XDP
+// program: a process's XDP link goes some time after its last reference
+// (the kernel releases links in deferred work), and the next data plane
+// can attach in native mode only then.
+func (r Rig) WaitServerXDPGone(timeout time.Duration) error {
+	for deadline := time.Now().Add(timeout); ; time.Sleep(10 * time.Millisecond) {
+		out, err := exec.Command("ip", "-n", r.ServerNS(), "link", "show", "dev", r.ServerDev()).CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("ip link show %s: %v\n%s", r.ServerDev(), err, out)
+		}
+		if !strings.Contains(string(out), "prog/xdp") {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("an XDP program is still attached to %s %v after its data plane ended:\n%s", r.ServerDev(), timeout, out)
+		}
+	}
+}
