@@ -77,7 +77,8 @@ type agentRuns struct {
 // agent starts with no rules, and traffic at ac.Rate is measured in 1 s
 // slices for ac.Converge; then each offered load of c.Rates, the agent
 // still running. The client, if any, measures the server alone once a
-// round, and the oracle and the agent at each level. RESULT lines are
+// round, and the oracle and the agent at each level; with no levels (and
+// no agent), only the server alone. RESULT lines are
 // named id/agent=N/..., and the client's id/offload=N/client=NAME/...
 // and id/agent=N/client=NAME/....
 func (b *Bench) AgentSweep(ctx context.Context, id string, pop popularity.Popularity, a Agent, ac AgentConfig, cl *Client) error {
@@ -91,12 +92,16 @@ func (b *Bench) AgentSweep(ctx context.Context, id string, pop popularity.Popula
 		runs[n] = &agentRuns{steady: map[float64][]sample{}}
 	}
 	clients := map[string][]ClientSample{}
+	var keys []string // of clients, in the order first measured
 	client := func(key string) error {
 		if cl == nil {
 			return nil
 		}
 		s, err := cl.Run(ctx, pop)
 		if err == nil {
+			if clients[key] == nil {
+				keys = append(keys, key)
+			}
 			clients[key] = append(clients[key], s)
 		}
 		return err
@@ -135,7 +140,8 @@ func (b *Bench) AgentSweep(ctx context.Context, id string, pop popularity.Popula
 	for _, n := range ac.Levels {
 		b.agentSummary(fmt.Sprintf("%s/agent=%d", id, n), runs[n], ac, b.peaks[pop], n)
 	}
-	for key, got := range clients {
+	for _, key := range keys {
+		got := clients[key]
 		name := fmt.Sprintf("%s/%s/client=%s", id, key, cl.Name)
 		dp.Summary(name+"/replies_per_s", got, func(s ClientSample) float64 { return s.Replies }, "replies/s")
 		dp.Summary(name+"/server_us_per_reply", got, func(s ClientSample) float64 { return s.ServerUSPer }, "us/reply")
