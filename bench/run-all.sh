@@ -20,6 +20,11 @@
 #       the top-N keys (the paper's Figure 7b).
 #   (g) bench/http: nginx with and without sendfile, against wrk, by reply
 #       size (the baseline of the paper's Figure 8).
+#   (h) bench/dns -agent: the offload agent (santa-offload dns, issue 22)
+#       choosing the rules for BIND, Knot and NSD, against the oracle's
+#       top N, Zipf over 10k and 1M names; its first seconds; dnsperf in
+#       every configuration; Knot's own XDP mode (knot-xdp). Not part of
+#       a plain run: BENCH_ONLY=h.
 #
 # Environment:
 #   BENCH_QUICK=1     skip the 1M-rule and 1M-name sets, shorten (b) and
@@ -31,6 +36,8 @@
 #   DNS_SERVERS, DNS_NAMES, DNS_ROUNDS             override (e)
 #   MC_KEYS, MC_OFFLOAD, MC_ROUNDS                 override (f)
 #   HTTP_SIZES, HTTP_ROUNDS, HTTP_DURATION         override (g)
+#   AGENT_SERVERS, AGENT_NAMES, AGENT_ROUNDS, AGENT_CONVERGE, AGENT_DNSPERF
+#                                                  override (h)
 #   SERVER_CPU (1), CLIENT_CPU (0)
 set -euo pipefail
 
@@ -71,6 +78,11 @@ mc_rounds=${MC_ROUNDS:-3}
 http_sizes=${HTTP_SIZES:-64,500,1000,2000,5000}
 http_rounds=${HTTP_ROUNDS:-3}
 http_duration=${HTTP_DURATION:-5s}
+agent_servers=${AGENT_SERVERS:-bind,knot,nsd,knot-xdp}
+if [ "$quick" = 1 ]; then agent_names=${AGENT_NAMES:-10000}; else agent_names=${AGENT_NAMES:-10000,1000000}; fi
+agent_rounds=${AGENT_ROUNDS:-3}
+agent_converge=${AGENT_CONVERGE:-20s}
+agent_dnsperf=${AGENT_DNSPERF:-5s}
 
 # bounded LIMIT CMD...: CMD under timeout LIMIT (killed 30 s after the
 # TERM if a wait of its own outlasts it). Its command line goes to
@@ -83,8 +95,8 @@ bounded() {
 	timeout -k 30s "$limit" "$@"
 }
 
-# part X: is part X to run?
-part() { [ -z "$only" ] || [[ ",$only," == *",$1,"* ]]; }
+# part X: is part X to run? (h only when asked for)
+part() { if [ -z "$only" ]; then [ "$1" != h ]; else [[ ",$only," == *",$1,"* ]]; fi; }
 
 bin=$(mktemp -d /tmp/santa-bench.XXXXXX)
 cleanup() {
@@ -107,7 +119,7 @@ start=$(date +%s)
 	echo "# $(date -u +%Y-%m-%dT%H:%M:%SZ) $(uname -r) $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) CPUs, $(awk '/MemTotal/ {printf "%.1f GiB", $2/1048576}' /proc/meminfo)"
 	echo "# commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD 2>/dev/null || echo ' (with uncommitted changes)')"
 	echo "# command: BENCH_QUICK=$quick BENCH_ONLY=$only bash bench/run-all.sh"
-	echo "# quick=$quick dp_rules=$dp_rules dp_sizes=$dp_sizes dp_rounds=$dp_rounds dp_k=$dp_k e2e_rules=$e2e_rules e2e_sizes=$e2e_sizes e2e_rounds=$e2e_rounds e2e_duration=$e2e_duration dns_servers=$dns_servers dns_names=$dns_names dns_rounds=$dns_rounds mc_keys=$mc_keys mc_offload=$mc_offload mc_rounds=$mc_rounds http_sizes=$http_sizes http_rounds=$http_rounds http_duration=$http_duration"
+	echo "# quick=$quick dp_rules=$dp_rules dp_sizes=$dp_sizes dp_rounds=$dp_rounds dp_k=$dp_k e2e_rules=$e2e_rules e2e_sizes=$e2e_sizes e2e_rounds=$e2e_rounds e2e_duration=$e2e_duration dns_servers=$dns_servers dns_names=$dns_names dns_rounds=$dns_rounds mc_keys=$mc_keys mc_offload=$mc_offload mc_rounds=$mc_rounds http_sizes=$http_sizes http_rounds=$http_rounds http_duration=$http_duration agent_servers=$agent_servers agent_names=$agent_names agent_rounds=$agent_rounds agent_converge=$agent_converge agent_dnsperf=$agent_dnsperf"
 } | tee /dev/stderr
 
 if part a; then
@@ -170,6 +182,20 @@ if part g; then
 	bash bench/rig.sh down "$rig" 2>/dev/null || true
 	bounded 30m "$bin/http" -rig "$rig" -sizes "$http_sizes" -rounds "$http_rounds" -duration "$http_duration" \
 		-server-cpu "$server_cpu" -client-cpu "$client_cpu"
+fi
+
+if part h; then
+	echo "== (h) DNS with the offload agent" >&2
+	for names in ${agent_names//,/ }; do
+		# The oracle's and the agent's top-N levels: 100 up to every name.
+		levels=100,1000,all
+		if [ "$names" -gt 100000 ]; then levels=100,1000,10000,100000,all; fi
+		bash bench/rig.sh down "$rig" 2>/dev/null || true
+		bounded 150m "$bin/dns" -rig "$rig" -servers "$agent_servers" -names "$names" -popularity zipf:1 \
+			-offload "0,$levels" -agent "$levels" -rates 100000,200000,0 -rounds "$agent_rounds" \
+			-agent-converge "$agent_converge" -dnsperf "$agent_dnsperf" \
+			-server-cpu "$server_cpu" -client-cpu "$client_cpu"
+	done
 fi
 
 echo "# run-all took $(($(date +%s) - start)) s" >&2

@@ -65,7 +65,10 @@ def offload_section(results, prefix, title, figure, imgdir, rel):
     cost = defaultdict(dict)     # key + (offload,) -> {rate: us/reply}
     for name, (v, _, _) in results.items():
         f = fields(name)
-        if not name.startswith(prefix + "/") or "popularity" not in f:
+        # The oracle's sweep only: not the agent's runs (agent_section), nor
+        # a second client's.
+        if (not name.startswith(prefix + "/") or "popularity" not in f or "offload" not in f
+                or "agent" in f or "client" in f):
             continue
         leaf = name.rsplit("/", 1)[1]
         key = (f.get("server", prefix), f.get("names") or f.get("keys"), f["popularity"])
@@ -149,12 +152,127 @@ def offload_section(results, prefix, title, figure, imgdir, rel):
     return out
 
 
+def agent_section(results, imgdir, rel):
+    """bench/dns -agent: the offload agent against the oracle's top N (the
+    issue 22 targets), its first seconds, dnsperf in every configuration,
+    Knot's own XDP mode."""
+    agent = defaultdict(dict)    # (server, names, popularity) -> {N: {leaf: value}}
+    series = defaultdict(dict)   # (server, names, popularity, N) -> {second: replies/s}
+    steady = defaultdict(dict)   # (server, names, popularity, "agent=N" or "offload=N") -> {rate: (us, by santa %)}
+    dnsperf = defaultdict(dict)  # (server, names, popularity) -> {"agent=N" / "offload=N": (replies/s, us)}
+    for name, (v, _, _) in results.items():
+        f = fields(name)
+        if not name.startswith("dns/") or "popularity" not in f:
+            continue
+        key = (f["server"], f["names"], f["popularity"])
+        leaf = name.rsplit("/", 1)[1]
+        config = f"agent={f['agent']}" if "agent" in f else f"offload={f.get('offload')}"
+        if f.get("client") == "dnsperf" and leaf == "replies_per_s":
+            us = results.get(name.rsplit("/", 1)[0] + "/server_us_per_reply", (0,))[0]
+            dnsperf[key][config] = (v, us)
+        elif "client" in f:
+            continue
+        elif "rate" in f and leaf == "server_us_per_reply":
+            by = results.get(name.rsplit("/", 1)[0] + "/answered_by_santa", (0,))[0]
+            steady[key + (config,)][f["rate"]] = (v, by)
+        elif "agent" in f and "second" in f and leaf == "replies_per_s":
+            series[key + (int(f["agent"]),)][int(f["second"])] = v
+        elif "agent" in f and "rate" not in f and "second" not in f:
+            agent[key].setdefault(int(f["agent"]), {})[leaf] = v
+    if not agent and not any(k[0] == "knot-xdp" for k in dnsperf):
+        return []
+    out = ["### DNS with the offload agent (`bench/dns -agent`)", "",
+           "The agent chooses the rules from the traffic (santad and `santa-offload dns` on the server core); "
+           "the oracle installs the true top N. Open loop unless the run said otherwise.", "",
+           "| server | names | popularity | top N | oracle replies/s | agent peak replies/s | agent / oracle peak "
+           "| s to 90 % of the oracle |", "|---|---|---|---|---|---|---|---|"]
+    for key in sorted(agent):
+        for n in sorted(agent[key]):
+            d = agent[key][n]
+            t90 = next((v for k, v in d.items() if k.startswith("seconds_to_")), float("inf"))
+            out.append(f"| {key[0]} | {key[1]} | {key[2]} | {n} | {human(d.get('oracle_replies_per_s', 0))} | "
+                       f"{human(d.get('peak_replies_per_s', 0))} | {d.get('peak_vs_oracle', 0):.2f} | "
+                       f"{'not reached' if t90 == float('inf') else f'{t90:.1f}'} |")
+    out.append("")
+    if series:
+        keys = sorted({k[:3] for k in series})
+        fig, axes = plt.subplots(1, len(keys), figsize=(5 * len(keys), 3.6), squeeze=False)
+        for ax, key in zip(axes[0], keys):
+            for skey in sorted(k for k in series if k[:3] == key):
+                secs = sorted(series[skey])
+                line, = ax.plot(secs, [series[skey][x] / 1e3 for x in secs], marker=".", label=f"agent, top {skey[3]}")
+                ref = agent[key].get(skey[3], {}).get("oracle_replies_per_s")
+                if ref:
+                    ax.axhline(ref / 1e3, linestyle="--", color=line.get_color(), label=f"oracle, top {skey[3]}")
+            ax.set_title(f"{key[0]}, {key[1]} names, {key[2]}", fontsize=9)
+            ax.set_xlabel("seconds since the traffic and the agent started")
+            ax.set_ylabel("good replies/s (thousands)")
+            ax.set_ylim(bottom=0)
+            ax.grid(alpha=0.3)
+            ax.legend(fontsize=7)
+        fig.tight_layout()
+        fig.savefig(os.path.join(imgdir, "dns-agent.png"), dpi=100)
+        plt.close(fig)
+        out += [f"![DNS: the agent's first seconds against the oracle]({rel}/dns-agent.png)", ""]
+    if dnsperf:
+        # The server alone, then by N the oracle's top N and the agent's.
+        configs = sorted({c for d in dnsperf.values() for c in d},
+                         key=lambda c: (int(c.split("=")[1]), c.startswith("agent")))
+        out += ["dnsperf (a socket client, full UDP checksums) with the sweep's popularity: replies/s "
+                "(server-core µs per reply):", "",
+                "| server | names | popularity | " + " | ".join(configs) + " |",
+                "|---|---|---|" + "---|" * len(configs)]
+        for key in sorted(dnsperf):
+            d = dnsperf[key]
+            out.append(f"| {key[0]} | {key[1]} | {key[2]} | " + " | ".join(
+                f"{human(d[c][0])} ({d[c][1]:.2f})" if c in d else "" for c in configs) + " |")
+        out.append("")
+    out += targets(steady, agent)
+    return out
+
+
+def targets(steady, agent):
+    """Issue 22's targets from the runs: Knot + Santa (the agent, at a load
+    where it answers >= 95 % of the replies) at most 1/2 of Knot's XDP mode
+    per reply; BIND + Santa >= 5.5x BIND alone in server-core capacity
+    (10^6 / the lowest µs per reply over the offered loads); the agent at
+    90 % of the oracle within 10 s."""
+    out = ["Targets (issue 22):", "", "| target | run | measured | met |", "|---|---|---|---|"]
+    for key in sorted(agent):
+        for n in sorted(agent[key]):
+            t90 = next((v for k, v in agent[key][n].items() if k.startswith("seconds_to_")), float("inf"))
+            out.append(f"| agent at 90 % of the oracle within 10 s | {key[0]}, {key[1]}, {key[2]}, top {n} | "
+                       f"{'never' if t90 == float('inf') else f'{t90:.1f} s'} | {'yes' if t90 <= 10 else 'no'} |")
+    for (srv, names, pop, config), rates in sorted(steady.items()):
+        if srv != "knot" or not config.startswith("agent="):
+            continue
+        xdp = steady.get(("knot-xdp", names, pop, "offload=0"), {})
+        for rate, (us, by) in sorted(rates.items(), key=lambda r: rate_key(r[0])):
+            if by >= 95 and rate in xdp and xdp[rate][0] > 0:
+                ratio = us / xdp[rate][0]
+                out.append(f"| Knot + Santa <= 1/2 of Knot XDP per reply | {names}, {pop}, {config}, rate {rate}, "
+                           f"{by:.0f} % by Santa | {us:.2f} vs {xdp[rate][0]:.2f} µs ({ratio:.2f}) | "
+                           f"{'yes' if ratio <= 0.5 else 'no'} |")
+    for (srv, names, pop, config), rates in sorted(steady.items()):
+        alone = steady.get((srv, names, pop, "offload=0"), {})
+        if srv != "bind" or not config.startswith("agent=") or not alone or not rates:
+            continue
+        best = min(us for us, _ in rates.values() if us > 0)
+        by = max(b for _, b in rates.values())
+        base = min(us for us, _ in alone.values() if us > 0)
+        ratio = base / best
+        out.append(f"| BIND + Santa >= 5.5x BIND alone, server-core capacity | {names}, {pop}, {config}, "
+                   f"up to {by:.0f} % by Santa | {1e6 / best / 1e3:.0f} k vs {1e6 / base / 1e3:.0f} k replies/s "
+                   f"({ratio:.1f}x) | {'yes' if ratio >= 5.5 else 'no'} |")
+    return out + [""]
+
+
 def dnsperf_table(results):
     """dnsperf against each DNS server alone (bench/dns)."""
     dnsperf = defaultdict(dict)
     for name, (v, _, _) in results.items():
         f = fields(name)
-        if name.startswith("dns/") and f.get("client") == "dnsperf":
+        if name.startswith("dns/") and f.get("client") == "dnsperf" and "popularity" not in f:
             dnsperf[(f["server"], f["names"])][name.rsplit("/", 1)[1]] = v
     if not dnsperf:
         return []
@@ -280,6 +398,7 @@ def main():
     if dns:
         out += ["### DNS: BIND, Knot and NSD alone and with Santa (`bench/dns`, the paper's Figure 6)", ""]
         out += dnsperf_table(results) + dns
+    out += agent_section(results, imgdir, rel)
     memcached = offload_section(results, "memcached", "memcached", "Figure 7b", imgdir, rel)
     if memcached:
         out += ["### memcached UDP GETs alone and with Santa (`bench/memcached`, the paper's Figure 7b)", ""]

@@ -27,6 +27,25 @@ RESULT name=dns/server=bind/names=1k/rules=1/replies_per_s value=1500000 unit=re
 RESULT name=dns/server=bind/names=1k/rules=1/server_us_per_reply value=0.65 unit=us/reply range=1..2 runs=3
 RESULT name=dns/server=bind/names=1k/rules=1000/replies_per_s value=1300000 unit=replies/s range=1..2 runs=3
 RESULT name=dns/server=bind/names=1k/rules=1000/server_us_per_reply value=0.75 unit=us/reply range=1..2 runs=3
+RESULT name=dns/server=bind/names=1k/popularity=zipf:1/offload=0/client=dnsperf/replies_per_s value=110000 unit=replies/s range=1..2 runs=3
+RESULT name=dns/server=bind/names=1k/popularity=zipf:1/offload=0/client=dnsperf/server_us_per_reply value=9.1 unit=us/reply range=1..2 runs=3
+RESULT name=dns/server=bind/names=1k/popularity=zipf:1/agent=1000/client=dnsperf/replies_per_s value=150000 unit=replies/s range=1..2 runs=3
+RESULT name=dns/server=bind/names=1k/popularity=zipf:1/agent=1000/client=dnsperf/server_us_per_reply value=1.5 unit=us/reply range=1..2 runs=3
+RESULT name=dns/server=bind/names=1k/popularity=zipf:1/agent=1000/oracle_replies_per_s value=1100000 unit=replies/s range=1..2 runs=3
+RESULT name=dns/server=bind/names=1k/popularity=zipf:1/agent=1000/second=1/replies_per_s value=60000 unit=replies/s range=1..2 runs=3
+RESULT name=dns/server=bind/names=1k/popularity=zipf:1/agent=1000/second=1/items value=0 unit=items range=0..0 runs=3
+RESULT name=dns/server=bind/names=1k/popularity=zipf:1/agent=1000/second=2/replies_per_s value=1000000 unit=replies/s range=1..2 runs=3
+RESULT name=dns/server=bind/names=1k/popularity=zipf:1/agent=1000/seconds_to_90pct_of_oracle value=2.1 unit=s range=2.0..+Inf runs=3
+RESULT name=dns/server=bind/names=1k/popularity=zipf:1/agent=1000/rate=open/replies_per_s value=1000000 unit=replies/s range=1..2 runs=3
+RESULT name=dns/server=bind/names=1k/popularity=zipf:1/agent=1000/rate=open/server_us_per_reply value=1.0 unit=us/reply range=1..2 runs=3
+RESULT name=dns/server=bind/names=1k/popularity=zipf:1/agent=1000/rate=open/answered_by_santa value=99 unit=% range=1..2 runs=3
+RESULT name=dns/server=bind/names=1k/popularity=zipf:1/agent=1000/peak_replies_per_s value=1000000 unit=replies/s
+RESULT name=dns/server=bind/names=1k/popularity=zipf:1/agent=1000/peak_vs_oracle value=0.833 unit=ratio
+RESULT name=dns/server=knot/names=1k/popularity=zipf:1/agent=1000/seconds_to_90pct_of_oracle value=+Inf unit=s range=+Inf..+Inf runs=3
+RESULT name=dns/server=knot/names=1k/popularity=zipf:1/agent=1000/rate=open/server_us_per_reply value=1.3 unit=us/reply range=1..2 runs=3
+RESULT name=dns/server=knot/names=1k/popularity=zipf:1/agent=1000/rate=open/answered_by_santa value=97 unit=% range=1..2 runs=3
+RESULT name=dns/server=knot-xdp/names=1k/popularity=zipf:1/offload=0/rate=open/server_us_per_reply value=3.0 unit=us/reply range=1..2 runs=3
+RESULT name=dns/server=knot-xdp/names=1k/popularity=zipf:1/offload=0/client=dnsperf/replies_per_s value=120000 unit=replies/s range=1..2 runs=3
 RESULT name=memcached/keys=100k/popularity=zipf:1/offload=0/rate=open/replies_per_s value=95000 unit=replies/s range=1..2 runs=3
 RESULT name=memcached/keys=100k/popularity=zipf:1/offload=100000/rate=open/replies_per_s value=900000 unit=replies/s range=1..2 runs=3
 RESULT name=memcached/keys=100k/popularity=zipf:1/offload=0/peak_replies_per_s value=100000 unit=replies/s
@@ -82,11 +101,26 @@ class ReportTest(unittest.TestCase):
             "| dns | bind | 1k | 1000 | 1.30 M | 0.75 | 21.7x |",
             "| nginx | 64 | 76 k | 11.20 |",
             "| nginx, sendfile | 64 | 58 k |",
+            # The agent: against the oracle, its time to 90 %, dnsperf, the targets.
+            "| bind | 1k | zipf:1 | 1000 | 1.10 M | 1.00 M | 0.83 | 2.1 |",
+            "| knot | 1k | zipf:1 | 1000 | 0 | 0 | 0.00 | not reached |",
+            "| bind | 1k | zipf:1 | 110 k (9.10) | 150 k (1.50) |",
+            "| knot-xdp | 1k | zipf:1 | 120 k (0.00) |  |",
+            "| agent at 90 % of the oracle within 10 s | bind, 1k, zipf:1, top 1000 | 2.1 s | yes |",
+            "| agent at 90 % of the oracle within 10 s | knot, 1k, zipf:1, top 1000 | never | no |",
+            "| Knot + Santa <= 1/2 of Knot XDP per reply | 1k, zipf:1, agent=1000, rate open, 97 % by Santa | "
+            "1.30 vs 3.00 µs (0.43) | yes |",
+            "| BIND + Santa >= 5.5x BIND alone, server-core capacity | 1k, zipf:1, agent=1000, up to 99 % by Santa | "
+            "1000 k vs 50 k replies/s (20.0x) | yes |",
         ]:
             self.assertIn(want, self.out)
 
+    def test_sweep_tables_leave_the_agent_out(self):
+        # dnsperf with a popularity is not dnsperf against the server alone.
+        self.assertNotIn("| knot-xdp | 1k | 0 | 0.00 |", self.out)
+
     def test_plots(self):
-        for png in ["dns-offload.png", "dns-load.png", "memcached-offload.png", "memcached-load.png",
+        for png in ["dns-offload.png", "dns-load.png", "dns-agent.png", "memcached-offload.png", "memcached-load.png",
                     "rules.png", "http.png"]:
             path = os.path.join(self.img, png)
             self.assertIn(f"(img/{png})", self.out)

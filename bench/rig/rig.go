@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/santa-offload/santa/internal/netns"
@@ -123,4 +124,44 @@ func (r Rig) Dial(network string, port int) (net.Conn, error) {
 		return err
 	})
 	return conn, err
+}
+
+// CheckClientTxChecksums checks that the client veth computes full UDP
+// checksums in software (rig.sh turns TX checksum offload off), as a NIC
+// would deliver them: with offload on, a socket client's packets would
+// carry partial checksums, which XDP programs cannot verify (Santa
+// passes them to TC).
+func (r Rig) CheckClientTxChecksums() error {
+	out, err := exec.Command("ip", "netns", "exec", r.ClientNS(), "ethtool", "-k", r.ClientDev()).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("ethtool -k %s: %v\n%s", r.ClientDev(), err, out)
+	}
+	for _, l := range strings.Split(string(out), "\n") {
+		if v, ok := strings.CutPrefix(l, "tx-checksumming: "); ok {
+			if strings.HasPrefix(v, "off") {
+				return nil
+			}
+			return fmt.Errorf("TX checksum offload is %q on %s: a socket client's UDP checksums would be partial", v, r.ClientDev())
+		}
+	}
+	return fmt.Errorf("ethtool -k %s says nothing of tx-checksumming:\n%s", r.ClientDev(), out)
+}
+
+// WaitServerXDPGone waits up to timeout until the server veth has no XDP
+// program: a process's XDP link goes some time after its last reference
+// (the kernel releases links in deferred work), and the next data plane
+// can attach in native mode only then.
+func (r Rig) WaitServerXDPGone(timeout time.Duration) error {
+	for deadline := time.Now().Add(timeout); ; time.Sleep(10 * time.Millisecond) {
+		out, err := exec.Command("ip", "-n", r.ServerNS(), "link", "show", "dev", r.ServerDev()).CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("ip link show %s: %v\n%s", r.ServerDev(), err, out)
+		}
+		if !strings.Contains(string(out), "prog/xdp") {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("an XDP program is still attached to %s %v after its data plane ended:\n%s", r.ServerDev(), timeout, out)
+		}
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"os"
 	"slices"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -25,6 +26,9 @@ type Bench struct {
 	fds     []int
 	replies [][]byte
 	o       *offloader
+	// peaks are the last Sweep's peak replies/s per offload level, by
+	// popularity: what AgentSweep compares an agent with.
+	peaks map[popularity.Popularity]map[int]float64
 }
 
 // Open takes the server's sockets (the server must be serving on
@@ -35,7 +39,7 @@ func Open(c Config) (*Bench, error) {
 	if err := c.check(); err != nil {
 		return nil, err
 	}
-	b := &Bench{c: c}
+	b := &Bench{c: c, peaks: map[popularity.Popularity]map[int]float64{}}
 	var err error
 	b.fds, err = sockets(netns.Named(c.Rig.ServerNS()), netip.MustParseAddr(rig.ServerIPv4), c.Port)
 	if err != nil {
@@ -78,6 +82,9 @@ func Open(c Config) (*Bench, error) {
 	}
 	return b, nil
 }
+
+// Sockets is how many sockets the server answers on.
+func (b *Bench) Sockets() int { return len(b.fds) }
 
 // Close detaches Santa and lets the sockets go (the server keeps its own).
 func (b *Bench) Close() {
@@ -143,6 +150,7 @@ func (b *Bench) Sweep(ctx context.Context, id string, pop popularity.Popularity)
 			peak[n] = max(peak[n], med)
 		}
 	}
+	b.peaks[pop] = peak
 	for _, n := range c.Offload {
 		fmt.Printf("RESULT name=%s/offload=%d/peak_replies_per_s value=%.3f unit=replies/s\n", id, n, peak[n])
 		if peak[0] > 0 && n > 0 {
@@ -217,15 +225,22 @@ func (b *Bench) run(ctx context.Context, g *gen.Generator, n int, rate float64) 
 	if err := b.o.set(n); err != nil {
 		return sample{}, err
 	}
-	before, err := b.o.answered()
+	return b.measure(ctx, g, b.c.Duration, rate, b.o.answered)
+}
+
+// measure runs g for d at rate; answered is how many requests Santa has
+// answered so far. A reply that differs from the server's own is an error.
+func (b *Bench) measure(ctx context.Context, g *gen.Generator, d time.Duration, rate float64,
+	answered func() (uint64, error)) (sample, error) {
+	before, err := answered()
 	if err != nil {
 		return sample{}, err
 	}
-	m, err := b.c.Rig.Measure(ctx, g, b.c.Duration, rate, b.c.ClientCPU, b.c.ServerCPU)
+	m, err := b.c.Rig.Measure(ctx, g, d, rate, b.c.ClientCPU, b.c.ServerCPU)
 	if err != nil {
 		return sample{}, err
 	}
-	after, err := b.o.answered()
+	after, err := answered()
 	if err != nil {
 		return sample{}, err
 	}

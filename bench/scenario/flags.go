@@ -3,6 +3,7 @@ package scenario
 import (
 	"flag"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -71,7 +72,7 @@ func (f *Flags) Config(items int, port uint16, request Request) (Config, error) 
 }
 
 // parseCounts parses a list of item counts from lo to items, "all" for
-// items.
+// items; a count given twice ("1000,all" with 1000 items) is kept once.
 func parseCounts(flagName, list string, lo, items int) ([]int, error) {
 	var out []int
 	for _, s := range strings.Split(list, ",") {
@@ -82,7 +83,50 @@ func parseCounts(flagName, list string, lo, items int) ([]int, error) {
 		if err != nil || n < lo || n > items {
 			return nil, fmt.Errorf("%s: %q is not %d to %d or all", flagName, s, lo, items)
 		}
-		out = append(out, n)
+		if !slices.Contains(out, n) {
+			out = append(out, n)
+		}
 	}
 	return out, nil
+}
+
+// AgentFlags are the flags of a scenario command with an offload agent
+// (AgentSweep).
+type AgentFlags struct {
+	c      AgentConfig
+	levels string
+}
+
+// RegisterAgentFlags defines the agent's flags on flag.CommandLine; the
+// agent is off unless -agent names levels.
+func RegisterAgentFlags() *AgentFlags {
+	f := &AgentFlags{}
+	flag.StringVar(&f.levels, "agent", "", "the offload agent's top-N limits (all: every item; empty: no agent)")
+	flag.DurationVar(&f.c.Converge, "agent-converge", 20*time.Second,
+		"traffic from the agent's start with no rules, measured in 1 s slices, before the offered loads")
+	flag.Float64Var(&f.c.Rate, "agent-rate", 0, "offered load while the agent converges, requests/s (0: open loop)")
+	flag.Float64Var(&f.c.Target, "agent-target", 0.9, "share of the oracle's replies/s whose time is reported")
+	return f
+}
+
+// Config is the agent's configuration for items items, after flag.Parse;
+// no levels, no agent.
+func (f *AgentFlags) Config(items int) (AgentConfig, error) {
+	c := f.c
+	if f.levels == "" {
+		return c, nil
+	}
+	var err error
+	if c.Levels, err = parseCounts("-agent", f.levels, 1, items); err != nil {
+		return c, err
+	}
+	switch {
+	case c.Converge < time.Second:
+		return c, fmt.Errorf("-agent-converge %v: want at least one 1 s slice", c.Converge)
+	case c.Rate < 0:
+		return c, fmt.Errorf("-agent-rate %v: want a rate, or 0 for open loop", c.Rate)
+	case c.Target <= 0 || c.Target > 1:
+		return c, fmt.Errorf("-agent-target %v: want a share in (0, 1]", c.Target)
+	}
+	return c, nil
 }

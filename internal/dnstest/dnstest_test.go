@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -196,4 +197,96 @@ func restart(t *testing.T, s *dnstest.Server, srvNS, cliNS string, forms []dnslo
 	if strings.Contains(s.Log(), "panic") {
 		t.Errorf("server log:\n%s", s.Log())
 	}
+}
+
+// TestKnotXDP: Knot in its XDP mode on the server veth answers the client
+// through AF_XDP (its program attached; Start checks native mode; no
+// query reaches the stack), every reply equal to what its own socket
+// answers in the server namespace; Stop detaches the program Knot leaves
+// behind; other servers have no XDP mode.
+func TestKnotXDP(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts Knot")
+	}
+	if err := dnstest.Available(dnstest.Knot); err != nil {
+		t.Skip(err)
+	}
+	srvNS, cliNS := rig(t, "kxdp")
+	dev := strings.TrimSuffix(srvNS, "-srv") + "-s"
+	s, err := dnstest.Start(dnstest.Config{Kind: dnstest.Knot, Netns: srvNS, Dir: t.TempDir(), Addrs: serverAddrs,
+		Names: names, XDP: dev})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Stop()
+	if !xdpAttached(t, srvNS, dev) {
+		t.Fatalf("no XDP program on %s while Knot runs in XDP mode", dev)
+	}
+	forms := dnsload.Forms(dnstest.Questions(asked), []dnsload.Shape{dnsload.RD, dnsload.EDNS, dnsload.RDAD})
+	for _, a := range serverAddrs {
+		conn, err := s.Dial(a) // the socket's answers: lo, no XDP
+		if err != nil {
+			t.Fatal(err)
+		}
+		table, err := dnsload.Capture(conn, forms, 2)
+		conn.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		before := udpInDatagrams(t, srvNS)
+		load(t, cliNS, a, forms, table, 10*len(forms))
+		if n := udpInDatagrams(t, srvNS) - before; n > 0 {
+			t.Errorf("%v: %d datagrams reached the server namespace's UDP stack: Knot's XDP mode did not answer them", a, n)
+		}
+	}
+	if err := s.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if xdpAttached(t, srvNS, dev) {
+		t.Errorf("Knot's XDP program still on %s after Stop", dev)
+	}
+	if _, err := dnstest.Start(dnstest.Config{Kind: dnstest.BIND, Netns: srvNS, Dir: t.TempDir(), Addrs: serverAddrs,
+		XDP: dev}); err == nil || !strings.Contains(err.Error(), "XDP mode is Knot's") {
+		t.Errorf("BIND in XDP mode: %v, want a refusal", err)
+	}
+}
+
+// udpInDatagrams is the UDP datagrams (IPv4 and IPv6) ns's stack has
+// delivered to sockets.
+func udpInDatagrams(t *testing.T, ns string) int {
+	t.Helper()
+	out, err := exec.Command("ip", "netns", "exec", ns, "cat", "/proc/net/snmp", "/proc/net/snmp6").CombinedOutput()
+	if err != nil {
+		t.Fatalf("reading %s's UDP counters: %v\n%s", ns, err, out)
+	}
+	sum := 0
+	var header []string
+	for _, l := range strings.Split(string(out), "\n") {
+		f := strings.Fields(l)
+		switch {
+		case len(f) == 2 && f[0] == "Udp6InDatagrams":
+			n, _ := strconv.Atoi(f[1])
+			sum += n
+		case len(f) > 1 && f[0] == "Udp:" && header == nil:
+			header = f
+		case len(f) > 1 && f[0] == "Udp:":
+			for i := range f {
+				if header[i] == "InDatagrams" {
+					n, _ := strconv.Atoi(f[i])
+					sum += n
+				}
+			}
+		}
+	}
+	return sum
+}
+
+// xdpAttached reports whether dev in ns has an XDP program.
+func xdpAttached(t *testing.T, ns, dev string) bool {
+	t.Helper()
+	out, err := exec.Command("ip", "-n", ns, "link", "show", "dev", dev).CombinedOutput()
+	if err != nil {
+		t.Fatalf("ip link show %s: %v\n%s", dev, err, out)
+	}
+	return strings.Contains(string(out), "prog/xdp")
 }

@@ -4,7 +4,8 @@
 // and IPv6 addresses, with as many worker threads as asked. A server
 // reports its pids, edits a zone and reloads it the way its operators do
 // (rndc reload, knotc zone-reload, nsd-control reload) and says when the
-// reload is complete, restarts, and stops. Needs root.
+// reload is complete, restarts, and stops. Knot can also run in its own
+// XDP mode on an interface (Config.XDP). Needs root.
 package dnstest
 
 import (
@@ -51,6 +52,13 @@ type Config struct {
 	CPU int
 	// ReadyTimeout bounds the start (0: netproc.DefaultReadyTimeout).
 	ReadyTimeout time.Duration
+	// XDP, Knot only: also answer the UDP queries that arrive on this
+	// interface of Netns in Knot's XDP mode (AF_XDP; `xdp: listen:
+	// XDP@53`), before the kernel's stack sees them. Knot's XDP program
+	// takes the interface: nothing else may have XDP attached there
+	// while it runs. Knot leaves the program attached when it ends;
+	// Stop and Restart detach it.
+	XDP string
 }
 
 // Server is a running DNS server.
@@ -94,6 +102,8 @@ func Start(c Config) (*Server, error) {
 		return nil, errors.New("dnstest: no address to listen on")
 	case c.Threads < 0 || c.Names < 0:
 		return nil, fmt.Errorf("dnstest: %d threads, %d names", c.Threads, c.Names)
+	case c.XDP != "" && c.Kind != Knot:
+		return nil, fmt.Errorf("dnstest: XDP mode is Knot's; %s has none", c.Kind)
 	}
 	s := &Server{c: c, zones: newZones(c.Names, c.Addrs)}
 	for _, z := range s.zones {
@@ -118,6 +128,11 @@ func (s *Server) start() error {
 	s.mu.Lock()
 	s.proc = p
 	s.mu.Unlock()
+	if s.c.XDP != "" {
+		if err := nativeXDP(s.c.Netns, s.c.XDP); err != nil {
+			return errors.Join(err, s.Stop())
+		}
+	}
 	return nil
 }
 
@@ -249,15 +264,46 @@ func (s *Server) Dial(a netip.Addr) (*net.UDPConn, error) {
 // to end) and starts it again with the zones as they are, waiting until
 // it serves them. Its pids change.
 func (s *Server) Restart() error {
-	if err := s.current().Stop(); err != nil {
+	if err := s.Stop(); err != nil {
 		return err
 	}
 	return s.start()
 }
 
-// Stop stops the server and waits until all its processes have ended.
-// The caller removes Dir.
-func (s *Server) Stop() error { return s.current().Stop() }
+// Stop stops the server and waits until all its processes have ended,
+// then detaches Knot's XDP program if it ran in XDP mode. The caller
+// removes Dir.
+func (s *Server) Stop() error {
+	err := s.current().Stop()
+	if s.c.XDP != "" {
+		err = errors.Join(err, detachXDP(s.c.Netns, s.c.XDP))
+	}
+	return err
+}
+
+// nativeXDP checks that dev in netns has an XDP program in native mode:
+// Knot falls back to the generic mode where the driver has none, and
+// that would be another measurement.
+func nativeXDP(netns, dev string) error {
+	out, err := exec.Command("ip", "-n", netns, "link", "show", "dev", dev).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("ip link show %s: %w\n%s", dev, err, out)
+	}
+	if !strings.Contains(string(out), "prog/xdp id") {
+		return fmt.Errorf("Knot's XDP mode is not native on %s:\n%s", dev, out)
+	}
+	return nil
+}
+
+// detachXDP removes whatever XDP program is attached to dev in netns.
+func detachXDP(netns, dev string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), controlTime)
+	defer cancel()
+	if out, err := exec.CommandContext(ctx, "ip", "-n", netns, "link", "set", "dev", dev, "xdp", "off").CombinedOutput(); err != nil {
+		return fmt.Errorf("detaching Knot's XDP program from %s: %w\n%s", dev, err, out)
+	}
+	return nil
+}
 
 // Log is what the server logged so far, over all its starts.
 func (s *Server) Log() string {

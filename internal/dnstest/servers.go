@@ -83,11 +83,17 @@ options {
 }
 
 // knotConfig: knotd as root, c.Threads UDP workers, no journal, zone files
-// never written back, knotc on a socket in the directory.
+// never written back, knotc on a socket in the directory; in XDP mode on
+// c.XDP if set (Knot starts an XDP worker per queue of the interface
+// besides its UDP workers).
 func knotConfig(c Config) ([]string, error) {
 	var listen []string
 	for _, a := range c.Addrs {
 		listen = append(listen, a.String()+"@53")
+	}
+	var xdp string
+	if c.XDP != "" {
+		xdp = fmt.Sprintf("xdp:\n    listen: %s@53\n    udp: on\n", c.XDP)
 	}
 	conf := fmt.Sprintf(`server:
     rundir: "%[1]s"
@@ -96,7 +102,7 @@ func knotConfig(c Config) ([]string, error) {
     udp-workers: %[3]d
     tcp-workers: 1
     background-workers: 1
-control:
+%[4]scontrol:
     listen: "%[1]s/knot.sock"
 database:
     storage: "%[1]s"
@@ -109,7 +115,7 @@ template:
     journal-content: none
     zonefile-sync: -1
 zone:
-`, c.Dir, strings.Join(listen, ", "), c.Threads)
+`, c.Dir, strings.Join(listen, ", "), c.Threads, xdp)
 	for _, z := range zoneOrigins {
 		conf += fmt.Sprintf("  - domain: %s\n    file: \"%s\"\n", z, zoneFile(c.Dir, z))
 	}

@@ -1,6 +1,7 @@
 // Package santadtest runs a real santad for tests and benchmarks: built
-// from cmd/santad, in a network namespace of its own with lo attached, with
-// its own socket, journal and pins, all removed afterwards. Needs root.
+// from cmd/santad, in a network namespace of its own with lo attached (or
+// other interfaces), with its own socket, journal and pins, all removed
+// afterwards. Needs root.
 package santadtest
 
 import (
@@ -84,13 +85,17 @@ func GoBin() string {
 
 // Build builds santad into dir. The working directory must be inside the
 // module.
-func Build(dir string) (string, error) {
-	bin := filepath.Join(dir, "santad")
+func Build(dir string) (string, error) { return BuildCommand(dir, "santad") }
+
+// BuildCommand builds the module's command cmd/NAME into dir and returns
+// its path. The working directory must be inside the module.
+func BuildCommand(dir, name string) (string, error) {
+	bin := filepath.Join(dir, name)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, GoBin(), "build", "-o", bin, "github.com/santa-offload/santa/cmd/santad").CombinedOutput()
+	out, err := exec.CommandContext(ctx, GoBin(), "build", "-o", bin, "github.com/santa-offload/santa/cmd/"+name).CombinedOutput()
 	if err != nil {
-		return "", fmt.Errorf("building santad: %w\n%s", err, out)
+		return "", fmt.Errorf("building %s: %w\n%s", name, err, out)
 	}
 	return bin, nil
 }
@@ -139,6 +144,9 @@ type Santad struct {
 	Socket   string
 	StateDir string
 	PinPath  string
+	// Interfaces are what santad attaches to (-interfaces): lo unless
+	// changed before Start.
+	Interfaces []string
 
 	bin  string
 	ns   *Netns
@@ -150,17 +158,19 @@ type Santad struct {
 	log  strings.Builder
 }
 
-// New describes a santad serving lo in ns, with its socket and journal in
-// dir and its pins at pinPath; args are more flags. Start starts it.
+// New describes a santad serving lo in ns (set Interfaces for others),
+// with its socket and journal in dir and its pins at pinPath; args are
+// more flags. Start starts it.
 func New(bin string, ns *Netns, dir, pinPath string, args ...string) *Santad {
 	return &Santad{Socket: filepath.Join(dir, "santa.sock"), StateDir: filepath.Join(dir, "state"), PinPath: pinPath,
-		bin: bin, ns: ns, args: args}
+		Interfaces: []string{"lo"}, bin: bin, ns: ns, args: args}
 }
 
 // Start starts santad and waits until it is ready. Killed or stopped, it
 // can be started again: the restart keeps the journal and the pins.
 func (s *Santad) Start() error {
-	args := append([]string{"-socket", s.Socket, "-state-dir", s.StateDir, "-pin-path", s.PinPath, "-interfaces", "lo"}, s.args...)
+	args := append([]string{"-socket", s.Socket, "-state-dir", s.StateDir, "-pin-path", s.PinPath,
+		"-interfaces", strings.Join(s.Interfaces, ",")}, s.args...)
 	cmd := s.ns.Command(context.Background(), s.bin, args...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
