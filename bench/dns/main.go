@@ -110,6 +110,7 @@ func parseFlags() (config, error) {
 	if c.Config, err = f.Config(*names, 53, query); err != nil {
 		return c, err
 	}
+	c.LearnKeyOffset = 2 // a query's bytes after its transaction id
 	if c.agent, err = af.Config(*names); err != nil {
 		return c, err
 	}

@@ -40,6 +40,7 @@ func main() {
 		var c scenario.Config
 		c, err = f.Config(*keys, port, request)
 		c.Check = checkReply
+		c.LearnKeyOffset = 2 // a request's bytes after its UDP frame's request id
 		if err == nil {
 			err = c.Rig.Run("memcached", c.ServerCPU, c.ClientCPU, func(ctx context.Context, tmp string) error { return run(ctx, c, tmp) })
 		}

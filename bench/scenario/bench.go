@@ -103,7 +103,8 @@ type sample struct {
 }
 
 // Run is the whole scenario: a sweep for each popularity, then the rule
-// counts. RESULT lines are named id/popularity=P/... and id/rules=K/....
+// counts, then the cost of learning. RESULT lines are named
+// id/popularity=P/..., id/rules=K/... and id/popularity=P/learn=C/....
 func (b *Bench) Run(ctx context.Context, id string) error {
 	for _, pop := range b.c.Popularities {
 		if err := b.Sweep(ctx, id+"/popularity="+pop.String(), pop); err != nil {
@@ -111,7 +112,12 @@ func (b *Bench) Run(ctx context.Context, id string) error {
 		}
 	}
 	if len(b.c.RuleCounts) > 0 {
-		return b.RuleCounts(ctx, id, b.c.RuleCounts)
+		if err := b.RuleCounts(ctx, id, b.c.RuleCounts); err != nil {
+			return err
+		}
+	}
+	if b.c.LearnCost {
+		return b.LearnCost(ctx, id+"/popularity="+b.c.Popularities[0].String(), b.c.Popularities[0], b.c.LearnKeyOffset)
 	}
 	return nil
 }

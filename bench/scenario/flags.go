@@ -32,6 +32,7 @@ func RegisterFlags(d Defaults) *Flags {
 	flag.StringVar(&f.offload, "offload", d.Offload, "top-N offload sweep: items answered by Santa (all: every item)")
 	flag.StringVar(&f.counts, "rule-counts", "", "Figure 4: Santa answers every request from this many rules, open loop (all: every item)")
 	flag.StringVar(&f.rates, "rates", d.Rates, "offered loads, requests/s (0: open loop)")
+	flag.BoolVar(&f.c.LearnCost, "learn-cost", false, "also measure the server alone, with Santa attached and no rule, and with Santa counting every passed request (learning), interleaved")
 	flag.IntVar(&f.c.Rounds, "rounds", 3, "interleaved rounds")
 	flag.DurationVar(&f.c.Duration, "duration", time.Second, "send time per run")
 	flag.IntVar(&f.c.RcvBuf, "rcvbuf", 4<<20, "the server's socket receive buffer, bytes (0: its own)")

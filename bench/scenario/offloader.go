@@ -77,8 +77,17 @@ func (o *offloader) set(n int) error {
 			o.ids[i] = o.ids[i][:n]
 		}
 	}
+	if err := o.attach(n > 0); err != nil {
+		return err
+	}
+	time.Sleep(50 * time.Millisecond) // let the change settle before a run
+	return nil
+}
+
+// attach attaches Santa to the server veth, or detaches it.
+func (o *offloader) attach(on bool) error {
 	switch {
-	case n > 0 && !o.attached:
+	case on && !o.attached:
 		if err := rig.InNetns(o.r.ServerNS(), func() error {
 			att, err := o.d.Attach(o.r.ServerDev())
 			if err == nil && att.XDP != model.XDPNative {
@@ -89,13 +98,23 @@ func (o *offloader) set(n int) error {
 			return err
 		}
 		o.attached = true
-	case n == 0 && o.attached:
+	case !on && o.attached:
 		if err := o.d.Detach(o.r.ServerDev()); err != nil {
 			return err
 		}
 		o.attached = false
 	}
-	time.Sleep(50 * time.Millisecond) // let the change settle before a run
+	return nil
+}
+
+// learn turns the counting of passed requests by their bytes from keyOff
+// on (or off) on every socket.
+func (o *offloader) learn(keyOff uint16, on bool) error {
+	for _, svc := range o.svcs {
+		if err := o.d.SetLearning(svc, model.Learning{KeyOffset: keyOff, Enabled: on}); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 

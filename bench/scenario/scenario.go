@@ -35,8 +35,12 @@ type Config struct {
 	Offload      []int
 	RuleCounts   []int
 	Rates        []float64
-	Rounds       int           // interleaved rounds
-	Duration     time.Duration // send time per run
+	// LearnCost, if set, adds LearnCost's measurement to Run, for requests
+	// whose key (what a rule would match) starts at LearnKeyOffset.
+	LearnCost      bool
+	LearnKeyOffset uint16
+	Rounds         int           // interleaved rounds
+	Duration       time.Duration // send time per run
 	// Check, if set, vets the server's captured reply to item i (with id
 	// 0) before rules are built from it.
 	Check func(i int, reply []byte) error
