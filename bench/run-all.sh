@@ -13,7 +13,8 @@
 #       and how soon a single REPLACE_RULES is answered by the kernel.
 #   (d) bench/genrate: the XDP load generator's own rate in the rig.
 #   (e) bench/dns: BIND, Knot and NSD alone and with Santa answering the
-#       top-N names on their own sockets; dnsperf against each alone. Then
+#       top-N names on their own sockets; dnsperf against each alone; what
+#       counting the passed queries (learning, issue 22) costs each. Then
 #       BIND with 1M names: the top-N sweep up to 1M and Santa answering
 #       every request from 1 to 1M rules (the paper's Figure 4).
 #   (f) bench/memcached: memcached UDP GETs alone and with Santa answering
@@ -162,7 +163,7 @@ if part e; then
 	echo "== (e) DNS servers, alone and with Santa" >&2
 	bash bench/rig.sh down "$rig" 2>/dev/null || true
 	bounded 30m "$bin/dns" -rig "$rig" -servers "$dns_servers" -names "$dns_names" -rounds "$dns_rounds" \
-		-server-cpu "$server_cpu" -client-cpu "$client_cpu"
+		-learn-cost -server-cpu "$server_cpu" -client-cpu "$client_cpu"
 	if [ "$quick" != 1 ]; then
 		bounded 30m "$bin/dns" -rig "$rig" -servers bind -names 1000000 -popularity zipf:1 \
 			-offload 0,100,1000,10000,100000,all -rates 100000,0 -rule-counts 1,100,10000,100000,1000000 \
