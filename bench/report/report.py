@@ -283,6 +283,43 @@ def dnsperf_table(results):
     return out + [""]
 
 
+def learn_section(results):
+    """-learn-cost: what counting every passed request (learning) costs a
+    server when nothing is offloaded, against the server alone and Santa
+    attached with no rule, open loop (issue 22's target: at most 5 %)."""
+    runs = defaultdict(dict)   # (prefix, server, items, popularity) -> {config: (replies/s, us/reply)}
+    ratio = {}
+    for name, (v, _, extra) in results.items():
+        f = fields(name)
+        if f.get("rate") != "open" or ("learn" not in f and "learning_vs_alone" not in name):
+            continue
+        key = (name.split("/", 1)[0], f.get("server", ""), f.get("names") or f.get("keys"), f["popularity"])
+        leaf = name.rsplit("/", 1)[1]
+        if "learning_vs_alone" in name:
+            ratio[key] = v
+        elif leaf in ("replies_per_s", "server_us_per_reply"):
+            runs[key].setdefault(f["learn"], {})[leaf] = (v, extra)
+    if not runs:
+        return []
+    out = ["### What learning costs a server with nothing offloaded (`-learn-cost`)", "",
+           "Open loop, the three configurations interleaved; medians (ranges). Target: learning at least "
+           "95 % of the server alone's replies/s.", "",
+           "| bench | server | items | popularity | alone replies/s | attached, no rule | learning | "
+           "learning / alone | server µs per reply: alone, attached, learning |", "|---|---|---|---|---|---|---|---|---|"]
+    for key in sorted(runs):
+        d = runs[key]
+
+        def rps(c):
+            v, extra = d.get(c, {}).get("replies_per_s", (0, ""))
+            rng = re.search(r"range=(\S+)\.\.(\S+)", extra)
+            return f"{human(v)} ({human(float(rng.group(1)))}–{human(float(rng.group(2)))})" if rng else human(v)
+
+        us = ", ".join(f"{d.get(c, {}).get('server_us_per_reply', (0, ''))[0]:.2f}" for c in ("alone", "attached", "learning"))
+        out.append(f"| {key[0]} | {key[1]} | {key[2]} | {key[3]} | {rps('alone')} | {rps('attached')} | "
+                   f"{rps('learning')} | {ratio.get(key, 0):.3f} | {us} |")
+    return out + [""]
+
+
 def rules_section(results, imgdir, rel):
     """The paper's Figure 4: Santa answering every request from k rules
     (-rule-counts), against the server's own peak in the same run."""
@@ -399,6 +436,7 @@ def main():
         out += ["### DNS: BIND, Knot and NSD alone and with Santa (`bench/dns`, the paper's Figure 6)", ""]
         out += dnsperf_table(results) + dns
     out += agent_section(results, imgdir, rel)
+    out += learn_section(results)
     memcached = offload_section(results, "memcached", "memcached", "Figure 7b", imgdir, rel)
     if memcached:
         out += ["### memcached UDP GETs alone and with Santa (`bench/memcached`, the paper's Figure 7b)", ""]

@@ -46,6 +46,14 @@ RESULT name=dns/server=knot/names=1k/popularity=zipf:1/agent=1000/rate=open/serv
 RESULT name=dns/server=knot/names=1k/popularity=zipf:1/agent=1000/rate=open/answered_by_santa value=97 unit=% range=1..2 runs=3
 RESULT name=dns/server=knot-xdp/names=1k/popularity=zipf:1/offload=0/rate=open/server_us_per_reply value=3.0 unit=us/reply range=1..2 runs=3
 RESULT name=dns/server=knot-xdp/names=1k/popularity=zipf:1/offload=0/client=dnsperf/replies_per_s value=120000 unit=replies/s range=1..2 runs=3
+RESULT name=dns/server=bind/names=1k/popularity=zipf:1/learn=alone/rate=open/replies_per_s value=56000 unit=replies/s range=50000..60000 runs=5
+RESULT name=dns/server=bind/names=1k/popularity=zipf:1/learn=alone/rate=open/server_us_per_reply value=18.0 unit=us/reply range=1..2 runs=5
+RESULT name=dns/server=bind/names=1k/popularity=zipf:1/learn=attached/rate=open/replies_per_s value=55000 unit=replies/s range=50000..60000 runs=5
+RESULT name=dns/server=bind/names=1k/popularity=zipf:1/learn=attached/rate=open/server_us_per_reply value=18.2 unit=us/reply range=1..2 runs=5
+RESULT name=dns/server=bind/names=1k/popularity=zipf:1/learn=learning/rate=open/replies_per_s value=54000 unit=replies/s range=50000..60000 runs=5
+RESULT name=dns/server=bind/names=1k/popularity=zipf:1/learn=learning/rate=open/server_us_per_reply value=18.5 unit=us/reply range=1..2 runs=5
+RESULT name=dns/server=bind/names=1k/popularity=zipf:1/learn=learning/rate=100000/replies_per_s value=54000 unit=replies/s range=50000..60000 runs=5
+RESULT name=dns/server=bind/names=1k/popularity=zipf:1/learning_vs_alone/rate=open value=0.9643 unit=ratio
 RESULT name=memcached/keys=100k/popularity=zipf:1/offload=0/rate=open/replies_per_s value=95000 unit=replies/s range=1..2 runs=3
 RESULT name=memcached/keys=100k/popularity=zipf:1/offload=100000/rate=open/replies_per_s value=900000 unit=replies/s range=1..2 runs=3
 RESULT name=memcached/keys=100k/popularity=zipf:1/offload=0/peak_replies_per_s value=100000 unit=replies/s
@@ -100,6 +108,9 @@ class ReportTest(unittest.TestCase):
             "| memcached | 100k | zipf:1 | 100 k | 900 k (9.0x) |",
             "| dns | bind | 1k | 1000 | 1.30 M | 0.75 | 21.7x |",
             "| nginx | 64 | 76 k | 11.20 |",
+            # The cost of learning, open loop only.
+            "| dns | bind | 1k | zipf:1 | 56 k (50 k–60 k) | 55 k (50 k–60 k) | 54 k (50 k–60 k) | 0.964 | "
+            "18.00, 18.20, 18.50 |",
             "| nginx, sendfile | 64 | 58 k |",
             # The agent: against the oracle, its time to 90 %, dnsperf, the targets.
             "| bind | 1k | zipf:1 | 1000 | 1.10 M | 1.00 M | 0.83 | 2.1 |",
