@@ -3,8 +3,12 @@ package agent
 import (
 	"cmp"
 	"context"
+	"errors"
 	"slices"
+	"syscall"
 	"time"
+
+	"github.com/santa-offload/santa/client"
 )
 
 // window chooses each group's offloaded forms: the top MaxRules by
@@ -209,9 +213,6 @@ func (f *form) size() int { return len(f.query) - 2 + len(f.reply) }
 // deleteForms deletes forms' rules from every socket of their group and
 // forgets them. Called with a.mu held.
 func (a *agent) deleteForms(forms []*form, cause string) {
-	if len(forms) == 0 {
-		return
-	}
 	byService := map[*service][]uint32{}
 	for _, f := range forms {
 		for _, sv := range f.group.services {
@@ -219,26 +220,48 @@ func (a *agent) deleteForms(forms []*form, cause string) {
 				byService[sv] = append(byService[sv], id)
 			}
 		}
-		a.dropForm(f)
-		a.stats.deleted[cause]++
+		a.dropForm(f, cause)
 	}
 	for sv, ids := range byService {
 		if a.sd == nil {
 			return // the next connection's resync deletes what is left
 		}
-		if err := a.sd.DeleteRules(sv.id, ids); err != nil {
-			a.failed("deleting rules", err)
-		}
+		a.deleteRules(sv, ids)
 	}
 }
 
-// dropForm forgets a form: its group no longer has it and its zones no
-// longer follow it. Called with a.mu held.
-func (a *agent) dropForm(f *form) {
-	if f.group.forms[f.key] == f {
-		delete(f.group.forms, f.key)
+// deleteRules deletes rules of a service. A rule santad does not have
+// (none should be missing; if one is, santad's word is the truth) is left
+// out and the others deleted all the same: a refused batch would leave
+// them answering with nobody keeping them fresh. Called with a.mu held.
+func (a *agent) deleteRules(sv *service, ids []uint32) {
+	for len(ids) > 0 {
+		err := a.sd.DeleteRules(sv.id, ids)
+		var refusal *client.Error
+		if errors.As(err, &refusal) && refusal.Code == syscall.ENOENT && int(refusal.Index) < len(ids) {
+			a.log.Warn("santad has no such rule", "service", sv.id, "rule", ids[refusal.Index])
+			ids = slices.Delete(slices.Clone(ids), int(refusal.Index), int(refusal.Index)+1)
+			continue
+		}
+		if err != nil {
+			a.failed("deleting rules", err)
+		}
+		return
 	}
+}
+
+// dropForm forgets a form whose rules are gone, counting it under cause:
+// its group no longer has it and its zones no longer follow it. Called
+// with a.mu held.
+func (a *agent) dropForm(f *form, cause string) {
+	if f.group.forms[f.key] != f {
+		return // dropped already
+	}
+	delete(f.group.forms, f.key)
 	for _, z := range f.zones {
 		delete(z.forms, f)
+	}
+	if cause != "" {
+		a.stats.deleted[cause]++
 	}
 }

@@ -117,20 +117,30 @@ func (a *agent) apply(checks []check, cause string) {
 			byService[sv] = o
 		}
 	}
+	committed := true
 	for sv, o := range byService {
 		if a.sd == nil {
+			committed = false
 			break
 		}
 		if err := a.commit(sv, o.replace, o.del); err != nil {
-			// The rules may now be stale: forget the forms, and delete
-			// what can be deleted (a new connection's resync deletes
-			// the rest).
 			a.failed("re-checked rules of service", err)
-			for _, u := range updates {
-				deleted = append(deleted, u.f)
-			}
-			updates = nil
+			committed = false
+			continue
 		}
+		// The transaction deleted these: they must not be deleted again.
+		for _, f := range deleted {
+			sv.unnote(f)
+		}
+	}
+	if !committed {
+		// Where a transaction failed, the rules may now be stale: forget
+		// the forms, and delete what can be deleted (a new connection's
+		// resync deletes the rest).
+		for _, u := range updates {
+			deleted = append(deleted, u.f)
+		}
+		updates = nil
 	}
 	for _, u := range updates {
 		u.f.reply, u.f.seq, u.f.checked = u.reply, u.seq, now
