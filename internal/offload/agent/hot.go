@@ -19,6 +19,7 @@ import (
 // installed on every socket of the group.
 func (a *agent) window(ctx context.Context) {
 	a.mu.Lock()
+	a.windows++
 	groups := make([]*group, 0, len(a.groups))
 	for _, g := range a.groups {
 		groups = append(groups, g)
@@ -106,7 +107,9 @@ func (a *agent) choose(g *group) []string {
 		cands = append(cands, candidate{key: key, f: f, score: rate * boost})
 	}
 	for key, rate := range passes {
-		if _, busy := g.learning[key]; busy || g.forms[key] != nil || now.Before(a.skipped[skipKey{g.local, key}]) {
+		k := skipKey{g.local, key}
+		if _, busy := g.learning[key]; busy || g.forms[key] != nil || now.Before(a.skipped[k]) ||
+			a.retries[k] != nil && a.windows < a.retries[k].next {
 			continue
 		}
 		cands = append(cands, candidate{key: key, score: rate})
@@ -139,11 +142,17 @@ func (a *agent) choose(g *group) []string {
 	return learn
 }
 
-// expireSkips forgets skips whose time is up. Called with a.mu held.
+// expireSkips forgets skips whose time is up, and retries not taken up
+// for long (the form is no longer hot). Called with a.mu held.
 func (a *agent) expireSkips(now time.Time) {
 	for k, until := range a.skipped {
 		if now.After(until) {
 			delete(a.skipped, k)
+		}
+	}
+	for k, r := range a.retries {
+		if a.windows > r.next+4*maxRetryWait {
+			delete(a.retries, k)
 		}
 	}
 }
@@ -200,6 +209,7 @@ func (a *agent) install(g *group, ls []*learned) {
 		f.installed = now
 		f.rate = g.learning[f.key]
 		g.forms[f.key] = f
+		delete(a.retries, skipKey{g.local, f.key})
 		for _, z := range f.zones {
 			a.watch(z, f)
 		}
