@@ -38,8 +38,8 @@ type snapshot struct {
 	tcpProbes uint64
 	asksLost  uint64
 	services  []serviceGauge
-	forms    int
-	zones    int
+	forms     int
+	zones     int
 }
 
 type serviceGauge struct {
