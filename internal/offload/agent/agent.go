@@ -319,14 +319,14 @@ func (a *agent) askUDP(ctx context.Context, dst netip.AddrPort, query []byte) ([
 	}
 }
 
-// askStream asks query (transaction id 0) once over TCP, and returns the
-// reply (transaction id 0) if it is safe. A server that takes no TCP
-// connection is asked over UDP instead (askUDP). Zone serials and the
+// askStream asks query (transaction id 0) once over TCP, waiting at most
+// timeout, and returns the reply (transaction id 0) if it is safe. A
+// server that takes no TCP connection is asked over UDP instead (askUDP). Zone serials and the
 // names of an answer are asked this way: TCP does not queue behind the
 // overflowing UDP socket of an overloaded server. A rule's reply is
 // always learned over UDP: it must be the UDP reply, byte for byte.
-func (a *agent) askStream(ctx context.Context, dst netip.AddrPort, query []byte) ([]byte, *dnsmsg.Message, error) {
-	r, err := a.stream.Ask(ctx, dst, query, 2*time.Duration(a.cfg.ProbeTimeout))
+func (a *agent) askStream(ctx context.Context, dst netip.AddrPort, query []byte, timeout time.Duration) ([]byte, *dnsmsg.Message, error) {
+	r, err := a.stream.Ask(ctx, dst, query, timeout)
 	switch {
 	case errors.Is(err, probe.ErrNoStream):
 		return a.askStable(ctx, dst, query, 1)

@@ -26,11 +26,14 @@ func (a *agent) window(ctx context.Context) {
 	}
 	a.mu.Unlock()
 	for _, g := range groups {
+		start := time.Now()
 		learnCtx, cancel := context.WithTimeout(ctx, time.Duration(a.cfg.Window))
 		keys := a.choose(g)
 		learned := a.learnAll(learnCtx, g, keys)
 		cancel()
+		learning := time.Since(start)
 		a.install(g, learned)
+		a.log.Debug("window", "group", g.local, "learn", len(keys), "learned", len(learned), "learning", learning, "took", time.Since(start))
 		a.mu.Lock()
 		for _, k := range keys {
 			delete(g.learning, k)
@@ -126,6 +129,7 @@ func (a *agent) choose(g *group) []string {
 		}
 		return cmp.Compare(x.key, y.key)
 	})
+	a.log.Debug("hot set", "group", g.local, "passed", len(passes), "candidates", len(cands))
 	var cold []*form
 	var learn []string
 	for i, c := range cands {

@@ -23,7 +23,8 @@ type zoneSeen struct {
 }
 
 // learn asks the server a query form once (over TCP if the server takes
-// it: askStream), for the names of its answer, finds their zones (SOA,
+// it: askStream; within the window, not 2T: a server busy with its UDP
+// flood may take long to get to it), for the names of its answer, finds their zones (SOA,
 // the same way), then asks it cfg.Asks times in a row over UDP: the query
 // must be safe to offload, and so must the UDP replies, all the same
 // (asks in a row see a rotating RRset rotate), with the names of the
@@ -35,7 +36,7 @@ func (a *agent) learn(ctx context.Context, dst netip.AddrPort, key string) (*lea
 		return nil, err
 	}
 	seq := a.seq.Add(1)
-	first, m, err := a.askStream(ctx, dst, query)
+	first, m, err := a.askStream(ctx, dst, query, time.Duration(a.cfg.Window))
 	if err != nil {
 		return nil, err
 	}
@@ -68,7 +69,7 @@ func (a *agent) learn(ctx context.Context, dst netip.AddrPort, key string) (*lea
 func (a *agent) zoneOf(ctx context.Context, dst netip.AddrPort, name dnsmsg.Name) (dnsmsg.Name, uint32, error) {
 	for {
 		q := dnsmsg.NewQuery(name, dnsmsg.TypeSOA, dnsmsg.ClassIN)
-		_, m, err := a.askStream(ctx, dst, q)
+		_, m, err := a.askStream(ctx, dst, q, time.Duration(a.cfg.Window))
 		if err != nil {
 			return nil, 0, err
 		}

@@ -126,9 +126,10 @@ func (a *agent) pollOnce(ctx context.Context, z *zone) (alive, changed bool) {
 // or over UDP (lost asks asked again) if the server takes no TCP
 // connection.
 func (a *agent) serial(ctx context.Context, z *zone) (uint32, error) {
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Duration(a.cfg.ProbeTimeout))
+	budget := 2 * time.Duration(a.cfg.ProbeTimeout)
+	ctx, cancel := context.WithTimeout(ctx, budget)
 	defer cancel()
-	_, m, err := a.askStream(ctx, z.key.dst, dnsmsg.NewQuery(z.apex, dnsmsg.TypeSOA, dnsmsg.ClassIN))
+	_, m, err := a.askStream(ctx, z.key.dst, dnsmsg.NewQuery(z.apex, dnsmsg.TypeSOA, dnsmsg.ClassIN), budget)
 	if err != nil {
 		return 0, err
 	}
