@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/netip"
 	"sync"
@@ -129,11 +130,11 @@ func TestStreamServerClosesIdle(t *testing.T) {
 			go func() {
 				defer c.Close()
 				var head [2]byte
-				if _, err := c.Read(head[:]); err != nil {
+				if _, err := io.ReadFull(c, head[:]); err != nil {
 					return
 				}
 				q := make([]byte, int(head[0])<<8|int(head[1]))
-				if _, err := c.Read(q); err != nil {
+				if _, err := io.ReadFull(c, q); err != nil {
 					return
 				}
 				u, err := net.Dial("udp", srv.Addr().String())
@@ -143,7 +144,7 @@ func TestStreamServerClosesIdle(t *testing.T) {
 				defer u.Close()
 				u.Write(q)
 				r := make([]byte, 1500)
-				u.SetReadDeadline(time.Now().Add(time.Second))
+				u.SetReadDeadline(time.Now().Add(5 * time.Second))
 				n, err := u.Read(r)
 				if err != nil {
 					return
