@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"net"
 	"net/netip"
 	"sync"
 	"testing"
@@ -110,57 +108,22 @@ func TestStreamRedials(t *testing.T) {
 }
 
 // TestStreamServerClosesIdle: a server that closes the connection between
-// asks (an idle timeout) is dialled again.
+// asks (an idle timeout) is dialled again, whether the close was seen
+// before the next ask or only by it.
 func TestStreamServerClosesIdle(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
+	s := openStreams(t)
 	srv := dnstest.NewServer(t, "127.0.0.1:0")
 	zoneOf200(srv)
-	// A proxy that answers one query per connection through srv over
-	// UDP, then closes it.
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				var head [2]byte
-				if _, err := io.ReadFull(c, head[:]); err != nil {
-					return
-				}
-				q := make([]byte, int(head[0])<<8|int(head[1]))
-				if _, err := io.ReadFull(c, q); err != nil {
-					return
-				}
-				u, err := net.Dial("udp", srv.Addr().String())
-				if err != nil {
-					return
-				}
-				defer u.Close()
-				u.Write(q)
-				r := make([]byte, 1500)
-				u.SetReadDeadline(time.Now().Add(5 * time.Second))
-				n, err := u.Read(r)
-				if err != nil {
-					return
-				}
-				c.Write(append([]byte{byte(n >> 8), byte(n)}, r[:n]...))
-			}()
-		}
-	}()
-	s := openStreams(t)
-	dst := l.Addr().(*net.TCPAddr).AddrPort()
-	for i := range 3 {
-		if err := askH(s, dst, i, time.Second); err != nil {
+	for i := range 4 {
+		if err := askH(s, srv.Addr(), i, 5*time.Second); err != nil {
 			t.Fatalf("ask %d: %v", i, err)
 		}
-		if i == 1 {
+		srv.CloseTCPConns()
+		if i%2 == 0 {
 			time.Sleep(20 * time.Millisecond) // the close is seen before the next ask
 		}
+	}
+	if srv.TCPAsked() != 4 {
+		t.Fatalf("the server got %d queries over TCP; want 4", srv.TCPAsked())
 	}
 }

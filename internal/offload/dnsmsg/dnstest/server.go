@@ -94,6 +94,12 @@ func NewReusePortServer(t testing.TB, addr string, n int) *Server {
 // CloseTCP stops serving TCP: connections are refused, open ones closed.
 func (s *Server) CloseTCP() {
 	s.tcp.Close()
+	s.CloseTCPConns()
+}
+
+// CloseTCPConns closes the open TCP connections, as a server's idle
+// timeout does; new ones are taken.
+func (s *Server) CloseTCPConns() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for c := range s.tcpConns {
