@@ -44,11 +44,22 @@ struct {
 	__type(value, __u32);
 } learn_emitted SEC(".maps");
 
-/* Keys whose estimate reached the threshold. */
+/* Keys whose estimate reached the threshold: each record is a struct
+ * santa_learn_sample cut after its key, rounded up to 8 bytes, so that a
+ * DNS query's sample takes about 80 bytes of the ring rather than 280. */
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
-	__uint(max_entries, 1 << 16); /* load time: room for a window's budget of every CPU */
+	__uint(max_entries, 1 << 16); /* load time: room for two windows' budget of every CPU */
 } learn_samples SEC(".maps");
+
+/* Where a sample is put together before it is copied to the ring: the
+ * ring's reservations have a constant size, its copies do not. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct santa_learn_sample);
+} learn_sample_buf SEC(".maps");
 
 /* Set at load from a random source, so that no client can aim requests
  * at the counters of another's key. */
@@ -84,19 +95,21 @@ static __always_inline __u64 santa_learn_hash(struct santa_scratch *s, __u32 lea
 	return h;
 }
 
-/* Puts the key on the ring, within this CPU's budget for the epoch. */
+/* Puts the key on the ring, within this CPU's budget for the epoch: a
+ * record of the sample's header and its key's 8-byte words. */
 static __always_inline void santa_learn_sample(struct santa_scratch *s, struct santa_learn_config *cfg, __u32 epoch,
 					       __u32 learn, __u32 c0, __u32 c1, __u32 off, __u32 len)
 {
 	struct santa_learn_sample *smp;
+	__u32 zero = 0, size;
 	__u32 *emitted = bpf_map_lookup_elem(&learn_emitted, &epoch);
 
 	if (!emitted || *emitted >= cfg->budget)
 		return;
-	*emitted += 1;
-	smp = bpf_ringbuf_reserve(&learn_samples, sizeof(*smp), 0);
+	smp = bpf_map_lookup_elem(&learn_sample_buf, &zero);
 	if (!smp)
 		return;
+	*emitted += 1;
 	smp->learn = learn;
 	smp->cells[0] = c0;
 	smp->cells[1] = c1;
@@ -109,7 +122,11 @@ static __always_inline void santa_learn_sample(struct santa_scratch *s, struct s
 			break;
 		*(__u64 *)&smp->key[at] = *(__u64 *)&s->buf[off + at];
 	}
-	bpf_ringbuf_submit(smp, 0);
+	size = __builtin_offsetof(struct santa_learn_sample, key) + ((len + 7) & ~7u);
+	if (size > sizeof(*smp))
+		return;
+	/* A full ring drops the sample: the budget is spent all the same. */
+	bpf_ringbuf_output(&learn_samples, smp, size, 0);
 }
 
 /* Counts the key payload[off, off + len) in s for the service learning

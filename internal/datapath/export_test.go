@@ -1,10 +1,14 @@
 package datapath
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"os"
+	"time"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/ringbuf"
 
 	"github.com/santa-offload/santa/internal/model"
 	"github.com/santa-offload/santa/rule"
@@ -67,6 +71,24 @@ func (d *Datapath) learnStep() error { return d.store.learn.step() }
 // epoch 0.
 func (d *Datapath) learnConfig(threshold, budget uint32) error {
 	return d.objs.LearnConfig.Put(uint32(0), santaSantaLearnConfig{Threshold: threshold, Budget: budget})
+}
+
+// learnRecords takes the raw records on the samples' ring.
+func (d *Datapath) learnRecords() ([][]byte, error) {
+	var out [][]byte
+	var rec ringbuf.Record
+	ring := d.store.learn.ring
+	ring.SetDeadline(time.Now())
+	for {
+		err := ring.ReadInto(&rec)
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			return out, nil
+		}
+		if err != nil {
+			return out, err
+		}
+		out = append(out, bytes.Clone(rec.RawSample))
+	}
 }
 
 // learnSamples takes the samples on the ring.

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"slices"
 	"sync"
@@ -30,9 +31,16 @@ import (
 
 const (
 	learnWindow       = time.Second
-	learnBudget       = 256     // samples per CPU and epoch
+	learnBudget       = 2048    // samples per CPU and epoch
 	learnMinThreshold = 4       // a key's count on a CPU that brings a sample, at least
 	learnMaxThreshold = 1 << 24 // and at most
+	// The ring is sized for the budget of learnRingCPUs CPUs at most, with
+	// keys of learnRingKey bytes: a sample takes its header and its key
+	// rounded up to 8 bytes, so longer keys, or more CPUs sampling at
+	// once, fill it sooner, and a sample that finds it full is lost. That
+	// many samples a window are more than an agent learns anyway.
+	learnRingKey  = 64
+	learnRingCPUs = 4
 	// maxCandidates bounds a service's candidates (keys whose counts are
 	// read each window): at most this many samples are kept.
 	maxCandidates = 4096
@@ -40,13 +48,16 @@ const (
 	learnRows     = int(santaSantaLearnLayoutSANTA_LEARN_ROWS)
 )
 
-// sampleSize is the size of a learn_samples record.
-var sampleSize = binary.Size(santaSantaLearnSample{})
+// sampleHeader is the size of a learn_samples record without its key:
+// a record is a santa_learn_sample cut after its key, rounded up to 8
+// bytes (learn.h).
+var sampleHeader = binary.Size(santaSantaLearnSample{}) - int(santaSantaLearnLayoutSANTA_LEARN_MAX_KEY)
 
-// learnRingBytes sizes learn_samples for two windows of every CPU's
-// budget: the learner drains it once per window.
+// learnRingBytes sizes learn_samples for two windows of the budget of
+// cpus CPUs (at most learnRingCPUs) with keys of learnRingKey bytes: the
+// learner drains it once per window.
 func learnRingBytes(cpus int) uint32 {
-	need := uint32(2 * cpus * learnBudget * (sampleSize + 8)) // 8: the ring's record header
+	need := uint32(2 * min(cpus, learnRingCPUs) * learnBudget * (sampleHeader + learnRingKey + 8)) // 8: the ring's record header
 	size := uint32(unix.Getpagesize())
 	for size < need {
 		size <<= 1
@@ -228,15 +239,15 @@ func (l *learner) step() error {
 	if err != nil {
 		return err
 	}
-	exhausted, err := l.readEpoch(finished)
-	if err != nil {
+	if err := l.readEpoch(finished); err != nil {
 		return err
 	}
 	l.mu.Lock()
 	l.merge(samples)
 	l.count(window)
+	known := l.candidateCells()
 	l.mu.Unlock()
-	l.adapt(exhausted)
+	l.adapt(known)
 	return l.writeConfig()
 }
 
@@ -253,20 +264,30 @@ func (l *learner) drain() ([]santaSantaLearnSample, error) {
 		case err != nil:
 			return out, fmt.Errorf("reading learning samples: %w", err)
 		}
-		var s santaSantaLearnSample
-		if len(rec.RawSample) < sampleSize {
-			continue
+		if s, ok := decodeSample(rec.RawSample); ok {
+			out = append(out, s)
 		}
-		if _, err := binary.Decode(rec.RawSample, binary.NativeEndian, &s); err != nil || int(s.Len) > len(s.Key) {
-			continue
-		}
-		out = append(out, s)
 	}
 }
 
-// readEpoch reads both rows of epoch into l.rows, zeroes them and the
-// epoch's sample counts, and says whether any CPU spent its budget.
-func (l *learner) readEpoch(epoch uint32) (exhausted bool, err error) {
+// decodeSample reads a learn_samples record: the sample's header, then at
+// least its key's bytes.
+func decodeSample(raw []byte) (santaSantaLearnSample, bool) {
+	var s santaSantaLearnSample
+	if len(raw) < sampleHeader {
+		return s, false
+	}
+	full := make([]byte, binary.Size(s))
+	copy(full, raw)
+	if _, err := binary.Decode(full, binary.NativeEndian, &s); err != nil || int(s.Len) > min(len(s.Key), len(raw)-sampleHeader) {
+		return s, false
+	}
+	return s, true
+}
+
+// readEpoch reads both rows of epoch into l.rows, and zeroes them and
+// the epoch's sample counts.
+func (l *learner) readEpoch(epoch uint32) error {
 	cpus := ebpf.MustPossibleCPU()
 	if l.rows == nil {
 		l.rows = make([][]santaSantaLearnRow, learnRows)
@@ -275,20 +296,16 @@ func (l *learner) readEpoch(epoch uint32) (exhausted bool, err error) {
 	for r := range learnRows {
 		key := epoch*uint32(learnRows) + uint32(r)
 		if err := l.objs.LearnSketch.Lookup(key, &l.rows[r]); err != nil {
-			return false, fmt.Errorf("reading the learning sketch: %w", err)
+			return fmt.Errorf("reading the learning sketch: %w", err)
 		}
 		if err := l.objs.LearnSketch.Put(key, zero); err != nil {
-			return false, fmt.Errorf("zeroing the learning sketch: %w", err)
+			return fmt.Errorf("zeroing the learning sketch: %w", err)
 		}
 	}
-	var emitted []uint32
-	if err := l.objs.LearnEmitted.Lookup(epoch, &emitted); err != nil {
-		return false, fmt.Errorf("reading learning samples emitted: %w", err)
-	}
 	if err := l.objs.LearnEmitted.Put(epoch, make([]uint32, cpus)); err != nil {
-		return false, fmt.Errorf("zeroing learning samples emitted: %w", err)
+		return fmt.Errorf("zeroing learning samples emitted: %w", err)
 	}
-	return slices.ContainsFunc(emitted, func(n uint32) bool { return n >= learnBudget }), nil
+	return nil
 }
 
 // merge makes the samples of learning services candidates. Called with
@@ -355,22 +372,50 @@ func (l *learner) estimate(cells [2]uint32) uint64 {
 	return best
 }
 
-// adapt sets the next window's threshold above the sketch's noise: a
-// cell's mean count on the busiest CPU, four times over. A CPU that spent
-// its whole budget doubles it, so that the samples go to the keys that
-// reach it first, the most frequent.
-func (l *learner) adapt(exhausted bool) {
-	var busiest uint64
-	for _, row := range l.rows[0] {
-		var n uint64
-		for _, c := range row.Cells {
-			n += uint64(c)
+// candidateCells are the cells of row 0 that count a candidate. Called
+// with l.mu held.
+func (l *learner) candidateCells() map[uint32]bool {
+	cells := map[uint32]bool{}
+	for _, lr := range l.byLearn {
+		for _, c := range lr.candidates {
+			cells[c.cells[0]%uint32(learnWidth)] = true
 		}
-		busiest = max(busiest, n)
 	}
-	t := max(uint64(learnMinThreshold), 4*busiest/uint64(learnWidth))
-	if exhausted {
-		t = max(t, 2*uint64(l.threshold))
+	return cells
+}
+
+// adapt sets the next window's threshold just above the sketch's noise:
+// μ + 3√μ + 4, with μ the mean count of a cell of row 0 that counts no
+// candidate (known), on the busiest CPU of the window that ended. A key's
+// estimate is its count plus the others' in its cells: for a key not
+// known yet, the tail's keys, about μ. Above that floor, most samples are
+// keys at least 3√μ above the noise, few are the noise's own.
+//
+// The candidates are left out of μ because the agent offloads them: the
+// next window's tail is what passes then. (The mean of every cell, four
+// times over, set the threshold after a window in which the head still
+// passed: the next one, with the head answered by rules, brought almost
+// no samples.) A CPU that spends its budget has sampled the keys that
+// reached the threshold first, the most frequent; the others come in the
+// next windows, as rules answer the head and μ falls.
+func (l *learner) adapt(known map[uint32]bool) {
+	var busiest, tail uint64
+	for _, row := range l.rows[0] {
+		var all, rest uint64
+		for c, n := range row.Cells {
+			all += uint64(n)
+			if !known[uint32(c)] {
+				rest += uint64(n)
+			}
+		}
+		if all >= busiest {
+			busiest, tail = all, rest
+		}
 	}
+	var mu float64
+	if free := learnWidth - len(known); free > 0 {
+		mu = float64(tail) / float64(free)
+	}
+	t := uint64(mu+3*math.Sqrt(mu)) + learnMinThreshold
 	l.threshold = uint32(min(t, learnMaxThreshold))
 }

@@ -2,13 +2,18 @@ package datapath
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
 	"net/netip"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/santa-offload/santa/internal/model"
 	"github.com/santa-offload/santa/internal/pkttest"
@@ -92,6 +97,7 @@ func oneCellPerRow(t *testing.T, d *Datapath, n uint64) [2]uint32 {
 // threshold; answered requests and probes are not counted, and a probe is
 // never answered.
 func TestLearnFixtures(t *testing.T) {
+	stayOnOneCPU(t) // the budget is per CPU
 	d := openTest(t)
 	s, to := learningService(t, d)
 	if err := d.learnConfig(3, 2); err != nil {
@@ -317,4 +323,101 @@ func TestLearnRealPackets(t *testing.T) {
 	if got := fmt.Sprint(hotNames(hot)); got != "[real.example:9]" {
 		t.Fatalf("hot %s; want [real.example:9]", got)
 	}
+}
+
+// A sample's record on the ring is its header and its key rounded up to 8
+// bytes, whatever the key's length: a DNS query's takes a fraction of a
+// full 256-byte key's room.
+func TestLearnSampleRecordSize(t *testing.T) {
+	d := openTest(t)
+	_, to := learningService(t, d)
+	if err := d.learnConfig(1, 100); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []int{1, 8, 9, 31, model.MaxLearnKey} {
+		payload := bytes.Repeat([]byte{byte(n)}, 2+n)
+		xdpPasses(t, d, request(to, payload).Bytes())
+		recs, err := d.learnRecords()
+		if err != nil || len(recs) != 1 {
+			t.Fatalf("%d-byte key: %d records (%v); want 1", n, len(recs), err)
+		}
+		if want := sampleHeader + (n+7)/8*8; len(recs[0]) != want {
+			t.Fatalf("%d-byte key: a %d-byte record; want %d", n, len(recs[0]), want)
+		}
+		s, ok := decodeSample(recs[0])
+		if !ok || !bytes.Equal(s.Key[:s.Len], payload[2:]) {
+			t.Fatalf("%d-byte key: decoded %v, key %x", n, ok, s.Key[:s.Len])
+		}
+	}
+	// A record shorter than its key says is refused.
+	if _, ok := decodeSample(make([]byte, sampleHeader)); !ok {
+		t.Fatal("an empty key's record is refused")
+	}
+	bad := make([]byte, sampleHeader+8)
+	binary.NativeEndian.PutUint16(bad[12:], 9) // len
+	if _, ok := decodeSample(bad); ok {
+		t.Fatal("a record cut inside its key is taken")
+	}
+}
+
+// The threshold is just above the sketch's noise, μ + 3√μ + 4 (μ the
+// mean count of a cell of the busiest CPU that counts no candidate),
+// within the maximum, whatever it was before.
+func TestLearnThreshold(t *testing.T) {
+	rows := func(perCell uint32) [][]santaSantaLearnRow {
+		var busy, idle santaSantaLearnRow
+		for i := range busy.Cells {
+			busy.Cells[i] = perCell
+		}
+		return [][]santaSantaLearnRow{{idle, busy}, {idle, busy}}
+	}
+	for _, c := range []struct {
+		before, perCell, want uint32
+	}{
+		{1000, 0, 4},
+		{4, 100, 100 + 30 + 4},
+		{4, 10000, 10000 + 300 + 4},
+		{4, 1 << 30, learnMaxThreshold},
+	} {
+		l := &learner{threshold: c.before, rows: rows(c.perCell)}
+		l.adapt(nil)
+		if l.threshold != c.want {
+			t.Errorf("threshold %d, μ %d: next %d; want %d", c.before, c.perCell, l.threshold, c.want)
+		}
+	}
+	// The candidates' cells are not noise: a head of 100 cells counting
+	// 10000 each, over a tail of 100 per cell.
+	l := &learner{threshold: 4, rows: rows(100)}
+	known := map[uint32]bool{}
+	for c := range 100 {
+		l.rows[0][1].Cells[c*7] = 10000
+		known[uint32(c*7)] = true
+	}
+	l.adapt(known)
+	if l.threshold != 100+30+4 {
+		t.Errorf("threshold %d with a head of candidates; want %d", l.threshold, 100+30+4)
+	}
+}
+
+// stayOnOneCPU keeps the test's goroutine on one thread and that thread on
+// the CPU it runs on, until the test ends: BPF_PROG_TEST_RUN runs on the
+// caller's CPU, and the sketch and the sample budget are per CPU.
+func stayOnOneCPU(t *testing.T) {
+	runtime.LockOSThread()
+	var old, one unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &old); err != nil {
+		t.Fatal(err)
+	}
+	var c [1]uint32
+	if _, _, errno := unix.Syscall(unix.SYS_GETCPU, uintptr(unsafe.Pointer(&c[0])), 0, 0); errno != 0 {
+		t.Fatal(errno)
+	}
+	one.Set(int(c[0]))
+	if err := unix.SchedSetaffinity(0, &one); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		unix.SchedSetaffinity(0, &old)
+		runtime.UnlockOSThread()
+	})
 }

@@ -36,7 +36,9 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	defer prober.Close()
-	a := newAgent(cfg, finder, server.Take, prober)
+	streams := probe.OpenStreams(cfg.Netns)
+	defer streams.Close()
+	a := newAgent(cfg, finder, server.Take, prober, streams)
 	a.log.Info("offloading", "server", finder.Describe(), "probe_port", prober.Port(), "max_rules", cfg.MaxRules)
 	if cfg.Metrics != "" {
 		stop, err := a.serveMetrics(cfg.Metrics)
@@ -54,10 +56,15 @@ type finder interface {
 	Scan(known map[uint64]bool) (live map[uint64]bool, fresh []server.Socket, err error)
 }
 
-// asker asks the server (*probe.Socket).
+// asker asks the server over UDP (*probe.Socket).
 type asker interface {
-	Ask(ctx context.Context, dst netip.AddrPort, query []byte, timeout time.Duration) ([]byte, error)
+	streamAsker
 	Port() uint16
+}
+
+// streamAsker asks the server (over TCP: *probe.Streams).
+type streamAsker interface {
+	Ask(ctx context.Context, dst netip.AddrPort, query []byte, timeout time.Duration) ([]byte, error)
 	Sent() uint64
 }
 
@@ -67,11 +74,14 @@ type agent struct {
 	finder finder
 	take   func(server.Socket) (int, error)
 	probe  asker
+	stream streamAsker
 	dial   func() (Santad, error)
 	now    func() time.Time
 	// seq orders asks against zone changes: an answer asked before a
 	// change of one of its zones was seen is never installed.
 	seq atomic.Uint64
+	// asksLost counts UDP asks that got no reply in time.
+	asksLost atomic.Uint64
 	// zonesCtx is the life of the zones' pollers.
 	zonesCtx context.Context
 	pollers  sync.WaitGroup
@@ -85,7 +95,17 @@ type agent struct {
 	groups      map[netip.AddrPort]*group
 	zones       map[zoneKey]*zone
 	skipped     map[skipKey]time.Time // until then, not tried again
+	retries     map[skipKey]*retry    // forms whose learning ran out of time
+	windows     uint64                // windows started
 	stats       stats
+}
+
+// retry is a form whose learning ran out of time on lost asks (an
+// overloaded server drops queries): tried again at window next, after
+// lost such windows in a row.
+type retry struct {
+	lost int
+	next uint64
 }
 
 // group is the sockets bound to one address and port: one SO_REUSEPORT
@@ -129,10 +149,10 @@ type skipKey struct {
 	key   string
 }
 
-func newAgent(cfg Config, f finder, take func(server.Socket) (int, error), p asker) *agent {
-	a := &agent{cfg: cfg, log: cfg.Log, finder: f, take: take, probe: p, dial: cfg.Dial, now: time.Now,
+func newAgent(cfg Config, f finder, take func(server.Socket) (int, error), p asker, st streamAsker) *agent {
+	a := &agent{cfg: cfg, log: cfg.Log, finder: f, take: take, probe: p, stream: st, dial: cfg.Dial, now: time.Now,
 		sockets: map[uint64]*service{}, services: map[uint32]*service{}, groups: map[netip.AddrPort]*group{},
-		zones: map[zoneKey]*zone{}, skipped: map[skipKey]time.Time{}, stats: newStats()}
+		zones: map[zoneKey]*zone{}, skipped: map[skipKey]time.Time{}, retries: map[skipKey]*retry{}, stats: newStats()}
 	if a.log == nil {
 		a.log = slog.New(slog.DiscardHandler)
 	}
@@ -250,25 +270,21 @@ func dstFor(local netip.AddrPort) netip.AddrPort {
 	return netip.AddrPortFrom(addr, local.Port())
 }
 
-// askStable asks query (transaction id 0) n times and returns the reply
-// (transaction id 0) if every reply is safe and all are the same.
+// askStable asks query (transaction id 0) over UDP n times and returns
+// the reply (transaction id 0) if every reply is safe and all are the
+// same. A lost ask is asked again (askUDP).
 func (a *agent) askStable(ctx context.Context, dst netip.AddrPort, query []byte, n int) ([]byte, *dnsmsg.Message, error) {
 	var first []byte
 	var m *dnsmsg.Message
 	for i := range n {
-		r, err := a.probe.Ask(ctx, dst, query, time.Duration(a.cfg.ProbeTimeout))
-		if errors.Is(err, probe.ErrTimeout) {
-			return nil, nil, &dnsmsg.Skip{Reason: dnsmsg.Timeout, Detail: err.Error()}
-		}
+		r, err := a.askUDP(ctx, dst, query)
 		if err != nil {
 			return nil, nil, err
 		}
-		sent := append(r[:2:2], query[2:]...)
-		rm, err := dnsmsg.CheckReply(sent, r)
+		r, rm, err := checkReply(query, r)
 		if err != nil {
 			return nil, nil, err
 		}
-		r[0], r[1] = 0, 0
 		if i == 0 {
 			first, m = r, rm
 		} else if string(r) != string(first) {
@@ -276,4 +292,60 @@ func (a *agent) askStable(ctx context.Context, dst netip.AddrPort, query []byte,
 		}
 	}
 	return first, m, nil
+}
+
+// askUDP asks query over UDP, and again each time no reply came within
+// ProbeTimeout, until ctx ends: an overloaded server's socket drops
+// queries, the agent's among the others. An ask lost when ctx ends is a
+// Timeout skip; ctx's error means none was lost.
+func (a *agent) askUDP(ctx context.Context, dst netip.AddrPort, query []byte) ([]byte, error) {
+	lost := 0
+	for {
+		r, err := a.probe.Ask(ctx, dst, query, time.Duration(a.cfg.ProbeTimeout))
+		if err == nil {
+			return r, nil
+		}
+		timeout := errors.Is(err, probe.ErrTimeout)
+		if timeout {
+			lost++
+			a.asksLost.Add(1)
+		}
+		switch {
+		case lost > 0 && ctx.Err() != nil:
+			return nil, &dnsmsg.Skip{Reason: dnsmsg.Timeout, Detail: fmt.Sprintf("%d asks lost", lost)}
+		case !timeout:
+			return nil, err
+		}
+	}
+}
+
+// askStream asks query (transaction id 0) once over TCP, waiting at most
+// timeout, and returns the reply (transaction id 0) if it is safe. A
+// server that takes no TCP connection is asked over UDP instead (askUDP). Zone serials and the
+// names of an answer are asked this way: TCP does not queue behind the
+// overflowing UDP socket of an overloaded server. A rule's reply is
+// always learned over UDP: it must be the UDP reply, byte for byte.
+func (a *agent) askStream(ctx context.Context, dst netip.AddrPort, query []byte, timeout time.Duration) ([]byte, *dnsmsg.Message, error) {
+	r, err := a.stream.Ask(ctx, dst, query, timeout)
+	switch {
+	case errors.Is(err, probe.ErrNoStream):
+		return a.askStable(ctx, dst, query, 1)
+	case errors.Is(err, probe.ErrTimeout):
+		return nil, nil, &dnsmsg.Skip{Reason: dnsmsg.Timeout, Detail: err.Error()}
+	case err != nil:
+		return nil, nil, err
+	}
+	return checkReply(query, r)
+}
+
+// checkReply checks reply, the server's answer to query (transaction id
+// 0) asked with the reply's id, and returns it with id 0.
+func checkReply(query, reply []byte) ([]byte, *dnsmsg.Message, error) {
+	sent := append(reply[:2:2], query[2:]...)
+	m, err := dnsmsg.CheckReply(sent, reply)
+	if err != nil {
+		return nil, nil, err
+	}
+	reply[0], reply[1] = 0, 0
+	return reply, m, nil
 }

@@ -76,7 +76,7 @@ func DefaultConfig() Config {
 		Port:             53,
 		Socket:           client.DefaultSocket,
 		MaxRules:         10000,
-		HotMax:           1000,
+		HotMax:           2000,
 		Hysteresis:       0.5,
 		Window:           Duration(time.Second),
 		Scan:             Duration(250 * time.Millisecond),

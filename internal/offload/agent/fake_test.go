@@ -291,6 +291,7 @@ func (c *fakeConn) DeleteRules(id uint32, ids []uint32) error {
 	}
 	for i, rid := range ids {
 		if _, ok := s.rules[rid]; !ok {
+			d.logf("delete %d: refused, no rule %d", id, rid)
 			return refuse(syscall.ENOENT, uint32(i), "no rule %d", rid)
 		}
 	}
@@ -358,7 +359,14 @@ func (t *fakeTxn) Commit() (int, error) {
 		s.rules[e.RuleID] = e.Rule
 	}
 	for _, rid := range t.del {
+		if _, ok := s.rules[rid]; !ok {
+			d.logf("txn %d: refused, no rule %d", t.service, rid)
+			return 0, refuse(syscall.ENOENT, client.NoIndex, "no rule %d", rid)
+		}
+	}
+	for _, rid := range t.del {
 		delete(s.rules, rid)
+		delete(s.hits, rid)
 	}
 	d.logf("txn %d: replace %d delete %d", t.service, len(t.replace), len(t.del))
 	return 0, nil

@@ -3,8 +3,12 @@ package agent
 import (
 	"cmp"
 	"context"
+	"errors"
 	"slices"
+	"syscall"
 	"time"
+
+	"github.com/santa-offload/santa/client"
 )
 
 // window chooses each group's offloaded forms: the top MaxRules by
@@ -15,17 +19,21 @@ import (
 // installed on every socket of the group.
 func (a *agent) window(ctx context.Context) {
 	a.mu.Lock()
+	a.windows++
 	groups := make([]*group, 0, len(a.groups))
 	for _, g := range a.groups {
 		groups = append(groups, g)
 	}
 	a.mu.Unlock()
 	for _, g := range groups {
+		start := time.Now()
 		learnCtx, cancel := context.WithTimeout(ctx, time.Duration(a.cfg.Window))
 		keys := a.choose(g)
 		learned := a.learnAll(learnCtx, g, keys)
 		cancel()
+		learning := time.Since(start)
 		a.install(g, learned)
+		a.log.Debug("window", "group", g.local, "learn", len(keys), "learned", len(learned), "learning", learning, "took", time.Since(start))
 		a.mu.Lock()
 		for _, k := range keys {
 			delete(g.learning, k)
@@ -102,7 +110,9 @@ func (a *agent) choose(g *group) []string {
 		cands = append(cands, candidate{key: key, f: f, score: rate * boost})
 	}
 	for key, rate := range passes {
-		if _, busy := g.learning[key]; busy || g.forms[key] != nil || now.Before(a.skipped[skipKey{g.local, key}]) {
+		k := skipKey{g.local, key}
+		if _, busy := g.learning[key]; busy || g.forms[key] != nil || now.Before(a.skipped[k]) ||
+			a.retries[k] != nil && a.windows < a.retries[k].next {
 			continue
 		}
 		cands = append(cands, candidate{key: key, score: rate})
@@ -119,6 +129,7 @@ func (a *agent) choose(g *group) []string {
 		}
 		return cmp.Compare(x.key, y.key)
 	})
+	a.log.Debug("hot set", "group", g.local, "passed", len(passes), "candidates", len(cands))
 	var cold []*form
 	var learn []string
 	for i, c := range cands {
@@ -135,11 +146,17 @@ func (a *agent) choose(g *group) []string {
 	return learn
 }
 
-// expireSkips forgets skips whose time is up. Called with a.mu held.
+// expireSkips forgets skips whose time is up, and retries not taken up
+// for long (the form is no longer hot). Called with a.mu held.
 func (a *agent) expireSkips(now time.Time) {
 	for k, until := range a.skipped {
 		if now.After(until) {
 			delete(a.skipped, k)
+		}
+	}
+	for k, r := range a.retries {
+		if a.windows > r.next+4*maxRetryWait {
+			delete(a.retries, k)
 		}
 	}
 }
@@ -196,6 +213,7 @@ func (a *agent) install(g *group, ls []*learned) {
 		f.installed = now
 		f.rate = g.learning[f.key]
 		g.forms[f.key] = f
+		delete(a.retries, skipKey{g.local, f.key})
 		for _, z := range f.zones {
 			a.watch(z, f)
 		}
@@ -209,9 +227,6 @@ func (f *form) size() int { return len(f.query) - 2 + len(f.reply) }
 // deleteForms deletes forms' rules from every socket of their group and
 // forgets them. Called with a.mu held.
 func (a *agent) deleteForms(forms []*form, cause string) {
-	if len(forms) == 0 {
-		return
-	}
 	byService := map[*service][]uint32{}
 	for _, f := range forms {
 		for _, sv := range f.group.services {
@@ -219,26 +234,48 @@ func (a *agent) deleteForms(forms []*form, cause string) {
 				byService[sv] = append(byService[sv], id)
 			}
 		}
-		a.dropForm(f)
-		a.stats.deleted[cause]++
+		a.dropForm(f, cause)
 	}
 	for sv, ids := range byService {
 		if a.sd == nil {
 			return // the next connection's resync deletes what is left
 		}
-		if err := a.sd.DeleteRules(sv.id, ids); err != nil {
-			a.failed("deleting rules", err)
-		}
+		a.deleteRules(sv, ids)
 	}
 }
 
-// dropForm forgets a form: its group no longer has it and its zones no
-// longer follow it. Called with a.mu held.
-func (a *agent) dropForm(f *form) {
-	if f.group.forms[f.key] == f {
-		delete(f.group.forms, f.key)
+// deleteRules deletes rules of a service. A rule santad does not have
+// (none should be missing; if one is, santad's word is the truth) is left
+// out and the others deleted all the same: a refused batch would leave
+// them answering with nobody keeping them fresh. Called with a.mu held.
+func (a *agent) deleteRules(sv *service, ids []uint32) {
+	for len(ids) > 0 {
+		err := a.sd.DeleteRules(sv.id, ids)
+		var refusal *client.Error
+		if errors.As(err, &refusal) && refusal.Code == syscall.ENOENT && int(refusal.Index) < len(ids) {
+			a.log.Warn("santad has no such rule", "service", sv.id, "rule", ids[refusal.Index])
+			ids = slices.Delete(slices.Clone(ids), int(refusal.Index), int(refusal.Index)+1)
+			continue
+		}
+		if err != nil {
+			a.failed("deleting rules", err)
+		}
+		return
 	}
+}
+
+// dropForm forgets a form whose rules are gone, counting it under cause:
+// its group no longer has it and its zones no longer follow it. Called
+// with a.mu held.
+func (a *agent) dropForm(f *form, cause string) {
+	if f.group.forms[f.key] != f {
+		return // dropped already
+	}
+	delete(f.group.forms, f.key)
 	for _, z := range f.zones {
 		delete(z.forms, f)
+	}
+	if cause != "" {
+		a.stats.deleted[cause]++
 	}
 }

@@ -22,19 +22,21 @@ type zoneSeen struct {
 	serial uint32
 }
 
-// learn asks the server a query form once, then cfg.Asks times in a row:
-// the query must be safe to offload, and so must the replies, all the
-// same (asks in a row see a rotating RRset rotate). Between the first ask
-// and the others, the zones of the answer's names are found (SOA): the
-// reply is then at least as new as the serials noted, from which the
-// zones' pollers follow it.
+// learn asks the server a query form once (over TCP if the server takes
+// it: askStream; within the window, not 2T: a server busy with its UDP
+// flood may take long to get to it), for the names of its answer, finds their zones (SOA,
+// the same way), then asks it cfg.Asks times in a row over UDP: the query
+// must be safe to offload, and so must the UDP replies, all the same
+// (asks in a row see a rotating RRset rotate), with the names of the
+// first. The reply is then at least as new as the serials noted, from
+// which the zones' pollers follow it.
 func (a *agent) learn(ctx context.Context, dst netip.AddrPort, key string) (*learned, error) {
 	query := append([]byte{0, 0}, key...)
 	if _, err := dnsmsg.CheckQuery(query); err != nil {
 		return nil, err
 	}
 	seq := a.seq.Add(1)
-	first, m, err := a.askStable(ctx, dst, query, 1)
+	first, m, err := a.askStream(ctx, dst, query, time.Duration(a.cfg.Window))
 	if err != nil {
 		return nil, err
 	}
@@ -50,12 +52,12 @@ func (a *agent) learn(ctx context.Context, dst netip.AddrPort, key string) (*lea
 			zones = append(zones, zoneSeen{apex, serial})
 		}
 	}
-	reply, _, err := a.askStable(ctx, dst, query, a.cfg.Asks)
+	reply, rm, err := a.askStable(ctx, dst, query, a.cfg.Asks)
 	if err != nil {
 		return nil, err
 	}
-	if string(reply) != string(first) {
-		return nil, &dnsmsg.Skip{Reason: dnsmsg.Unstable, Detail: "the replies before and after the zone lookup differ"}
+	if !sameZones(rm, first) {
+		return nil, &dnsmsg.Skip{Reason: dnsmsg.Unstable, Detail: "the answers before and after the zone lookup have other names"}
 	}
 	return &learned{f: &form{key: key, query: query, reply: reply, seq: seq, checked: a.now()}, zones: zones}, nil
 }
@@ -67,7 +69,7 @@ func (a *agent) learn(ctx context.Context, dst netip.AddrPort, key string) (*lea
 func (a *agent) zoneOf(ctx context.Context, dst netip.AddrPort, name dnsmsg.Name) (dnsmsg.Name, uint32, error) {
 	for {
 		q := dnsmsg.NewQuery(name, dnsmsg.TypeSOA, dnsmsg.ClassIN)
-		_, m, err := a.askStable(ctx, dst, q, 1)
+		_, m, err := a.askStream(ctx, dst, q, time.Duration(a.cfg.Window))
 		if err != nil {
 			return nil, 0, err
 		}
@@ -97,14 +99,41 @@ func (a *agent) learnAll(ctx context.Context, g *group, keys []string) []*learne
 				out = append(out, l)
 				return
 			}
-			if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
-				return
+			switch {
+			case ctx.Err() != nil && errors.Is(err, ctx.Err()):
+			case dnsmsg.ReasonOf(err) == dnsmsg.Timeout:
+				a.retryLater(g, key)
+			default:
+				a.skip(g, key, err)
 			}
-			a.skip(g, key, err)
 		}()
 	}
 	wg.Wait()
 	return out
+}
+
+// maxRetryWait is the most windows a form whose learning keeps running
+// out of time waits between tries.
+const maxRetryWait = 4
+
+// retryLater has a form whose learning ran out of time on lost asks tried
+// again at the next window, then after 2, then 4 windows (maxRetryWait)
+// as long as that goes on: the hottest forms are the ones an overloaded
+// server needs offloaded most, so they are not skipped for SkipRetry, yet
+// a server that stopped answering is not asked for every form each
+// window.
+func (a *agent) retryLater(g *group, key string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	k := skipKey{g.local, key}
+	r := a.retries[k]
+	if r == nil {
+		r = &retry{}
+		a.retries[k] = r
+	}
+	r.lost++
+	r.next = a.windows + uint64(min(1<<min(r.lost-1, 8), maxRetryWait))
+	a.stats.learnTimeouts++
 }
 
 // skip counts a form not offloaded and keeps it from being tried again

@@ -22,6 +22,9 @@ type stats struct {
 	zoneChanges uint64
 	superseded  uint64 // learned, but a zone changed meanwhile
 	attached    uint64
+	// learnTimeouts counts forms whose learning ran out of time on lost
+	// asks (tried again at a later window).
+	learnTimeouts uint64
 }
 
 func newStats() stats {
@@ -31,10 +34,12 @@ func newStats() stats {
 // snapshot is the stats and gauges at one moment.
 type snapshot struct {
 	stats
-	probes   uint64
-	services []serviceGauge
-	forms    int
-	zones    int
+	probes    uint64 // over UDP
+	tcpProbes uint64
+	asksLost  uint64
+	services  []serviceGauge
+	forms     int
+	zones     int
 }
 
 type serviceGauge struct {
@@ -46,7 +51,7 @@ type serviceGauge struct {
 func (a *agent) snapshot() snapshot {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	s := snapshot{stats: a.stats, probes: a.probe.Sent(), zones: len(a.zones)}
+	s := snapshot{stats: a.stats, probes: a.probe.Sent(), tcpProbes: a.stream.Sent(), asksLost: a.asksLost.Load(), zones: len(a.zones)}
 	s.skipped, s.deleted = maps.Clone(a.stats.skipped), maps.Clone(a.stats.deleted)
 	for _, g := range a.groups {
 		s.forms += len(g.forms)
@@ -70,7 +75,8 @@ func (a *agent) logSummary() {
 		deleted = append(deleted, fmt.Sprintf("%s=%d", c, s.deleted[c]))
 	}
 	a.log.Info("offload", "services", len(s.services), "forms", s.forms, "zones", s.zones, "probes", s.probes,
-		"installed", s.installed, "rechecks", s.rechecks, "replaced", s.replaced, "deleted", strings.Join(deleted, ","),
+		"tcp_probes", s.tcpProbes, "asks_lost", s.asksLost, "installed", s.installed, "learn_timeouts", s.learnTimeouts,
+		"rechecks", s.rechecks, "replaced", s.replaced, "deleted", strings.Join(deleted, ","),
 		"zone_changes", s.zoneChanges, "skipped", strings.Join(skipped, ","))
 }
 
@@ -112,7 +118,10 @@ func (a *agent) writeMetrics(out io.Writer) error {
 		{"santa_offload_zones", "gauge", "Zones whose serial is polled.", one(uint64(s.zones))},
 		{"santa_offload_installed_total", "counter", "Query forms learned and installed.", one(s.installed)},
 		{"santa_offload_superseded_total", "counter", "Query forms learned but not installed: a zone of theirs changed meanwhile.", one(s.superseded)},
-		{"santa_offload_probes_total", "counter", "Queries sent to the server.", one(s.probes)},
+		{"santa_offload_probes_total", "counter", "Queries sent to the server, by transport.",
+			[]sample{{[]string{"transport", "udp"}, s.probes}, {[]string{"transport", "tcp"}, s.tcpProbes}}},
+		{"santa_offload_asks_lost_total", "counter", "Queries over UDP that got no reply within probe_timeout (asked again within the budget).", one(s.asksLost)},
+		{"santa_offload_learn_timeouts_total", "counter", "Query forms whose learning ran out of time on lost queries (tried again at a later window).", one(s.learnTimeouts)},
 		{"santa_offload_rechecks_total", "counter", "Offloaded forms asked again (zone change or sweep).", one(s.rechecks)},
 		{"santa_offload_replaced_total", "counter", "Rules replaced by a re-check with a new reply.", one(s.replaced)},
 		{"santa_offload_zone_changes_total", "counter", "Zone serial changes seen.", one(s.zoneChanges)},

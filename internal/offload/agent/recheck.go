@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"sync"
 	"time"
@@ -12,15 +13,17 @@ import (
 
 // check is the result of re-asking a form: its reply now, or nil if it
 // could not be re-checked (no reply in time, an unsafe or unstable reply,
-// answers from other zones than before).
+// answers from other zones than before). unreached is whether that was
+// for want of a reply in time.
 type check struct {
-	f     *form
-	seq   uint64
-	reply []byte
+	f         *form
+	seq       uint64
+	reply     []byte
+	unreached bool
 }
 
-// recheck re-asks forms at once until ctx ends; a form not re-checked by
-// then has no reply.
+// recheck re-asks forms at once until ctx ends, each lost ask again; a
+// form not re-checked by then has no reply.
 func (a *agent) recheck(ctx context.Context, forms []*form) []check {
 	checks := make([]check, len(forms))
 	var wg sync.WaitGroup
@@ -36,7 +39,8 @@ func (a *agent) recheck(ctx context.Context, forms []*form) []check {
 			if err == nil && !sameZones(m, old) {
 				reply = nil
 			}
-			checks[i] = check{f: f, seq: seq, reply: reply}
+			unreached := err != nil && (dnsmsg.ReasonOf(err) == dnsmsg.Timeout || ctx.Err() != nil && errors.Is(err, ctx.Err()))
+			checks[i] = check{f: f, seq: seq, reply: reply, unreached: unreached}
 		}()
 	}
 	wg.Wait()
@@ -117,20 +121,30 @@ func (a *agent) apply(checks []check, cause string) {
 			byService[sv] = o
 		}
 	}
+	committed := true
 	for sv, o := range byService {
 		if a.sd == nil {
+			committed = false
 			break
 		}
 		if err := a.commit(sv, o.replace, o.del); err != nil {
-			// The rules may now be stale: forget the forms, and delete
-			// what can be deleted (a new connection's resync deletes
-			// the rest).
 			a.failed("re-checked rules of service", err)
-			for _, u := range updates {
-				deleted = append(deleted, u.f)
-			}
-			updates = nil
+			committed = false
+			continue
 		}
+		// The transaction deleted these: they must not be deleted again.
+		for _, f := range deleted {
+			sv.unnote(f)
+		}
+	}
+	if !committed {
+		// Where a transaction failed, the rules may now be stale: forget
+		// the forms, and delete what can be deleted (a new connection's
+		// resync deletes the rest).
+		for _, u := range updates {
+			deleted = append(deleted, u.f)
+		}
+		updates = nil
 	}
 	for _, u := range updates {
 		u.f.reply, u.f.seq, u.f.checked = u.reply, u.seq, now
@@ -182,7 +196,9 @@ func (a *agent) commit(sv *service, replace []client.RuleEntry, del []uint32) er
 
 // sweep re-checks the forms asked longest ago, so many each second that
 // every form is re-checked within cfg.Sweep: it catches what changes
-// without a new serial.
+// without a new serial. A form it could not reach in time (an overloaded
+// server drops queries) is left as it is, first in line for the next
+// second, until its last check is cfg.Sweep old: then it is deleted.
 func (a *agent) sweep(ctx context.Context) {
 	a.mu.Lock()
 	var all []*form
@@ -200,7 +216,14 @@ func (a *agent) sweep(ctx context.Context) {
 	sctx, cancel := context.WithTimeout(ctx, time.Second)
 	checks := a.recheck(sctx, all[:min(n, len(all))])
 	cancel()
-	if ctx.Err() == nil {
-		a.apply(checks, "sweep")
+	if ctx.Err() != nil {
+		return
 	}
+	a.mu.Lock()
+	now := a.now()
+	checks = slices.DeleteFunc(checks, func(c check) bool {
+		return c.unreached && now.Sub(c.f.checked) < time.Duration(a.cfg.Sweep)
+	})
+	a.mu.Unlock()
+	a.apply(checks, "sweep")
 }

@@ -74,7 +74,7 @@ func (a *agent) forget(s *service, why string) {
 		return
 	}
 	for _, f := range g.forms {
-		a.dropForm(f)
+		a.dropForm(f, "") // its rules ended with the sockets
 	}
 	delete(a.groups, g.local)
 }

@@ -122,18 +122,16 @@ func (a *agent) pollOnce(ctx context.Context, z *zone) (alive, changed bool) {
 	return true, true
 }
 
-// serial asks the zone's SOA serial, twice if the first ask gets no reply.
+// serial asks the zone's SOA serial, within 2 × ProbeTimeout: over TCP,
+// or over UDP (lost asks asked again) if the server takes no TCP
+// connection.
 func (a *agent) serial(ctx context.Context, z *zone) (uint32, error) {
-	q := dnsmsg.NewQuery(z.apex, dnsmsg.TypeSOA, dnsmsg.ClassIN)
-	var err error
-	for range 2 {
-		var m *dnsmsg.Message
-		if _, m, err = a.askStable(ctx, z.key.dst, q, 1); err == nil {
-			return m.Serial(z.apex)
-		}
-		if dnsmsg.ReasonOf(err) != dnsmsg.Timeout {
-			break
-		}
+	budget := 2 * time.Duration(a.cfg.ProbeTimeout)
+	ctx, cancel := context.WithTimeout(ctx, budget)
+	defer cancel()
+	_, m, err := a.askStream(ctx, z.key.dst, dnsmsg.NewQuery(z.apex, dnsmsg.TypeSOA, dnsmsg.ClassIN), budget)
+	if err != nil {
+		return 0, err
 	}
-	return 0, err
+	return m.Serial(z.apex)
 }

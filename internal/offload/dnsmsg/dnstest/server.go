@@ -3,6 +3,7 @@ package dnstest
 import (
 	"context"
 	"encoding/binary"
+	"io"
 	"net"
 	"net/netip"
 	"strings"
@@ -28,13 +29,17 @@ type Zone struct {
 // of CNAME), and can be told to drop queries or rotate RRsets.
 type Server struct {
 	conns []*net.UDPConn
+	tcp   net.Listener
 
-	mu      sync.Mutex
-	zones   map[string]Zone // by apex, lower case, without the final dot
-	drop    func(*dnsmsg.Message) bool
-	rotate  bool
-	rotated map[string]int // answers given, by name, when rotating
-	queries []string       // names asked, in order
+	mu       sync.Mutex
+	zones    map[string]Zone // by apex, lower case, without the final dot
+	drop     func(*dnsmsg.Message) bool
+	dropUDP  func(*dnsmsg.Message) bool
+	tcpConns map[net.Conn]bool
+	tcpAsked int
+	rotate   bool
+	rotated  map[string]int // answers given, by name, when rotating
+	queries  []string       // names asked, in order
 }
 
 // NewServer serves on a new socket bound to addr ("127.0.0.1:0") until the
@@ -42,9 +47,10 @@ type Server struct {
 func NewServer(t testing.TB, addr string) *Server { return NewReusePortServer(t, addr, 1) }
 
 // NewReusePortServer serves on n SO_REUSEPORT sockets bound to addr (port
-// 0: one chosen for the first), as a server with n threads does.
+// 0: one chosen for the first), as a server with n threads does, and on
+// TCP at the same address.
 func NewReusePortServer(t testing.TB, addr string, n int) *Server {
-	s := &Server{zones: map[string]Zone{}, rotated: map[string]int{}}
+	s := &Server{zones: map[string]Zone{}, rotated: map[string]int{}, tcpConns: map[net.Conn]bool{}}
 	lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
 		var err error
 		c.Control(func(fd uintptr) { err = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_REUSEPORT, 1) })
@@ -65,13 +71,55 @@ func NewReusePortServer(t testing.TB, addr string, n int) *Server {
 			s.serve(conn)
 		}()
 	}
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.tcp = l
+	done.Add(1)
+	go func() {
+		defer done.Done()
+		s.serveTCP(l)
+	}()
 	t.Cleanup(func() {
 		for _, c := range s.conns {
 			c.Close()
 		}
+		s.CloseTCP()
 		done.Wait()
 	})
 	return s
+}
+
+// CloseTCP stops serving TCP: connections are refused, open ones closed.
+func (s *Server) CloseTCP() {
+	s.tcp.Close()
+	s.CloseTCPConns()
+}
+
+// CloseTCPConns closes the open TCP connections, as a server's idle
+// timeout does; new ones are taken.
+func (s *Server) CloseTCPConns() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for c := range s.tcpConns {
+		c.Close()
+	}
+}
+
+// DropUDP makes the server ignore the queries over UDP f returns true for
+// (nil: none), as an overloaded server's full socket does.
+func (s *Server) DropUDP(f func(*dnsmsg.Message) bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.dropUDP = f
+}
+
+// TCPAsked is the number of queries received over TCP so far.
+func (s *Server) TCPAsked() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.tcpAsked
 }
 
 // Addr is the server's address.
@@ -115,13 +163,52 @@ func (s *Server) serve(conn *net.UDPConn) {
 		if err != nil {
 			return
 		}
-		if reply := s.answer(buf[:n]); reply != nil {
+		if reply := s.answer(buf[:n], false); reply != nil {
 			conn.WriteToUDPAddrPort(reply, from)
 		}
 	}
 }
 
-func (s *Server) answer(q []byte) []byte {
+// serveTCP answers each connection's queries in turn (pipelined queries
+// wait in the stream).
+func (s *Server) serveTCP(l net.Listener) {
+	var conns sync.WaitGroup
+	defer conns.Wait()
+	for {
+		c, err := l.Accept()
+		if err != nil {
+			return
+		}
+		s.mu.Lock()
+		s.tcpConns[c] = true
+		s.mu.Unlock()
+		conns.Add(1)
+		go func() {
+			defer conns.Done()
+			defer func() {
+				s.mu.Lock()
+				delete(s.tcpConns, c)
+				s.mu.Unlock()
+				c.Close()
+			}()
+			var head [2]byte
+			for {
+				if _, err := io.ReadFull(c, head[:]); err != nil {
+					return
+				}
+				q := make([]byte, binary.BigEndian.Uint16(head[:]))
+				if _, err := io.ReadFull(c, q); err != nil {
+					return
+				}
+				if reply := s.answer(q, true); reply != nil {
+					c.Write(append(binary.BigEndian.AppendUint16(nil, uint16(len(reply))), reply...))
+				}
+			}
+		}()
+	}
+}
+
+func (s *Server) answer(q []byte, tcp bool) []byte {
 	m, err := dnsmsg.Parse(q)
 	if err != nil || len(m.Question) != 1 {
 		return nil
@@ -129,7 +216,10 @@ func (s *Server) answer(q []byte) []byte {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.queries = append(s.queries, m.Question[0].Name.String())
-	if s.drop != nil && s.drop(m) {
+	if tcp {
+		s.tcpAsked++
+	}
+	if s.drop != nil && s.drop(m) || !tcp && s.dropUDP != nil && s.dropUDP(m) {
 		return nil
 	}
 	question := q[dnsmsg.HeaderLen : dnsmsg.HeaderLen+len(m.Question[0].Name)+4]
