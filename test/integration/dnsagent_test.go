@@ -185,13 +185,13 @@ func (a *agentRig) load(t *testing.T, c dnsload.Config) dnsload.Result {
 }
 
 // checkResult fails the test on a wrong, doubled or stale reply. Timeouts
-// are not Santa's answers; they are reported, and fail only in numbers
-// that no loss of a queue under load explains.
+// are not Santa's answers (a server starved of its CPU overflows its
+// socket); they are reported, and fail only above 1 %.
 func (a *agentRig) checkResult(t *testing.T, what string, res dnsload.Result) {
 	t.Helper()
 	t.Logf("%s: %d replies in %v (%.0f/s), %d timeouts", what, res.Replies, res.Elapsed.Round(time.Millisecond),
 		float64(res.Replies)/res.Elapsed.Seconds(), res.Timeouts)
-	if res.Mismatches+res.Unexpected+res.Stale != 0 || res.Timeouts*1000 > res.Sent {
+	if res.Mismatches+res.Unexpected+res.Stale != 0 || res.Timeouts*100 > res.Sent {
 		t.Errorf("%s: %s\nagent log:\n%s", what, res.Report(a.forms), a.logs.String())
 	}
 }
