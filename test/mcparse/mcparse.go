@@ -116,3 +116,6 @@ func (p *Parsers) run(dir byte, seg []byte) ([]mcproto.Event, bool, error) {
 	}
 	return evs, ret == 1, nil
 }
+
+// Close releases the program.
+func (p *Parsers) Close() error { return p.objs.Close() }
