@@ -200,6 +200,30 @@ static __always_inline struct mc_event *mc_push(struct mc_step *out, __u8 type, 
 	return ev;
 }
 
+/* A parse call's bpf_loop context: the state (struct mc_req_state or
+ * mc_rep_state), the bytes, the caller's user, and the byte's events. */
+struct mc_loop {
+	void *st;
+	const __u8 *buf;
+	void *user;
+	__u64 mn_mark; /* the reply parser's */
+	struct mc_step out;
+};
+
+/* Of the next avail bytes, those that are data to skip unread, taken off
+ * *skip: all of a value's data but its last byte, which the parse call
+ * reads to report the value's end. */
+static __always_inline __u32 mc_skip(__u32 *skip, int in_data, __u32 avail)
+{
+	__u32 n;
+
+	if (!in_data || *skip <= 1)
+		return 0;
+	n = *skip - 1 < avail ? *skip - 1 : avail;
+	*skip -= n;
+	return n;
+}
+
 /* Hands the byte's events on to mc_event. */
 static __always_inline void mc_deliver(struct mc_step *out, void *user)
 {

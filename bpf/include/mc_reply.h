@@ -238,17 +238,9 @@ __noinline int mc_rep_step(struct mc_rep_state *st, struct mc_step *out, __u32 b
 	return 0;
 }
 
-struct mc_rep_loop {
-	struct mc_rep_state *st;
-	const __u8 *buf;
-	void *user;
-	__u64 mn_mark;
-	struct mc_step out;
-};
-
 static long mc_rep_loop_byte(__u64 i, void *ctx)
 {
-	struct mc_rep_loop *l = ctx;
+	struct mc_loop *l = ctx;
 	int lost;
 
 	l->out.n = 0;
@@ -261,7 +253,7 @@ static long mc_rep_loop_byte(__u64 i, void *ctx)
 static __always_inline int mc_rep_parse(struct mc_rep_state *st, const __u8 *buf, __u32 len, __u64 mn_mark,
 					void *user)
 {
-	struct mc_rep_loop l = { .st = st, .buf = buf, .user = user, .mn_mark = mn_mark };
+	struct mc_loop l = { .st = st, .buf = buf, .user = user, .mn_mark = mn_mark };
 
 	if (st->phase == MC_RP_LOST)
 		return -1;
@@ -277,13 +269,7 @@ static __always_inline int mc_rep_parse(struct mc_rep_state *st, const __u8 *buf
 /* As mc_req_skip: a value's data but its last byte. */
 static __always_inline __u32 mc_rep_skip(struct mc_rep_state *st, __u32 avail)
 {
-	__u32 n;
-
-	if (st->phase != MC_RP_DATA || st->skip <= 1)
-		return 0;
-	n = st->skip - 1 < avail ? st->skip - 1 : avail;
-	st->skip -= n;
-	return n;
+	return mc_skip(&st->skip, st->phase == MC_RP_DATA, avail);
 }
 
 #endif /* SANTA_MC_REPLY_H */

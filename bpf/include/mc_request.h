@@ -371,16 +371,9 @@ __noinline int mc_req_step(struct mc_req_state *st, struct mc_step *out, __u32 b
 	return 0;
 }
 
-struct mc_req_loop {
-	struct mc_req_state *st;
-	const __u8 *buf;
-	void *user;
-	struct mc_step out;
-};
-
 static long mc_req_loop_byte(__u64 i, void *ctx)
 {
-	struct mc_req_loop *l = ctx;
+	struct mc_loop *l = ctx;
 	int lost;
 
 	l->out.n = 0;
@@ -393,7 +386,7 @@ static long mc_req_loop_byte(__u64 i, void *ctx)
  * off count from buf. */
 static __always_inline int mc_req_parse(struct mc_req_state *st, const __u8 *buf, __u32 len, void *user)
 {
-	struct mc_req_loop l = { .st = st, .buf = buf, .user = user };
+	struct mc_loop l = { .st = st, .buf = buf, .user = user };
 
 	if (st->phase == MC_RQ_LOST)
 		return -1;
@@ -411,13 +404,7 @@ static __always_inline int mc_req_parse(struct mc_req_state *st, const __u8 *buf
  * done. The caller passes them by (and counts them in its offsets). */
 static __always_inline __u32 mc_req_skip(struct mc_req_state *st, __u32 avail)
 {
-	__u32 n;
-
-	if (st->phase != MC_RQ_DATA || st->skip <= 1)
-		return 0;
-	n = st->skip - 1 < avail ? st->skip - 1 : avail;
-	st->skip -= n;
-	return n;
+	return mc_skip(&st->skip, st->phase == MC_RQ_DATA, avail);
 }
 
 /* Whether the stream is between commands, in sync: where a UDP datagram
