@@ -12,8 +12,8 @@ import (
 // A stream's run: its events, offsets counted from the stream's start,
 // and the states after it.
 type run struct {
-	events       []mcproto.Event
-	req, rep     []byte
+	events        []mcproto.Event
+	req, rep      []byte
 	lost, repLost bool
 }
 
