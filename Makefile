@@ -23,9 +23,10 @@ DATAPLANE_GEN := internal/datapath/santa_bpfel.go internal/datapath/santatcp_bpf
 XDPPASS_GEN   := internal/xdppass/xdppass_bpfel.go
 DROPONCE_GEN  := test/droponce/droponce_bpfel.go
 INDEXHOME_GEN := test/indexhome/indexhome_bpfel.go
+MCPARSE_GEN   := test/mcparse/mcparse_bpfel.go
 BENCHGEN_GEN  := bench/gen/gen_bpfel.go
 MEMLAT_GEN    := bench/memlat/memlat_bpfel.go
-GEN := $(DATAPLANE_GEN) $(XDPPASS_GEN) $(DROPONCE_GEN) $(INDEXHOME_GEN) $(BENCHGEN_GEN) $(MEMLAT_GEN)
+GEN := $(DATAPLANE_GEN) $(XDPPASS_GEN) $(DROPONCE_GEN) $(INDEXHOME_GEN) $(MCPARSE_GEN) $(BENCHGEN_GEN) $(MEMLAT_GEN)
 # Runs the //go:generate lines of the target's package.
 BPF2GO = $(GO) generate ./$(@D)/
 
@@ -61,6 +62,8 @@ $(XDPPASS_GEN): $(VMLINUX) test/bpf/xdp_pass.bpf.c
 $(DROPONCE_GEN): $(VMLINUX) test/bpf/drop_once.bpf.c
 	$(BPF2GO)
 $(INDEXHOME_GEN): $(VMLINUX) test/bpf/index_home.bpf.c bpf/include/index_home.h bpf/include/santa_abi.h
+	$(BPF2GO)
+$(MCPARSE_GEN): $(VMLINUX) test/bpf/mc_parse.bpf.c $(wildcard bpf/include/mc_*.h)
 	$(BPF2GO)
 $(BENCHGEN_GEN): $(VMLINUX) bench/bpf/gen.bpf.c
 	$(BPF2GO)
