@@ -88,28 +88,23 @@ static __always_inline void santa_xdp_mark(struct xdp_md *ctx, __u32 verdict)
 	meta->verdict = verdict;
 }
 
-/* What XDP tells TC of a packet it passes on path. */
-static __always_inline __u32 santa_meta_verdict(__u32 path)
-{
-	switch (path) {
-	case SANTA_PATH_FALLBACK_CSUM:
-		return SANTA_META_FALLBACK_CSUM;
-	case SANTA_PATH_FALLBACK_TOO_LONG:
-		return SANTA_META_FALLBACK_TOO_LONG;
-	case SANTA_PATH_FALLBACK_NO_XDP_TX:
-		return SANTA_META_FALLBACK_NO_XDP_TX;
-	default:
-		return SANTA_META_SEEN;
-	}
-}
-
-/* The one exit of the XDP program: count the path, tell TC what was seen. */
+/* The one exit of the XDP program but for fallbacks: count the path, tell
+ * TC that XDP saw what it passes. */
 static __always_inline int santa_xdp_exit(struct xdp_md *ctx, __u32 path, int action)
 {
 	santa_count_path(path);
 	if (action == XDP_PASS)
-		santa_xdp_mark(ctx, santa_meta_verdict(path));
+		santa_xdp_mark(ctx, SANTA_META_SEEN);
 	return action;
+}
+
+/* XDP leaves a matched request to TC, which answers it and counts reason
+ * (a SANTA_SVC_TC_* counter) for the service. */
+static __always_inline int santa_xdp_fallback(struct xdp_md *ctx, __u32 path, __u32 reason)
+{
+	santa_count_path(path);
+	santa_xdp_mark(ctx, SANTA_META_FALLBACK + reason);
+	return XDP_PASS;
 }
 
 /* The device the frame came in on. */
@@ -160,17 +155,17 @@ int santa_udp(struct xdp_md *ctx)
 		goto over_mtu;
 	veth = santa_veth_xdp(ctx, dev);
 	if (veth && !santa_veth_xmit_ok(dev))
-		return santa_xdp_exit(ctx, SANTA_PATH_FALLBACK_NO_XDP_TX, XDP_PASS);
+		return santa_xdp_fallback(ctx, SANTA_PATH_FALLBACK_NO_XDP_TX, SANTA_SVC_TC_NO_XDP);
 	/* A partial checksum from the peer's stack (veth.h) is what the stack
 	 * trusts; any other checksum is verified. Where XDP has no skb to ask
 	 * (generic XDP, loopback), TC does. */
 	if (!(veth && santa_csum_partial(veth->skb, &pkt)) && !santa_request_csum_ok(&pkt, s))
-		return santa_xdp_exit(ctx, SANTA_PATH_FALLBACK_CSUM, XDP_PASS);
+		return santa_xdp_fallback(ctx, SANTA_PATH_FALLBACK_CSUM, SANTA_SVC_TC_CSUM);
 
 	sum = santa_reply_sum(rule, s);
 	delta = (int)(pkt.payload_off + reply_len) - (int)(data_end - data);
 	if (bpf_xdp_adjust_tail(ctx, delta))
-		return santa_xdp_exit(ctx, SANTA_PATH_FALLBACK_TOO_LONG, XDP_PASS);
+		return santa_xdp_fallback(ctx, SANTA_PATH_FALLBACK_TOO_LONG, SANTA_SVC_TC_TOO_LONG);
 	/* From here the request is gone: a failure drops, never passes garbage. */
 	if (santa_store_payload(ctx, 1, &pkt, rule, s))
 		return santa_xdp_exit(ctx, SANTA_PATH_TX_ERROR, XDP_DROP);
@@ -206,18 +201,13 @@ static __always_inline __u32 santa_xdp_verdict(struct __sk_buff *skb)
 	return meta->verdict;
 }
 
-/* Why TC answers a request rather than XDP (enum santa_service_counter),
- * from what XDP said of it: a fallback's reason, or nothing at all. */
+/* Why TC answers a request rather than XDP (a SANTA_SVC_TC_* counter):
+ * the reason XDP left it with, or, if XDP did not see it, no XDP. */
 static __always_inline __u32 santa_tc_reason(__u32 verdict)
 {
-	switch (verdict) {
-	case SANTA_META_FALLBACK_CSUM:
-		return SANTA_SVC_TC_CSUM;
-	case SANTA_META_FALLBACK_TOO_LONG:
-		return SANTA_SVC_TC_TOO_LONG;
-	default:
-		return SANTA_SVC_TC_NO_XDP;
-	}
+	if (verdict >= SANTA_META_FALLBACK && verdict < SANTA_META_FALLBACK + SANTA_SVC_NCOUNTERS)
+		return verdict - SANTA_META_FALLBACK;
+	return SANTA_SVC_TC_NO_XDP;
 }
 
 /* The one exit of the TC program: count the path. */

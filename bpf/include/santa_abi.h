@@ -331,15 +331,13 @@ enum santa_addr_kind {
 
 /*
  * XDP leaves this in the packet's metadata when it passes a packet, so that
- * the TC program does not match it a second time; the SANTA_META_FALLBACK_*
- * verdicts ask TC to answer it, and say why XDP could not (TC counts the
- * reason when it answers: SANTA_SVC_TC_*).
+ * the TC program does not match it a second time. SANTA_META_FALLBACK plus a
+ * SANTA_SVC_TC_* counter asks TC to answer it, and says why XDP could not:
+ * TC counts that reason for the service when it answers.
  */
 enum santa_meta_verdict {
 	SANTA_META_SEEN = 0x53a17a01,
-	SANTA_META_FALLBACK_CSUM = 0x53a17a02,     /* the checksum is not verifiable in XDP */
-	SANTA_META_FALLBACK_TOO_LONG = 0x53a17a03, /* the reply does not fit the XDP frame */
-	SANTA_META_FALLBACK_NO_XDP_TX = 0x53a17a04, /* the reply cannot leave by XDP */
+	SANTA_META_FALLBACK = 0x53a17b00,
 };
 
 struct santa_xdp_meta {

@@ -23,7 +23,7 @@ import (
 
 const (
 	metaSeen     = santaSantaMetaVerdictSANTA_META_SEEN
-	metaFallback = santaSantaMetaVerdictSANTA_META_FALLBACK_CSUM
+	metaFallback = santaSantaMetaVerdictSANTA_META_FALLBACK + santaSantaMetaVerdict(santaSantaServiceCounterSANTA_SVC_TC_CSUM)
 )
 
 const (
