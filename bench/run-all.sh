@@ -20,6 +20,9 @@
 #       the top-N keys (the paper's Figure 7b).
 #   (g) bench/http: nginx with and without sendfile, against wrk, by reply
 #       size (the baseline of the paper's Figure 8).
+#   (h) bench/defaultveth: BIND alone and with Santa on a veth with its
+#       default offloads, against a closed-loop socket client, with the
+#       client's checksums full and partial (a local client's), interleaved.
 #
 # Environment:
 #   BENCH_QUICK=1     skip the 1M-rule and 1M-name sets, shorten (b) and
@@ -31,6 +34,7 @@
 #   DNS_SERVERS, DNS_NAMES, DNS_ROUNDS             override (e)
 #   MC_KEYS, MC_OFFLOAD, MC_ROUNDS                 override (f)
 #   HTTP_SIZES, HTTP_ROUNDS, HTTP_DURATION         override (g)
+#   VETH_ROUNDS, VETH_DURATION                     override (h)
 #   SERVER_CPU (1), CLIENT_CPU (0)
 set -euo pipefail
 
@@ -71,6 +75,8 @@ mc_rounds=${MC_ROUNDS:-3}
 http_sizes=${HTTP_SIZES:-64,500,1000,2000,5000}
 http_rounds=${HTTP_ROUNDS:-3}
 http_duration=${HTTP_DURATION:-5s}
+veth_rounds=${VETH_ROUNDS:-5}
+veth_duration=${VETH_DURATION:-5s}
 
 # bounded LIMIT CMD...: CMD under timeout LIMIT (killed 30 s after the
 # TERM if a wait of its own outlasts it). Its command line goes to
@@ -101,13 +107,14 @@ go build -o "$bin/genrate" ./bench/genrate
 go build -o "$bin/dns" ./bench/dns
 go build -o "$bin/memcached" ./bench/memcached
 go build -o "$bin/http" ./bench/http
+go build -o "$bin/defaultveth" ./bench/defaultveth
 
 start=$(date +%s)
 {
 	echo "# $(date -u +%Y-%m-%dT%H:%M:%SZ) $(uname -r) $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) CPUs, $(awk '/MemTotal/ {printf "%.1f GiB", $2/1048576}' /proc/meminfo)"
 	echo "# commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD 2>/dev/null || echo ' (with uncommitted changes)')"
 	echo "# command: BENCH_QUICK=$quick BENCH_ONLY=$only bash bench/run-all.sh"
-	echo "# quick=$quick dp_rules=$dp_rules dp_sizes=$dp_sizes dp_rounds=$dp_rounds dp_k=$dp_k e2e_rules=$e2e_rules e2e_sizes=$e2e_sizes e2e_rounds=$e2e_rounds e2e_duration=$e2e_duration dns_servers=$dns_servers dns_names=$dns_names dns_rounds=$dns_rounds mc_keys=$mc_keys mc_offload=$mc_offload mc_rounds=$mc_rounds http_sizes=$http_sizes http_rounds=$http_rounds http_duration=$http_duration"
+	echo "# quick=$quick dp_rules=$dp_rules dp_sizes=$dp_sizes dp_rounds=$dp_rounds dp_k=$dp_k e2e_rules=$e2e_rules e2e_sizes=$e2e_sizes e2e_rounds=$e2e_rounds e2e_duration=$e2e_duration dns_servers=$dns_servers dns_names=$dns_names dns_rounds=$dns_rounds mc_keys=$mc_keys mc_offload=$mc_offload mc_rounds=$mc_rounds http_sizes=$http_sizes http_rounds=$http_rounds http_duration=$http_duration veth_rounds=$veth_rounds veth_duration=$veth_duration"
 } | tee /dev/stderr
 
 if part a; then
@@ -169,6 +176,13 @@ if part g; then
 	echo "== (g) nginx and wrk" >&2
 	bash bench/rig.sh down "$rig" 2>/dev/null || true
 	bounded 30m "$bin/http" -rig "$rig" -sizes "$http_sizes" -rounds "$http_rounds" -duration "$http_duration" \
+		-server-cpu "$server_cpu" -client-cpu "$client_cpu"
+fi
+
+if part h; then
+	echo "== (h) local clients: a veth with its default offloads" >&2
+	bash bench/rig.sh down "$rig" 2>/dev/null || true
+	bounded 30m "$bin/defaultveth" -rig "$rig" -rounds "$veth_rounds" -duration "$veth_duration" \
 		-server-cpu "$server_cpu" -client-cpu "$client_cpu"
 fi
 
