@@ -2,7 +2,7 @@
 # rig.sh: two network namespaces joined by a veth pair, for Santa's tests,
 # demo and benchmarks.
 #
-#   bench/rig.sh up NAME [--threaded-napi] [--server-cpu N] [--client-cpu N] [-v]
+#   bench/rig.sh up NAME [--default-offloads] [--threaded-napi] [--server-cpu N] [--client-cpu N] [-v]
 #   bench/rig.sh down NAME [-v]
 #
 # up creates:
@@ -12,6 +12,10 @@
 # TX checksum offload off on both ends (XDP must see full checksums), lo and
 # the veth up. NAME is at most 13 characters (veth names are at most 15).
 #
+# --default-offloads  keeps the veth's default offloads instead: TX checksum
+#                  offload on, as in every container network, so that the
+#                  client's stack sends only a partial UDP checksum
+#                  (CHECKSUM_PARTIAL) and XDP sees no full one.
 # --threaded-napi  runs the server veth's NAPI in kthreads (napi/NAME-s-<id>)
 #                  instead of the softirq of whichever CPU sent the frame.
 #                  veth has NAPI only with XDP attached or GRO on, so GRO is
@@ -101,7 +105,7 @@ up() {
 		run ip -n "$ns" link set lo up
 		run ip -n "$ns" addr add "$ip4/24" dev "$dev"
 		run ip -n "$ns" addr add "$ip6/64" dev "$dev" nodad
-		run ip netns exec "$ns" ethtool -K "$dev" tx off
+		if [ "$default_offloads" = 0 ]; then run ip netns exec "$ns" ethtool -K "$dev" tx off; fi
 		run ip -n "$ns" link set "$dev" up
 		run ip -n "$ns" neigh replace "$peer4" lladdr "$peer_mac" dev "$dev" nud permanent
 		run ip -n "$ns" neigh replace "$peer6" lladdr "$peer_mac" dev "$dev" nud permanent
@@ -130,9 +134,10 @@ down() {
 [ $# -ge 2 ] || usage
 cmd=$1 name=$2
 shift 2
-threaded_napi=0 server_cpu= client_cpu=
+threaded_napi=0 default_offloads=0 server_cpu= client_cpu=
 while [ $# -gt 0 ]; do
 	case $1 in
+	--default-offloads) default_offloads=1 ;;
 	--threaded-napi) threaded_napi=1 ;;
 	--server-cpu) server_cpu=${2:?--server-cpu needs a CPU number}; shift ;;
 	--client-cpu) client_cpu=${2:?--client-cpu needs a CPU number}; shift ;;

@@ -2,10 +2,12 @@
 /*
  * santa_udp: UDP requests that match one of their socket's rules are answered
  * here, before the network stack; every other packet passes untouched.
- *  - santa_udp (XDP) answers in place with XDP_TX;
- *  - santa_udp_tc (TC ingress) answers what XDP could not (replies that do not
- *    fit the XDP frame, devices without XDP such as loopback) by growing the
- *    skb and redirecting it back out of the device it came in on;
+ *  - santa_udp (XDP) answers in place: XDP_TX, or on veth a redirect to the
+ *    device itself (veth.h);
+ *  - santa_udp_tc (TC ingress) answers what XDP could not (a checksum XDP
+ *    cannot verify, replies that do not fit the XDP frame, devices without
+ *    XDP, a veth peer that cannot receive XDP frames) by growing the skb
+ *    and redirecting it back out of the device it came in on;
  *  - santa_sock_release (cgroup) retires the service of a closed socket.
  */
 #include "vmlinux.h"
@@ -22,13 +24,10 @@
 #include "payload.h"
 #include "deliver.h"
 #include "learn.h"
+#include "veth.h"
 
 #define TC_ACT_OK 0
 #define TC_ACT_SHOT 2
-#define CHECKSUM_PARTIAL 3
-
-extern void *bpf_rdonly_cast(const void *obj, __u32 btf_id) __ksym;
-extern void *bpf_cast_to_kern_ctx(void *obj) __ksym;
 
 /* Where XDP and TC read the request. Only these two use it: they run in
  * softirqs, which do not interrupt one another on a CPU. (The TCP verdict,
@@ -89,13 +88,23 @@ static __always_inline void santa_xdp_mark(struct xdp_md *ctx, __u32 verdict)
 	meta->verdict = verdict;
 }
 
-/* The one exit of the XDP program: count the path, tell TC what was seen. */
+/* The one exit of the XDP program but for fallbacks: count the path, tell
+ * TC that XDP saw what it passes. */
 static __always_inline int santa_xdp_exit(struct xdp_md *ctx, __u32 path, int action)
 {
 	santa_count_path(path);
 	if (action == XDP_PASS)
-		santa_xdp_mark(ctx, path == SANTA_PATH_FALLBACK ? SANTA_META_FALLBACK : SANTA_META_SEEN);
+		santa_xdp_mark(ctx, SANTA_META_SEEN);
 	return action;
+}
+
+/* XDP leaves a matched request to TC, which answers it and counts reason
+ * (a SANTA_SVC_TC_* counter) for the service. */
+static __always_inline int santa_xdp_fallback(struct xdp_md *ctx, __u32 path, __u32 reason)
+{
+	santa_count_path(path);
+	santa_xdp_mark(ctx, SANTA_META_FALLBACK + reason);
+	return XDP_PASS;
 }
 
 /* The device the frame came in on. */
@@ -115,9 +124,10 @@ int santa_udp(struct xdp_md *ctx)
 	struct santa_service *svc;
 	struct santa_scratch *s;
 	struct santa_rule *rule;
+	struct veth_xdp_buff *veth;
 	struct net_device *dev;
 	__u32 path, reply_len;
-	int delta, read;
+	int delta, read, action;
 	__u64 sum;
 
 	if (!santa_parse(data, data_end, data_end - data, &pkt, &path))
@@ -143,15 +153,19 @@ int santa_udp(struct xdp_md *ctx)
 	reply_len = rule->reply_len;
 	if (!santa_reply_fits(dev, &pkt, reply_len))
 		goto over_mtu;
-	/* A failed check may be a checksum left to offload by a local sender:
-	 * TC sees the skb's checksum state and decides. */
-	if (!santa_request_csum_ok(&pkt, s))
-		goto fallback;
+	veth = santa_veth_xdp(ctx, dev);
+	if (veth && !santa_veth_xmit_ok(dev))
+		return santa_xdp_fallback(ctx, SANTA_PATH_FALLBACK_NO_XDP_TX, SANTA_SVC_TC_NO_XDP);
+	/* A partial checksum from the peer's stack (veth.h) is what the stack
+	 * trusts; any other checksum is verified. Where XDP has no skb to ask
+	 * (generic XDP, loopback), TC does. */
+	if (!(veth && santa_csum_partial(veth->skb, &pkt)) && !santa_request_csum_ok(&pkt, s))
+		return santa_xdp_fallback(ctx, SANTA_PATH_FALLBACK_CSUM, SANTA_SVC_TC_CSUM);
 
 	sum = santa_reply_sum(rule, s);
 	delta = (int)(pkt.payload_off + reply_len) - (int)(data_end - data);
 	if (bpf_xdp_adjust_tail(ctx, delta))
-		goto fallback;
+		return santa_xdp_fallback(ctx, SANTA_PATH_FALLBACK_TOO_LONG, SANTA_SVC_TC_TOO_LONG);
 	/* From here the request is gone: a failure drops, never passes garbage. */
 	if (santa_store_payload(ctx, 1, &pkt, rule, s))
 		return santa_xdp_exit(ctx, SANTA_PATH_TX_ERROR, XDP_DROP);
@@ -160,13 +174,12 @@ int santa_udp(struct xdp_md *ctx)
 	if (santa_write_headers(data, data_end, &pkt, reply_len, sum))
 		return santa_xdp_exit(ctx, SANTA_PATH_TX_ERROR, XDP_DROP);
 
+	/* On veth, XDP_TX would wake the peer only if it runs XDP (veth.h). */
+	action = veth ? bpf_redirect(dev->ifindex, 0) : XDP_TX;
 	santa_count_service(svc->id, SANTA_SVC_MATCHED);
 	santa_count_rule(rule->rule_id, reply_len);
-	return santa_xdp_exit(ctx, SANTA_PATH_ANSWERED, XDP_TX);
+	return santa_xdp_exit(ctx, SANTA_PATH_ANSWERED, action);
 
-fallback:
-	santa_count_service(svc->id, SANTA_SVC_FALLBACK);
-	return santa_xdp_exit(ctx, SANTA_PATH_FALLBACK, XDP_PASS);
 over_mtu:
 	santa_count_service(svc->id, SANTA_SVC_PASSED);
 	return santa_xdp_exit(ctx, SANTA_PATH_OVER_MTU, XDP_PASS);
@@ -186,6 +199,15 @@ static __always_inline __u32 santa_xdp_verdict(struct __sk_buff *skb)
 	if ((void *)(meta + 1) > (void *)(long)skb->data)
 		return 0;
 	return meta->verdict;
+}
+
+/* Why TC answers a request rather than XDP (a SANTA_SVC_TC_* counter):
+ * the reason XDP left it with, or, if XDP did not see it, no XDP. */
+static __always_inline __u32 santa_tc_reason(__u32 verdict)
+{
+	if (verdict >= SANTA_META_FALLBACK && verdict < SANTA_META_FALLBACK + SANTA_SVC_NCOUNTERS)
+		return verdict - SANTA_META_FALLBACK;
+	return SANTA_SVC_TC_NO_XDP;
 }
 
 /* The one exit of the TC program: count the path. */
@@ -246,9 +268,9 @@ int santa_udp_tc(struct __sk_buff *skb)
 	}
 
 	/* A locally sent request (loopback, veth) may carry only a partial
-	 * checksum, which the stack trusts; so do we. Its reply keeps the
-	 * partial state, so it carries the pseudo-header seed, not a sum. */
-	partial = BPF_CORE_READ_BITFIELD(kskb, ip_summed) == CHECKSUM_PARTIAL;
+	 * checksum, which the stack trusts; so do we (veth.h). Its reply keeps
+	 * the partial state, so it carries the pseudo-header seed, not a sum. */
+	partial = santa_csum_partial(kskb, &pkt);
 	if (!partial && !santa_request_csum_ok(&pkt, s)) {
 		santa_count_service(svc->id, SANTA_SVC_BAD_CSUM);
 		goto pass;
@@ -266,6 +288,7 @@ int santa_udp_tc(struct __sk_buff *skb)
 		santa_seed_partial((void *)(long)skb->data, (void *)(long)skb->data_end, &pkt, reply_len);
 
 	santa_count_service(svc->id, SANTA_SVC_MATCHED);
+	santa_count_service(svc->id, santa_tc_reason(verdict));
 	santa_count_rule(rule->rule_id, reply_len);
 	return santa_tc_exit(SANTA_PATH_ANSWERED, bpf_redirect(skb->ifindex, 0));
 

@@ -107,3 +107,19 @@ func TaskTime(pids []int) (uint64, error) {
 	}
 	return sum, nil
 }
+
+// Threads are the thread ids of process pid (/proc/PID/task), for TaskTime:
+// a process's own schedstat counts its first thread alone.
+func Threads(pid int) ([]int, error) {
+	dirs, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil {
+		return nil, err
+	}
+	var tids []int
+	for _, e := range dirs {
+		if tid, err := strconv.Atoi(e.Name()); err == nil {
+			tids = append(tids, tid)
+		}
+	}
+	return tids, nil
+}

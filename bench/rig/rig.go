@@ -28,9 +28,12 @@ const (
 )
 
 // Rig is one rig, named Name: namespaces Name-srv and Name-cli joined by
-// veths Name-s and Name-c.
+// veths Name-s and Name-c. With DefaultOffloads the veths keep their
+// default offloads (rig.sh --default-offloads): the client's requests then
+// carry partial UDP checksums.
 type Rig struct {
-	Name, Script string
+	Name, Script    string
+	DefaultOffloads bool
 }
 
 func (r Rig) ServerNS() string  { return r.Name + "-srv" }
@@ -41,8 +44,23 @@ func (r Rig) ClientDev() string { return r.Name + "-c" }
 // Up creates the rig with threaded NAPI on both veths, pinned to the server
 // and the client CPU.
 func (r Rig) Up(serverCPU, clientCPU int) error {
-	return r.script("up", "--threaded-napi", "--server-cpu", fmt.Sprint(serverCPU),
-		"--client-cpu", fmt.Sprint(clientCPU))
+	args := []string{"--threaded-napi", "--server-cpu", fmt.Sprint(serverCPU), "--client-cpu", fmt.Sprint(clientCPU)}
+	if r.DefaultOffloads {
+		args = append(args, "--default-offloads")
+	}
+	return r.script("up", args...)
+}
+
+// SetClientTxChecksum turns the client veth's TX checksum offload on (its
+// default: the client's stack leaves UDP checksums partial) or off (full
+// checksums, as from a NIC), so that one run can measure both.
+func (r Rig) SetClientTxChecksum(on bool) error {
+	state := map[bool]string{true: "on", false: "off"}[on]
+	out, err := exec.Command("ip", "netns", "exec", r.ClientNS(), "ethtool", "-K", r.ClientDev(), "tx", state).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("ethtool -K %s tx %s: %v\n%s", r.ClientDev(), state, err, out)
+	}
+	return nil
 }
 
 // The idle check: the server CPU counts as quiet under idleBelow % busy

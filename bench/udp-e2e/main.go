@@ -242,7 +242,7 @@ func runSize(ctx context.Context, c config, rng *rand.Rand, tmp, responderBin, c
 		}
 		smp := toSample(out, after.responder["answered"]-before.responder["answered"],
 			after.service.Matched-before.service.Matched)
-		smp.xdpFallback = after.service.Fallback - before.service.Fallback
+		smp.xdpFallback = after.service.Fallback() - before.service.Fallback()
 		if smp.good > 0 {
 			smp.taskUSPer = float64(after.taskNS-before.taskNS) / 1e3 / float64(smp.good)
 		}

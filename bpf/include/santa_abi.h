@@ -224,10 +224,12 @@ _Static_assert(__builtin_offsetof(struct santa_rule_huge, reply) == sizeof(struc
 
 /* Per-CPU, per-service packet counters (service_stats). */
 enum santa_service_counter {
-	SANTA_SVC_MATCHED = 0,  /* answered by the data plane */
+	SANTA_SVC_MATCHED = 0,  /* answered by the data plane, in XDP or in TC */
 	SANTA_SVC_PASSED,       /* reached the stack: no rule matched, or a matched rule could not answer */
-	SANTA_SVC_FALLBACK,     /* matched in XDP but left to TC: the request's checksum could not be verified (a partial one from a local sender, or wrong), or the reply did not fit the frame */
+	SANTA_SVC_TC_CSUM,      /* answered in TC, not XDP: XDP could not verify the request's checksum (a partial one, without veth's skb to vouch for it) */
 	SANTA_SVC_BAD_CSUM,     /* matched but the request checksum was wrong: passed */
+	SANTA_SVC_TC_TOO_LONG,  /* answered in TC, not XDP: the reply did not fit the XDP frame */
+	SANTA_SVC_TC_NO_XDP,    /* answered in TC, not XDP: no XDP program saw the request, or XDP could not send the reply (a veth whose peer has neither XDP nor GRO) */
 	SANTA_SVC_NCOUNTERS,
 };
 
@@ -289,7 +291,7 @@ enum santa_path {
 	SANTA_PATH_NO_SOCKET,    /* no local socket would receive it */
 	SANTA_PATH_NOT_SERVICE,  /* the receiving socket is not registered */
 	SANTA_PATH_SERVICE_PASS, /* a service's packet that was not answered (see service_stats) */
-	SANTA_PATH_FALLBACK,     /* left for the TC program: checksum not verifiable in XDP, or reply too big for the XDP frame */
+	SANTA_PATH_FALLBACK_CSUM, /* XDP left it to TC: its checksum is not verifiable in XDP (partial, without veth's skb to vouch for it) */
 	SANTA_PATH_SEEN_BY_XDP,  /* TC: XDP already examined and passed this packet */
 	SANTA_PATH_TX_ERROR,     /* building the reply failed after the request was overwritten: dropped */
 	SANTA_PATH_BAD_IP_CSUM,  /* IPv4 header checksum wrong: the stack drops it */
@@ -298,6 +300,8 @@ enum santa_path {
 	SANTA_PATH_MARTIAN,      /* source or destination the stack drops on this interface (loopback, own, broadcast) */
 	SANTA_PATH_OVER_MTU,     /* the reply would not fit the interface's MTU: the application answers */
 	SANTA_PATH_PROBE,        /* from the service's probe port: passed, neither answered nor counted for learning */
+	SANTA_PATH_FALLBACK_TOO_LONG, /* XDP left it to TC: the reply does not fit the XDP frame */
+	SANTA_PATH_FALLBACK_NO_XDP_TX, /* XDP left it to TC: the reply cannot leave by XDP (a veth whose peer has neither XDP nor GRO) */
 	SANTA_PATH_NCOUNTERS,
 };
 
@@ -327,13 +331,13 @@ enum santa_addr_kind {
 
 /*
  * XDP leaves this in the packet's metadata when it passes a packet, so that
- * the TC program does not match it a second time; SANTA_META_FALLBACK asks TC
- * to answer it (its checksum could not be verified in XDP, or the reply did
- * not fit the XDP frame).
+ * the TC program does not match it a second time. SANTA_META_FALLBACK plus a
+ * SANTA_SVC_TC_* counter asks TC to answer it, and says why XDP could not:
+ * TC counts that reason for the service when it answers.
  */
 enum santa_meta_verdict {
 	SANTA_META_SEEN = 0x53a17a01,
-	SANTA_META_FALLBACK = 0x53a17a02,
+	SANTA_META_FALLBACK = 0x53a17b00,
 };
 
 struct santa_xdp_meta {

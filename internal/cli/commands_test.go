@@ -243,6 +243,9 @@ template   the reply; -- are bytes copied from each request
 matched       150
 passed        20
 fallback      1
+  checksum    1
+  too long    0
+  no xdp      0
 bad checksum  0
 rules         3
 rule bytes    93
@@ -257,6 +260,9 @@ RULE  HITS  BYTES  OFFSET  PATTERN                                              
   "matched": 150,
   "passed": 20,
   "fallback": 1,
+  "tc_checksum": 1,
+  "tc_too_long": 0,
+  "tc_no_xdp": 0,
   "bad_csum": 0,
   "rules": 3,
   "rule_bytes": 93,

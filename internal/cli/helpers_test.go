@@ -79,7 +79,7 @@ var (
 func withService(t *testing.T) (*fake, string) {
 	f, path := newFake(t)
 	f.addService(client.ServiceInfo{Protocol: 17, Family: 4, Port: 7777, Addr: [16]byte{127, 0, 0, 1}, Cookie: 4097, NetnsCookie: 1, OwnerUID: 1000},
-		client.ServiceStats{Matched: 150, Passed: 20, Fallback: 1, BadCsum: 0, RuleBytes: 93},
+		client.ServiceStats{Matched: 150, Passed: 20, Fallback: 1, TCChecksum: 1, BadCsum: 0, RuleBytes: 93},
 		hello, dns, hi)
 	return f, path
 }

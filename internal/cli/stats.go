@@ -41,6 +41,7 @@ func (o *statsOptions) run(ctx context.Context, e *env, args []string) error {
 	}
 	v := statsView{
 		ServiceID: service, Matched: s.Matched, Passed: s.Passed, Fallback: s.Fallback,
+		TCChecksum: s.TCChecksum, TCTooLong: s.TCTooLong, TCNoXDP: s.TCNoXDP,
 		BadCsum: s.BadCsum, Rules: s.Rules, RuleBytes: s.RuleBytes,
 		RuleCounters: []ruleCountersView{},
 	}
@@ -71,7 +72,10 @@ type statsView struct {
 	ServiceID    uint32             `json:"service_id"`
 	Matched      uint64             `json:"matched"`
 	Passed       uint64             `json:"passed"`
-	Fallback     uint64             `json:"fallback"`
+	Fallback     uint64             `json:"fallback"` // answered in TC, the sum of the three below
+	TCChecksum   uint64             `json:"tc_checksum"`
+	TCTooLong    uint64             `json:"tc_too_long"`
+	TCNoXDP      uint64             `json:"tc_no_xdp"`
 	BadCsum      uint64             `json:"bad_csum"`
 	Rules        uint32             `json:"rules"`
 	RuleBytes    uint64             `json:"rule_bytes"`
@@ -84,6 +88,9 @@ func (v statsView) table(w io.Writer) error {
 	t.row("matched", v.Matched)
 	t.row("passed", v.Passed)
 	t.row("fallback", v.Fallback)
+	t.row("  checksum", v.TCChecksum)
+	t.row("  too long", v.TCTooLong)
+	t.row("  no xdp", v.TCNoXDP)
 	t.row("bad checksum", v.BadCsum)
 	t.row("rules", v.Rules)
 	t.row("rule bytes", v.RuleBytes)

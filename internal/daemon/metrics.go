@@ -72,7 +72,7 @@ func (s *Server) writeMetrics(out io.Writer) error {
 	}{
 		{"santa_service_matched_total", "counter", "Requests the data plane answered.", func(r serviceRow) uint64 { return r.stats.Matched }},
 		{"santa_service_passed_total", "counter", "Requests passed to the application.", func(r serviceRow) uint64 { return r.stats.Passed }},
-		{"santa_service_fallback_total", "counter", "Requests XDP matched and left to TC: their checksum could not be verified in XDP (partial, from a local sender, or wrong), or the reply did not fit the frame.", func(r serviceRow) uint64 { return r.stats.Fallback }},
+		{"santa_service_fallback_total", "counter", "Requests answered in TC rather than XDP, for any reason: the sum of santa_service_tc_answered_total.", func(r serviceRow) uint64 { return r.stats.Fallback() }},
 		{"santa_service_bad_csum_total", "counter", "Matching requests with a bad checksum, passed.", func(r serviceRow) uint64 { return r.stats.BadCsum }},
 		{"santa_service_rules", "gauge", "Rules installed.", func(r serviceRow) uint64 { return uint64(r.use.rules) }},
 		{"santa_service_rule_bytes", "gauge", "Pattern and reply bytes of the rules installed.", func(r serviceRow) uint64 { return uint64(r.use.bytes) }},
@@ -81,6 +81,18 @@ func (s *Server) writeMetrics(out io.Writer) error {
 		w.Family(f.name, f.typ, f.help)
 		for _, r := range rows {
 			w.Sample(f.name, f.value(r), r.labels...)
+		}
+	}
+	w.Family("santa_service_tc_answered_total", "counter", "Requests answered in TC rather than XDP, by why XDP could not: "+
+		"reason checksum, their partial checksum was not verifiable in XDP (loopback, generic XDP); "+
+		"too_long, the reply did not fit the XDP frame; "+
+		"no_xdp, no XDP program saw them, or the reply could not leave by XDP (a veth whose peer has neither XDP nor GRO).")
+	for _, r := range rows {
+		for _, reason := range []struct {
+			name string
+			n    uint64
+		}{{"checksum", r.stats.TCChecksum}, {"too_long", r.stats.TCTooLong}, {"no_xdp", r.stats.TCNoXDP}} {
+			w.Sample("santa_service_tc_answered_total", reason.n, append(slices.Clone(r.labels), "reason", reason.name)...)
 		}
 	}
 	w.Family("santa_uid_rules", "gauge", "Rules installed on the services of a uid, what its quota counts.")

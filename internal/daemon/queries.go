@@ -106,8 +106,9 @@ func (s *Server) serviceStats(sess *session, req *protocol.ServiceStats) protoco
 	if err != nil {
 		return dataplaneError(err)
 	}
-	return &protocol.ServiceStatsReply{Matched: st.Matched, Passed: st.Passed, Fallback: st.Fallback, BadCsum: st.BadCsum,
-		Rules: uint32(use.rules), RuleBytes: uint64(use.bytes)}
+	return &protocol.ServiceStatsReply{Matched: st.Matched, Passed: st.Passed, Fallback: st.Fallback(), BadCsum: st.BadCsum,
+		Rules: uint32(use.rules), RuleBytes: uint64(use.bytes),
+		TCChecksum: st.TCChecksum, TCTooLong: st.TCTooLong, TCNoXDP: st.TCNoXDP}
 }
 
 func (s *Server) status() protocol.Body {

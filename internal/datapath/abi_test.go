@@ -65,6 +65,30 @@ func TestABIConstants(t *testing.T) {
 	}
 }
 
+// Every exit of santa_udp has a name in the path counters, and every
+// service counter a field of model.ServiceStats that sums it: a new
+// enumerator cannot go uncounted.
+func TestABICounters(t *testing.T) {
+	names := map[string]bool{}
+	for p := santaSantaPath(0); p < santaSantaPathSANTA_PATH_NCOUNTERS; p++ {
+		name, ok := pathNames[p]
+		if !ok || names[name] {
+			t.Errorf("path %d has no name of its own (%q)", p, name)
+		}
+		names[name] = true
+	}
+	var st model.ServiceStats
+	fields := serviceCounters(&st)
+	seen := map[*uint64]bool{}
+	for c := santaSantaServiceCounter(0); c < santaSantaServiceCounterSANTA_SVC_NCOUNTERS; c++ {
+		f, ok := fields[c]
+		if !ok || seen[f] {
+			t.Errorf("service counter %d has no field of its own", c)
+		}
+		seen[f] = true
+	}
+}
+
 // A reply goes to the smallest class that holds it, and the class stays in
 // its slot next to the slot's number.
 func TestRuleClasses(t *testing.T) {

@@ -18,13 +18,26 @@ func (d *Datapath) ServiceStats(id model.ServiceID) (model.ServiceStats, error) 
 		return model.ServiceStats{}, fmt.Errorf("reading service counters: %w", err)
 	}
 	var s model.ServiceStats
+	fields := serviceCounters(&s)
 	for _, c := range per {
-		s.Matched += c.Packets[santaSantaServiceCounterSANTA_SVC_MATCHED]
-		s.Passed += c.Packets[santaSantaServiceCounterSANTA_SVC_PASSED]
-		s.Fallback += c.Packets[santaSantaServiceCounterSANTA_SVC_FALLBACK]
-		s.BadCsum += c.Packets[santaSantaServiceCounterSANTA_SVC_BAD_CSUM]
+		for counter, field := range fields {
+			*field += c.Packets[counter]
+		}
 	}
 	return s, nil
+}
+
+// serviceCounters are the fields of s that each enum santa_service_counter
+// adds up in.
+func serviceCounters(s *model.ServiceStats) map[santaSantaServiceCounter]*uint64 {
+	return map[santaSantaServiceCounter]*uint64{
+		santaSantaServiceCounterSANTA_SVC_MATCHED:     &s.Matched,
+		santaSantaServiceCounterSANTA_SVC_PASSED:      &s.Passed,
+		santaSantaServiceCounterSANTA_SVC_BAD_CSUM:    &s.BadCsum,
+		santaSantaServiceCounterSANTA_SVC_TC_CSUM:     &s.TCChecksum,
+		santaSantaServiceCounterSANTA_SVC_TC_TOO_LONG: &s.TCTooLong,
+		santaSantaServiceCounterSANTA_SVC_TC_NO_XDP:   &s.TCNoXDP,
+	}
 }
 
 // RuleStats reads a rule's counters.
@@ -102,26 +115,28 @@ var tcpPathNames = map[santaTcpSantaTcpPath]string{
 
 // pathNames are the enum santa_path names, lower-cased, for reports.
 var pathNames = map[santaSantaPath]string{
-	santaSantaPathSANTA_PATH_ANSWERED:     "answered",
-	santaSantaPathSANTA_PATH_NOT_IP:       "not_ip",
-	santaSantaPathSANTA_PATH_NOT_UDP:      "not_udp",
-	santaSantaPathSANTA_PATH_FRAGMENT:     "fragment",
-	santaSantaPathSANTA_PATH_IP_OPTIONS:   "ip_options",
-	santaSantaPathSANTA_PATH_BAD_LENGTH:   "bad_length",
-	santaSantaPathSANTA_PATH_NOT_UNICAST:  "not_unicast",
-	santaSantaPathSANTA_PATH_TOO_LONG:     "too_long",
-	santaSantaPathSANTA_PATH_NO_SOCKET:    "no_socket",
-	santaSantaPathSANTA_PATH_NOT_SERVICE:  "not_service",
-	santaSantaPathSANTA_PATH_SERVICE_PASS: "service_pass",
-	santaSantaPathSANTA_PATH_FALLBACK:     "fallback",
-	santaSantaPathSANTA_PATH_SEEN_BY_XDP:  "seen_by_xdp",
-	santaSantaPathSANTA_PATH_TX_ERROR:     "tx_error",
-	santaSantaPathSANTA_PATH_BAD_IP_CSUM:  "bad_ip_csum",
-	santaSantaPathSANTA_PATH_NOT_FOR_HOST: "not_for_host",
-	santaSantaPathSANTA_PATH_NOT_LOCAL:    "not_local",
-	santaSantaPathSANTA_PATH_MARTIAN:      "martian",
-	santaSantaPathSANTA_PATH_OVER_MTU:     "over_mtu",
-	santaSantaPathSANTA_PATH_PROBE:        "probe",
+	santaSantaPathSANTA_PATH_ANSWERED:           "answered",
+	santaSantaPathSANTA_PATH_NOT_IP:             "not_ip",
+	santaSantaPathSANTA_PATH_NOT_UDP:            "not_udp",
+	santaSantaPathSANTA_PATH_FRAGMENT:           "fragment",
+	santaSantaPathSANTA_PATH_IP_OPTIONS:         "ip_options",
+	santaSantaPathSANTA_PATH_BAD_LENGTH:         "bad_length",
+	santaSantaPathSANTA_PATH_NOT_UNICAST:        "not_unicast",
+	santaSantaPathSANTA_PATH_TOO_LONG:           "too_long",
+	santaSantaPathSANTA_PATH_NO_SOCKET:          "no_socket",
+	santaSantaPathSANTA_PATH_NOT_SERVICE:        "not_service",
+	santaSantaPathSANTA_PATH_SERVICE_PASS:       "service_pass",
+	santaSantaPathSANTA_PATH_FALLBACK_CSUM:      "fallback_checksum",
+	santaSantaPathSANTA_PATH_SEEN_BY_XDP:        "seen_by_xdp",
+	santaSantaPathSANTA_PATH_TX_ERROR:           "tx_error",
+	santaSantaPathSANTA_PATH_BAD_IP_CSUM:        "bad_ip_csum",
+	santaSantaPathSANTA_PATH_NOT_FOR_HOST:       "not_for_host",
+	santaSantaPathSANTA_PATH_NOT_LOCAL:          "not_local",
+	santaSantaPathSANTA_PATH_MARTIAN:            "martian",
+	santaSantaPathSANTA_PATH_OVER_MTU:           "over_mtu",
+	santaSantaPathSANTA_PATH_PROBE:              "probe",
+	santaSantaPathSANTA_PATH_FALLBACK_TOO_LONG:  "fallback_too_long",
+	santaSantaPathSANTA_PATH_FALLBACK_NO_XDP_TX: "fallback_no_xdp_tx",
 }
 
 func pathName(p santaSantaPath) string {

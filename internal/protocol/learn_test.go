@@ -9,9 +9,9 @@ import (
 	"testing"
 )
 
-// Version 2's learning messages and a service's manager. (The C and
-// Python SDKs do not speak LEARN and HOT: vectors.json holds the manager
-// only.)
+// Version 2's learning messages, a service's manager and the reasons its
+// requests were answered in TC. (The C and Python SDKs do not speak LEARN
+// and HOT: vectors.json holds the manager only.)
 var v2Messages = []struct {
 	name string
 	body Body
@@ -29,6 +29,10 @@ var v2Messages = []struct {
 			"00000000" + "01000000" + "0d00" + "73616e74612d6f66666c6f6164"},
 	{"services with managers", &ListServicesReply{Services: []ServiceInfo{{ServiceID: 1, Manager: "a"}, {ServiceID: 2}}},
 		"02000000" + "01000000" + strings.Repeat("00", 44) + "0100" + "61" + "02000000" + strings.Repeat("00", 44) + "0000"},
+	{"service stats with the TC reasons", &ServiceStatsReply{Matched: 10, Passed: 1, Fallback: 6, Rules: 2, RuleBytes: 9,
+		TCChecksum: 3, TCTooLong: 2, TCNoXDP: 1},
+		"0a00000000000000" + "0100000000000000" + "0600000000000000" + "0000000000000000" + "02000000" + "0900000000000000" +
+			"0300000000000000" + "0200000000000000" + "0100000000000000"},
 }
 
 func TestVersion2Messages(t *testing.T) {
@@ -91,5 +95,25 @@ func TestLearnRefusals(t *testing.T) {
 	}
 	if _, err := Encode(Version2, 1, &ServiceInfo{Manager: strings.Repeat("m", MaxClientName+1)}); err == nil {
 		t.Errorf("a manager over %d bytes encodes", MaxClientName)
+	}
+}
+
+// Version 1's service stats reply ends at rule_bytes: the TC reasons are
+// version 2's (its fallback is their sum).
+func TestServiceStatsReasonsAreVersion2(t *testing.T) {
+	st := &ServiceStatsReply{Fallback: 6, TCChecksum: 3, TCTooLong: 2, TCNoXDP: 1}
+	v1, err := Encode(Version1, 1, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := len(v1) - HeaderLen; got != 44 {
+		t.Errorf("a version 1 service stats reply is %d bytes, want 44", got)
+	}
+	_, body, err := Decode(v1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (&ServiceStatsReply{Fallback: 6}); !reflect.DeepEqual(body, want) {
+		t.Errorf("version 1 decodes %+v, want %+v", body, want)
 	}
 }

@@ -122,12 +122,14 @@ func (r *RuleStatsReply) fields(c codec) {
 
 // ServiceStatsReply holds a service's counters, summed over CPUs.
 type ServiceStatsReply struct {
-	Matched   uint64
+	Matched   uint64 // answered by the data plane, in XDP or in TC
 	Passed    uint64
-	Fallback  uint64
+	Fallback  uint64 // answered in TC rather than XDP: the sum of the TC counters below
 	BadCsum   uint64
 	Rules     uint32
 	RuleBytes uint64 // condition plus reply bytes of the rules
+	// Version 2: answered in TC rather than XDP, by why (model.ServiceStats).
+	TCChecksum, TCTooLong, TCNoXDP uint64
 }
 
 func (*ServiceStatsReply) Type() Type { return TypeServiceStats | ReplyBit }
@@ -139,6 +141,11 @@ func (s *ServiceStatsReply) fields(c codec) {
 	c.u64("bad_csum", &s.BadCsum)
 	c.u32("rules", &s.Rules)
 	c.u64("rule_bytes", &s.RuleBytes)
+	if c.version() >= Version2 {
+		c.u64("tc_checksum", &s.TCChecksum)
+		c.u64("tc_too_long", &s.TCTooLong)
+		c.u64("tc_no_xdp", &s.TCNoXDP)
+	}
 }
 
 // StatusReply is the daemon's state.

@@ -11,7 +11,9 @@
 // can grow a frame, so the TC program answers those (the fallback counter).
 //
 // On SIGINT or SIGTERM hello prints its counters as one line
-// (STATS kernel_answered=N app_answered=M ...), detaches, unpins and exits.
+// (STATS kernel_answered=N app_answered=M ... path_answered=N ...: the
+// service's counters, then the data plane's UDP path counters), detaches,
+// unpins and exits.
 package main
 
 import (
@@ -19,10 +21,12 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"maps"
 	"net"
 	"net/netip"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -149,8 +153,17 @@ func run(ctx context.Context, cfg config) error {
 	if err != nil {
 		return errors.Join(serveErr, err)
 	}
-	line := fmt.Sprintf("STATS kernel_answered=%d app_answered=%d passed=%d fallback=%d bad_csum=%d hello_hits=%d",
-		st.Matched, answered, st.Passed, st.Fallback, st.BadCsum, hello.Hits)
+	paths, err := dp.PathStats()
+	if err != nil {
+		return errors.Join(serveErr, err)
+	}
+	line := fmt.Sprintf("STATS kernel_answered=%d app_answered=%d passed=%d fallback=%d tc_checksum=%d tc_too_long=%d tc_no_xdp=%d bad_csum=%d hello_hits=%d",
+		st.Matched, answered, st.Passed, st.Fallback(), st.TCChecksum, st.TCTooLong, st.TCNoXDP, st.BadCsum, hello.Hits)
+	for _, p := range slices.Sorted(maps.Keys(paths)) {
+		if !strings.HasPrefix(p, "tcp_") { // hello serves UDP
+			line += fmt.Sprintf(" path_%s=%d", p, paths[p])
+		}
+	}
 	if cfg.big {
 		big, err := dp.RuleStats(bigID)
 		if err != nil {

@@ -90,13 +90,20 @@ func sweepStale(t *testing.T) {
 // command runs a short command to completion, bounded in time.
 func command(t *testing.T, timeout time.Duration, name string, args ...string) error {
 	t.Helper()
+	_, err := commandOutput(t, timeout, name, args...)
+	return err
+}
+
+// commandOutput is command that returns what the command printed.
+func commandOutput(t *testing.T, timeout time.Duration, name string, args ...string) (string, error) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	out, err := exec.CommandContext(ctx, name, args...).CombinedOutput()
 	if err != nil {
-		return fmt.Errorf("%s %s: %w\n%s", name, strings.Join(args, " "), err, out)
+		return "", fmt.Errorf("%s %s: %w\n%s", name, strings.Join(args, " "), err, out)
 	}
-	return nil
+	return string(out), nil
 }
 
 // buildHello builds test/hello into the test's temporary directory.
@@ -130,8 +137,9 @@ const (
 	serverIPv6 = "fd77::1"
 )
 
-// newRig brings up a rig; the test's cleanup takes it down.
-func newRig(t *testing.T, suffix string) *rig {
+// newRig brings up a rig (options: bench/rig.sh up's); the test's cleanup
+// takes it down.
+func newRig(t *testing.T, suffix string, options ...string) *rig {
 	t.Helper()
 	r := &rig{name: uniqueName(suffix)}
 	r.srv, r.cli, r.srvDev, r.cliDev = r.name+"-srv", r.name+"-cli", r.name+"-s", r.name+"-c"
@@ -142,7 +150,7 @@ func newRig(t *testing.T, suffix string) *rig {
 			t.Error(err)
 		}
 	})
-	if err := command(t, 30*time.Second, "bash", script, "up", r.name); err != nil {
+	if err := command(t, 30*time.Second, "bash", append([]string{script, "up", r.name}, options...)...); err != nil {
 		t.Fatal(err)
 	}
 	return r
