@@ -154,6 +154,8 @@ var goVectors = []struct {
 	{"v2 replace rules request, length conditions", 2, 8, &ReplaceRules{ServiceID: 4, Txn: 9, Updates: []RuleEntry{{RuleID: 2, Rule: helloRangeRule}, {RuleID: 1, Rule: helloRule}}}},
 	{"v2 list rules reply, length conditions", 2, 17, &ListRulesReply{Next: LastPage, Rules: []RuleEntry{{RuleID: 1, Rule: dnsExactRule}, {RuleID: 2, Rule: echoOpenRule}, {RuleID: 3, Rule: helloRule}}}},
 	{"v2 list services reply", 2, 15, &ListServicesReply{Services: []ServiceInfo{serviceV4Managed, serviceV4}}},
+	{"v2 service stats reply", 2, 21, &ServiceStatsReply{Matched: 1000, Passed: 20, Fallback: 7, BadCsum: 1, Rules: 2,
+		RuleBytes: 1 << 33, TCChecksum: 4, TCTooLong: 2, TCNoXDP: 1}},
 	{"v2 error reply", 2, 6, ErrorAt(syscall.EEXIST, 1, "rule 1 of the batch has the same condition as rule 0 of the batch (5 bytes at offset 0, request lengths 5-9 and 9)")},
 }
 

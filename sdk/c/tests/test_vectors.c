@@ -480,6 +480,11 @@ static bool build_reply(struct obj *b, struct santa_msg *m, uint16_t type)
 		m->u.stats.bad_csum = u(b, "bad_csum", UINT64_MAX);
 		m->u.stats.rules = (uint32_t)u(b, "rules", UINT32_MAX);
 		m->u.stats.rule_bytes = u(b, "rule_bytes", UINT64_MAX);
+		if (m->version >= 2) {
+			m->u.stats.tc_checksum = u(b, "tc_checksum", UINT64_MAX);
+			m->u.stats.tc_too_long = u(b, "tc_too_long", UINT64_MAX);
+			m->u.stats.tc_no_xdp = u(b, "tc_no_xdp", UINT64_MAX);
+		}
 		break;
 	case SANTA_STATUS: {
 		struct santa_wire_iface *ifc;
@@ -728,6 +733,9 @@ static bool msg_eq(const struct santa_msg *w, const struct santa_msg *g)
 		EQ(u.stats.bad_csum);
 		EQ(u.stats.rules);
 		EQ(u.stats.rule_bytes);
+		EQ(u.stats.tc_checksum);
+		EQ(u.stats.tc_too_long);
+		EQ(u.stats.tc_no_xdp);
 		return true;
 	case SANTA_STATUS | SANTA_REPLY:
 		EQ(u.status.rules);

@@ -248,12 +248,18 @@ class ServiceStatsRequest(_ServiceId):
 
 @dataclass(frozen=True)
 class ServiceStatsReply:
+    """A service's counters. The tc_* fields (protocol version 2; 0 in
+    version 1) say why TC answered what XDP could not; `fallback` is their
+    sum."""
     matched: UInt64
     passed: UInt64
     fallback: UInt64
     bad_csum: UInt64
     rules: UInt32
     rule_bytes: UInt64
+    tc_checksum: Annotated[int, Since(2, U64, 0)] = 0
+    tc_too_long: Annotated[int, Since(2, U64, 0)] = 0
+    tc_no_xdp: Annotated[int, Since(2, U64, 0)] = 0
 
 
 class StatusRequest(_Empty):

@@ -84,6 +84,9 @@ struct santa_service_stats {
 	uint64_t matched, passed, fallback, bad_csum;
 	uint32_t rules;
 	uint64_t rule_bytes;
+	/* Protocol version 2 (0 in version 1): why TC answered what XDP could
+	 * not; fallback is their sum. */
+	uint64_t tc_checksum, tc_too_long, tc_no_xdp;
 };
 
 struct santa_interface {
