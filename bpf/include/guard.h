@@ -26,6 +26,16 @@ struct {
 	__type(value, struct santa_mc_domain);
 } mc_domains SEC(".maps");
 
+/* Each domain's life, by domain id, user space's alone: the epoch of its
+ * current start, 0 once one of its services is no longer parsed (then
+ * writes may go unseen, and none of its guards lets a rule answer). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, SANTA_DEFAULT_MAX_SERVICES); /* load time */
+	__type(key, __u32);
+	__type(value, __u32);
+} mc_live SEC(".maps");
+
 /* What the writes and guards of each domain did, per CPU. */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -67,16 +77,17 @@ __noinline int santa_guard_check(__u32 slot)
 	struct santa_mc_slot *ks;
 	struct santa_rule *rule;
 	struct santa_guard *g;
-	__u32 cap, refused;
+	__u32 cap, refused, *live;
 
 	rule = santa_rule_at(slot, &cap);
 	if (!rule || cap < sizeof(*g))
 		return 0;
 	g = (struct santa_guard *)(santa_rule_reply(rule) + cap - sizeof(*g));
+	live = bpf_map_lookup_elem(&mc_live, &g->domain);
 	dom = bpf_map_lookup_elem(&mc_domains, &g->domain);
-	if (!dom)
+	if (!live || !dom)
 		return 0;
-	if (*(volatile __u32 *)&dom->gen != g->domain_gen) {
+	if (*(volatile __u32 *)live != g->epoch || *(volatile __u32 *)&dom->gen != g->domain_gen) {
 		refused = SANTA_MC_GUARD_STALE;
 		goto refuse;
 	}

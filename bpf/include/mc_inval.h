@@ -41,16 +41,16 @@ struct santa_mc_pending {
 #define SANTA_MC_CONN_LOST 1 /* its writes cannot be followed: counted in its domain's unsynced */
 #define SANTA_MC_CONN_ALL 2  /* a domain-wide write in flight (all_seq): counted in its domain's inflight */
 
-/* A memcached connection's parsers and writes in flight, 256 bytes. */
+/* A memcached connection's parsers and writes in flight, 264 bytes. */
 struct santa_mc_conn {
 	struct mc_req_state req;
 	struct mc_rep_state rep;
 	__u32 domain;
-	__u32 epoch;   /* its domain's epoch when it started */
 	__u32 flags;   /* SANTA_MC_CONN_* */
 	__u32 all_seq; /* the newest domain-wide write's seq, while SANTA_MC_CONN_ALL */
 	__u32 head;    /* the oldest one-key write in flight (free-running) */
 	__u32 tail;    /* past the newest */
+	__u32 pad;
 	struct santa_mc_pending ring[SANTA_MC_RING];
 };
 
@@ -163,16 +163,16 @@ static __always_inline void santa_mc_end_slot(__u32 domain, __u32 slot)
 	santa_mc_count(domain, SANTA_MC_KEY_BUMPS);
 }
 
-/* mc's domain-wide writes are no longer in flight; counted in dom only if
- * dom is the start of the domain mc counted them in. */
-static __always_inline void santa_mc_end_all(struct santa_mc_conn *mc, struct santa_mc_domain *dom)
+/* mc's domain-wide writes are no longer in flight. */
+static __always_inline void santa_mc_end_all(struct santa_mc_conn *mc)
 {
+	struct santa_mc_domain *dom = santa_mc_domain_of(mc->domain);
+
 	mc->flags &= ~SANTA_MC_CONN_ALL;
 	if (!dom)
 		return;
 	__sync_fetch_and_add(&dom->gen, 1);
-	if (dom->epoch == mc->epoch)
-		__sync_fetch_and_sub(&dom->inflight, 1);
+	__sync_fetch_and_sub(&dom->inflight, 1);
 	santa_mc_count(mc->domain, SANTA_MC_DOMAIN_BUMPS);
 }
 
@@ -194,7 +194,7 @@ static __always_inline void santa_mc_complete(struct santa_mc_conn *mc)
 		mc->head++;
 	}
 	if ((mc->flags & SANTA_MC_CONN_ALL) && (__s32)(seen - mc->all_seq) >= 0) {
-		santa_mc_end_all(mc, santa_mc_domain_of(mc->domain));
+		santa_mc_end_all(mc);
 		santa_mc_count(mc->domain, SANTA_MC_COMPLETED);
 	}
 }
@@ -231,7 +231,7 @@ static void mc_event(void *user, const struct mc_event *ev)
 }
 
 /* Starts the state of a memcached connection of domain, zeroed; lost if
- * its start was not seen. A global function: its 256-byte value is on a
+ * its start was not seen. A global function: its 264-byte value is on a
  * stack of its own, not on the verdict's, which parses. Returns 0 if the
  * state exists now. */
 __noinline int santa_mc_conn_start(__u64 cookie, __u32 domain, __u32 lost)
@@ -240,7 +240,6 @@ __noinline int santa_mc_conn_start(__u64 cookie, __u32 domain, __u32 lost)
 	struct santa_mc_conn mc = {};
 
 	mc.domain = domain;
-	mc.epoch = dom ? dom->epoch : 0;
 	if (bpf_map_update_elem(&mc_conns, &cookie, &mc, BPF_NOEXIST)) {
 		/* No state, so no one to count for it until it ends: the
 		 * domain is unsynced for good (its connections map is full). */
@@ -290,11 +289,11 @@ static __always_inline void santa_mc_release(__u64 cookie)
 		mc->head++;
 	}
 	if (mc->flags & SANTA_MC_CONN_ALL) {
-		santa_mc_end_all(mc, dom);
+		santa_mc_end_all(mc);
 		santa_mc_count(mc->domain, SANTA_MC_RELEASED);
 	}
 	if (mc->flags & SANTA_MC_CONN_LOST) {
-		if (dom && dom->epoch == mc->epoch)
+		if (dom)
 			__sync_fetch_and_sub(&dom->unsynced, 1);
 		/* Its writes were never followed: whatever it changed. */
 		santa_mc_bump_domain(mc->domain);

@@ -467,12 +467,13 @@ struct santa_mc_slot {
 	__u32 inflight; /* writes to the slot received and not yet answered */
 };
 
-/* A domain's generation (mc_domains, by domain id). */
+/* A domain's generation (mc_domains, by domain id), the kernel's alone:
+ * user space only reads it. */
 struct santa_mc_domain {
 	__u32 gen;      /* bumped by a write of unknown keys (flush_all, lost sync), at arrival and at reply */
 	__u32 inflight; /* such writes received and not yet answered */
-	__u32 unsynced; /* connections whose writes cannot be followed, alive (or a member gone): nothing of the domain answers */
-	__u32 epoch;    /* which start of the domain: a connection of an earlier one releases nothing */
+	__u32 unsynced; /* connections whose writes cannot be followed, alive: nothing of the domain answers */
+	__u32 pad;
 };
 
 /* What a guarded rule keeps at the end of its class's reply area (rules
@@ -480,9 +481,11 @@ struct santa_mc_domain {
 struct santa_guard {
 	__u64 deadline;   /* bpf_ktime_get_ns (CLOCK_MONOTONIC) past which it never answers; 0: none */
 	__u32 domain;
+	__u32 epoch;      /* the domain's life it was built in (mc_live) */
 	__u32 slot;       /* SANTA_MC_NO_SLOT: no key */
 	__u32 gen;        /* the slot's generation it was built at */
 	__u32 domain_gen; /* the domain's */
+	__u32 pad;
 };
 
 /* Per-CPU counters per domain (mc_stats). */
