@@ -7,6 +7,7 @@ package datapath
 
 import (
 	"bufio"
+	"fmt"
 	"io"
 	"net"
 	"net/netip"
@@ -18,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
 
 	"github.com/santa-offload/santa/internal/model"
@@ -34,8 +36,21 @@ type mcTCP struct {
 }
 
 // newMcTCP starts memcached in a new network namespace, which the test's
-// thread stays in, and registers its sockets.
-func newMcTCP(t *testing.T) *mcTCP {
+// thread stays in, and registers its sockets as memcached services.
+func newMcTCP(t testing.TB) *mcTCP {
+	t.Helper()
+	m := startMcTCP(t)
+	for _, id := range []model.ServiceID{m.tcp, m.svc} {
+		if err := m.d.SetParser(id, model.Parser{Kind: model.ParserMemcached, Domain: m.tcp}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return m
+}
+
+// startMcTCP starts memcached in a new network namespace, which the test's
+// thread stays in, and registers its sockets as plain services.
+func startMcTCP(t testing.TB) *mcTCP {
 	t.Helper()
 	if _, err := osexec.LookPath("memcached"); err != nil {
 		t.Fatal("memcached is not installed (make test-deps)")
@@ -81,11 +96,6 @@ func newMcTCP(t *testing.T) *mcTCP {
 	}
 	m.tcp = m.registerHeld(t, listeners[0].Inode)
 	m.svc = m.registerHeld(t, udp[0].Inode)
-	for _, id := range []model.ServiceID{m.tcp, m.svc} {
-		if err := m.d.SetParser(id, model.Parser{Kind: model.ParserMemcached, Domain: m.tcp}); err != nil {
-			t.Fatal(err)
-		}
-	}
 	m.c, err = net.ListenUDP("udp", nil) // only its address is read: the GETs' destination
 	if err != nil {
 		t.Fatal(err)
@@ -95,7 +105,7 @@ func newMcTCP(t *testing.T) *mcTCP {
 }
 
 // registerHeld registers memcached's socket of inode.
-func (m *mcTCP) registerHeld(t *testing.T, inode uint64) model.ServiceID {
+func (m *mcTCP) registerHeld(t testing.TB, inode uint64) model.ServiceID {
 	t.Helper()
 	pid, fd, err := procsock.Holder(inode)
 	if err != nil {
@@ -149,7 +159,7 @@ type mcClient struct {
 	r *bufio.Reader
 }
 
-func (m *mcTCP) client(t *testing.T) *mcClient {
+func (m *mcTCP) client(t testing.TB) *mcClient {
 	t.Helper()
 	c, err := net.Dial("tcp", m.addr)
 	if err != nil {
@@ -161,7 +171,7 @@ func (m *mcTCP) client(t *testing.T) *mcClient {
 }
 
 // send writes one segment (TCP_NODELAY: each write leaves at once).
-func (c *mcClient) send(t *testing.T, b string) {
+func (c *mcClient) send(t testing.TB, b string) {
 	t.Helper()
 	if _, err := io.WriteString(c.c, b); err != nil {
 		t.Fatal(err)
@@ -169,7 +179,7 @@ func (c *mcClient) send(t *testing.T, b string) {
 }
 
 // expect reads one line and compares it.
-func (c *mcClient) expect(t *testing.T, want string) {
+func (c *mcClient) expect(t testing.TB, want string) {
 	t.Helper()
 	c.c.SetReadDeadline(time.Now().Add(5 * time.Second))
 	line, err := c.r.ReadString('\n')
@@ -337,5 +347,53 @@ func TestMemcachedTCPPipelined(t *testing.T) {
 	}
 	if s.Writes != n || s.Lost != 0 || s.Overflow == 0 {
 		t.Fatalf("counters %+v: want %d writes, none lost, some beyond the ring", s, n)
+	}
+}
+
+// What a memcached service adds per TCP write: the verdict's and the reply
+// program's kernel time per run (BPF run-time statistics), a set of 16
+// bytes of data a segment and its STORED a message, memcached's listener
+// registered plain and as a memcached service. RESULT lines; nothing of
+// speed is asserted.
+func BenchmarkMemcachedTCP(b *testing.B) {
+	for _, parsed := range []bool{false, true} {
+		name := map[bool]string{false: "plain", true: "memcached"}[parsed]
+		b.Run(name, func(b *testing.B) {
+			m := startMcTCP(b)
+			if parsed {
+				if err := m.d.SetParser(m.tcp, model.Parser{Kind: model.ParserMemcached, Domain: m.tcp}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			c := m.client(b)
+			stats, err := ebpf.EnableStats(uint32(unix.BPF_STATS_RUN_TIME))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer stats.Close()
+			progs := map[string]*ebpf.Program{"verdict": m.d.tcp.objs.SantaTcpVerdict, "reply": m.d.tcp.objs.SantaTcpReply}
+			before := map[string]*ebpf.ProgramStats{}
+			for n, p := range progs {
+				if before[n], err = p.Stats(); err != nil {
+					b.Fatal(err)
+				}
+			}
+			for i := range b.N {
+				c.send(b, fmt.Sprintf("set key:%06d 0 0 16\r\n0123456789abcdef\r\n", i%1000))
+				c.expect(b, "STORED")
+			}
+			for n, p := range progs {
+				after, err := p.Stats()
+				if err != nil {
+					b.Fatal(err)
+				}
+				runs := after.RunCount - before[n].RunCount
+				if runs == 0 || b.N == 1 {
+					continue
+				}
+				per := float64(after.Runtime-before[n].Runtime) / float64(runs)
+				fmt.Printf("RESULT name=memcached_tcp/%s/%s value=%.0f unit=ns/run runs=%d\n", n, name, per, runs)
+			}
+		})
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"testing"
 	"time"
 
@@ -40,7 +41,7 @@ type mcUDP struct {
 	svc model.ServiceID
 }
 
-func newMcUDP(t *testing.T) *mcUDP {
+func newMcUDP(t testing.TB) *mcUDP {
 	t.Helper()
 	m := &mcUDP{d: openTest(t), c: boundUDP(t, "127.0.0.1:0")}
 	m.svc = register(t, m.d, m.c)
@@ -51,7 +52,7 @@ func newMcUDP(t *testing.T) *mcUDP {
 }
 
 // guarded installs a GET rule for key guarded at its generation now.
-func (m *mcUDP) guarded(t *testing.T, key, value string, expires time.Time) model.RuleID {
+func (m *mcUDP) guarded(t testing.TB, key, value string, expires time.Time) model.RuleID {
 	t.Helper()
 	g, err := m.d.Generation(m.svc, []byte(key))
 	if err != nil {
@@ -60,7 +61,7 @@ func (m *mcUDP) guarded(t *testing.T, key, value string, expires time.Time) mode
 	return m.add(t, mcGetRule(key, value), &model.Guard{Key: []byte(key), At: g, Expires: expires})
 }
 
-func (m *mcUDP) add(t *testing.T, r rule.Rule, g *model.Guard) model.RuleID {
+func (m *mcUDP) add(t testing.TB, r rule.Rule, g *model.Guard) model.RuleID {
 	t.Helper()
 	b := model.Batch{Add: []rule.Rule{r}, AddGuards: []*model.Guard{g}}
 	if err := m.d.compile(m.svc, &b); err != nil {
@@ -309,5 +310,53 @@ func TestMemcachedGuardRefused(t *testing.T) {
 		} else {
 			t.Logf("%s: %v", name, err)
 		}
+	}
+}
+
+// What a memcached service adds per UDP request in XDP: a write passed
+// (parsed, its key bumped) and a GET answered by a guarded rule (parsed,
+// its guard read), each against the same request on a plain service (no
+// parser, no guard). Each run is one frame (a repeated run would see the
+// reply it wrote); the kernel's median duration is printed as a RESULT
+// line. Nothing of speed is asserted.
+func BenchmarkMemcachedUDP(b *testing.B) {
+	mc := newMcUDP(b)
+	plainConn := boundUDP(b, "127.0.0.1:0")
+	plain := register(b, mc.d, plainConn)
+	mc.guarded(b, "key:0001", "v", time.Time{})
+	if _, err := mc.d.AddRule(plain, mcGetRule("key:0001", "v")); err != nil {
+		b.Fatal(err)
+	}
+	set := mcFrame(1, "set key:0002 0 0 1\r\nB\r\n")
+	get := mcFrame(1, "get key:0001\r\n")
+	for _, c := range []struct {
+		name    string
+		to      *net.UDPConn
+		payload []byte
+		verdict uint32
+	}{
+		{"set_passed/plain", plainConn, set, xdpPass}, {"set_passed/memcached", mc.c, set, xdpPass},
+		{"get_answered/plain", plainConn, get, xdpTX}, {"get_answered/memcached_guarded", mc.c, get, xdpTX},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			frame := request(local(c.to), c.payload).Bytes()
+			ns := make([]int64, 0, b.N)
+			for range b.N {
+				ret, d, err := mc.d.XDPProgram().Benchmark(frame, 1, nil)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if ret != c.verdict {
+					b.Fatalf("verdict %d, want %d", ret, c.verdict)
+				}
+				ns = append(ns, d.Nanoseconds())
+			}
+			slices.Sort(ns)
+			med := ns[len(ns)/2]
+			b.ReportMetric(float64(med), "ns/pkt")
+			if b.N > 1 { // not the calibration run
+				fmt.Printf("RESULT name=memcached_udp/%s value=%d unit=ns/pkt samples=%d\n", c.name, med, b.N)
+			}
+		})
 	}
 }
