@@ -9,22 +9,48 @@
 #include "tcp_maps.h"
 #include "tcp_reply.h"
 
+#define SANTA_MC_SEGMENT_CHUNKS 64 /* 128 KiB of lines in one segment or message; more is lost sync */
+
+/* Parses a segment (reply 0: ctx is the verdict's skb) or a message (1:
+ * the reply program's msg) of mc's streams, len bytes: value data skipped
+ * unread, the rest read MC_CHUNK bytes at a time into buf. Returns -1 if
+ * sync is lost. reply is a constant at each call: each program keeps one
+ * branch and calls only its own helpers. */
+static __always_inline int santa_mc_stream(void *ctx, int reply, struct santa_mc_conn *mc, struct santa_scratch *buf,
+					   __u32 len)
+{
+	struct santa_mc_user user = { .conn = mc, .domain = mc->domain };
+	__u32 off = 0;
+	int k;
+
+	santa_for(k, 0, SANTA_MC_SEGMENT_CHUNKS)
+	{
+		__u32 n;
+
+		off += reply ? mc_rep_skip(&mc->rep, len - off) : mc_req_skip(&mc->req, len - off);
+		if (off >= len)
+			break;
+		n = len - off < MC_CHUNK ? len - off : MC_CHUNK;
+		if (n == 0) /* for the verifier: off < len */
+			break;
+		if (reply ? santa_msg_read(ctx, off, buf, n) || mc_rep_parse(&mc->rep, buf->buf, n, mc->req.mn_mark, &user)
+			  : bpf_skb_load_bytes(ctx, off, buf->buf, n) || mc_req_parse(&mc->req, buf->buf, n, &user))
+			return -1;
+		off += n;
+	}
+	return off < len ? -1 : 0;
+}
+
 /* A segment of a memcached connection: parsed, before anything else of
  * the verdict and before the socket's receive queue, in every state of
- * the connection. Value data is skipped unread; the rest is read
- * MC_CHUNK bytes at a time into a request buffer of the verdict's.
- * Returns -1 if the connection has no state. A function of its own
- * (static: verified with its callers' pointers), so that its stack is not
- * the verdict's, whose matching needs its own. */
-#define SANTA_MC_SEGMENT_CHUNKS 64 /* 128 KiB of lines in one segment; more is lost sync */
-
+ * the connection, into a request buffer of the verdict's. Returns -1 if
+ * the connection has no state. A function of its own (static: verified
+ * with its callers' pointers), so that its stack is not the verdict's,
+ * whose matching needs its own. */
 static __noinline int santa_mc_parse_segment(struct __sk_buff *skb, __u64 cookie)
 {
-	struct santa_mc_user user = {};
 	struct santa_verdict_buffer *buf;
 	struct santa_mc_conn *mc;
-	__u32 off = 0, len = skb->len;
-	int k, lost = 0;
 
 	mc = bpf_map_lookup_elem(&mc_conns, &cookie);
 	if (!mc)
@@ -36,28 +62,9 @@ static __noinline int santa_mc_parse_segment(struct __sk_buff *skb, __u64 cookie
 		santa_mc_conn_lose(mc);
 		return 0;
 	}
-	user.conn = mc;
-	user.domain = mc->domain;
-	santa_for(k, 0, SANTA_MC_SEGMENT_CHUNKS)
-	{
-		__u32 n;
-
-		off += mc_req_skip(&mc->req, len - off);
-		if (off >= len)
-			break;
-		n = len - off < MC_CHUNK ? len - off : MC_CHUNK;
-		if (n == 0) /* for the verifier: off < len */
-			break;
-		if (bpf_skb_load_bytes(skb, off, buf->request.buf, n) ||
-		    mc_req_parse(&mc->req, buf->request.buf, n, &user)) {
-			lost = 1;
-			break;
-		}
-		off += n;
-	}
-	santa_give(&buf->busy);
-	if (lost || off < len)
+	if (santa_mc_stream(skb, 0, mc, &buf->request, skb->len))
 		santa_mc_conn_lose(mc);
+	santa_give(&buf->busy);
 	return 0;
 }
 
@@ -78,37 +85,12 @@ static __always_inline void santa_mc_request(struct __sk_buff *skb, struct santa
  * the reply program's memory, NULL if it was taken. */
 static __noinline void santa_mc_reply(struct sk_msg_md *msg, __u64 cookie, struct santa_scratch *buf)
 {
-	struct santa_mc_user user = {};
 	struct santa_mc_conn *mc;
-	__u32 off = 0, len = msg->size;
-	int k, lost = 0;
 
 	mc = bpf_map_lookup_elem(&mc_conns, &cookie);
 	if (!mc || (mc->flags & SANTA_MC_CONN_LOST))
 		return;
-	if (!buf) {
-		santa_mc_conn_lose(mc);
-		return;
-	}
-	user.conn = mc;
-	user.domain = mc->domain;
-	santa_for(k, 0, SANTA_MC_SEGMENT_CHUNKS)
-	{
-		__u32 n;
-
-		off += mc_rep_skip(&mc->rep, len - off);
-		if (off >= len)
-			break;
-		n = len - off < MC_CHUNK ? len - off : MC_CHUNK;
-		if (n == 0) /* for the verifier: off < len */
-			break;
-		if (santa_msg_read(msg, off, buf, n) || mc_rep_parse(&mc->rep, buf->buf, n, mc->req.mn_mark, &user)) {
-			lost = 1;
-			break;
-		}
-		off += n;
-	}
-	if (lost || off < len)
+	if (!buf || santa_mc_stream(msg, 1, mc, buf, msg->size))
 		santa_mc_conn_lose(mc);
 	else
 		santa_mc_complete(mc);
