@@ -31,6 +31,7 @@
 #include "match.h"
 #include "tcp_maps.h"
 #include "tcp_reply.h"
+#include "mc_tcp.h"
 #include "sock_waiters.h"
 
 #define AF_INET 2
@@ -78,11 +79,21 @@ static __always_inline __u64 *santa_listener_of(struct bpf_sock_ops *skops)
 	return bpf_map_lookup_elem(&listeners, &key);
 }
 
+/* Whether a process holds the socket of a sock_ops callback. */
+static __always_inline int santa_sock_held(struct bpf_sock_ops *skops)
+{
+	struct bpf_sock_ops_kern *k = bpf_cast_to_kern_ctx(skops);
+	struct sock *sk = bpf_rdonly_cast(k->sk, bpf_core_type_id_kernel(struct sock));
+
+	return sk->sk_socket != NULL;
+}
+
 /* A connection of a registered listener was accepted by the kernel: its
  * segments go through the verdict from the first one on. */
 static __always_inline void santa_conn_new(struct bpf_sock_ops *skops)
 {
 	struct santa_conn conn = {};
+	struct santa_service *svc;
 	__u64 *listener, cookie;
 	int one = 1;
 
@@ -90,6 +101,9 @@ static __always_inline void santa_conn_new(struct bpf_sock_ops *skops)
 	if (!listener)
 		return;
 	conn.listener = *listener;
+	svc = bpf_map_lookup_elem(&services, listener);
+	if (svc && svc->parser == SANTA_PARSER_MEMCACHED)
+		conn.flags |= SANTA_CONN_MC;
 	cookie = bpf_get_socket_cookie(skops);
 	if (bpf_map_update_elem(&connections, &cookie, &conn, BPF_NOEXIST)) {
 		santa_count_tcp_path(SANTA_TCP_CONN_FULL);
@@ -103,6 +117,9 @@ static __always_inline void santa_conn_new(struct bpf_sock_ops *skops)
 	/* The state callback deletes the connection's entry when it closes,
 	 * also when the application never accepted it. */
 	bpf_sock_ops_cb_flags_set(skops, BPF_SOCK_OPS_STATE_CB_FLAG);
+	/* Its stream is parsed from its first byte on. */
+	if (conn.flags & SANTA_CONN_MC)
+		santa_mc_conn_start(cookie, svc->mc_domain, 0);
 	/* A reply is a whole message: Nagle's algorithm would hold a short
 	 * one back until the previous reply is acknowledged, which the client
 	 * delays until its next request (40 ms per request). Servers set this
@@ -124,6 +141,12 @@ int santa_tcp_sockops(struct bpf_sock_ops *skops)
 		if (skops->args[1] == BPF_TCP_CLOSE) {
 			cookie = bpf_get_socket_cookie(skops);
 			bpf_map_delete_elem(&connections, &cookie);
+			/* A memcached connection that no process holds (never
+			 * accepted, or released already) ends here; one that
+			 * memcached holds ends when memcached releases it: until
+			 * then it may still act on what it read. */
+			if (!santa_sock_held(skops))
+				santa_mc_release(cookie);
 		}
 		break;
 	}
@@ -144,18 +167,22 @@ int santa_tcp_release(struct bpf_sock *sk)
 		return 1;
 	cookie = bpf_get_socket_cookie(sk);
 	bpf_map_delete_elem(&connections, &cookie);
+	/* The process is done with the connection: so is memcached with its
+	 * writes. */
+	santa_mc_release(cookie);
 	return 1; /* sock_release cannot veto; 1 is "continue" */
 }
 
 /* The rule that answers a segment of plen bytes (in s): the matcher's
  * choice, if its condition ends where the segment ends, so that the
- * segment is exactly one request. Verdict and reply both ask. */
+ * segment is exactly one request, and its guard (if any) lets it. Verdict
+ * and reply both ask. */
 static __always_inline struct santa_rule *santa_tcp_match(struct santa_scratch *s, struct santa_service *svc,
 							  __u32 plen)
 {
 	struct santa_rule *rule = santa_match(s, svc, plen);
 
-	if (!rule || rule->cond_off + rule->cond_len != plen || rule->reply_len == 0)
+	if (!rule || rule->cond_off + rule->cond_len != plen || rule->reply_len == 0 || !santa_guard_ok(rule))
 		return NULL;
 	return rule;
 }
@@ -288,6 +315,10 @@ int santa_tcp_verdict(struct __sk_buff *skb)
 	svc = bpf_map_lookup_elem(&services, &conn->listener);
 	if (!svc)
 		return santa_verdict_pass(conn, NULL, SANTA_TCP_NO_SERVICE);
+	/* A memcached service's writes invalidate before anything else, in
+	 * every state of the connection. */
+	if (svc->parser == SANTA_PARSER_MEMCACHED)
+		santa_mc_request(skb, conn, svc->mc_domain, cookie);
 	if (conn->flags & SANTA_CONN_PASSING)
 		return santa_verdict_pass(conn, svc, SANTA_TCP_PASSING);
 	if (plen > SANTA_MAX_TCP_REQUEST)
@@ -356,6 +387,8 @@ static __always_inline int santa_reply(struct sk_msg_md *msg, struct santa_conn 
 	santa_count_service(svc->id, SANTA_SVC_MATCHED);
 	santa_count_rule(rule->rule_id, rule->reply_len);
 	santa_count_tcp_path(SANTA_TCP_ANSWERED);
+	if (conn->flags & SANTA_CONN_MC)
+		santa_mc_kernel_reply(cookie);
 	return SK_PASS;
 
 fallback:
@@ -368,23 +401,43 @@ fallback:
 	return bpf_msg_redirect_hash(msg, &tcp_conns, &cookie, BPF_F_INGRESS);
 }
 
+/* The reply program's per-CPU memory, now taken, or NULL if a program
+ * this one preempted is using it. */
+static __always_inline struct santa_reply_memory *santa_take_reply_memory(void)
+{
+	struct santa_reply_memory *mem;
+	__u32 zero = 0;
+
+	mem = bpf_map_lookup_elem(&reply_memory, &zero);
+	if (mem && !santa_take(&mem->busy))
+		mem = NULL;
+	return mem;
+}
+
 SEC("sk_msg")
 int santa_tcp_reply(struct sk_msg_md *msg)
 {
 	__u64 cookie = santa_sock_cookie(msg->sk);
 	struct santa_reply_memory *mem;
 	struct santa_conn *conn;
-	__u32 zero = 0;
-	int verdict;
+	int verdict = SK_PASS;
 
 	conn = bpf_map_lookup_elem(&connections, &cookie);
-	if (!conn || !santa_bounced(conn))
+	if (!conn)
 		return SK_PASS;
+	if (!santa_bounced(conn)) {
+		/* The application's own message: memcached's replies are
+		 * parsed, the rest leaves untouched. */
+		if (conn->flags & SANTA_CONN_MC) {
+			mem = santa_take_reply_memory();
+			santa_mc_reply(msg, cookie, mem ? &mem->request : NULL);
+			if (mem)
+				santa_give(&mem->busy);
+		}
+		return SK_PASS;
+	}
 	__sync_fetch_and_sub(&conn->pending, 1);
-
-	mem = bpf_map_lookup_elem(&reply_memory, &zero);
-	if (mem && !santa_take(&mem->busy))
-		mem = NULL; /* a reply this one preempted is using it */
+	mem = santa_take_reply_memory();
 	verdict = santa_reply(msg, conn, cookie, mem);
 	if (mem)
 		santa_give(&mem->busy);

@@ -25,6 +25,7 @@
 #include "deliver.h"
 #include "learn.h"
 #include "veth.h"
+#include "mc_inval.h"
 
 #define TC_ACT_OK 0
 #define TC_ACT_SHOT 2
@@ -138,6 +139,8 @@ int santa_udp(struct xdp_md *ctx)
 
 	s = santa_scratch();
 	read = santa_read_payload(ctx, 1, &pkt, s);
+	if (read && svc->parser == SANTA_PARSER_MEMCACHED)
+		santa_mc_datagram(svc, s, pkt.plen);
 	rule = read ? santa_answering_rule(s, svc, pkt.plen) : NULL;
 	if (!rule) {
 		if (read)
@@ -247,6 +250,8 @@ int santa_udp_tc(struct __sk_buff *skb)
 
 	s = santa_scratch();
 	read = santa_read_payload(skb, 0, &pkt, s);
+	if (read && !verdict && svc->parser == SANTA_PARSER_MEMCACHED)
+		santa_mc_datagram(svc, s, pkt.plen);
 	rule = read ? santa_answering_rule(s, svc, pkt.plen) : NULL;
 	if (!rule) {
 		/* A request XDP saw it counted there already, if it passed. */

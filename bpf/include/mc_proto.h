@@ -207,6 +207,8 @@ struct mc_loop {
 	const __u8 *buf;
 	void *user;
 	__u64 mn_mark; /* the reply parser's */
+	__u32 base;    /* where in buf the bytes start (the request parser's) */
+	__u32 pad;
 	struct mc_step out;
 };
 

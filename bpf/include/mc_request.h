@@ -377,26 +377,35 @@ static long mc_req_loop_byte(__u64 i, void *ctx)
 	int lost;
 
 	l->out.n = 0;
-	lost = mc_req_step(l->st, &l->out, l->buf[i & (MC_CHUNK - 1)], (__u32)i + 1);
+	lost = mc_req_step(l->st, &l->out, l->buf[(l->base + i) & (MC_CHUNK - 1)], (__u32)i + 1);
 	mc_deliver(&l->out, l->user);
 	return lost ? 1 : 0;
 }
 
-/* Parses buf[0, len), len <= MC_CHUNK; buf holds MC_CHUNK bytes. Events'
- * off count from buf. */
-static __always_inline int mc_req_parse(struct mc_req_state *st, const __u8 *buf, __u32 len, void *user)
+/* Parses buf[base, base + len), base + len <= MC_CHUNK; buf holds MC_CHUNK
+ * bytes (a UDP request's payload after its frame header, in place). Events'
+ * off count from buf + base. */
+static __always_inline int mc_req_parse_at(struct mc_req_state *st, const __u8 *buf, __u32 base, __u32 len,
+					   void *user)
 {
-	struct mc_loop l = { .st = st, .buf = buf, .user = user };
+	struct mc_loop l = { .st = st, .buf = buf, .user = user, .base = base };
 
 	if (st->phase == MC_RQ_LOST)
 		return -1;
-	if (len > MC_CHUNK) { /* the caller's mistake: safe, not silent */
+	if (base + len > MC_CHUNK) { /* the caller's mistake: safe, not silent */
 		mc_req_lose(st, &l.out, MC_LOST_LINE, 0);
 		mc_deliver(&l.out, user);
 		return -1;
 	}
 	bpf_loop(len, mc_req_loop_byte, &l, 0);
 	return st->phase == MC_RQ_LOST ? -1 : 0;
+}
+
+/* Parses buf[0, len), len <= MC_CHUNK; buf holds MC_CHUNK bytes. Events'
+ * off count from buf. */
+static __always_inline int mc_req_parse(struct mc_req_state *st, const __u8 *buf, __u32 len, void *user)
+{
+	return mc_req_parse_at(st, buf, 0, len, user);
 }
 
 /* Bytes of the next avail that are data to skip unread: all of a value's

@@ -11,6 +11,7 @@
 #include "maps.h"
 #include "match.h"
 #include "parse.h"
+#include "guard.h"
 
 static __always_inline long santa_load(void *ctx, int xdp, __u32 off, void *to, __u32 len)
 {
@@ -30,13 +31,14 @@ static __always_inline int santa_read_payload(void *ctx, int xdp, const struct s
 	       !santa_load(ctx, xdp, pkt->payload_off, s->buf, pkt->plen);
 }
 
-/* The rule that answers the request read into s, or NULL. */
+/* The rule that answers the request read into s, or NULL: the best match,
+ * if its guard (if any) lets it. */
 static __always_inline struct santa_rule *santa_answering_rule(struct santa_scratch *s, struct santa_service *svc,
 							       __u32 plen)
 {
 	struct santa_rule *rule = santa_match(s, svc, plen);
 
-	if (!rule || rule->reply_len == 0 || rule->reply_len > SANTA_MAX_UDP_REPLY)
+	if (!rule || rule->reply_len == 0 || rule->reply_len > SANTA_MAX_UDP_REPLY || !santa_guard_ok(rule))
 		return NULL;
 	return rule;
 }

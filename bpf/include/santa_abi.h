@@ -70,7 +70,8 @@ struct santa_service {
 	__u32 index_id; /* generation of this service's index entries */
 	__u8 nregions;
 	__u8 proto;     /* IPPROTO_UDP (17) or IPPROTO_TCP (6) */
-	__u16 pad;
+	__u8 parser;    /* enum santa_parser: how its requests are read for writes */
+	__u8 pad;
 	/* Learning (learn.h): 0 = off; else the id under which the passed
 	 * requests are counted, never reused, so that a sample still in the
 	 * ring when the service ends is not taken for another's. */
@@ -78,6 +79,9 @@ struct santa_service {
 	__u16 learn_off;   /* the key is payload[learn_off:] */
 	__be16 probe_port; /* UDP source port of the manager's probes, never answered nor counted; 0: none */
 	struct santa_region regions[SANTA_MAX_REGIONS];
+	/* A memcached service's generation domain (santa_mc_domain): the
+	 * service id whose generations its writes bump and its guards read. */
+	__u32 mc_domain;
 };
 
 /*
@@ -146,7 +150,7 @@ struct santa_rule {
 	__u16 cond_len;
 	__u16 reply_len;
 	__u8 ncopies;
-	__u8 pad;
+	__u8 flags;       /* enum santa_rule_flag */
 	/* Ones-complement partial sum of reply[0, reply_len) in native 16-bit
 	 * words, with copy destinations zeroed: the reply's checksum is this
 	 * plus the copied bytes, the UDP header and the pseudo header. */
@@ -361,6 +365,9 @@ enum santa_conn_flag {
 	 * before accept() (santa_answer_early_requests): the verdict runs in
 	 * it with the socket's lock owned, and may bounce. */
 	SANTA_CONN_ACCEPTING = 2,
+	/* A memcached service's connection: its streams are parsed, its
+	 * state is in mc_conns (mc_inval.h). */
+	SANTA_CONN_MC = 4,
 };
 
 /* The socket option an application sets on a connection right after
@@ -431,5 +438,77 @@ enum santa_tcp_path {
 
 /* Bounced requests a connection may have waiting for their reply. */
 #define SANTA_MAX_PENDING 64
+
+/*
+ * memcached invalidation (docs/memcached.md, "Invalidation"). A service
+ * whose parser is SANTA_PARSER_MEMCACHED has every request it receives
+ * parsed (TCP: the verdict, all connections, every state; UDP: XDP, or TC
+ * when XDP did not see it), and every reply of its TCP connections (sk_msg).
+ * A write bumps its key's slot generation when it arrives and again when
+ * memcached's reply to it leaves; in between the slot is in flight. A rule
+ * with a guard answers only while its slot and its domain have the
+ * generations it was built at, nothing of either is in flight, and its
+ * deadline has not passed.
+ */
+enum santa_parser {
+	SANTA_PARSER_NONE = 0,
+	SANTA_PARSER_MEMCACHED = 1,
+};
+
+enum santa_rule_flag {
+	SANTA_RULE_GUARDED = 1, /* a struct santa_guard ends the body's reply area */
+};
+
+enum santa_mc_layout {
+	SANTA_MC_SLOTS = 1 << 20,   /* generation slots of all domains: 8 MiB */
+	SANTA_MC_RING = 16,         /* one-key writes of a connection in flight; more count domain-wide */
+	SANTA_MC_NO_SLOT = 0xffffffffu, /* a guard of the domain alone */
+};
+
+/* A key's generation slot: slot = santa_mc_slot_of(FNV-1a 32 of the key, domain). */
+struct santa_mc_slot {
+	__u32 gen;      /* bumped by every write to a key of the slot, at its arrival and at its reply */
+	__u32 inflight; /* writes to the slot received and not yet answered */
+};
+
+/* A domain's generation (mc_domains, by domain id), the kernel's alone:
+ * user space only reads it. */
+struct santa_mc_domain {
+	__u32 gen;      /* bumped by a write of unknown keys (flush_all, lost sync), at arrival and at reply */
+	__u32 inflight; /* such writes received and not yet answered */
+	__u32 unsynced; /* connections whose writes cannot be followed, alive: nothing of the domain answers */
+	__u32 pad;
+};
+
+/* What a guarded rule keeps at the end of its class's reply area (rules
+ * with a guard take the class of reply_len + sizeof(struct santa_guard)). */
+struct santa_guard {
+	__u64 deadline;   /* bpf_ktime_get_ns (CLOCK_MONOTONIC) past which it never answers; 0: none */
+	__u32 domain;
+	__u32 epoch;      /* the domain's life it was built in (mc_live) */
+	__u32 slot;       /* SANTA_MC_NO_SLOT: no key */
+	__u32 gen;        /* the slot's generation it was built at */
+	__u32 domain_gen; /* the domain's */
+	__u32 pad;
+};
+
+/* Per-CPU counters per domain (mc_stats). */
+enum santa_mc_counter {
+	SANTA_MC_WRITES = 0,      /* write commands received (TCP and UDP) */
+	SANTA_MC_KEY_BUMPS,       /* key generations bumped: a write's arrival or its reply */
+	SANTA_MC_DOMAIN_BUMPS,    /* domain generations bumped: flush_all, unknown keys, lost sync, a close */
+	SANTA_MC_COMPLETED,       /* writes whose reply left */
+	SANTA_MC_RELEASED,        /* writes in flight when their connection closed */
+	SANTA_MC_OVERFLOW,        /* one-key writes beyond a connection's ring: counted domain-wide */
+	SANTA_MC_LOST,            /* streams (connections, datagrams) whose sync was lost */
+	SANTA_MC_GUARD_STALE,     /* a guarded rule matched at an older generation: passed */
+	SANTA_MC_GUARD_INFLIGHT,  /* a guarded rule matched while a write was in flight or a connection unsynced: passed */
+	SANTA_MC_GUARD_EXPIRED,   /* a guarded rule matched past its deadline: passed */
+	SANTA_MC_NCOUNTERS,
+};
+
+struct santa_mc_stats {
+	__u64 n[SANTA_MC_NCOUNTERS];
+};
 
 #endif /* SANTA_ABI_H */

@@ -25,13 +25,12 @@ extern void bpf_iter_num_destroy(struct bpf_iter_num *it) __weak __ksym;
 		     (___t && ((i) = *___t, (i) >= (start) && (i) < (end)));                            \
 	     });)
 
-/* Copies message bytes [0, len) to s: the request, for matching and for
- * copy processors. One read, not a loop: the message is linear there. */
-__noinline int santa_msg_load(struct sk_msg_md *msg, struct santa_scratch *s, __u32 len)
+/* Copies message bytes [off, off + len) to s, len <= SANTA_SCRATCH_LEN. */
+__noinline int santa_msg_read(struct sk_msg_md *msg, __u32 off, struct santa_scratch *s, __u32 len)
 {
 	__u8 *data;
 
-	if (len == 0 || len > SANTA_MAX_TCP_REQUEST || bpf_msg_pull_data(msg, 0, len, 0))
+	if (len == 0 || len > SANTA_SCRATCH_LEN || bpf_msg_pull_data(msg, off, off + len, 0))
 		return -1;
 	if (!msg || !s)
 		return -1;
@@ -39,6 +38,13 @@ __noinline int santa_msg_load(struct sk_msg_md *msg, struct santa_scratch *s, __
 	if (data + len > (__u8 *)msg->data_end)
 		return -1;
 	return bpf_probe_read_kernel(s->buf, len, data) ? -1 : 0;
+}
+
+/* Copies message bytes [0, len) to s: the request, for matching and for
+ * copy processors. One read, not a loop: the message is linear there. */
+static __always_inline int santa_msg_load(struct sk_msg_md *msg, struct santa_scratch *s, __u32 len)
+{
+	return len > SANTA_MAX_TCP_REQUEST ? -1 : santa_msg_read(msg, 0, s, len);
 }
 
 /* Overlays w, reply bytes [off, off + len), with the request bytes the

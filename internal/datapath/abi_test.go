@@ -40,6 +40,8 @@ func TestABIConstants(t *testing.T) {
 		"SANTA_LEARN_MAX_OFF":        {int(santaSantaLearnLayoutSANTA_LEARN_MAX_OFF), model.MaxLearnOffset},
 		"SANTA_MAX_UDP_REQUEST":      {int(santaSantaLimitSANTA_MAX_UDP_REQUEST), rule.MaxUDPRequest},
 		"SANTA_MAX_TCP_REQUEST":      {int(santaSantaLimitSANTA_MAX_TCP_REQUEST), rule.MaxTCPRequest},
+		"SANTA_PARSER_NONE":          {int(santaSantaParserSANTA_PARSER_NONE), int(model.ParserNone)},
+		"SANTA_PARSER_MEMCACHED":     {int(santaSantaParserSANTA_PARSER_MEMCACHED), int(model.ParserMemcached)},
 	}
 	dataPlaneOnly := map[string]bool{"SANTA_SCRATCH_LEN": true}
 	for name, c := range copies {
@@ -52,7 +54,7 @@ func TestABIConstants(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, enum := range []string{"santa_limit", "santa_default_capacity", "santa_sockopt"} {
+	for _, enum := range []string{"santa_limit", "santa_default_capacity", "santa_sockopt", "santa_parser"} {
 		var e *btf.Enum
 		if err := spec.Types.TypeByName(enum, &e); err != nil {
 			t.Fatalf("enum %s: %v", enum, err)

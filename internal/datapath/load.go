@@ -30,6 +30,10 @@ func load(opts Options) (*loaded, error) {
 	}
 	spec.Maps["services"].MaxEntries = opts.MaxServices
 	spec.Maps["service_stats"].MaxEntries = opts.MaxServices
+	spec.Maps["mc_domains"].MaxEntries = opts.MaxServices
+	spec.Maps["mc_stats"].MaxEntries = opts.MaxServices
+	spec.Maps["mc_live"].MaxEntries = opts.MaxServices
+	spec.Maps["mc_conns"].MaxEntries = opts.MaxConnections
 	for _, m := range chunkedClassMaps {
 		sizeChunks(spec, m, opts.MaxRules)
 	}
@@ -79,6 +83,8 @@ func (l *loaded) loadTCP(maxConns, maxServices uint32) error {
 		"rules_small": l.udp.RulesSmall, "rules_medium": l.udp.RulesMedium,
 		"rules_large": l.udp.RulesLarge, "rules_huge": l.udp.RulesHuge,
 		"rule_stats": l.udp.RuleStats, "service_stats": l.udp.ServiceStats,
+		"mc_slots": l.udp.McSlots, "mc_domains": l.udp.McDomains, "mc_stats": l.udp.McStats, "mc_live": l.udp.McLive,
+		"mc_conns": l.udp.McConns, "mc_udp_state": l.udp.McUdpState,
 	}
 	if err := loadOnto(spec, &l.tcp, shared, "TCP BPF objects"); err != nil {
 		return err

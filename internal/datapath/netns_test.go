@@ -11,7 +11,7 @@ import (
 // enterNewNetns moves the calling goroutine's thread into a new network
 // namespace; the returned function moves it back. The thread stays locked
 // until then, and is discarded afterwards (it is never unlocked).
-func enterNewNetns(t *testing.T) func() {
+func enterNewNetns(t testing.TB) func() {
 	t.Helper()
 	runtime.LockOSThread()
 	orig, err := unix.Open("/proc/thread-self/ns/net", unix.O_RDONLY|unix.O_CLOEXEC, 0)

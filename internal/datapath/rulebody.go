@@ -127,6 +127,9 @@ func writeClass[V any](at func(slot uint32) (*ebpf.Map, uint32, error), rs []*in
 		head, reply := parts(v)
 		writeHead(head, r)
 		copy(reply, r.compiled.Template)
+		if r.guard != nil {
+			putGuard(reply, r.guard)
+		}
 		keys = append(keys, key)
 	}
 	return flush()
@@ -158,6 +161,9 @@ func writeHead(v *santaSantaRule, r *installedRule) {
 	v.ReqMax = r.rule.Condition.MaxLen
 	v.ReplyLen = uint16(len(c.Template))
 	v.Ncopies = uint8(len(c.Copies))
+	if r.guard != nil {
+		v.Flags = uint8(santaSantaRuleFlagSANTA_RULE_GUARDED)
+	}
 	v.ReplyCsum = c.Csum
 	for i, p := range c.Copies {
 		v.Copies[i] = santaSantaCopy{Src: p.Src, Dst: p.Dst, Len: p.Len}

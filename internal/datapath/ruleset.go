@@ -19,7 +19,8 @@ type installedRule struct {
 	// since rule holds the same reply (a million 1400-B replies kept twice
 	// took 1.3 GiB more).
 	compiled rule.Compiled
-	slot     uint32 // where the data plane reads it; new on every replace
+	slot     uint32           // where the data plane reads it; new on every replace
+	guard    *santaSantaGuard // nil: unguarded (memcached.go)
 }
 
 // AddRule installs one rule on a service.
@@ -87,6 +88,10 @@ func (st *store) apply(id model.ServiceID, b model.Batch) ([]model.RuleID, error
 	if b.AddIDs != nil && len(b.AddIDs) != len(b.Add) {
 		return nil, fmt.Errorf("%d ids for %d added rules", len(b.AddIDs), len(b.Add))
 	}
+	if (b.AddGuards != nil && len(b.AddGuards) != len(b.Add)) || (b.ReplaceGuards != nil && len(b.ReplaceGuards) != len(b.Replace)) {
+		return nil, fmt.Errorf("%d guards for %d added rules, %d for %d replacements: one each, or none",
+			len(b.AddGuards), len(b.Add), len(b.ReplaceGuards), len(b.Replace))
+	}
 	if len(b.AddCompiled) != len(b.Add) || len(b.ReplaceCompiled) != len(b.Replace) {
 		return nil, fmt.Errorf("batch not compiled: %d compiled for %d added rules, %d for %d replacements (model.Batch.Compile)",
 			len(b.AddCompiled), len(b.Add), len(b.ReplaceCompiled), len(b.Replace))
@@ -103,14 +108,14 @@ func (st *store) apply(id model.ServiceID, b model.Batch) ([]model.RuleID, error
 
 	var added []*installedRule
 	if b.AddIDs != nil {
-		added, err = st.prepare(svc, b.Add, b.AddCompiled, func(i int) (model.RuleID, error) { return st.claimRuleID(b.AddIDs[i]) })
+		added, err = st.prepare(svc, b.Add, b.AddCompiled, b.AddGuards, func(i int) (model.RuleID, error) { return st.claimRuleID(b.AddIDs[i]) })
 	} else {
-		added, err = st.prepare(svc, b.Add, b.AddCompiled, func(int) (model.RuleID, error) { return st.newRuleID() })
+		added, err = st.prepare(svc, b.Add, b.AddCompiled, b.AddGuards, func(int) (model.RuleID, error) { return st.newRuleID() })
 	}
 	if err != nil {
 		return nil, err
 	}
-	replacements, err := st.prepare(svc, b.ReplaceRules(), b.ReplaceCompiled, func(i int) (model.RuleID, error) { return replaceIDs[i], nil })
+	replacements, err := st.prepare(svc, b.ReplaceRules(), b.ReplaceCompiled, b.ReplaceGuards, func(i int) (model.RuleID, error) { return replaceIDs[i], nil })
 	if err != nil {
 		st.unprepare(svc, added)
 		return nil, err
@@ -170,8 +175,10 @@ func (st *store) lookupRules(svc *service, lists ...[]model.RuleID) ([][]*instal
 }
 
 // prepare gives rules, compiled already, each a slot and the id idOf
-// names. On error nothing stays allocated.
-func (st *store) prepare(svc *service, rs []rule.Rule, compiled []rule.Compiled, idOf func(int) (model.RuleID, error)) ([]*installedRule, error) {
+// names, and its guard (guards: nil, or one or nil per rule). On error
+// nothing stays allocated.
+func (st *store) prepare(svc *service, rs []rule.Rule, compiled []rule.Compiled, guards []*model.Guard,
+	idOf func(int) (model.RuleID, error)) ([]*installedRule, error) {
 	out := make([]*installedRule, 0, len(rs))
 	fail := func(i int, err error) ([]*installedRule, error) {
 		st.unprepare(svc, out)
@@ -185,7 +192,19 @@ func (st *store) prepare(svc *service, rs []rule.Rule, compiled []rule.Compiled,
 			return fail(i, fmt.Errorf("compiled reply of %d bytes for a reply of %d (limit %d): not the rule's compiled form", n, r.ReplyLen, maxReply))
 		}
 		ir := &installedRule{svc: svc, rule: r, compiled: compiled[i]}
-		class := classOf(len(compiled[i].Template))
+		body := len(compiled[i].Template)
+		if guards != nil && guards[i] != nil {
+			g, err := st.guardOf(svc, guards[i])
+			if err != nil {
+				return fail(i, err)
+			}
+			ir.guard = g
+			// The guard ends the reply area of the class that holds both.
+			if body += guardLen; body > rule.MaxTCPReply {
+				return fail(i, fmt.Errorf("a guarded reply of %d bytes: the limit is %d", len(compiled[i].Template), rule.MaxTCPReply-guardLen))
+			}
+		}
+		class := classOf(body)
 		number, err := st.slots[class].get()
 		if err != nil {
 			return fail(i, fmt.Errorf("rule capacity of %d reached: %w", st.slots[class].limit-1, err))

@@ -21,6 +21,7 @@ type service struct {
 	// counts it under (0: off).
 	learning model.Learning
 	learnID  uint32
+	parser   model.Parser // SetParser's
 }
 
 // AddService registers a bound UDP socket or a listening TCP socket by its
@@ -151,6 +152,9 @@ func (st *store) drop(svc *service) {
 	if svc.learnID != 0 {
 		st.learn.end(svc.learnID)
 	}
+	if svc.parser.Kind == model.ParserMemcached {
+		st.endDomain(svc.parser.Domain)
+	}
 	if svc.info.Protocol == unix.IPPROTO_TCP {
 		st.tcp.removeListener(svc.id, svc.info)
 	}
@@ -175,7 +179,7 @@ func (st *store) service(id model.ServiceID) (model.SocketInfo, error) {
 func (s *service) value() santaSantaService {
 	v := santaSantaService{Id: uint32(s.id), IndexId: s.indexID, Proto: uint8(s.info.Protocol),
 		Nregions: uint8(len(s.regions)), Learn: s.learnID, LearnOff: s.learning.KeyOffset,
-		ProbePort: htons(s.learning.ProbePort)}
+		ProbePort: htons(s.learning.ProbePort), Parser: uint8(s.parser.Kind), McDomain: uint32(s.parser.Domain)}
 	for i, r := range s.regions {
 		v.Regions[i] = santaSantaRegion{Off: r.Off, Len: r.Len}
 	}

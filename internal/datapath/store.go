@@ -30,6 +30,7 @@ type store struct {
 	chunks   [hugeRule]chunks      // bodies of the UDP classes
 	index    *indexTable           // where each rule_index entry lies
 	indexIDs uint32
+	mcEpoch  uint32       // the last life a memcached domain started (memcached.go)
 	pending  retiredRules // waiting for a grace period, see reclaim.go
 
 	barrier   *barrier

@@ -20,6 +20,13 @@ type Batch struct {
 	Replace         []RuleUpdate
 	ReplaceCompiled []rule.Compiled
 	Delete          []RuleID
+	// AddGuards and ReplaceGuards, if set, hold one guard (or nil) for
+	// each rule of Add and Replace, in order: a guarded rule of a
+	// memcached service answers only while what it answers is current
+	// (Guard). The journal does not keep them: a guard is of a data
+	// plane's generations, which a restart does not keep.
+	AddGuards     []*Guard
+	ReplaceGuards []*Guard
 }
 
 // RuleUpdate replaces the rule with ID by Rule.

@@ -1,0 +1,138 @@
+/* SPDX-License-Identifier: (GPL-2.0 OR BSD-2-Clause) */
+/* Generations and guards (santa_abi.h, "memcached invalidation";
+ * docs/memcached.md, "Invalidation"): the maps the writes of a memcached
+ * service bump (mc_inval.h) and the check every answer of a guarded rule
+ * passes first, UDP and TCP alike. */
+#ifndef SANTA_GUARD_H
+#define SANTA_GUARD_H
+
+#include "santa_abi.h"
+#include "maps.h"
+
+/* Every domain's key slots: 8 MiB, preallocated (an array: one inlined
+ * access, no bucket). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, SANTA_MC_SLOTS);
+	__type(key, __u32);
+	__type(value, struct santa_mc_slot);
+} mc_slots SEC(".maps");
+
+/* Domains by id (a service id). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, SANTA_DEFAULT_MAX_SERVICES); /* load time */
+	__type(key, __u32);
+	__type(value, struct santa_mc_domain);
+} mc_domains SEC(".maps");
+
+/* Each domain's life, by domain id, user space's alone: the epoch of its
+ * current start, 0 once one of its services is no longer parsed (then
+ * writes may go unseen, and none of its guards lets a rule answer). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, SANTA_DEFAULT_MAX_SERVICES); /* load time */
+	__type(key, __u32);
+	__type(value, __u32);
+} mc_live SEC(".maps");
+
+/* What the writes and guards of each domain did, per CPU. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, SANTA_DEFAULT_MAX_SERVICES); /* load time */
+	__type(key, __u32);
+	__type(value, struct santa_mc_stats);
+} mc_stats SEC(".maps");
+
+/* The slot of a key whose FNV-1a 32 is hash, in domain: the hash mixed
+ * with the domain (so that two memcacheds' keys do not share slots by
+ * their hash alone) and finalized as MurmurHash3's fmix32 does. Go:
+ * internal/datapath's mcSlot. */
+static __always_inline __u32 santa_mc_slot_of(__u32 hash, __u32 domain)
+{
+	__u32 h = hash ^ (domain * 0x9e3779b1u);
+
+	h ^= h >> 16;
+	h *= 0x85ebca6bu;
+	h ^= h >> 13;
+	h *= 0xc2b2ae35u;
+	h ^= h >> 16;
+	return h & (SANTA_MC_SLOTS - 1);
+}
+
+static __always_inline void santa_mc_count(__u32 domain, __u32 counter)
+{
+	struct santa_mc_stats *st = bpf_map_lookup_elem(&mc_stats, &domain);
+
+	if (st && counter < SANTA_MC_NCOUNTERS)
+		santa_add(st->n[counter], 1);
+}
+
+/* Whether the guard of the rule in slot lets it answer now; a refusal is
+ * counted. Its guard ends its class's reply area. A global function: the
+ * verifier checks it once. */
+__noinline int santa_guard_check(__u32 slot)
+{
+	struct santa_mc_domain *dom;
+	struct santa_mc_slot *ks;
+	struct santa_rule *rule;
+	struct santa_guard *g;
+	__u32 cap, refused, *live;
+
+	rule = santa_rule_at(slot, &cap);
+	if (!rule || cap < sizeof(*g))
+		return 0;
+	g = (struct santa_guard *)(santa_rule_reply(rule) + cap - sizeof(*g));
+	live = bpf_map_lookup_elem(&mc_live, &g->domain);
+	dom = bpf_map_lookup_elem(&mc_domains, &g->domain);
+	if (!live || !dom)
+		return 0;
+	if (*(volatile __u32 *)live != g->epoch || *(volatile __u32 *)&dom->gen != g->domain_gen) {
+		refused = SANTA_MC_GUARD_STALE;
+		goto refuse;
+	}
+	if (*(volatile __u32 *)&dom->inflight || *(volatile __u32 *)&dom->unsynced) {
+		refused = SANTA_MC_GUARD_INFLIGHT;
+		goto refuse;
+	}
+	if (g->slot != SANTA_MC_NO_SLOT) {
+		__u32 at = g->slot;
+
+		ks = bpf_map_lookup_elem(&mc_slots, &at);
+		if (!ks)
+			return 0;
+		if (*(volatile __u32 *)&ks->gen != g->gen) {
+			refused = SANTA_MC_GUARD_STALE;
+			goto refuse;
+		}
+		if (*(volatile __u32 *)&ks->inflight) {
+			refused = SANTA_MC_GUARD_INFLIGHT;
+			goto refuse;
+		}
+	}
+	if (g->deadline && bpf_ktime_get_ns() >= g->deadline) {
+		refused = SANTA_MC_GUARD_EXPIRED;
+		goto refuse;
+	}
+	return 1;
+refuse:
+	santa_mc_count(g->domain, refused);
+	return 0;
+}
+
+/* Whether rule may answer: an unguarded one always; a guarded one if its
+ * guard says so. */
+static __always_inline int santa_guard_ok(const struct santa_rule *rule)
+{
+	return !(rule->flags & SANTA_RULE_GUARDED) || santa_guard_check(rule->slot);
+}
+
+/* Keep what user space reads and writes in BTF, so bpf2go generates its
+ * Go types and constants. */
+const enum santa_parser *unused_santa_parser __attribute__((unused));
+const enum santa_rule_flag *unused_santa_rule_flag __attribute__((unused));
+const enum santa_mc_layout *unused_santa_mc_layout __attribute__((unused));
+const enum santa_mc_counter *unused_santa_mc_counter __attribute__((unused));
+const struct santa_guard *unused_santa_guard __attribute__((unused));
+
+#endif /* SANTA_GUARD_H */

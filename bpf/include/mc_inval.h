@@ -1,0 +1,322 @@
+/* SPDX-License-Identifier: (GPL-2.0 OR BSD-2-Clause) */
+/* memcached invalidation (docs/memcached.md, "Invalidation"): what the
+ * programs of a memcached service (santa_service.parser) do with the
+ * events of its streams (mc_request.h, mc_reply.h).
+ *
+ * - A write's key (MC_EV_KEY) bumps its slot's generation as it arrives;
+ *   a write of unknown keys (MC_EV_ALL) its domain's.
+ * - A TCP write is in flight from its arrival (MC_EV_CMD) until memcached's
+ *   reply to it, or to a later command of its connection, leaves through
+ *   sk_msg (the reply parser's seen against the command's seq): its slot's
+ *   in-flight count holds every guard of the slot back meanwhile, and its
+ *   end bumps the slot again. One-key writes wait in the connection's ring
+ *   (SANTA_MC_RING); the others (flush_all, several or unknown keys, and
+ *   one-key writes beyond the ring) hold the whole domain back until the
+ *   newest of them is answered, then bump it.
+ * - A connection whose stream cannot be followed (lost sync, a parse that
+ *   could not run, a connection whose start was not seen) counts in its
+ *   domain's unsynced until it closes: nothing of the domain answers.
+ * - When a connection ends (its socket released by memcached, or closed
+ *   before memcached ever had it), what it has in flight is released:
+ *   bumped and no longer counted.
+ *
+ * The including program defines nothing more: mc_event is here. The
+ * TCP programs' parts are mc_tcp.h.
+ */
+#ifndef SANTA_MC_INVAL_H
+#define SANTA_MC_INVAL_H
+
+#include "santa_abi.h"
+#include "maps.h"
+#include "guard.h"
+#include "mc_request.h"
+#include "mc_reply.h"
+
+/* A one-key write in flight: done once the reply side's seen reaches seq. */
+struct santa_mc_pending {
+	__u32 seq;
+	__u32 slot;
+};
+
+#define SANTA_MC_CONN_LOST 1 /* its writes cannot be followed: counted in its domain's unsynced */
+#define SANTA_MC_CONN_ALL 2  /* a domain-wide write in flight (all_seq): counted in its domain's inflight */
+
+/* A memcached connection's parsers and writes in flight, 264 bytes. */
+struct santa_mc_conn {
+	struct mc_req_state req;
+	struct mc_rep_state rep;
+	__u32 domain;
+	__u32 flags;   /* SANTA_MC_CONN_* */
+	__u32 all_seq; /* the newest domain-wide write's seq, while SANTA_MC_CONN_ALL */
+	__u32 head;    /* the oldest one-key write in flight (free-running) */
+	__u32 tail;    /* past the newest */
+	__u32 pad;
+	struct santa_mc_pending ring[SANTA_MC_RING];
+};
+
+/* memcached connections by socket cookie: created with the connection
+ * (santa_tcp_sockops) or at its first segment (then lost), deleted when
+ * it ends (santa_mc_release). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, SANTA_DEFAULT_MAX_CONNS); /* load time */
+	__type(key, __u64);
+	__type(value, struct santa_mc_conn);
+} mc_conns SEC(".maps");
+
+/* A UDP request's parser, fresh for each datagram. XDP and TC run in
+ * softirqs, which do not interrupt one another: one per CPU. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct mc_req_state);
+} mc_udp_state SEC(".maps");
+
+/* What mc_event gets as user. */
+struct santa_mc_user {
+	struct santa_mc_conn *conn; /* NULL: a UDP datagram */
+	__u32 domain;
+	__u32 pad;
+};
+
+static __always_inline struct santa_mc_domain *santa_mc_domain_of(__u32 domain)
+{
+	return bpf_map_lookup_elem(&mc_domains, &domain);
+}
+
+static __always_inline void santa_mc_bump_slot(__u32 domain, __u32 slot)
+{
+	struct santa_mc_slot *ks = bpf_map_lookup_elem(&mc_slots, &slot);
+
+	if (ks)
+		__sync_fetch_and_add(&ks->gen, 1);
+	santa_mc_count(domain, SANTA_MC_KEY_BUMPS);
+}
+
+static __always_inline void santa_mc_bump_domain(__u32 domain)
+{
+	struct santa_mc_domain *dom = santa_mc_domain_of(domain);
+
+	if (dom)
+		__sync_fetch_and_add(&dom->gen, 1);
+	santa_mc_count(domain, SANTA_MC_DOMAIN_BUMPS);
+}
+
+/* The connection's writes cannot be followed from now on. */
+static __always_inline void santa_mc_conn_lose(struct santa_mc_conn *mc)
+{
+	struct santa_mc_domain *dom;
+
+	if (mc->flags & SANTA_MC_CONN_LOST)
+		return;
+	mc->flags |= SANTA_MC_CONN_LOST;
+	dom = santa_mc_domain_of(mc->domain);
+	if (dom)
+		__sync_fetch_and_add(&dom->unsynced, 1);
+	santa_mc_bump_domain(mc->domain);
+	santa_mc_count(mc->domain, SANTA_MC_LOST);
+}
+
+/* A write of mc whose reply is the seq-th is in flight: to slot, or, for
+ * SANTA_MC_NO_SLOT (keys unknown) and when the ring is full, domain-wide. */
+static __always_inline void santa_mc_in_flight(struct santa_mc_conn *mc, __u32 seq, __u32 slot)
+{
+	struct santa_mc_domain *dom;
+
+	if (slot != SANTA_MC_NO_SLOT) {
+		if (mc->tail - mc->head < SANTA_MC_RING) {
+			struct santa_mc_slot *ks = bpf_map_lookup_elem(&mc_slots, &slot);
+			struct santa_mc_pending *p = &mc->ring[mc->tail & (SANTA_MC_RING - 1)];
+
+			if (!ks)
+				return;
+			__sync_fetch_and_add(&ks->inflight, 1);
+			p->seq = seq;
+			p->slot = slot;
+			mc->tail++;
+			return;
+		}
+		santa_mc_count(mc->domain, SANTA_MC_OVERFLOW);
+	}
+	if (!(mc->flags & SANTA_MC_CONN_ALL)) {
+		dom = santa_mc_domain_of(mc->domain);
+		if (!dom)
+			return;
+		__sync_fetch_and_add(&dom->inflight, 1);
+		mc->flags |= SANTA_MC_CONN_ALL;
+	}
+	mc->all_seq = seq;
+}
+
+/* A write to slot is no longer in flight: bumped first, so that a reader
+ * that sees it no longer in flight sees the new generation. */
+static __always_inline void santa_mc_end_slot(__u32 domain, __u32 slot)
+{
+	struct santa_mc_slot *ks = bpf_map_lookup_elem(&mc_slots, &slot);
+
+	if (!ks)
+		return;
+	__sync_fetch_and_add(&ks->gen, 1);
+	__sync_fetch_and_sub(&ks->inflight, 1);
+	santa_mc_count(domain, SANTA_MC_KEY_BUMPS);
+}
+
+/* mc's domain-wide writes are no longer in flight. */
+static __always_inline void santa_mc_end_all(struct santa_mc_conn *mc)
+{
+	struct santa_mc_domain *dom = santa_mc_domain_of(mc->domain);
+
+	mc->flags &= ~SANTA_MC_CONN_ALL;
+	if (!dom)
+		return;
+	__sync_fetch_and_add(&dom->gen, 1);
+	__sync_fetch_and_sub(&dom->inflight, 1);
+	santa_mc_count(mc->domain, SANTA_MC_DOMAIN_BUMPS);
+}
+
+/* The writes of mc that its replies so far answered are done. */
+static __always_inline void santa_mc_complete(struct santa_mc_conn *mc)
+{
+	__u32 seen = mc->rep.seen;
+
+	for (int i = 0; i < SANTA_MC_RING; i++) {
+		struct santa_mc_pending *p;
+
+		if (mc->head == mc->tail)
+			break;
+		p = &mc->ring[mc->head & (SANTA_MC_RING - 1)];
+		if ((__s32)(seen - p->seq) < 0)
+			break;
+		santa_mc_end_slot(mc->domain, p->slot);
+		santa_mc_count(mc->domain, SANTA_MC_COMPLETED);
+		mc->head++;
+	}
+	if ((mc->flags & SANTA_MC_CONN_ALL) && (__s32)(seen - mc->all_seq) >= 0) {
+		santa_mc_end_all(mc);
+		santa_mc_count(mc->domain, SANTA_MC_COMPLETED);
+	}
+}
+
+static void mc_event(void *user, const struct mc_event *ev)
+{
+	struct santa_mc_user *u = user;
+	__u32 domain = u->domain;
+
+	switch (ev->type) {
+	case MC_EV_KEY:
+		santa_mc_bump_slot(domain, santa_mc_slot_of(ev->hash, domain));
+		break;
+	case MC_EV_ALL:
+		santa_mc_bump_domain(domain);
+		break;
+	case MC_EV_CMD:
+		if (!(ev->flags & MC_CF_WRITE))
+			break;
+		santa_mc_count(domain, SANTA_MC_WRITES);
+		if (u->conn)
+			santa_mc_in_flight(u->conn, ev->seq,
+					   (ev->flags & MC_CF_ALL) ? SANTA_MC_NO_SLOT : santa_mc_slot_of(ev->hash, domain));
+		break;
+	case MC_EV_LOST:
+		if (u->conn) {
+			santa_mc_conn_lose(u->conn);
+		} else {
+			santa_mc_bump_domain(domain);
+			santa_mc_count(domain, SANTA_MC_LOST);
+		}
+		break;
+	}
+}
+
+/* Starts the state of a memcached connection of domain, zeroed; lost if
+ * its start was not seen. A global function: its 264-byte value is on a
+ * stack of its own, not on the verdict's, which parses. Returns 0 if the
+ * state exists now. */
+__noinline int santa_mc_conn_start(__u64 cookie, __u32 domain, __u32 lost)
+{
+	struct santa_mc_domain *dom = santa_mc_domain_of(domain);
+	struct santa_mc_conn mc = {};
+
+	mc.domain = domain;
+	if (bpf_map_update_elem(&mc_conns, &cookie, &mc, BPF_NOEXIST)) {
+		/* No state, so no one to count for it until it ends: the
+		 * domain is unsynced for good (its connections map is full). */
+		if (dom)
+			__sync_fetch_and_add(&dom->unsynced, 1);
+		santa_mc_bump_domain(domain);
+		santa_mc_count(domain, SANTA_MC_LOST);
+		return -1;
+	}
+	if (lost) {
+		struct santa_mc_conn *got = bpf_map_lookup_elem(&mc_conns, &cookie);
+
+		if (got)
+			santa_mc_conn_lose(got);
+	}
+	return 0;
+}
+
+/* The kernel answered a request of a memcached connection: one reply. */
+static __always_inline void santa_mc_kernel_reply(__u64 cookie)
+{
+	struct santa_mc_conn *mc = bpf_map_lookup_elem(&mc_conns, &cookie);
+
+	if (!mc || (mc->flags & SANTA_MC_CONN_LOST))
+		return;
+	mc->rep.seen++;
+	santa_mc_complete(mc);
+}
+
+/* A memcached connection ended: memcached released its socket, or it
+ * closed before memcached ever had it. Whoever deletes its state releases
+ * what it had in flight, once. */
+static __always_inline void santa_mc_release(__u64 cookie)
+{
+	struct santa_mc_conn *mc = bpf_map_lookup_elem(&mc_conns, &cookie);
+	struct santa_mc_domain *dom;
+
+	if (!mc || bpf_map_delete_elem(&mc_conns, &cookie))
+		return;
+	/* Still readable: an element goes after an RCU grace period. */
+	dom = santa_mc_domain_of(mc->domain);
+	for (int i = 0; i < SANTA_MC_RING; i++) {
+		if (mc->head == mc->tail)
+			break;
+		santa_mc_end_slot(mc->domain, mc->ring[mc->head & (SANTA_MC_RING - 1)].slot);
+		santa_mc_count(mc->domain, SANTA_MC_RELEASED);
+		mc->head++;
+	}
+	if (mc->flags & SANTA_MC_CONN_ALL) {
+		santa_mc_end_all(mc);
+		santa_mc_count(mc->domain, SANTA_MC_RELEASED);
+	}
+	if (mc->flags & SANTA_MC_CONN_LOST) {
+		if (dom)
+			__sync_fetch_and_sub(&dom->unsynced, 1);
+		/* Its writes were never followed: whatever it changed. */
+		santa_mc_bump_domain(mc->domain);
+	}
+}
+
+/* A UDP request of a memcached service, read into s: parsed from a fresh
+ * state after its 8-byte frame header. A datagram that does not end
+ * between commands counts as lost sync (docs/memcached.md, "UDP"). */
+static __always_inline void santa_mc_datagram(const struct santa_service *svc, struct santa_scratch *s, __u32 plen)
+{
+	struct santa_mc_user user = { .domain = svc->mc_domain };
+	struct mc_req_state *st;
+	__u32 zero = 0;
+
+	st = bpf_map_lookup_elem(&mc_udp_state, &zero);
+	if (!st || !s || plen <= 8 || plen > SANTA_MAX_UDP_REQUEST)
+		return;
+	__builtin_memset(st, 0, sizeof(*st));
+	if (mc_req_parse_at(st, s->buf, 8, plen - 8, &user) == 0 && !mc_req_idle(st)) {
+		santa_mc_bump_domain(user.domain);
+		santa_mc_count(user.domain, SANTA_MC_LOST);
+	}
+}
+
+#endif /* SANTA_MC_INVAL_H */
