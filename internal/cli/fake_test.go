@@ -36,6 +36,7 @@ type fakeService struct {
 	counters map[uint32]client.RuleCounters
 	learning *protocol.Learn   // the last LEARN
 	hot      protocol.HotReply // what HOT answers while it learns
+	parser   *protocol.Parser  // the last PARSER
 }
 
 type fakeTxn struct {
@@ -141,6 +142,25 @@ func (f *fake) handle(req protocol.Body, fds []int) protocol.Body {
 		r := s.hot
 		r.Requests = r.Requests[:min(int(req.Max), len(r.Requests))]
 		return &r
+	case *protocol.Parser:
+		s := f.services[req.ServiceID]
+		if s == nil {
+			return protocol.Errorf(syscall.ENOENT, "no service %d", req.ServiceID)
+		}
+		s.parser = req
+		return &protocol.ParserReply{}
+	case *protocol.Generation:
+		s := f.services[req.ServiceID]
+		if s == nil || s.parser == nil || s.parser.Kind != protocol.ParserMemcached {
+			return protocol.Errorf(syscall.EINVAL, "service %d is not a memcached service: PARSER marks it one", req.ServiceID)
+		}
+		return &protocol.GenerationReply{Gen: uint32(len(req.Key)), DomainGen: 2, Epoch: 1, InFlight: true}
+	case *protocol.MemcachedStats:
+		s := f.services[req.ServiceID]
+		if s == nil || s.parser == nil || s.parser.Kind != protocol.ParserMemcached {
+			return protocol.Errorf(syscall.EINVAL, "service %d is not a memcached service: PARSER marks it one", req.ServiceID)
+		}
+		return &protocol.MemcachedStatsReply{Domain: s.parser.Domain, Writes: 40, KeyBumps: 80, Completed: 39, Lost: 1, GuardStale: 3}
 	case *protocol.Attach:
 		return f.attach(fds)
 	case *protocol.Detach:
