@@ -202,3 +202,31 @@ func TestGuardsAreNotJournaled(t *testing.T) {
 		}
 	}
 }
+
+// The metrics hold each domain's counters, by the service that started it.
+func TestMemcachedMetrics(t *testing.T) {
+	s := newTestServer(t, nil)
+	a := s.connectV2(t, alice)
+	a.attach()
+	domain := memcachedDomain(a)
+	joined := a.attach()
+	a.ok(&protocol.Parser{ServiceID: joined, Kind: protocol.ParserMemcached, Domain: domain})
+	var out strings.Builder
+	if err := s.writeMetrics(&out); err != nil {
+		t.Fatal(err)
+	}
+	d := strconv.Itoa(int(domain))
+	for _, want := range []string{
+		"\nsanta_memcached_writes_total{domain=\"" + d + "\"} " + d + "\n",
+		"\nsanta_memcached_lost_total{domain=\"" + d + "\"} 0\n",
+		"\nsanta_memcached_guard_refused_total{domain=\"" + d + "\",reason=\"stale\"} 2\n",
+		"\nsanta_memcached_guard_refused_total{domain=\"" + d + "\",reason=\"expired\"} 0\n",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("no %q in the metrics", strings.TrimSpace(want))
+		}
+	}
+	if n := strings.Count(out.String(), "\nsanta_memcached_writes_total{"); n != 1 {
+		t.Errorf("%d domains in the metrics, want 1:\n%s", n, out.String())
+	}
+}
