@@ -27,9 +27,13 @@ func (c *Client) DeleteRules(service uint32, ids []uint32) error {
 // The batches, applied at once (txn 0) or held by a transaction.
 
 func (c *Client) addRules(service, txn uint32, rs []rule.Rule) ([]uint32, error) {
-	r, err := call[*protocol.AddRulesReply](c, &protocol.AddRules{ServiceID: service, Txn: txn, Rules: rs}, nil)
+	return c.addRulesReq(&protocol.AddRules{ServiceID: service, Txn: txn, Rules: rs})
+}
+
+func (c *Client) addRulesReq(req *protocol.AddRules) ([]uint32, error) {
+	r, err := call[*protocol.AddRulesReply](c, req, nil)
 	if err != nil {
-		return nil, fmt.Errorf("add rules to service %d: %w", service, err)
+		return nil, fmt.Errorf("add rules to service %d: %w", req.ServiceID, err)
 	}
 	return r.RuleIDs, nil
 }

@@ -34,6 +34,12 @@ func (t *Txn) AddRules(rs []rule.Rule) ([]uint32, error) {
 	return t.c.addRules(t.service, t.id, rs)
 }
 
+// AddGuardedRules is AddRules of rules with guards. Their deadlines count
+// from Commit.
+func (t *Txn) AddGuardedRules(rs []GuardedRule) ([]uint32, error) {
+	return t.c.addGuardedRules(t.service, t.id, rs)
+}
+
 // ReplaceRules adds replacements to the transaction.
 func (t *Txn) ReplaceRules(updates []RuleEntry) error {
 	return t.c.replaceRules(t.service, t.id, updates)

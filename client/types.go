@@ -12,7 +12,8 @@ type (
 	Session = protocol.HelloReply
 	// ServiceInfo is an attached socket.
 	ServiceInfo = protocol.ServiceInfo
-	// RuleEntry is a rule with its id.
+	// RuleEntry is a rule with its id, and its guard if it has one
+	// (memcached.go).
 	RuleEntry = protocol.RuleEntry
 	// RuleCounters are a rule's hits and bytes.
 	RuleCounters = protocol.RuleCounters

@@ -48,6 +48,10 @@ var commands = []command{
 		func() options { return &learnOptions{} }},
 	{"hot", "[-n N] SERVICE", "the requests a learning service passed most in the last window",
 		func() options { return &hotOptions{} }},
+	{"parser", "[-domain ID] SERVICE memcached | SERVICE none", "mark a service as memcached's, so that its writes invalidate guarded rules",
+		func() options { return &parserOptions{} }},
+	{"generation", "SERVICE KEY", "what a guard of a memcached key is built at now",
+		func() options { return &generationOptions{} }},
 }
 
 const globalSynopsis = "santactl [-socket PATH] [-json] COMMAND [options] [arguments]"

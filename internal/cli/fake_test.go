@@ -36,6 +36,7 @@ type fakeService struct {
 	counters map[uint32]client.RuleCounters
 	learning *protocol.Learn   // the last LEARN
 	hot      protocol.HotReply // what HOT answers while it learns
+	parser   *protocol.Parser  // the last PARSER
 }
 
 type fakeTxn struct {
@@ -141,6 +142,24 @@ func (f *fake) handle(req protocol.Body, fds []int) protocol.Body {
 		r := s.hot
 		r.Requests = r.Requests[:min(int(req.Max), len(r.Requests))]
 		return &r
+	case *protocol.Parser:
+		s := f.services[req.ServiceID]
+		if s == nil {
+			return protocol.Errorf(syscall.ENOENT, "no service %d", req.ServiceID)
+		}
+		s.parser = req
+		return &protocol.ParserReply{}
+	case *protocol.Generation:
+		if _, perr := f.memcached(req.ServiceID); perr != nil {
+			return perr
+		}
+		return &protocol.GenerationReply{Gen: uint32(len(req.Key)), DomainGen: 2, Epoch: 1, InFlight: true}
+	case *protocol.MemcachedStats:
+		p, perr := f.memcached(req.ServiceID)
+		if perr != nil {
+			return perr
+		}
+		return &protocol.MemcachedStatsReply{Domain: p.Domain, Writes: 40, KeyBumps: 80, Completed: 39, Lost: 1, GuardStale: 3}
 	case *protocol.Attach:
 		return f.attach(fds)
 	case *protocol.Detach:
@@ -207,6 +226,15 @@ func (f *fake) handle(req protocol.Body, fds []int) protocol.Body {
 			Interfaces: []client.Interface{{Ifindex: 1, Name: "lo", XDP: "generic"}, {Ifindex: 4, Name: "eth0", XDP: "native", TC: true}}}
 	}
 	return protocol.Errorf(syscall.EPROTO, "the fake does not do %v", req.Type())
+}
+
+// memcached is the parser of memcached service id, or santad's refusal.
+func (f *fake) memcached(id uint32) (*protocol.Parser, *protocol.Error) {
+	s := f.services[id]
+	if s == nil || s.parser == nil || s.parser.Kind != protocol.ParserMemcached {
+		return nil, protocol.Errorf(syscall.EINVAL, "service %d is not a memcached service: PARSER marks it one", id)
+	}
+	return s.parser, nil
 }
 
 // attach registers the socket received, as santad does: by its cookie and

@@ -35,6 +35,17 @@ type jsonRule struct {
 	Condition  jsonCondition   `json:"condition"`
 	ReplyLen   *uint16         `json:"reply_len,omitempty"` // default: where the processors' writes end
 	Processors []jsonProcessor `json:"processors"`
+	// Guard is what rules -json prints of a guarded rule's guard; a rule
+	// file to install cannot hold one (jsonRule.rule).
+	Guard *jsonGuard `json:"guard,omitempty"`
+}
+
+type jsonGuard struct {
+	Key         byteString `json:"key"` // empty: the domain's generation alone
+	Gen         uint32     `json:"gen"`
+	DomainGen   uint32     `json:"domain_gen"`
+	Epoch       uint32     `json:"epoch"`
+	ExpiresInMS uint32     `json:"expires_in_ms"` // the time left; 0: no deadline
 }
 
 type jsonCondition struct {
@@ -112,6 +123,11 @@ func decodeStrict(data []byte, v any) error {
 }
 
 func (jr jsonRule) rule() (rule.Rule, error) {
+	if jr.Guard != nil {
+		// Installed without it, the rule would answer stale values.
+		return rule.Rule{}, errors.New("guard: a rule file cannot hold a guarded rule: its generations are those of when it was listed " +
+			"(an agent guards the rules it installs, docs/memcached.md)")
+	}
 	pattern, err := jr.Condition.bytes()
 	if err != nil {
 		return rule.Rule{}, fmt.Errorf("condition: %w", err)
@@ -213,6 +229,9 @@ func newJSONRule(e client.RuleEntry) jsonRule {
 		Condition:  newJSONCondition(e.Rule.Condition),
 		ReplyLen:   &e.Rule.ReplyLen,
 		Processors: []jsonProcessor{},
+	}
+	if g := e.Guard; g != nil {
+		jr.Guard = &jsonGuard{Key: newByteString(g.Key), Gen: g.Gen, DomainGen: g.DomainGen, Epoch: g.Epoch, ExpiresInMS: g.ExpiresInMS}
 	}
 	for _, p := range e.Rule.Processors {
 		switch p.Kind {

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"github.com/santa-offload/santa/client"
@@ -74,17 +75,43 @@ type ruleList struct {
 	entries []client.RuleEntry
 }
 
+// table has a GUARD column if a rule has a guard.
 func (v ruleList) table(w io.Writer) error {
-	t := newTable(w, "ID", "OFFSET", "PATTERN", "LENGTH", "REPLY", "PROCESSORS")
+	guarded := slices.ContainsFunc(v.entries, func(e client.RuleEntry) bool { return e.Guard != nil })
+	header := []any{"ID", "OFFSET", "PATTERN", "LENGTH", "REPLY", "PROCESSORS"}
+	if guarded {
+		header = append(header, "GUARD")
+	}
+	t := newTable(w, header...)
 	for _, e := range v.entries {
 		var procs []string
 		for _, p := range e.Rule.Processors {
 			procs = append(procs, describe(p, putWidth))
 		}
 		c := e.Rule.Condition
-		t.row(e.RuleID, c.Offset, quoteUpTo(c.Pattern, patternWidth), lengthCell(c), e.Rule.ReplyLen, strings.Join(procs, ", "))
+		cells := []any{e.RuleID, c.Offset, quoteUpTo(c.Pattern, patternWidth), lengthCell(c), e.Rule.ReplyLen, strings.Join(procs, ", ")}
+		if guarded {
+			cells = append(cells, describeGuard(e.Guard))
+		}
+		t.row(cells...)
 	}
 	return t.flush()
+}
+
+// describeGuard tells what a guard holds a rule to; "-" for none.
+func describeGuard(g *client.Guard) string {
+	if g == nil {
+		return "-"
+	}
+	key := "any key"
+	if g.Key != nil {
+		key = fmt.Sprintf("key %s gen %d", quote(g.Key), g.Gen)
+	}
+	deadline := "no deadline"
+	if g.ExpiresInMS != 0 {
+		deadline = fmt.Sprintf("%.3f s left", float64(g.ExpiresInMS)/1000)
+	}
+	return fmt.Sprintf("%s, domain gen %d, life %d, %s", key, g.DomainGen, g.Epoch, deadline)
 }
 
 // describe tells what a processor does, with a put's bytes cut after

@@ -67,6 +67,9 @@ func (v ruleDetail) table(w io.Writer) error {
 	if r.Condition.HasLength() {
 		fmt.Fprintf(w, "length     %s\n", describeLength(r.Condition))
 	}
+	if v.entry.Guard != nil {
+		fmt.Fprintf(w, "guard      %s\n", describeGuard(v.entry.Guard))
+	}
 	fmt.Fprintf(w, "\nreply      %d bytes, %d processors\n", r.ReplyLen, len(r.Processors))
 	for i, p := range r.Processors {
 		fmt.Fprintf(w, "  %d  %s\n", i, describe(p, math.MaxInt))

@@ -35,6 +35,10 @@ func (o *statsOptions) run(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
+	mc, err := memcachedOf(c, service)
+	if err != nil {
+		return err
+	}
 	counters, err := ruleCounters(c, service)
 	if err != nil {
 		return err
@@ -42,7 +46,7 @@ func (o *statsOptions) run(ctx context.Context, e *env, args []string) error {
 	v := statsView{
 		ServiceID: service, Matched: s.Matched, Passed: s.Passed, Fallback: s.Fallback,
 		TCChecksum: s.TCChecksum, TCTooLong: s.TCTooLong, TCNoXDP: s.TCNoXDP,
-		BadCsum: s.BadCsum, Rules: s.Rules, RuleBytes: s.RuleBytes,
+		BadCsum: s.BadCsum, Rules: s.Rules, RuleBytes: s.RuleBytes, Memcached: mc,
 		RuleCounters: []ruleCountersView{},
 	}
 	for _, rc := range counters {
@@ -69,16 +73,19 @@ func (o *statsOptions) run(ctx context.Context, e *env, args []string) error {
 }
 
 type statsView struct {
-	ServiceID    uint32             `json:"service_id"`
-	Matched      uint64             `json:"matched"`
-	Passed       uint64             `json:"passed"`
-	Fallback     uint64             `json:"fallback"` // answered in TC, the sum of the three below
-	TCChecksum   uint64             `json:"tc_checksum"`
-	TCTooLong    uint64             `json:"tc_too_long"`
-	TCNoXDP      uint64             `json:"tc_no_xdp"`
-	BadCsum      uint64             `json:"bad_csum"`
-	Rules        uint32             `json:"rules"`
-	RuleBytes    uint64             `json:"rule_bytes"`
+	ServiceID  uint32 `json:"service_id"`
+	Matched    uint64 `json:"matched"`
+	Passed     uint64 `json:"passed"`
+	Fallback   uint64 `json:"fallback"` // answered in TC, the sum of the three below
+	TCChecksum uint64 `json:"tc_checksum"`
+	TCTooLong  uint64 `json:"tc_too_long"`
+	TCNoXDP    uint64 `json:"tc_no_xdp"`
+	BadCsum    uint64 `json:"bad_csum"`
+	Rules      uint32 `json:"rules"`
+	RuleBytes  uint64 `json:"rule_bytes"`
+	// Memcached are the counters of the service's memcached domain, if
+	// it has one.
+	Memcached    *memcachedView     `json:"memcached,omitempty"`
 	RuleCounters []ruleCountersView `json:"rule_counters"` // most hits first
 }
 
@@ -94,6 +101,9 @@ func (v statsView) table(w io.Writer) error {
 	t.row("bad checksum", v.BadCsum)
 	t.row("rules", v.Rules)
 	t.row("rule bytes", v.RuleBytes)
+	if v.Memcached != nil {
+		v.Memcached.rows(t)
+	}
 	if err := t.flush(); err != nil {
 		return err
 	}

@@ -3,6 +3,7 @@ package daemon
 import (
 	"errors"
 	"syscall"
+	"time"
 
 	"github.com/santa-offload/santa/internal/daemon/journal"
 	"github.com/santa-offload/santa/internal/model"
@@ -15,7 +16,8 @@ import (
 // that a bad item is refused with its index.
 
 func (s *Server) addRules(sess *session, req *protocol.AddRules) protocol.Body {
-	return s.batch(sess, req.ServiceID, req.Txn, model.Batch{Add: req.Rules}, req.Rules, func(ids []uint32) protocol.Body {
+	g := requestGuards{add: req.Guards}
+	return s.batch(sess, req.ServiceID, req.Txn, model.Batch{Add: req.Rules}, g, req.Rules, func(ids []uint32) protocol.Body {
 		return &protocol.AddRulesReply{RuleIDs: ids}
 	})
 }
@@ -23,11 +25,18 @@ func (s *Server) addRules(sess *session, req *protocol.AddRules) protocol.Body {
 func (s *Server) replaceRules(sess *session, req *protocol.ReplaceRules) protocol.Body {
 	b := model.Batch{Replace: make([]model.RuleUpdate, len(req.Updates))}
 	items := make([]rule.Rule, len(req.Updates))
+	var g requestGuards
 	for i, u := range req.Updates {
 		b.Replace[i] = model.RuleUpdate{ID: model.RuleID(u.RuleID), Rule: u.Rule}
 		items[i] = u.Rule
+		if u.Guard != nil && g.replace == nil {
+			g.replace = make([]*protocol.Guard, len(req.Updates))
+		}
+		if g.replace != nil {
+			g.replace[i] = u.Guard
+		}
 	}
-	return s.batch(sess, req.ServiceID, req.Txn, b, items, func([]uint32) protocol.Body {
+	return s.batch(sess, req.ServiceID, req.Txn, b, g, items, func([]uint32) protocol.Body {
 		return &protocol.ReplaceRulesReply{}
 	})
 }
@@ -37,7 +46,7 @@ func (s *Server) deleteRules(sess *session, req *protocol.DeleteRules) protocol.
 	for i, id := range req.RuleIDs {
 		b.Delete[i] = model.RuleID(id)
 	}
-	return s.batch(sess, req.ServiceID, req.Txn, b, nil, func([]uint32) protocol.Body {
+	return s.batch(sess, req.ServiceID, req.Txn, b, requestGuards{}, nil, func([]uint32) protocol.Body {
 		return &protocol.DeleteRulesReply{}
 	})
 }
@@ -58,13 +67,13 @@ func compileRules(sv *service, b *model.Batch) *protocol.Error {
 	return nil
 }
 
-// batch applies b to a service now, or stages it in transaction txn.
-// items are the rules the request lists (for error indexes); reply makes
-// the answer from the ids of added rules.
-func (s *Server) batch(sess *session, svc, txnID uint32, b model.Batch, items []rule.Rule,
+// batch applies b, with guards g, to a service now, or stages it in
+// transaction txn. items are the rules the request lists (for error
+// indexes); reply makes the answer from the ids of added rules.
+func (s *Server) batch(sess *session, svc, txnID uint32, b model.Batch, g requestGuards, items []rule.Rule,
 	reply func([]uint32) protocol.Body) protocol.Body {
 	if txnID != 0 {
-		ids, perr := s.stage(sess, svc, txnID, b, items)
+		ids, perr := s.stage(sess, svc, txnID, b, g, items)
 		if perr != nil {
 			return perr
 		}
@@ -76,20 +85,33 @@ func (s *Server) batch(sess *session, svc, txnID uint32, b model.Batch, items []
 	if perr != nil {
 		return perr
 	}
-	if perr := compileRules(sv, &b); perr != nil {
+	if perr := checkBatch(sv, &b, g, nil, model.Batch{}, items); perr != nil {
 		return perr
 	}
-	if perr := checkIDs(sv, b, nil); perr != nil {
-		return perr
-	}
-	if perr := checkOffsets(sv, model.Batch{}, b, items); perr != nil {
-		return perr
-	}
-	ids, perr := s.apply(sess, sv, b, nil, b.Add, items)
+	ids, perr := s.apply(sess, sv, b, g, nil, b.Add, items)
 	if perr != nil {
 		return perr
 	}
 	return reply(ids)
+}
+
+// checkBatch checks at once what can be of b, with guards g, on service
+// sv, a transaction's besides what it touched and staged already (or
+// nothing), and compiles its rules. Called with s.mu held.
+func checkBatch(sv *service, b *model.Batch, g requestGuards, touched map[model.RuleID]bool, staged model.Batch, items []rule.Rule) *protocol.Error {
+	if perr := compileRules(sv, b); perr != nil {
+		return perr
+	}
+	if perr := checkGuards(sv, g.add); perr != nil {
+		return perr
+	}
+	if perr := checkGuards(sv, g.replace); perr != nil {
+		return perr
+	}
+	if perr := checkIDs(sv, *b, touched); perr != nil {
+		return perr
+	}
+	return checkOffsets(sv, staged, *b, items)
 }
 
 // checkIDs refuses an id of a replacement or deletion that is not a rule
@@ -120,13 +142,14 @@ func checkIDs(sv *service, b model.Batch, touched map[model.RuleID]bool) *protoc
 	return nil
 }
 
-// apply makes one all-or-nothing change: quota, data plane, state,
-// journal, in that order, so that what the client hears of is saved. The
-// change is transaction t's, or nil; the rules the owner's other open
-// transactions hold count against its quota. adds are the rules of an
-// ADD_RULES request (for the quota error's index), items those of any
-// request (for a duplicate's). Called with s.mu held.
-func (s *Server) apply(sess *session, sv *service, b model.Batch, t *txn, adds, items []rule.Rule) ([]uint32, *protocol.Error) {
+// apply makes one all-or-nothing change, b with guards g: quota, data
+// plane, state, journal, in that order, so that what the client hears of
+// is saved (but guarded rules: guards.go). The change is transaction t's,
+// or nil; the rules the owner's other open transactions hold count against
+// its quota. adds are the rules of an ADD_RULES request (for the quota
+// error's index), items those of any request (for a duplicate's). Called
+// with s.mu held.
+func (s *Server) apply(sess *session, sv *service, b model.Batch, g requestGuards, t *txn, adds, items []rule.Rule) ([]uint32, *protocol.Error) {
 	if len(b.Add)+len(b.Replace)+len(b.Delete) == 0 {
 		return []uint32{}, nil
 	}
@@ -136,13 +159,18 @@ func (s *Server) apply(sess *session, sv *service, b model.Batch, t *txn, adds, 
 			return nil, perr
 		}
 	}
+	b.AddGuards, b.ReplaceGuards = g.at(time.Now())
 	ids, err := s.dp.Apply(sv.ID, b)
 	if err != nil {
 		return nil, batchError(err, sv, items)
 	}
 	b.AddIDs = ids
+	saved := journalBatch(sv, b)
 	s.st.applied(sv, b)
-	if err := s.record(func(j *journal.Journal) error { return j.Apply(sv.ID, b) }); err != nil {
+	if len(saved.Add)+len(saved.Replace)+len(saved.Delete) == 0 {
+		return wireIDs(ids), nil
+	}
+	if err := s.record(func(j *journal.Journal) error { return j.Apply(sv.ID, saved) }); err != nil {
 		return nil, notSaved(err)
 	}
 	return wireIDs(ids), nil

@@ -41,6 +41,12 @@ func (s *Server) handle(sess *session, req protocol.Body, fds []int) protocol.Bo
 		return s.learn(sess, req)
 	case *protocol.Hot:
 		return s.hot(sess, req)
+	case *protocol.Parser:
+		return s.parser(sess, req)
+	case *protocol.Generation:
+		return s.generation(sess, req)
+	case *protocol.MemcachedStats:
+		return s.memcachedStats(sess, req)
 	}
 	return protocol.Errorf(syscall.EPROTO, "%v is not a request", req.Type())
 }

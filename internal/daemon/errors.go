@@ -26,6 +26,8 @@ func dataplaneError(err error) *protocol.Error {
 		code = syscall.ENOSPC
 	case errors.Is(err, model.ErrNotSupported):
 		code = syscall.EOPNOTSUPP
+	case errors.Is(err, model.ErrStaleGuard):
+		code = syscall.ESTALE
 	case errors.As(err, &limit):
 	case errors.As(err, &errno):
 		code = errno // the kernel's own refusal

@@ -3,6 +3,7 @@ package daemon
 import (
 	"bytes"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 
@@ -29,6 +30,9 @@ type fakeService struct {
 	rules    map[model.RuleID]rule.Rule
 	learning model.Learning
 	hot      model.HotSet // what Hot gives while it learns
+	parser   model.Parser
+	guards   map[model.RuleID]*model.Guard // of its guarded rules
+	epoch    uint32                        // of the domain it starts: a new one each start
 }
 
 func newFakeDP() *fakeDP {
@@ -48,7 +52,7 @@ func (f *fakeDP) AddService(_ int, info model.SocketInfo) (model.ServiceID, erro
 	}
 	id := f.nextSvc
 	f.nextSvc++
-	f.services[id] = &fakeService{cookie: info.Cookie, rules: map[model.RuleID]rule.Rule{}}
+	f.services[id] = &fakeService{cookie: info.Cookie, rules: map[model.RuleID]rule.Rule{}, guards: map[model.RuleID]*model.Guard{}}
 	return id, nil
 }
 
@@ -58,7 +62,7 @@ func (f *fakeDP) RestoreService(id model.ServiceID, info model.SocketInfo) error
 	if !f.restorable[info.Cookie] {
 		return model.ErrSocketClosed
 	}
-	f.services[id] = &fakeService{cookie: info.Cookie, rules: map[model.RuleID]rule.Rule{}}
+	f.services[id] = &fakeService{cookie: info.Cookie, rules: map[model.RuleID]rule.Rule{}, guards: map[model.RuleID]*model.Guard{}}
 	return nil
 }
 
@@ -90,6 +94,11 @@ func (f *fakeDP) Apply(id model.ServiceID, b model.Batch) ([]model.RuleID, error
 		c := compiled[i]
 		if want, err := rule.Compile(r); err != nil || !bytes.Equal(c.Template, want.Template) {
 			return nil, fmt.Errorf("rule %d of the batch: compiled form %q is not the rule's (%v)", i, c.Template, err)
+		}
+	}
+	for _, g := range slices.Concat(b.AddGuards, b.ReplaceGuards) {
+		if err := f.checkGuard(s, g); err != nil {
+			return nil, err
 		}
 	}
 	next := map[model.RuleID]rule.Rule{}
@@ -125,7 +134,24 @@ func (f *fakeDP) Apply(id model.ServiceID, b model.Batch) ([]model.RuleID, error
 		f.nextRule = max(f.nextRule, ids[i]+1)
 	}
 	s.rules = next
+	for _, rid := range b.Delete {
+		delete(s.guards, rid)
+	}
+	for i, u := range b.Replace {
+		s.guard(u.ID, b.ReplaceGuards, i)
+	}
+	for i, rid := range ids {
+		s.guard(rid, b.AddGuards, i)
+	}
 	return ids, nil
+}
+
+// guard records guard i of gs (nil: none) for rule id.
+func (s *fakeService) guard(id model.RuleID, gs []*model.Guard, i int) {
+	delete(s.guards, id)
+	if gs != nil && gs[i] != nil {
+		s.guards[id] = gs[i]
+	}
 }
 
 // ReserveRuleIDs hands out the next ids; the fake never reuses an id, so
@@ -211,4 +237,80 @@ func (f *fakeDP) setHot(id model.ServiceID, h model.HotSet) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.services[id].hot = h
+}
+
+// SetParser marks services as the data plane does: a domain's first
+// service starts it, in a new life each time, the others join it.
+func (f *fakeDP) SetParser(id model.ServiceID, p model.Parser) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s := f.services[id]
+	if s == nil {
+		return model.ErrUnknownService
+	}
+	if p.Kind == model.ParserMemcached && p.Domain != id {
+		if d := f.services[p.Domain]; d == nil || d.parser != (model.Parser{Kind: model.ParserMemcached, Domain: p.Domain}) {
+			return fmt.Errorf("domain %d not started", p.Domain)
+		}
+	}
+	s.parser = p
+	if p.Kind == model.ParserMemcached && p.Domain == id {
+		s.epoch++
+	}
+	return nil
+}
+
+// Generation gives the domain's life, generations 7 and 3 of every key.
+func (f *fakeDP) Generation(id model.ServiceID, key []byte) (model.Generation, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	d, err := f.domainOf(id)
+	if err != nil {
+		return model.Generation{}, err
+	}
+	return model.Generation{Gen: 7, DomainGen: 3, Epoch: d.epoch}, nil
+}
+
+// MemcachedStats gives counters that tell the domain: writes is its id.
+func (f *fakeDP) MemcachedStats(id model.ServiceID) (model.MemcachedStats, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, err := f.domainOf(id); err != nil {
+		return model.MemcachedStats{}, err
+	}
+	return model.MemcachedStats{Writes: uint64(f.services[id].parser.Domain), GuardStale: 2}, nil
+}
+
+// domainOf is the service that started the domain of memcached service id.
+func (f *fakeDP) domainOf(id model.ServiceID) (*fakeService, error) {
+	s := f.services[id]
+	switch {
+	case s == nil:
+		return nil, model.ErrUnknownService
+	case s.parser.Kind != model.ParserMemcached:
+		return nil, model.ErrNotMemcached
+	}
+	return f.services[s.parser.Domain], nil
+}
+
+// checkGuard refuses what the data plane refuses of a guard of s: any,
+// unless s is a memcached service; one of another life of its domain.
+func (f *fakeDP) checkGuard(s *fakeService, g *model.Guard) error {
+	if g == nil {
+		return nil
+	}
+	if s.parser.Kind != model.ParserMemcached {
+		return model.ErrNotMemcached
+	}
+	if d := f.services[s.parser.Domain]; g.At.Epoch != d.epoch {
+		return fmt.Errorf("%w: life %d, not %d", model.ErrStaleGuard, g.At.Epoch, d.epoch)
+	}
+	return nil
+}
+
+// guardsOf are the guards the fake data plane runs for a service's rules.
+func (f *fakeDP) guardsOf(id model.ServiceID) map[model.RuleID]*model.Guard {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return maps.Clone(f.services[id].guards)
 }

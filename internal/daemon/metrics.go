@@ -26,9 +26,11 @@ type serviceRow struct {
 func (s *Server) writeMetrics(out io.Writer) error {
 	s.mu.Lock()
 	var rows []serviceRow
-	var ids []model.ServiceID
-	for js := range s.st.journaled {
-		sv := s.st.services[js.ID]
+	var ids, domains []model.ServiceID
+	for sv := range s.st.byID {
+		if sv.parser == (model.Parser{Kind: model.ParserMemcached, Domain: sv.ID}) {
+			domains = append(domains, sv.ID)
+		}
 		ids = append(ids, sv.ID)
 		rows = append(rows, serviceRow{use: sv.use, labels: []string{"service", strconv.Itoa(int(sv.ID)),
 			"port", strconv.Itoa(int(sv.Info.Local.Port())), "owner_uid", strconv.Itoa(int(sv.UID)), "manager", sv.manager}})
@@ -42,6 +44,10 @@ func (s *Server) writeMetrics(out io.Writer) error {
 	// Counters are read without the lock: a service may end meanwhile.
 	for i, id := range ids {
 		rows[i].stats, _ = s.dp.ServiceStats(id)
+	}
+	mc := make([]model.MemcachedStats, len(domains))
+	for i, id := range domains {
+		mc[i], _ = s.dp.MemcachedStats(id)
 	}
 	paths, err := s.dp.PathStats()
 	if err != nil {
@@ -95,6 +101,7 @@ func (s *Server) writeMetrics(out io.Writer) error {
 			w.Sample("santa_service_tc_answered_total", reason.n, append(slices.Clone(r.labels), "reason", reason.name)...)
 		}
 	}
+	writeMemcachedMetrics(w, domains, mc)
 	w.Family("santa_uid_rules", "gauge", "Rules installed on the services of a uid, what its quota counts.")
 	for _, uid := range slices.Sorted(maps.Keys(uids)) {
 		w.Sample("santa_uid_rules", uint64(uids[uid].rules), "uid", strconv.Itoa(int(uid)))
@@ -108,4 +115,40 @@ func (s *Server) writeMetrics(out io.Writer) error {
 		w.Sample("santa_path_packets_total", paths[p], "path", p)
 	}
 	return w.Flush()
+}
+
+// memcachedFamilies are the counters of a memcached domain
+// (model.MemcachedStats), by the name of their family.
+var memcachedFamilies = []struct {
+	name, help string
+	value      func(model.MemcachedStats) uint64
+}{
+	{"santa_memcached_writes_total", "Write commands the data plane saw reach memcached.", func(s model.MemcachedStats) uint64 { return s.Writes }},
+	{"santa_memcached_key_bumps_total", "Key generations bumped: a write's arrival, its reply, its connection's end.", func(s model.MemcachedStats) uint64 { return s.KeyBumps }},
+	{"santa_memcached_domain_bumps_total", "Domain generations bumped: flush_all, writes of unknown keys, lost sync.", func(s model.MemcachedStats) uint64 { return s.DomainBumps }},
+	{"santa_memcached_completed_total", "Writes whose reply left memcached.", func(s model.MemcachedStats) uint64 { return s.Completed }},
+	{"santa_memcached_released_total", "Writes in flight when their connection ended.", func(s model.MemcachedStats) uint64 { return s.Released }},
+	{"santa_memcached_overflow_total", "One-key writes beyond a connection's ring, held domain-wide.", func(s model.MemcachedStats) uint64 { return s.Overflow }},
+	{"santa_memcached_lost_total", "Streams (connections, datagrams) whose parsing lost sync.", func(s model.MemcachedStats) uint64 { return s.Lost }},
+}
+
+// writeMemcachedMetrics writes the counters of each domain, by the id of
+// the service that started it.
+func writeMemcachedMetrics(w promtext.Writer, domains []model.ServiceID, stats []model.MemcachedStats) {
+	for _, f := range memcachedFamilies {
+		w.Family(f.name, "counter", f.help)
+		for i, d := range domains {
+			w.Sample(f.name, f.value(stats[i]), "domain", strconv.Itoa(int(d)))
+		}
+	}
+	w.Family("santa_memcached_guard_refused_total", "counter", "Answers of guarded rules refused, by reason: "+
+		"stale, a generation moved; in_flight, a write in flight, or a connection of the domain lost sync; expired, past the deadline.")
+	for i, d := range domains {
+		for _, r := range []struct {
+			reason string
+			n      uint64
+		}{{"stale", stats[i].GuardStale}, {"in_flight", stats[i].GuardInFlight}, {"expired", stats[i].GuardExpired}} {
+			w.Sample("santa_memcached_guard_refused_total", r.n, "domain", strconv.Itoa(int(d)), "reason", r.reason)
+		}
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"slices"
 	"syscall"
+	"time"
 
 	"github.com/santa-offload/santa/internal/model"
 	"github.com/santa-offload/santa/internal/protocol"
@@ -15,10 +16,11 @@ const pageRoom = protocol.MaxMessage - protocol.PageOverhead
 // listRules answers one page of a service's rules in rising id order: as
 // many as fit one reply, or max if fewer.
 //
-// Version 1 cannot carry a length condition, and leaving it out would list
-// a rule that answers fewer requests than it says: a page of version 1
-// ends before a rule with one, and a page that would start with it is
-// refused (EPROTONOSUPPORT), so that the client learns what it cannot see.
+// Version 1 cannot carry a length condition or a guard, and leaving either
+// out would list a rule that answers fewer requests than it says: a page
+// of version 1 ends before a rule with one, and a page that would start
+// with it is refused (EPROTONOSUPPORT), so that the client learns what it
+// cannot see.
 func (s *Server) listRules(sess *session, req *protocol.ListRules) protocol.Body {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -27,13 +29,13 @@ func (s *Server) listRules(sess *session, req *protocol.ListRules) protocol.Body
 		return perr
 	}
 	r := &protocol.ListRulesReply{}
-	ids, room := page(sv, req.Start), pageRoom
+	ids, room, now := page(sv, req.Start), pageRoom, time.Now()
 	for _, id := range ids {
-		e := protocol.RuleEntry{RuleID: uint32(id), Rule: sv.Rules[id]}
-		if sess.version < protocol.Version2 && e.Rule.Condition.HasLength() {
+		e := protocol.RuleEntry{RuleID: uint32(id), Rule: sv.Rules[id], Guard: listedGuard(sv.guards[id], now)}
+		if what := version2Only(e); sess.version < protocol.Version2 && what != "" {
 			if len(r.Rules) == 0 {
-				return protocol.Errorf(syscall.EPROTONOSUPPORT, "rule %d of service %d has a length condition (request length %s), "+
-					"which protocol version %d cannot carry: list it over version %d", id, sv.ID, e.Rule.Condition.LengthText(), sess.version, protocol.Version2)
+				return protocol.Errorf(syscall.EPROTONOSUPPORT, "rule %d of service %d has %s, "+
+					"which protocol version %d cannot carry: list it over version %d", id, sv.ID, what, sess.version, protocol.Version2)
 			}
 			r.Next = uint32(id)
 			return r
@@ -48,6 +50,17 @@ func (s *Server) listRules(sess *session, req *protocol.ListRules) protocol.Body
 	}
 	r.Next = protocol.LastPage
 	return r
+}
+
+// version2Only names what of e version 1 cannot carry, if anything.
+func version2Only(e protocol.RuleEntry) string {
+	switch {
+	case e.Rule.Condition.HasLength():
+		return "a length condition (request length " + e.Rule.Condition.LengthText() + ")"
+	case e.Guard != nil:
+		return "a guard"
+	}
+	return ""
 }
 
 // ruleStats answers one page of a service's rule counters.

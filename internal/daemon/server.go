@@ -25,6 +25,9 @@ type Dataplane interface {
 	PathStats() (model.PathStats, error)
 	SetLearning(model.ServiceID, model.Learning) error
 	Hot(id model.ServiceID, max int) (model.HotSet, error)
+	SetParser(model.ServiceID, model.Parser) error
+	Generation(id model.ServiceID, key []byte) (model.Generation, error)
+	MemcachedStats(model.ServiceID) (model.MemcachedStats, error)
 }
 
 // Server answers santad's clients and keeps the state, the journal and

@@ -154,12 +154,12 @@ func (s *Server) listServices(sess *session) protocol.Body {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	r := &protocol.ListServicesReply{}
-	for sv := range s.st.journaled {
+	for sv := range s.st.byID {
 		if len(r.Services) == fit {
 			break
 		}
 		if sess.peer.Admin || sv.UID == sess.peer.UID {
-			r.Services = append(r.Services, *serviceInfo(s.st.services[sv.ID]))
+			r.Services = append(r.Services, *serviceInfo(sv))
 		}
 	}
 	return r

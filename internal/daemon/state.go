@@ -6,6 +6,7 @@ import (
 	"github.com/santa-offload/santa/internal/daemon/journal"
 	"github.com/santa-offload/santa/internal/maputil"
 	"github.com/santa-offload/santa/internal/model"
+	"github.com/santa-offload/santa/rule"
 )
 
 // service is an attached socket as santad knows it.
@@ -19,6 +20,12 @@ type service struct {
 	// set its learning. Not journaled: after a restart, the manager's
 	// next LEARN names it again.
 	manager string
+	// parser is PARSER's, and guards are the guards of its guarded rules
+	// (of Rules too). Neither is journaled, nor are its guarded rules: a
+	// guard holds the data plane's generations, which a restart does not
+	// keep (guards.go).
+	parser model.Parser
+	guards map[model.RuleID]*model.Guard
 }
 
 // state is every service with its owner and rules: what the journal holds
@@ -57,35 +64,41 @@ func (st *state) remove(s *service) {
 	st.charge(s, usage{-s.use.rules, -s.use.bytes}, -s.size)
 }
 
-// applied records a batch the data plane took; b.AddIDs are its new ids.
+// applied records a batch the data plane took; b.AddIDs are its new ids,
+// b.AddGuards and b.ReplaceGuards its guards.
 func (st *state) applied(s *service, b model.Batch) {
 	var use usage
 	var size int64
 	drop := func(id model.RuleID) {
 		old := s.Rules[id]
 		use = use.minus(ruleUse(old))
-		size -= journal.RuleSize(old)
+		size -= s.journalSize(id, old)
 		if s.offsets[old.Condition.Offset]--; s.offsets[old.Condition.Offset] == 0 {
 			delete(s.offsets, old.Condition.Offset)
 		}
+		delete(s.guards, id)
+	}
+	put := func(id model.RuleID, r rule.Rule, g *model.Guard) {
+		s.Rules[id] = r
+		if g != nil {
+			s.guards = maputil.Reserve(s.guards, 1)
+			s.guards[id] = g
+		}
+		s.offsets[r.Condition.Offset]++
+		use = use.plus(ruleUse(r))
+		size += s.journalSize(id, r)
 	}
 	for _, id := range b.Delete {
 		drop(id)
 		delete(s.Rules, id)
 	}
-	for _, u := range b.Replace {
+	for i, u := range b.Replace {
 		drop(u.ID)
-		s.Rules[u.ID] = u.Rule
-		s.offsets[u.Rule.Condition.Offset]++
-		use = use.plus(ruleUse(u.Rule))
-		size += journal.RuleSize(u.Rule)
+		put(u.ID, u.Rule, guardAt(b.ReplaceGuards, i))
 	}
 	s.Rules = maputil.Reserve(s.Rules, len(b.Add))
 	for i, r := range b.Add {
-		s.Rules[b.AddIDs[i]] = r
-		s.offsets[r.Condition.Offset]++
-		use = use.plus(ruleUse(r))
-		size += journal.RuleSize(r)
+		put(b.AddIDs[i], r, guardAt(b.AddGuards, i))
 	}
 	if len(b.Add)+len(b.Delete) > 0 {
 		s.sorted = nil
@@ -93,6 +106,15 @@ func (st *state) applied(s *service, b model.Batch) {
 	s.use = s.use.plus(use)
 	s.size += size
 	st.charge(s, use, size)
+}
+
+// journalSize is what rule id takes in a journal snapshot: nothing if it
+// is guarded.
+func (s *service) journalSize(id model.RuleID, r rule.Rule) int64 {
+	if s.guards[id] != nil {
+		return 0
+	}
+	return journal.RuleSize(r)
 }
 
 func (st *state) charge(s *service, use usage, size int64) {
@@ -116,15 +138,25 @@ func (s *service) ids() []model.RuleID {
 	return s.sorted
 }
 
-// journaled lists the services for a journal snapshot, by id.
-func (st *state) journaled(yield func(*journal.Service) bool) {
+// byID lists the services by id.
+func (st *state) byID(yield func(*service) bool) {
 	ids := make([]model.ServiceID, 0, len(st.services))
 	for id := range st.services {
 		ids = append(ids, id)
 	}
 	slices.Sort(ids)
 	for _, id := range ids {
-		if !yield(&st.services[id].Service) {
+		if !yield(st.services[id]) {
+			return
+		}
+	}
+}
+
+// journaled lists the services for a journal snapshot, by id, each with
+// its unguarded rules only.
+func (st *state) journaled(yield func(*journal.Service) bool) {
+	for sv := range st.byID {
+		if !yield(sv.unguarded()) {
 			return
 		}
 	}

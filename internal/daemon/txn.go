@@ -21,6 +21,7 @@ const maxTxns = 4
 type txn struct {
 	svc     *service
 	batch   model.Batch
+	guards  requestGuards         // of batch's rules
 	use     usage                 // what batch changes in the owner's quota, as staged
 	hold    usage                 // what its added rules hold of the owner's quota (Server.held)
 	touched map[model.RuleID]bool // replaced or deleted
@@ -99,20 +100,14 @@ func (s *Server) open(sess *session, id, svc uint32) (*txn, *protocol.Error) {
 // rules it adds hold their share of the quota, rules and bytes, until it
 // ends: their reserved ids count against the host's capacity, so a uid may
 // not hold more than its quota, staged or installed (COMMIT checks again).
-func (s *Server) stage(sess *session, svc, id uint32, b model.Batch, items []rule.Rule) ([]uint32, *protocol.Error) {
+func (s *Server) stage(sess *session, svc, id uint32, b model.Batch, g requestGuards, items []rule.Rule) ([]uint32, *protocol.Error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	t, perr := s.open(sess, id, svc)
 	if perr != nil {
 		return nil, perr
 	}
-	if perr := compileRules(t.svc, &b); perr != nil {
-		return nil, perr
-	}
-	if perr := checkIDs(t.svc, b, t.touched); perr != nil {
-		return nil, perr
-	}
-	if perr := checkOffsets(t.svc, t.batch, b, items); perr != nil {
+	if perr := checkBatch(t.svc, &b, g, t.touched, t.batch, items); perr != nil {
 		return nil, perr
 	}
 	if n := t.items() + len(b.Add) + len(b.Replace) + len(b.Delete); n > int(s.capacity) {
@@ -133,6 +128,8 @@ func (s *Server) stage(sess *session, svc, id uint32, b model.Batch, items []rul
 	s.held[sv.UID] = s.held[sv.UID].plus(hold)
 	t.hold = t.hold.plus(hold)
 	t.use = more
+	t.guards.add = appendGuards(t.guards.add, len(t.batch.Add), g.add, len(b.Add))
+	t.guards.replace = appendGuards(t.guards.replace, len(t.batch.Replace), g.replace, len(b.Replace))
 	t.batch.AddIDs = append(t.batch.AddIDs, ids...)
 	t.batch.Add = append(t.batch.Add, b.Add...)
 	t.batch.AddCompiled = append(t.batch.AddCompiled, b.AddCompiled...)
@@ -164,7 +161,7 @@ func (s *Server) commit(sess *session, req *protocol.Commit) protocol.Body {
 	if perr := checkIDs(t.svc, t.batch, nil); perr != nil {
 		return protocol.Errorf(perr.Code, "transaction %d: %s", req.Txn, perr.Message)
 	}
-	ids, perr := s.apply(sess, t.svc, t.batch, t, nil, nil)
+	ids, perr := s.apply(sess, t.svc, t.batch, t.guards, t, nil, nil)
 	if perr != nil {
 		return perr
 	}

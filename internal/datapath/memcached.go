@@ -177,8 +177,8 @@ func (st *store) guardOf(svc *service, g *model.Guard) (*santaSantaGuard, error)
 		return nil, fmt.Errorf("reading domain %d: %w", domain, err)
 	}
 	if g.At.Epoch == 0 || g.At.Epoch != live {
-		return nil, fmt.Errorf("a guard of life %d of domain %d, which is at life %d: read its generations again",
-			g.At.Epoch, domain, live)
+		return nil, fmt.Errorf("%w: a guard of life %d of domain %d, which is at life %d: read its generations again",
+			model.ErrStaleGuard, g.At.Epoch, domain, live)
 	}
 	v := &santaSantaGuard{Domain: uint32(domain), Epoch: g.At.Epoch, Slot: uint32(santaSantaMcLayoutSANTA_MC_NO_SLOT),
 		Gen: g.At.Gen, DomainGen: g.At.DomainGen}

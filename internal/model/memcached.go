@@ -93,3 +93,7 @@ func CheckMemcachedKey(key []byte) error {
 // ErrNotMemcached: a guard or generation asked of a service whose parser
 // is not memcached's.
 var ErrNotMemcached = errors.New("not a memcached service (SetParser)")
+
+// ErrStaleGuard: a guard of another life of its domain than the domain's
+// now (it died and started again since its generations were read).
+var ErrStaleGuard = errors.New("stale guard")

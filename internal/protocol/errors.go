@@ -63,6 +63,7 @@ var errnoNames = map[syscall.Errno]string{
 	syscall.EMSGSIZE:        "EMSGSIZE",
 	syscall.EPROTONOSUPPORT: "EPROTONOSUPPORT",
 	syscall.EOPNOTSUPP:      "EOPNOTSUPP",
+	syscall.ESTALE:          "ESTALE",
 	syscall.EDQUOT:          "EDQUOT",
 }
 

@@ -9,9 +9,10 @@ import (
 	"testing"
 )
 
-// Version 2's learning messages, a service's manager and the reasons its
-// requests were answered in TC. (The C and Python SDKs do not speak LEARN
-// and HOT: vectors.json holds the manager only.)
+// Version 2's learning and memcached messages, a service's manager and the
+// reasons its requests were answered in TC. (The C and Python SDKs speak
+// none of LEARN, HOT, PARSER, GENERATION and MEMCACHED_STATS: vectors.json
+// holds the manager and guarded rules only.)
 var v2Messages = []struct {
 	name string
 	body Body
@@ -23,6 +24,19 @@ var v2Messages = []struct {
 	{"hot", &Hot{ServiceID: 3, Max: 100}, "03000000" + "64000000"},
 	{"hot reply", &HotReply{WindowMS: 1000, Requests: []HotRequest{{Passes: 9, Key: []byte("ab")}, {Passes: 1, Key: []byte{}}}},
 		"e8030000" + "02000000" + "09000000" + "0200" + "6162" + "01000000" + "0000"},
+	{"parser memcached", &Parser{ServiceID: 3, Kind: ParserMemcached, Domain: 2}, "03000000" + "01" + "02000000"},
+	{"parser none", &Parser{ServiceID: 3}, "03000000" + "00" + "00000000"},
+	{"parser reply", &ParserReply{}, ""},
+	{"generation", &Generation{ServiceID: 3, Key: []byte("k1")}, "03000000" + "0200" + "6b31"},
+	{"generation reply", &GenerationReply{Gen: 5, DomainGen: 2, Epoch: 1, InFlight: true}, "05000000" + "02000000" + "01000000" + "01"},
+	{"memcached stats", &MemcachedStats{ServiceID: 3}, "03000000"},
+	{"memcached stats reply", &MemcachedStatsReply{Domain: 2, Writes: 1, KeyBumps: 2, DomainBumps: 3, Completed: 4, Released: 5,
+		Overflow: 6, Lost: 7, GuardStale: 8, GuardInFlight: 9, GuardExpired: 10},
+		"02000000" + "0100000000000000" + "0200000000000000" + "0300000000000000" + "0400000000000000" + "0500000000000000" +
+			"0600000000000000" + "0700000000000000" + "0800000000000000" + "0900000000000000" + "0a00000000000000"},
+	{"a domain guard", &ReplaceRules{ServiceID: 3, Updates: []RuleEntry{{RuleID: 1, Rule: helloRule, Guard: &Guard{Epoch: 4}}}},
+		"03000000" + "00000000" + "01000000" + "01000000" + "0000" + "0500" + "48656c6c6f" + "0600" + "01" + "02" +
+			"0000" + "00000000" + "00000000" + "04000000" + "00000000" + "0100" + "0000" + "0600" + "434f4d535953"},
 	{"service with its manager", &ServiceInfo{ServiceID: 4, Protocol: 17, Family: 4, Port: 53, Addr: [16]byte{10, 0, 0, 1},
 		Cookie: 7, NetnsCookie: 8, OwnerUID: 0, Rules: 1, Manager: "santa-offload"},
 		"04000000" + "11" + "04" + "3500" + "0a000001000000000000000000000000" + "0700000000000000" + "0800000000000000" +

@@ -124,6 +124,18 @@ func newBody(t Type) Body {
 		return &Hot{}
 	case TypeHot | ReplyBit:
 		return &HotReply{}
+	case TypeParser:
+		return &Parser{}
+	case TypeParser | ReplyBit:
+		return &ParserReply{}
+	case TypeGeneration:
+		return &Generation{}
+	case TypeGeneration | ReplyBit:
+		return &GenerationReply{}
+	case TypeMemcachedStats:
+		return &MemcachedStats{}
+	case TypeMemcachedStats | ReplyBit:
+		return &MemcachedStatsReply{}
 	case TypeError:
 		return &Error{}
 	}

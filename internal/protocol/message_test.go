@@ -112,7 +112,8 @@ func TestType(t *testing.T) {
 		{TypeError, true, true, "ERROR"},
 		{0, false, false, "type 0x0000"},
 		{TypeHot.Reply(), true, true, "HOT reply"},
-		{17, false, false, "type 0x0011"},
+		{TypeMemcachedStats, true, false, "MEMCACHED_STATS"},
+		{20, false, false, "type 0x0014"},
 		{ReplyBit, false, true, "type 0x8000"},
 		{0x7fff, false, false, "type 0x7fff"},
 	}

@@ -1,6 +1,10 @@
 package protocol
 
-import "github.com/santa-offload/santa/rule"
+import (
+	"slices"
+
+	"github.com/santa-offload/santa/rule"
+)
 
 // MaxClientName is the longest client name HELLO may carry.
 const MaxClientName = 64
@@ -41,6 +45,9 @@ type AddRules struct {
 	ServiceID uint32
 	Txn       uint32
 	Rules     []rule.Rule
+	// Guards (version 2) is nil, or holds one guard or nil for each rule;
+	// decoded, it is nil unless a rule has a guard.
+	Guards []*Guard
 }
 
 func (*AddRules) Type() Type { return TypeAddRules }
@@ -48,7 +55,23 @@ func (*AddRules) Type() Type { return TypeAddRules }
 func (a *AddRules) fields(c codec) {
 	c.u32("service_id", &a.ServiceID)
 	c.u32("txn", &a.Txn)
-	list(c, "rules", 4, 1, minRuleSize, &a.Rules, ruleFields)
+	if a.Guards != nil && len(a.Guards) != len(a.Rules) {
+		c.refuse("rules", "%d guards for %d rules: one each (nil for none), or none", len(a.Guards), len(a.Rules))
+		return
+	}
+	n := c.count("rules", 4, 1, minRuleSize, len(a.Rules))
+	guards := make([]*Guard, 0, n)
+	each(c, "rules", &a.Rules, n, func(c codec, r *rule.Rule) {
+		var g *Guard
+		if a.Guards != nil {
+			g = a.Guards[len(guards)]
+		}
+		ruleFields(c, r, &g)
+		guards = append(guards, g)
+	})
+	if a.Guards == nil && slices.ContainsFunc(guards, func(g *Guard) bool { return g != nil }) {
+		a.Guards = guards // decoded
+	}
 }
 
 // ReplaceRules gives rules new contents; each keeps its id.

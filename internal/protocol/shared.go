@@ -21,36 +21,48 @@ var processorKinds = []string{
 	rule.ProcessorCopy: "copy",
 }
 
-func ruleFields(c codec, r *rule.Rule) {
+// ruleFields is a rule and its guard (*g: nil for none; a decoded guard
+// is allocated there).
+func ruleFields(c codec, r *rule.Rule, g **Guard) {
 	c.u16("cond_off", &r.Condition.Offset)
 	c.bytes16("pattern", &r.Condition.Pattern)
 	c.u16("reply_len", &r.ReplyLen)
 	n := c.count("processors", 1, 0, minProcessorSize, len(r.Processors))
-	ruleFlags(c, &r.Condition)
+	ruleFlags(c, &r.Condition, g)
 	each(c, "processors", &r.Processors, n, processorFields)
 }
 
-// ruleFlagLength, bit 0 of a rule's flags (version 2): min_len and max_len
-// follow the flags.
-const ruleFlagLength = 1
+// A rule's flags (version 2): bit 0, min_len and max_len follow; bit 1, a
+// guard follows them.
+const (
+	ruleFlagLength = 1
+	ruleFlagGuard  = 2
+)
 
 // ruleFlags is a rule's flags byte and what it announces. Version 1 has no
-// flags (0), and no length condition: a rule with one cannot be sent in it.
-func ruleFlags(c codec, cond *rule.Condition) {
+// flags (0), no length condition and no guard: a rule with either cannot
+// be sent in it.
+func ruleFlags(c codec, cond *rule.Condition, g **Guard) {
 	if c.version() < Version2 {
 		if cond.HasLength() {
 			c.refuse("flags", "a length condition needs protocol version %d; this connection speaks version %d", Version2, c.version())
+		}
+		if *g != nil {
+			c.refuse("flags", "a guard needs protocol version %d; this connection speaks version %d", Version2, c.version())
 		}
 		c.zero("flags")
 		return
 	}
 	var flags uint8
 	if cond.HasLength() {
-		flags = ruleFlagLength
+		flags |= ruleFlagLength
+	}
+	if *g != nil {
+		flags |= ruleFlagGuard
 	}
 	c.u8("flags", &flags)
-	if flags&^ruleFlagLength != 0 {
-		c.refuse("flags", "is %#02x; version %d defines bit 0 (a length condition follows) only", flags, c.version())
+	if flags&^(ruleFlagLength|ruleFlagGuard) != 0 {
+		c.refuse("flags", "is %#02x; version %d defines bit 0 (a length condition follows) and bit 1 (a guard follows) only", flags, c.version())
 	}
 	if flags&ruleFlagLength != 0 {
 		c.u16("min_len", &cond.MinLen)
@@ -58,6 +70,12 @@ func ruleFlags(c codec, cond *rule.Condition) {
 		if !cond.HasLength() { // every body has one encoding
 			c.refuse("max_len", "min_len and max_len are 0, which allows every length: that is flags bit 0 clear")
 		}
+	}
+	if flags&ruleFlagGuard != 0 {
+		if *g == nil {
+			*g = &Guard{}
+		}
+		c.object("guard", func(c codec) { guardFields(c, *g) })
 	}
 }
 
@@ -78,15 +96,16 @@ func processorFields(c codec, p *rule.Processor) {
 }
 
 // RuleEntry is a rule with its id: an update of REPLACE_RULES, an item of a
-// LIST_RULES page.
+// LIST_RULES page. Guard (version 2) is nil for a rule without one.
 type RuleEntry struct {
 	RuleID uint32
 	Rule   rule.Rule
+	Guard  *Guard
 }
 
 func ruleEntryFields(c codec, e *RuleEntry) {
 	c.u32("rule_id", &e.RuleID)
-	c.object("rule", func(c codec) { ruleFields(c, &e.Rule) })
+	c.object("rule", func(c codec) { ruleFields(c, &e.Rule, &e.Guard) })
 }
 
 // ServiceInfo is a service: the ATTACH reply, an item of LIST_SERVICES'.

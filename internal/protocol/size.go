@@ -32,10 +32,11 @@ func (s *sizer) variant(_ []string, _ *uint8, f func(codec)) {
 	f(s)
 }
 
-// RuleSize is what r takes in a batch of version v.
+// RuleSize is what r, without a guard, takes in a batch of version v.
 func RuleSize(v uint16, r *rule.Rule) int {
 	s := sizer{v: v}
-	ruleFields(&s, r)
+	var g *Guard
+	ruleFields(&s, r, &g)
 	return s.n
 }
 

@@ -8,22 +8,25 @@ type Type uint16
 
 // Request types.
 const (
-	TypeHello        Type = 1
-	TypeAttach       Type = 2
-	TypeDetach       Type = 3
-	TypeAddRules     Type = 4
-	TypeReplaceRules Type = 5
-	TypeDeleteRules  Type = 6
-	TypeBegin        Type = 7
-	TypeCommit       Type = 8
-	TypeAbort        Type = 9
-	TypeListServices Type = 10
-	TypeListRules    Type = 11
-	TypeRuleStats    Type = 12
-	TypeServiceStats Type = 13
-	TypeStatus       Type = 14
-	TypeLearn        Type = 15 // version 2
-	TypeHot          Type = 16 // version 2
+	TypeHello          Type = 1
+	TypeAttach         Type = 2
+	TypeDetach         Type = 3
+	TypeAddRules       Type = 4
+	TypeReplaceRules   Type = 5
+	TypeDeleteRules    Type = 6
+	TypeBegin          Type = 7
+	TypeCommit         Type = 8
+	TypeAbort          Type = 9
+	TypeListServices   Type = 10
+	TypeListRules      Type = 11
+	TypeRuleStats      Type = 12
+	TypeServiceStats   Type = 13
+	TypeStatus         Type = 14
+	TypeLearn          Type = 15 // version 2
+	TypeHot            Type = 16 // version 2
+	TypeParser         Type = 17 // version 2
+	TypeGeneration     Type = 18 // version 2
+	TypeMemcachedStats Type = 19 // version 2
 
 	// TypeError is the reply to any failed request.
 	TypeError Type = 0xffff
@@ -34,22 +37,25 @@ const (
 
 // typeNames are the names of docs/protocol.md, indexed by request type.
 var typeNames = [...]string{
-	TypeHello:        "HELLO",
-	TypeAttach:       "ATTACH",
-	TypeDetach:       "DETACH",
-	TypeAddRules:     "ADD_RULES",
-	TypeReplaceRules: "REPLACE_RULES",
-	TypeDeleteRules:  "DELETE_RULES",
-	TypeBegin:        "BEGIN",
-	TypeCommit:       "COMMIT",
-	TypeAbort:        "ABORT",
-	TypeListServices: "LIST_SERVICES",
-	TypeListRules:    "LIST_RULES",
-	TypeRuleStats:    "RULE_STATS",
-	TypeServiceStats: "SERVICE_STATS",
-	TypeStatus:       "STATUS",
-	TypeLearn:        "LEARN",
-	TypeHot:          "HOT",
+	TypeHello:          "HELLO",
+	TypeAttach:         "ATTACH",
+	TypeDetach:         "DETACH",
+	TypeAddRules:       "ADD_RULES",
+	TypeReplaceRules:   "REPLACE_RULES",
+	TypeDeleteRules:    "DELETE_RULES",
+	TypeBegin:          "BEGIN",
+	TypeCommit:         "COMMIT",
+	TypeAbort:          "ABORT",
+	TypeListServices:   "LIST_SERVICES",
+	TypeListRules:      "LIST_RULES",
+	TypeRuleStats:      "RULE_STATS",
+	TypeServiceStats:   "SERVICE_STATS",
+	TypeStatus:         "STATUS",
+	TypeLearn:          "LEARN",
+	TypeHot:            "HOT",
+	TypeParser:         "PARSER",
+	TypeGeneration:     "GENERATION",
+	TypeMemcachedStats: "MEMCACHED_STATS",
 }
 
 // IsReply reports whether t is a reply (ERROR included).

@@ -64,6 +64,15 @@ var (
 	zeroesMaxRule  = withLength(zeroesRule, 0, 0x1300)
 )
 
+// A memcached GET answered over UDP (after the 8-byte frame header), and
+// a guard (version 2): it answers while key "k1" and its domain have the
+// generations 5 and 2 of life 1, for 30 s.
+var (
+	mcGetRule = withLength(rule.Rule{Condition: rule.Condition{Offset: 8, Pattern: []byte("get k1\r\n")},
+		Processors: []rule.Processor{rule.Copy(0, 8, 0), rule.Put(8, []byte("VALUE k1 0 1\r\nv\r\nEND\r\n"))}, ReplyLen: 30}, 16, 16)
+	mcGuard = Guard{Key: []byte("k1"), Gen: 5, DomainGen: 2, Epoch: 1, ExpiresInMS: 30000}
+)
+
 func withLength(r rule.Rule, min, max uint16) rule.Rule {
 	r.Condition.MinLen, r.Condition.MaxLen = min, max
 	return r
@@ -156,6 +165,10 @@ var goVectors = []struct {
 	{"v2 list services reply", 2, 15, &ListServicesReply{Services: []ServiceInfo{serviceV4Managed, serviceV4}}},
 	{"v2 service stats reply", 2, 21, &ServiceStatsReply{Matched: 1000, Passed: 20, Fallback: 7, BadCsum: 1, Rules: 2,
 		RuleBytes: 1 << 33, TCChecksum: 4, TCTooLong: 2, TCNoXDP: 1}},
+	{"v2 add rules request, guards", 2, 25, &AddRules{ServiceID: 6, Txn: 9, Rules: []rule.Rule{mcGetRule, helloRangeRule, mcGetRule},
+		Guards: []*Guard{&mcGuard, nil, {Gen: 1, DomainGen: 2, Epoch: 3}}}},
+	{"v2 replace rules request, a guard", 2, 26, &ReplaceRules{ServiceID: 6, Updates: []RuleEntry{{RuleID: 7, Rule: mcGetRule, Guard: &mcGuard}, {RuleID: 8, Rule: helloRule}}}},
+	{"v2 list rules reply, a guard", 2, 27, &ListRulesReply{Next: LastPage, Rules: []RuleEntry{{RuleID: 7, Rule: mcGetRule, Guard: &mcGuard}, {RuleID: 8, Rule: dnsExactRule}}}},
 	{"v2 error reply", 2, 6, ErrorAt(syscall.EEXIST, 1, "rule 1 of the batch has the same condition as rule 0 of the batch (5 bytes at offset 0, request lengths 5-9 and 9)")},
 }
 
@@ -214,7 +227,9 @@ func goInvalid() []struct {
 		{"processor kind 0", addRules(1, rule(1, 0, cat([]byte{0, 0}, u16(0), b16("xy")))), syscall.EINVAL},
 		{"processor reserved byte not 0", addRules(1, rule(1, 0, cat([]byte{1, 1}, u16(0), b16("xy")))), syscall.EINVAL},
 		{"rule flags not 0", addRules(1, rule(1, 1, put)), syscall.EINVAL},
-		{"v2 rule flags bit 1", addRulesV2(2, put), syscall.EINVAL},
+		{"v2 rule flags bit 2", addRulesV2(4, put), syscall.EINVAL},
+		{"v2 guard cut short", addRulesV2(2, b16("k"), u32(1), u32(1)), syscall.EBADMSG},
+		{"v2 guard of epoch 0", addRulesV2(2, b16("k"), u32(0), u32(0), u32(0), u32(0), put), syscall.EINVAL},
 		{"v2 rule flags bits 0 and 7", addRulesV2(0x81, u16(5), u16(5), put), syscall.EINVAL},
 		{"v2 length condition cut short", addRulesV2(1, u16(5)), syscall.EBADMSG},
 		{"v2 length condition of every length", addRulesV2(1, u16(0), u16(0), put), syscall.EINVAL},

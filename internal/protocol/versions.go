@@ -3,11 +3,15 @@ package protocol
 import "syscall"
 
 // since is the version that introduced a request type; types not listed
-// are version 1's. Version 2 adds LEARN and HOT (and, in bodies every
-// version has, a rule's length condition and a service's manager).
+// are version 1's. Version 2 adds LEARN, HOT, PARSER, GENERATION and
+// MEMCACHED_STATS (and, in bodies every version has, a rule's length
+// condition and guard and a service's manager).
 var since = map[Type]uint16{
-	TypeLearn: Version2,
-	TypeHot:   Version2,
+	TypeLearn:          Version2,
+	TypeHot:            Version2,
+	TypeParser:         Version2,
+	TypeGeneration:     Version2,
+	TypeMemcachedStats: Version2,
 }
 
 // Since is the protocol version that introduced the request type t is or

@@ -47,6 +47,10 @@ static int batch_check(struct santa_client *c, const struct batch *b, bool *one)
 				return santa_err_local(c, b->rules[i]->err, (uint32_t)i,
 						 "rule %zu was not built: %s", i,
 						 santa_strerror(b->rules[i]->err));
+			if (b->rules[i]->flags & SANTA_RULE_GUARD)
+				return santa_err_local(c, -EINVAL, (uint32_t)i,
+						 "rule %zu has a guard, as santad listed it: the library "
+						 "sends none (a memcached agent guards its own rules)", i);
 			if (b->rules[i]->flags && c->info.version < 2)
 				return santa_err_local(c, -EINVAL, (uint32_t)i,
 						 "rule %zu has a length condition, which needs protocol "

@@ -25,6 +25,15 @@ struct santa_proc {
 /* A rule's flags on the wire (version 2). */
 enum santa_rule_flag {
 	SANTA_RULE_LENGTH = 1, /* min_len and max_len follow */
+	SANTA_RULE_GUARD = 2,  /* a guard follows them (santad's listings only) */
+};
+
+/* A memcached rule's guard, as santad lists it (docs/memcached.md): the
+ * library reads it but never sends one. */
+struct santa_rule_guard {
+	uint16_t key_len;
+	uint8_t *key;
+	uint32_t gen, domain_gen, epoch, expires_in_ms;
 };
 
 struct santa_rule {
@@ -32,6 +41,7 @@ struct santa_rule {
 	uint16_t reply_len;
 	uint8_t flags;             /* enum santa_rule_flag: what follows on the wire */
 	uint16_t min_len, max_len; /* SANTA_RULE_LENGTH: the request's length */
+	struct santa_rule_guard guard; /* SANTA_RULE_GUARD */
 	uint16_t pattern_len;
 	uint8_t *pattern;
 	size_t nproc, cap;

@@ -67,6 +67,11 @@ static const struct santa_field proc_fields[] = {
 static const struct santa_field *const rule_flag_fields[] = {
 	[0] = FIELDS(U16(struct santa_rule, min_len), /* SANTA_RULE_LENGTH */
 		     U16(struct santa_rule, max_len)),
+	[1] = FIELDS(BYTES16(struct santa_rule, guard.key, guard.key_len), /* SANTA_RULE_GUARD */
+		     U32(struct santa_rule, guard.gen),
+		     U32(struct santa_rule, guard.domain_gen),
+		     U32(struct santa_rule, guard.epoch),
+		     U32(struct santa_rule, guard.expires_in_ms)),
 };
 
 const struct santa_field santa_rule_fields[] = {

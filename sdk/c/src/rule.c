@@ -112,6 +112,16 @@ struct santa_rule *santa_rule__clone(const struct santa_rule *rule)
 	r->flags = rule->flags;
 	r->min_len = rule->min_len;
 	r->max_len = rule->max_len;
+	r->guard = rule->guard;
+	r->guard.key = NULL;
+	if (rule->guard.key_len) {
+		r->guard.key = malloc(rule->guard.key_len);
+		if (!r->guard.key) {
+			santa_rule__free(r);
+			return NULL;
+		}
+		memcpy(r->guard.key, rule->guard.key, rule->guard.key_len);
+	}
 	r->err = rule->err;
 	for (i = 0; i < rule->nproc; i++) {
 		const struct santa_proc *p = &rule->procs[i];
@@ -147,6 +157,22 @@ int santa_rule__length(const struct santa_rule *rule, uint16_t *min_len, uint16_
 	return rule->flags & SANTA_RULE_LENGTH ? 1 : 0;
 }
 
+int santa_rule__guard(const struct santa_rule *rule, struct santa_guard *out)
+{
+	if (!rule || !out)
+		return -EINVAL;
+	memset(out, 0, sizeof(*out));
+	if (!(rule->flags & SANTA_RULE_GUARD))
+		return 0;
+	out->key = rule->guard.key;
+	out->key_len = rule->guard.key_len;
+	out->gen = rule->guard.gen;
+	out->domain_gen = rule->guard.domain_gen;
+	out->epoch = rule->guard.epoch;
+	out->expires_in_ms = rule->guard.expires_in_ms;
+	return 1;
+}
+
 void santa_rule__free(struct santa_rule *rule)
 {
 	size_t i;
@@ -157,6 +183,7 @@ void santa_rule__free(struct santa_rule *rule)
 		free(rule->procs[i].data);
 	free(rule->procs);
 	free(rule->pattern);
+	free(rule->guard.key);
 	free(rule);
 }
 

@@ -308,6 +308,41 @@ static void test_length(void)
 	fake_free(d);
 }
 
+/* ---- a guard: read from santad's listings, never sent ---- */
+
+static void test_guard(void)
+{
+	struct fake_daemon *d = fake_new(0, 0);
+	struct santa_client *c = pair_client(d);
+	struct santa_rule *r = listing1(), *clone;
+	const struct santa_error *e = santa_client__last_error(c);
+	struct santa_guard g;
+	struct santa_service svc;
+	uint16_t port;
+	int fd = udp_socket(&port), err;
+
+	CHECK(santa_rule__guard(r, &g) == 0 && !g.key && !g.epoch, "a guard at first");
+	/* As decoding a LIST_RULES page of santad's makes it. */
+	r->flags |= SANTA_RULE_GUARD;
+	r->guard = (struct santa_rule_guard){ .key_len = 2, .key = (uint8_t *)strdup("k1"), .gen = 5,
+					      .domain_gen = 2, .epoch = 1, .expires_in_ms = 30000 };
+	CHECK(santa_rule__guard(r, &g) == 1 && g.key_len == 2 && !memcmp(g.key, "k1", 2) && g.gen == 5 &&
+	      g.domain_gen == 2 && g.epoch == 1 && g.expires_in_ms == 30000, "the guard read");
+	clone = santa_rule__clone(r);
+	CHECK(clone && santa_rule__guard(clone, &g) == 1 && g.key != r->guard.key && !memcmp(g.key, "k1", 2) &&
+	      g.expires_in_ms == 30000, "the clone's guard");
+	CHECK_OK(santa_attach(c, fd, &svc));
+	err = santa_add_rule(c, svc.service_id, clone, NULL);
+	CHECK(err == -EINVAL && e->index == 0 && !e->from_daemon && strstr(e->message, "rule 0 has a guard"),
+	      "adding a guarded rule: %d %s", err, e->message);
+
+	santa_rule__free(clone);
+	santa_rule__free(r);
+	santa_client__free(c);
+	close(fd);
+	fake_free(d);
+}
+
 /* ---- errors: negative errno, the daemon's text and index ---- */
 
 static void test_errors(void)
@@ -817,6 +852,7 @@ int main(void)
 	test_attach();
 	test_listing1();
 	test_length();
+	test_guard();
 	test_errors();
 	test_big_batch();
 	test_txn();

@@ -224,6 +224,20 @@ static struct santa_rule *build_rule(const struct json *j, const char *what)
 		r->min_len = (uint16_t)u(&o, "min_len", UINT16_MAX);
 		r->max_len = (uint16_t)u(&o, "max_len", UINT16_MAX);
 	}
+	if (r->flags & SANTA_RULE_GUARD) {
+		struct obj g = obj_open(member(&o, "guard"), "guard");
+		struct santa_bytes key = hexfield(&g, "key");
+
+		r->guard.key_len = key.len;
+		r->guard.key = key.len ? malloc(key.len) : NULL;
+		if (key.len)
+			memcpy(r->guard.key, key.ptr, key.len);
+		r->guard.gen = (uint32_t)u(&g, "gen", UINT32_MAX);
+		r->guard.domain_gen = (uint32_t)u(&g, "domain_gen", UINT32_MAX);
+		r->guard.epoch = (uint32_t)u(&g, "epoch", UINT32_MAX);
+		r->guard.expires_in_ms = (uint32_t)u(&g, "expires_in_ms", UINT32_MAX);
+		o.ok = obj_close(&g) && o.ok;
+	}
 	procs = list(&o, "processors");
 	for (i = 0; procs && o.ok && i < procs->n; i++) {
 		struct obj po = obj_open(&procs->items[i], "processor");
@@ -600,8 +614,13 @@ static bool rule_eq(const struct santa_rule *w, const struct santa_rule *g)
 	EQ(flags);
 	EQ(min_len);
 	EQ(max_len);
+	EQ(guard.gen);
+	EQ(guard.domain_gen);
+	EQ(guard.epoch);
+	EQ(guard.expires_in_ms);
 	EQ(nproc);
-	if (!mem_eq("pattern", w->pattern, w->pattern_len, g->pattern, g->pattern_len))
+	if (!mem_eq("pattern", w->pattern, w->pattern_len, g->pattern, g->pattern_len) ||
+	    !mem_eq("guard key", w->guard.key, w->guard.key_len, g->guard.key, g->guard.key_len))
 		return false;
 	for (i = 0; i < w->nproc; i++) {
 		const struct santa_proc *wp = &w->procs[i], *gp = &g->procs[i];

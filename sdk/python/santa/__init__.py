@@ -14,7 +14,7 @@ from .messages import (
     StatusReply,
 )
 from .protocol import MAX_MESSAGE, VERSION, Header, decode, encode
-from .rules import Copy, Processor, Put, Rule
+from .rules import Copy, Guard, Processor, Put, Rule
 from .tcp import accepted
 
 __all__ = [
@@ -25,6 +25,7 @@ __all__ = [
     "VERSION",
     "Client",
     "Copy",
+    "Guard",
     "Header",
     "HelloReply",
     "Interface",

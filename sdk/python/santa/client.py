@@ -200,6 +200,7 @@ class Client:
         return ids
 
     def _send(self, op: _Batch[T], service_id: int, txn: int, chunks: list[list[T]]) -> list[int]:
+        _refuse_guards([item for chunk in chunks for item in chunk])
         ids: list[int] = []
         start = 0
         for chunk in chunks:
@@ -313,6 +314,15 @@ _DELETE: _Batch[int] = _Batch(DeleteRulesRequest, DeleteRulesReply, U32.size)
 
 # What a batch request holds besides its items: header, service_id, txn, count.
 _BATCH_ROOM = MAX_MESSAGE - HEADER_SIZE - 12
+
+
+def _refuse_guards(items: Sequence[object]) -> None:
+    """Refuses a batch with a guarded rule: the SDK reads guards in santad's
+    listings but sends none (a memcached agent guards its own rules)."""
+    for i, item in enumerate(items):
+        rule = item.rule if isinstance(item, RuleEntry) else item
+        if isinstance(rule, Rule) and rule.guard:
+            raise SantaError(errno.EINVAL, i, f"rule {i} has a guard, as santad listed it: the SDK sends none")
 
 
 def _chunks(items: list[T], item_size: Callable[[T], int]) -> list[list[T]]:

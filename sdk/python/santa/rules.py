@@ -11,7 +11,7 @@ from dataclasses import dataclass, field, replace, replace
 from typing import Union
 
 from .errors import NO_INDEX, SantaError
-from .wire import BYTES16, U8, U16, Codec, ListOf, Out, Reader
+from .wire import BYTES16, U8, U16, U32, Codec, ListOf, Out, Reader
 
 PUT = 1
 COPY = 2
@@ -38,6 +38,21 @@ Processor = Union[Put, Copy]
 
 
 @dataclass(frozen=True)
+class Guard:
+    """A memcached rule's guard, as santad lists it (protocol version 2,
+    docs/memcached.md): the rule answers only while its `key` (empty: any
+    key) and its domain are at these generations of the domain's life
+    `epoch`, for `expires_in_ms` more milliseconds (0: no deadline). An agent
+    that reads generations installs such rules; this SDK sends none."""
+
+    key: bytes
+    gen: int
+    domain_gen: int
+    epoch: int
+    expires_in_ms: int
+
+
+@dataclass(frozen=True)
 class Rule:
     """When the request holds `pattern` at `cond_off`, answer with a
     `reply_len`-byte reply built by `processors`, in order.
@@ -53,6 +68,9 @@ class Rule:
     processors: list[Processor] = field(default_factory=list)
     min_len: int = 0
     max_len: int = 0
+    #: Set on rules santad lists only: the client refuses to send a rule
+    #: with a guard.
+    guard: Guard | None = None
 
     @classmethod
     def on(cls, pattern: bytes, reply: bytes, offset: int = 0) -> Rule:
@@ -103,32 +121,49 @@ PROCESSORS = ListOf(_ProcessorCodec(), U8)
 
 #: Bit 0 of a rule's flags (version 2): min_len and max_len follow.
 FLAG_LENGTH = 1
+#: Bit 1 (version 2): a guard follows them.
+FLAG_GUARD = 2
+
+
+def _write_guard(out: Out, g: Guard) -> None:
+    BYTES16.write(out, g.key)
+    for v in (g.gen, g.domain_gen, g.epoch, g.expires_in_ms):
+        U32.write(out, v)
+
+
+def _read_guard(r: Reader) -> Guard:
+    g = Guard(BYTES16.read(r), U32.read(r), U32.read(r), U32.read(r), U32.read(r))
+    if g.epoch == 0:
+        raise SantaError(errno.EINVAL, NO_INDEX, "a guard of epoch 0, a dead domain's")
+    return g
 
 
 class _RuleCodec(Codec[Rule]):
     """Hand-written rather than a Struct: `nproc` sits between `reply_len`
     and `flags`, away from the processors it counts, and the flags say what
-    follows them. Version 1 has no flags (0): a length condition cannot go."""
+    follows them. Version 1 has no flags (0): neither a length condition nor
+    a guard can go."""
 
     min_size = 8
 
     def write(self, out: Out, value: Rule) -> None:
-        if value.has_length and out.version < 2:
+        flags = (FLAG_LENGTH if value.has_length else 0) | (FLAG_GUARD if value.guard else 0)
+        if flags and out.version < 2:
             raise SantaError(
                 errno.EINVAL, NO_INDEX,
-                "a length condition needs protocol version 2; "
+                "a length condition or a guard needs protocol version 2; "
                 f"this connection speaks version {out.version}",
             )
         U16.write(out, value.cond_off)
         BYTES16.write(out, value.pattern)
         U16.write(out, value.reply_len)
         U8.write(out, len(value.processors))
+        U8.write(out, flags)
         if value.has_length:
-            U8.write(out, FLAG_LENGTH)
             U16.write(out, value.min_len)
             U16.write(out, value.max_len)
-        else:
-            U8.write(out, 0)
+        if value.guard:
+            _write_guard(out, value.guard)
         PROCESSORS.write_items(out, value.processors)
 
     def read(self, r: Reader) -> Rule:
@@ -137,7 +172,7 @@ class _RuleCodec(Codec[Rule]):
         reply_len = U16.read(r)
         nproc = U8.read(r)
         flags = U8.read(r)
-        known = FLAG_LENGTH if r.version >= 2 else 0
+        known = FLAG_LENGTH | FLAG_GUARD if r.version >= 2 else 0
         if flags & ~known:
             raise SantaError(
                 errno.EINVAL, NO_INDEX,
@@ -150,12 +185,14 @@ class _RuleCodec(Codec[Rule]):
                 raise SantaError(
                     errno.EINVAL, NO_INDEX, "a length condition of min_len 0 and max_len 0"
                 )
+        guard = _read_guard(r) if flags & FLAG_GUARD else None
         processors = PROCESSORS.read_items(r, nproc)
-        return Rule(cond_off, pattern, reply_len, processors, min_len, max_len)
+        return Rule(cond_off, pattern, reply_len, processors, min_len, max_len, guard)
 
     def size(self, value: Rule) -> int:
         length = 4 if value.has_length else 0
-        return 8 + length + len(value.pattern) + PROCESSORS.items_size(value.processors)
+        guard = 2 + len(value.guard.key) + 16 if value.guard else 0
+        return 8 + length + guard + len(value.pattern) + PROCESSORS.items_size(value.processors)
 
 
 RULE = _RuleCodec()

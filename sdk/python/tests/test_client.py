@@ -1,12 +1,13 @@
 """The client against a fake santad over real SOCK_SEQPACKET sockets."""
 
+import dataclasses
 import errno
 import os
 import socket
 import tempfile
 import unittest
 
-from santa import NO_INDEX, Client, Put, Rule, RuleEntry, SantaError, encode
+from santa import NO_INDEX, Client, Guard, Put, Rule, RuleEntry, SantaError, encode
 from santa.messages import (
     AbortRequest, AddRulesRequest, AttachRequest, BeginReply, BeginRequest, CommitRequest,
     DeleteRulesRequest, ErrorReply, HelloReply, HelloRequest, ListRulesRequest, StatusReply,
@@ -200,9 +201,33 @@ class ConnectTest(unittest.TestCase):
                 client.add_rules(sid, [plain, plain.exact_length(5)])
             e = caught.exception
             self.assertEqual((e.code, e.index), (errno.EINVAL, 1))
-            self.assertIn("a length condition needs protocol version 2", e.message)
+            self.assertIn("a length condition or a guard needs protocol version 2", e.message)
             self.assertFalse(fake.requests[2:])  # HELLO, ATTACH: nothing sent
             client.add_rule(sid, plain)
+        fake.stop()
+
+    def test_guards_are_not_sent(self) -> None:
+        """A rule santad listed with a guard is refused before it is sent,
+        added or replacing, in a transaction or not."""
+        fake = FakeSanta()
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        fake.serve(theirs)
+        udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        udp.bind(("127.0.0.1", 0))
+        with Client(ours) as client, udp:
+            sid = client.attach(udp).service_id
+            plain = Rule.on(b"Hello", b"COMSYS")
+            guarded = dataclasses.replace(plain, guard=Guard(b"k", 1, 1, 1, 0))
+            sent = len(fake.requests)
+            for call in (lambda: client.add_rules(sid, [plain, guarded]),
+                         lambda: client.replace_rules(sid, [(1, plain), (2, guarded)]),
+                         lambda: client.transaction(sid).add_rules([plain, guarded])):
+                with self.assertRaises(SantaError) as caught:
+                    call()
+                e = caught.exception
+                self.assertEqual((e.code, e.index), (errno.EINVAL, 1))
+                self.assertIn("rule 1 has a guard", e.message)
+            self.assertEqual([type(r).__name__ for r in fake.requests[sent:]], ["BeginRequest"])
         fake.stop()
 
 

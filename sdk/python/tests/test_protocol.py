@@ -6,7 +6,7 @@ import unittest
 from dataclasses import replace
 from typing import Any
 
-from santa import Copy, Put, Rule, SantaError, decode, encode
+from santa import LAST_PAGE, Copy, Guard, Put, Rule, SantaError, decode, encode
 from santa.errors import NO_INDEX
 from santa.messages import (
     BODIES,
@@ -222,13 +222,29 @@ class RefusalTest(unittest.TestCase):
         v1 = bytearray(v2)
         v1[4] = 1  # the same bytes read as version 1: flags 1 is no flag there
         self.refused(errno.EINVAL, bytes(v1))
-        for value in (2, 0x81):
+        for value in (4, 0x81):
             bad = bytearray(v2)
             bad[flags] = value
             self.refused(errno.EINVAL, bytes(bad))
         zero = bytearray(v2)
         zero[flags + 1 : flags + 5] = bytes(4)  # min_len 0, max_len 0: no condition
         self.refused(errno.EINVAL, bytes(zero))
+
+    def test_guard(self) -> None:
+        """A guard (flags bit 1, version 2) follows the length condition; it
+        is read as santad lists it, and version 1 cannot carry it."""
+        guarded = replace(HELLO.exact_length(5), guard=Guard(b"k1", 5, 2, 1, 30000))
+        data = encode(1, ListRulesReply(LAST_PAGE, [RuleEntry(3, guarded)]), 2)
+        self.assertIn(b"\x03" + b"\x05\x00\x05\x00" + b"\x02\x00k1" + b"\x05\x00\x00\x00\x02\x00\x00\x00"
+                      + b"\x01\x00\x00\x00" + b"\x30\x75\x00\x00", data)
+        self.assertEqual(decode(data)[1].rules[0].rule, guarded)
+        with self.assertRaises(SantaError) as caught:
+            encode(1, ListRulesReply(LAST_PAGE, [RuleEntry(3, guarded)]), 1)
+        self.assertEqual(caught.exception.code, errno.EINVAL)
+        dead = bytearray(data)
+        at = data.index(b"\x01\x00\x00\x00\x30\x75")  # the epoch
+        dead[at] = 0
+        self.refused(errno.EINVAL, bytes(dead))
 
     def test_error_index_names_the_rule(self) -> None:
         with self.assertRaises(SantaError) as caught:

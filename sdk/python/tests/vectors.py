@@ -8,7 +8,7 @@ import typing
 from pathlib import Path
 from typing import Any
 
-from santa import Copy, Put, Rule
+from santa import Copy, Guard, Put, Rule
 from santa.messages import BODIES, MsgType
 from santa.wire import Since
 
@@ -70,14 +70,18 @@ def _value(tp: Any, v: Any, version: int) -> Any:
 
 
 def _rule(obj: dict[str, Any]) -> Rule:
-    """A rule; its flags are what the SDK writes for its length condition."""
+    """A rule; its flags are what the SDK writes for its length condition
+    and its guard."""
     keys = ["cond_off", "pattern", "reply_len", "flags", "processors"]
-    length = obj.get("flags") == 1
+    flags = obj.get("flags")
+    if flags not in (0, 1, 2, 3):
+        raise KeyError(f"rule flags {flags!r}: the SDK knows bits 0 and 1 only")
+    length, guarded = flags & 1, flags & 2
     if length:
         keys += ["min_len", "max_len"]
+    if guarded:
+        keys += ["guard"]
     _expect_keys(obj, keys, "rule")
-    if obj["flags"] not in (0, 1):
-        raise KeyError(f"rule flags {obj['flags']!r}: the SDK knows bit 0 only")
     return Rule(
         _int(obj["cond_off"]),
         bytes.fromhex(obj["pattern"]),
@@ -85,7 +89,14 @@ def _rule(obj: dict[str, Any]) -> Rule:
         [_processor(p) for p in obj["processors"]],
         _int(obj["min_len"]) if length else 0,
         _int(obj["max_len"]) if length else 0,
+        _guard(obj["guard"]) if guarded else None,
     )
+
+
+def _guard(obj: dict[str, Any]) -> Guard:
+    names = ["key", "gen", "domain_gen", "epoch", "expires_in_ms"]
+    _expect_keys(obj, names, "guard")
+    return Guard(bytes.fromhex(obj["key"]), *(_int(obj[n]) for n in names[1:]))
 
 
 def _processor(obj: dict[str, Any]) -> Put | Copy:

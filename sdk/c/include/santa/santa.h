@@ -163,6 +163,21 @@ SANTA_API int santa_rule__set_length(struct santa_rule *rule, uint16_t min_len,
  * one.  min_len, max_len may be NULL. */
 SANTA_API int santa_rule__length(const struct santa_rule *rule, uint16_t *min_len,
 				 uint16_t *max_len);
+/* A memcached rule's guard as santad lists it (protocol version 2,
+ * docs/memcached.md): the rule answers only while its key (none: any key)
+ * and its domain are at these generations of this life of the domain, for
+ * expires_in_ms more milliseconds (0: no deadline).  An agent that reads
+ * generations installs such rules; the library sends none: a batch holding
+ * a guarded rule fails with EINVAL. */
+struct santa_guard {
+	const void *key;
+	size_t key_len;
+	uint32_t gen, domain_gen, epoch, expires_in_ms;
+};
+
+/* The rule's guard: 1 and *out, or 0 (and *out zeroed) without one. */
+SANTA_API int santa_rule__guard(const struct santa_rule *rule, struct santa_guard *out);
+/* A copy of the rule, its guard included. */
 SANTA_API struct santa_rule *santa_rule__clone(const struct santa_rule *rule);
 SANTA_API void santa_rule__free(struct santa_rule *rule);
 SANTA_API uint16_t santa_rule__cond_off(const struct santa_rule *rule);
