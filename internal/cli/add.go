@@ -15,10 +15,7 @@ type addOptions struct{}
 func (*addOptions) flags(*flag.FlagSet) {}
 
 func (*addOptions) run(ctx context.Context, e *env, args []string) error {
-	if err := wantArgs(args, 2, 2); err != nil {
-		return err
-	}
-	service, err := parseID("SERVICE", args[0])
+	service, err := serviceArgs(args, 2, 2)
 	if err != nil {
 		return err
 	}

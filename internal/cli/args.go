@@ -65,6 +65,15 @@ func parseID(what, s string) (uint32, error) {
 	return uint32(n), nil
 }
 
+// serviceArgs checks the number of positional arguments (min >= 1) and
+// parses the first, the SERVICE most commands start with.
+func serviceArgs(args []string, min, max int) (uint32, error) {
+	if err := wantArgs(args, min, max); err != nil {
+		return 0, err
+	}
+	return parseID("SERVICE", args[0])
+}
+
 // wantArgs checks the number of positional arguments.
 func wantArgs(args []string, min, max int) error {
 	switch {

@@ -22,10 +22,7 @@ func (o *deleteOptions) flags(fs *flag.FlagSet) {
 }
 
 func (o *deleteOptions) run(ctx context.Context, e *env, args []string) error {
-	if err := wantArgs(args, 1, len(args)); err != nil {
-		return err
-	}
-	service, err := parseID("SERVICE", args[0])
+	service, err := serviceArgs(args, 1, len(args))
 	if err != nil {
 		return err
 	}

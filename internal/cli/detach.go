@@ -12,10 +12,7 @@ type detachOptions struct{}
 func (*detachOptions) flags(*flag.FlagSet) {}
 
 func (*detachOptions) run(ctx context.Context, e *env, args []string) error {
-	if err := wantArgs(args, 1, 1); err != nil {
-		return err
-	}
-	service, err := parseID("SERVICE", args[0])
+	service, err := serviceArgs(args, 1, 1)
 	if err != nil {
 		return err
 	}

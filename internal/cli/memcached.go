@@ -23,10 +23,7 @@ func (o *parserOptions) flags(fs *flag.FlagSet) {
 }
 
 func (o *parserOptions) run(ctx context.Context, e *env, args []string) error {
-	if err := wantArgs(args, 2, 2); err != nil {
-		return err
-	}
-	service, err := parseID("SERVICE", args[0])
+	service, err := serviceArgs(args, 2, 2)
 	if err != nil {
 		return err
 	}
@@ -56,10 +53,7 @@ type generationOptions struct{}
 func (*generationOptions) flags(*flag.FlagSet) {}
 
 func (*generationOptions) run(ctx context.Context, e *env, args []string) error {
-	if err := wantArgs(args, 2, 2); err != nil {
-		return err
-	}
-	service, err := parseID("SERVICE", args[0])
+	service, err := serviceArgs(args, 2, 2)
 	if err != nil {
 		return err
 	}

@@ -36,10 +36,7 @@ func (*rulesOptions) run(ctx context.Context, e *env, args []string) error {
 	case "show":
 		min = 2
 	}
-	if err := wantArgs(args, min, max); err != nil {
-		return err
-	}
-	service, err := parseID("SERVICE", args[0])
+	service, err := serviceArgs(args, min, max)
 	if err != nil {
 		return err
 	}

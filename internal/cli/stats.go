@@ -17,10 +17,7 @@ func (o *statsOptions) flags(fs *flag.FlagSet) {
 }
 
 func (o *statsOptions) run(ctx context.Context, e *env, args []string) error {
-	if err := wantArgs(args, 1, 1); err != nil {
-		return err
-	}
-	service, err := parseID("SERVICE", args[0])
+	service, err := serviceArgs(args, 1, 1)
 	if err != nil {
 		return err
 	}
