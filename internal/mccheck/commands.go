@@ -65,7 +65,7 @@ type gen struct {
 // textValue is a new value of key: unique in the run, 20 to 200 bytes.
 func (g *gen) textValue(key int) string {
 	g.version++
-	v := fmt.Sprintf("%s.%s.w%d.v%d.", g.run, g.cfg.key(key), g.writer, g.version)
+	v := fmt.Sprintf("%s.%s.w%d.v%d.", g.run, g.cfg.Key(key), g.writer, g.version)
 	return v + strings.Repeat("x", g.rng.IntN(180))
 }
 
@@ -82,7 +82,7 @@ func (g *gen) allowed(k Kind) bool { return slices.Contains(g.kinds, k) }
 // set is a set of key to a new value.
 func (g *gen) set(key int) *cmd {
 	c := &cmd{key: key, kind: Set, data: g.textValue(key)}
-	c.line = fmt.Sprintf("set %s 0 0 %d", g.cfg.key(key), len(c.data))
+	c.line = fmt.Sprintf("set %s 0 0 %d", g.cfg.Key(key), len(c.data))
 	return c
 }
 
@@ -105,7 +105,7 @@ func (g *gen) next(key int, udp bool) *cmd {
 	if len(usable) > 0 {
 		kind = usable[g.rng.IntN(len(usable))]
 	}
-	name := g.cfg.key(key)
+	name := g.cfg.Key(key)
 	c := &cmd{key: key, kind: kind}
 	value := func() string {
 		if g.rng.IntN(4) == 0 {

@@ -83,6 +83,10 @@ type Config struct {
 	Split bool
 	// Window is how many UDP gets a reader has outstanding at once.
 	Window int
+	// WritePause is how long each writer waits between two batches (0:
+	// none): rarer writes leave rules alive longer, so more gets are
+	// answered by the kernel while the writes still race them.
+	WritePause time.Duration
 	// FlushEvery is about how many commands of the first TCP writer come
 	// between two flush_all (of either kind enabled).
 	FlushEvery int
@@ -158,6 +162,9 @@ func (c Config) Validate() error {
 	if c.FlushEvery < 1 {
 		bad("flush every %d: want at least 1", c.FlushEvery)
 	}
+	if c.WritePause < 0 {
+		bad("write pause %v: want 0 or more", c.WritePause)
+	}
 	if c.UDPTimeout <= 0 {
 		bad("UDP timeout %v: want a positive duration", c.UDPTimeout)
 	}
@@ -199,5 +206,5 @@ func (c Config) netnsPath() string {
 	return netns.Named(c.Netns)
 }
 
-// key is key i's name.
-func (c Config) key(i int) string { return fmt.Sprintf("%s%05d", c.KeyPrefix, i) }
+// Key is key i's name.
+func (c Config) Key(i int) string { return fmt.Sprintf("%s%05d", c.KeyPrefix, i) }

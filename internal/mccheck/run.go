@@ -45,6 +45,16 @@ type worker struct {
 
 func (w *worker) now() time.Duration { return time.Since(w.start) }
 
+// pause waits Config.WritePause, or until ctx is done.
+func (w *worker) pause(ctx context.Context) {
+	if w.cfg.WritePause > 0 {
+		select {
+		case <-ctx.Done():
+		case <-time.After(w.cfg.WritePause):
+		}
+	}
+}
+
 func (w *worker) countWrite(form string) { w.log.forms[form]++ }
 
 // Run runs a check as cfg says and returns what it found. An error means
@@ -266,7 +276,7 @@ func (r *runner) report() Report {
 	rep := Report{Elapsed: time.Since(r.start), Writes: map[string]int{}, Reads: map[string]int{}}
 	keys := make([]string, r.cfg.Keys)
 	for i := range keys {
-		keys[i] = r.cfg.key(i)
+		keys[i] = r.cfg.Key(i)
 	}
 	c := newChecker(keys, r.logs)
 	var reads []read

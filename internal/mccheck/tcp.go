@@ -94,6 +94,7 @@ func (w *tcpWriter) run(ctx context.Context) error {
 		if err := w.batch(n); err != nil {
 			return fmt.Errorf("TCP writer %d: %w", w.id, err)
 		}
+		w.pause(ctx)
 	}
 	return nil
 }
@@ -172,7 +173,7 @@ func (w *tcpWriter) send(batch []*cmd) error {
 // casLine asks the key's cas unique (gets, a read of the history too)
 // and completes c's line with it (0 if the key is absent: NOT_FOUND).
 func (w *tcpWriter) casLine(c *cmd) error {
-	name := w.cfg.key(c.key)
+	name := w.cfg.Key(c.key)
 	sent := w.now()
 	if err := w.tcpConn.send([]byte("gets " + name + "\r\n")); err != nil {
 		return err
@@ -241,9 +242,9 @@ func (r *tcpReader) run(ctx context.Context) error {
 		for i := range keys {
 			keys[i], meta[i] = r.rng.IntN(r.cfg.Keys), r.rng.IntN(2) == 0
 			if meta[i] {
-				b = append(b, "mg "+r.cfg.key(keys[i])+" v\r\n"...)
+				b = append(b, "mg "+r.cfg.Key(keys[i])+" v\r\n"...)
 			} else {
-				b = append(b, "get "+r.cfg.key(keys[i])+"\r\n"...)
+				b = append(b, "get "+r.cfg.Key(keys[i])+"\r\n"...)
 			}
 		}
 		sent := r.now()
@@ -251,7 +252,7 @@ func (r *tcpReader) run(ctx context.Context) error {
 			return fmt.Errorf("TCP reader %d: %w", r.id, err)
 		}
 		for i, k := range keys {
-			rep, err := readGetReply(r.r, r.cfg.key(k), meta[i])
+			rep, err := readGetReply(r.r, r.cfg.Key(k), meta[i])
 			if err != nil {
 				return fmt.Errorf("TCP reader %d: %w", r.id, err)
 			}

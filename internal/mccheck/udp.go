@@ -101,6 +101,7 @@ func (w *udpWriter) run(ctx context.Context) error {
 		if err := w.write(w.g.next(live[w.rng.IntN(len(live))], true)); err != nil {
 			return fmt.Errorf("UDP writer %d: %w", w.id, err)
 		}
+		w.pause(ctx)
 	}
 	return nil
 }
@@ -164,7 +165,7 @@ func (r *udpReader) run(ctx context.Context) error {
 		for len(out) < r.cfg.Window && ctx.Err() == nil && !r.sock.exhausted() && r.budget.take(1) == 1 {
 			k := r.rng.IntN(r.cfg.Keys)
 			sent, at := r.now(), time.Now()
-			id, err := r.sock.send([]byte("get " + r.cfg.key(k) + "\r\n"))
+			id, err := r.sock.send([]byte("get " + r.cfg.Key(k) + "\r\n"))
 			if err != nil {
 				return fmt.Errorf("UDP reader %d: %w", r.id, err)
 			}
@@ -205,7 +206,7 @@ func (r *udpReader) run(ctx context.Context) error {
 		}
 		delete(out, id)
 		rd := read{key: p.key, via: "udp get", sent: p.sent, recvd: r.now()}
-		rep, err := readGetReply(bufio.NewReader(bytes.NewReader(payload)), r.cfg.key(p.key), false)
+		rep, err := readGetReply(bufio.NewReader(bytes.NewReader(payload)), r.cfg.Key(p.key), false)
 		switch {
 		case !ok:
 			rd.outcome, rd.value = failed, fmt.Sprintf("not a single datagram: %q", payload)
