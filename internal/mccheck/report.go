@@ -96,7 +96,11 @@ func (w *WriteInfo) String() string {
 	return s
 }
 
-// String summarizes the report: counts, then every violation.
+// shownViolations is how many violations String shows (Violations has
+// them all).
+const shownViolations = 20
+
+// String summarizes the report: counts, then the first violations.
 func (r Report) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%d operations in %v (%.0f/s); %d violations; %d UDP timeouts; %d reads unchecked\n",
@@ -113,8 +117,11 @@ func (r Report) String() string {
 	}
 	counts("writes", r.Writes)
 	counts("reads", r.Reads)
-	for _, v := range r.Violations {
+	for _, v := range r.Violations[:min(len(r.Violations), shownViolations)] {
 		b.WriteString(v.String() + "\n")
+	}
+	if len(r.Violations) > shownViolations {
+		fmt.Fprintf(&b, "and %d more violations\n", len(r.Violations)-shownViolations)
 	}
 	return b.String()
 }

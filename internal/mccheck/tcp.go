@@ -87,7 +87,7 @@ func (w *tcpWriter) setup() error {
 
 func (w *tcpWriter) run(ctx context.Context) error {
 	for ctx.Err() == nil {
-		n := w.budget.take(1 + w.rng.IntN(w.cfg.Pipeline))
+		n := w.budget.take(1 + w.rng.IntN(min(w.cfg.Pipeline, len(w.keys))))
 		if n == 0 {
 			return nil
 		}
@@ -103,7 +103,7 @@ func (w *tcpWriter) run(ctx context.Context) error {
 // once.
 func (w *tcpWriter) batch(n int) error {
 	var batch []*cmd
-	for _, i := range w.rng.Perm(len(w.keys))[:min(n, len(w.keys))] {
+	for _, i := range w.rng.Perm(len(w.keys))[:n] {
 		c := w.g.next(w.keys[i], false)
 		if c.kind == CAS {
 			if err := w.casLine(c); err != nil {

@@ -1,0 +1,184 @@
+// Package mcrig is a real memcached (Debian's) behind a real santad, in a
+// network namespace of its own, for the linearizability check
+// (internal/mccheck) in tests and benchmarks: memcached's TCP listener and
+// UDP socket attached and put in one generation domain (docs/memcached.md,
+// "Using it from santad"), and installers that follow the agent's
+// protocol to race the checker's writers. Needs root.
+package mcrig
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/santa-offload/santa/client"
+	"github.com/santa-offload/santa/internal/mccheck"
+	"github.com/santa-offload/santa/internal/netns"
+	"github.com/santa-offload/santa/internal/procsock"
+	"github.com/santa-offload/santa/internal/santadtest"
+)
+
+// Addr is memcached's address (TCP and UDP) in the rig's namespace.
+var Addr = netip.MustParseAddrPort("127.0.0.1:11211")
+
+// Rig is memcached and santad (serving lo) in a namespace.
+type Rig struct {
+	NS     *santadtest.Netns
+	Santad *santadtest.Santad
+	Client *client.Client // the rig's own connection to santad
+	// TCP and UDP are memcached's services; TCP starts the domain.
+	TCP, UDP uint32
+
+	mc    *exec.Cmd
+	mcLog *lockedBuilder
+	stats *client.Client // KernelAnswered's
+}
+
+// Start builds santad into dir (the working directory must be inside the
+// module), starts it and memcached (2 worker threads, 64 MiB) in a new
+// namespace named after suffix (lowercase letters), and attaches and
+// marks memcached's sockets. Close undoes it all, also after an error.
+func Start(dir, suffix string) (r *Rig, err error) {
+	if _, err := exec.LookPath("memcached"); err != nil {
+		return nil, errors.New("memcached is not installed (make test-deps)")
+	}
+	santadtest.SweepStale()
+	r = &Rig{mcLog: &lockedBuilder{}}
+	defer func() {
+		if err != nil {
+			r.Close()
+			r = nil
+		}
+	}()
+	if r.NS, err = santadtest.NewNetns(santadtest.NetnsName(suffix)); err != nil {
+		return r, err
+	}
+	bin, err := santadtest.Build(dir)
+	if err != nil {
+		return r, err
+	}
+	r.Santad = santadtest.New(bin, r.NS, dir, santadtest.PinPath(suffix))
+	if err := r.Santad.Start(); err != nil {
+		return r, err
+	}
+	port := strconv.Itoa(int(Addr.Port()))
+	r.mc = r.NS.Command(context.Background(), "memcached", "-U", port, "-p", port, "-l", Addr.Addr().String(),
+		"-m", "64", "-c", "256", "-t", "2", "-u", "nobody")
+	r.mc.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	r.mc.Stdout, r.mc.Stderr = r.mcLog, r.mcLog
+	if err := r.mc.Start(); err != nil {
+		r.mc = nil
+		return r, fmt.Errorf("starting memcached: %w", err)
+	}
+	if r.Client, err = client.Dial(r.Santad.Socket); err != nil {
+		return r, err
+	}
+	if r.stats, err = client.Dial(r.Santad.Socket); err != nil {
+		return r, err
+	}
+	return r, r.attachAll()
+}
+
+// attachAll finds memcached's sockets without connecting (a connection
+// accepted before the listener is marked would hold the domain back),
+// attaches them and marks them, the listener's domain for both.
+func (r *Rig) attachAll() error {
+	nsPath := netns.Named(r.NS.Name)
+	var listeners, udps []procsock.Socket
+	for deadline := time.Now().Add(10 * time.Second); len(listeners) == 0 || len(udps) == 0; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("memcached did not bind its sockets: %s", r.mcLog.String())
+		}
+		listeners, _ = procsock.ListeningTCP(nsPath, Addr.Port(), Addr.Addr())
+		udps, _ = procsock.BoundUDP(nsPath, Addr.Port(), Addr.Addr())
+	}
+	var err error
+	if r.TCP, err = r.attach(listeners[0].Inode, nil); err != nil {
+		return err
+	}
+	r.UDP, err = r.attach(udps[0].Inode, &r.TCP)
+	return err
+}
+
+// attach attaches the socket of inode, taken from memcached, and marks it
+// memcached's, in the domain of service *domain (nil: its own).
+func (r *Rig) attach(inode uint64, domain *uint32) (uint32, error) {
+	pid, fd, err := procsock.Holder(inode)
+	if err != nil {
+		return 0, err
+	}
+	own, err := procsock.TakeFD(pid, fd)
+	if err != nil {
+		return 0, err
+	}
+	defer unix.Close(own)
+	svc, err := r.Client.AttachFD(own)
+	if err != nil {
+		return 0, err
+	}
+	if domain == nil {
+		domain = &svc.ServiceID
+	}
+	return svc.ServiceID, r.Client.SetParser(svc.ServiceID, client.Parser{Kind: client.ParserMemcached, Domain: *domain})
+}
+
+// CheckConfig is mccheck's default run against the rig's memcached, from
+// its namespace, counting the gets the kernel answered (the UDP service's
+// Matched).
+func (r *Rig) CheckConfig() mccheck.Config {
+	cfg := mccheck.DefaultConfig()
+	cfg.Netns, cfg.TCP, cfg.UDP = r.NS.Name, Addr, Addr
+	cfg.KernelAnswered = func() (uint64, error) {
+		st, err := r.stats.ServiceStats(r.UDP)
+		return st.Matched, err
+	}
+	return cfg
+}
+
+// Close stops memcached and santad and removes the namespace and pins.
+func (r *Rig) Close() error {
+	var errs []error
+	for _, c := range []*client.Client{r.Client, r.stats} {
+		if c != nil {
+			c.Close()
+		}
+	}
+	if r.mc != nil {
+		r.mc.Process.Kill() // nsenter execs it: the pid is memcached's
+		r.mc.Wait()
+	}
+	if r.Santad != nil {
+		errs = append(errs, r.Santad.Close())
+	}
+	if r.NS != nil {
+		errs = append(errs, r.NS.Delete())
+	}
+	return errors.Join(errs...)
+}
+
+// lockedBuilder is memcached's output.
+type lockedBuilder struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuilder) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuilder) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
