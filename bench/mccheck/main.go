@@ -54,7 +54,7 @@ func run(ops, keys, writers, udpWriters, readers, tcpReaders, installers int, pa
 		return 0, err
 	}
 	defer os.RemoveAll(dir)
-	r, err := mcrig.Start(dir, "mcbench")
+	r, err := mcrig.Start(dir, "mcbench", true)
 	if err != nil {
 		return 0, err
 	}

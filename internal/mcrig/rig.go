@@ -44,10 +44,11 @@ type Rig struct {
 }
 
 // Start builds santad into dir (the working directory must be inside the
-// module), starts it and memcached (2 worker threads, 64 MiB) in a new
-// namespace named after suffix (lowercase letters), and attaches and
-// marks memcached's sockets. Close undoes it all, also after an error.
-func Start(dir, suffix string) (r *Rig, err error) {
+// module), starts it and memcached (2 worker threads, at most 1 GiB) in a
+// new namespace named after suffix (lowercase letters), and, if attach,
+// attaches and marks memcached's sockets (else TCP and UDP stay 0: an
+// agent does it). Close undoes it all, also after an error.
+func Start(dir, suffix string, attach bool) (r *Rig, err error) {
 	if _, err := exec.LookPath("memcached"); err != nil {
 		return nil, errors.New("memcached is not installed (make test-deps)")
 	}
@@ -72,7 +73,7 @@ func Start(dir, suffix string) (r *Rig, err error) {
 	}
 	port := strconv.Itoa(int(Addr.Port()))
 	r.mc = r.NS.Command(context.Background(), "memcached", "-U", port, "-p", port, "-l", Addr.Addr().String(),
-		"-m", "64", "-c", "256", "-t", "2", "-u", "nobody")
+		"-m", "1024", "-c", "256", "-t", "2", "-u", "nobody")
 	r.mc.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	r.mc.Stdout, r.mc.Stderr = r.mcLog, r.mcLog
 	if err := r.mc.Start(); err != nil {
@@ -84,6 +85,9 @@ func Start(dir, suffix string) (r *Rig, err error) {
 	}
 	if r.stats, err = client.Dial(r.Santad.Socket); err != nil {
 		return r, err
+	}
+	if !attach {
+		return r, nil
 	}
 	return r, r.attachAll()
 }
@@ -132,14 +136,28 @@ func (r *Rig) attach(inode uint64, domain *uint32) (uint32, error) {
 }
 
 // CheckConfig is mccheck's default run against the rig's memcached, from
-// its namespace, counting the gets the kernel answered (the UDP service's
-// Matched).
+// its namespace, counting the gets the kernel answered: the Matched of
+// every UDP service on memcached's port, whoever attached it.
 func (r *Rig) CheckConfig() mccheck.Config {
 	cfg := mccheck.DefaultConfig()
 	cfg.Netns, cfg.TCP, cfg.UDP = r.NS.Name, Addr, Addr
 	cfg.KernelAnswered = func() (uint64, error) {
-		st, err := r.stats.ServiceStats(r.UDP)
-		return st.Matched, err
+		svcs, err := r.stats.Services()
+		if err != nil {
+			return 0, err
+		}
+		var matched uint64
+		for _, s := range svcs {
+			if s.Protocol != syscall.IPPROTO_UDP || s.Port != Addr.Port() {
+				continue
+			}
+			st, err := r.stats.ServiceStats(s.ServiceID)
+			if err != nil {
+				return 0, err
+			}
+			matched += st.Matched
+		}
+		return matched, nil
 	}
 	return cfg
 }

@@ -37,7 +37,7 @@ func TestMemcachedLinearizable(t *testing.T) {
 		order      mcrig.Order
 	}{{"tcp-writers", 0, mcrig.GenerationFirst}, {"udp-writers", 1, mcrig.GenerationFirst}, {"control-value-first", 0, mcrig.ValueFirst}} {
 		t.Run(v.name, func(t *testing.T) {
-			r, err := mcrig.Start(t.TempDir(), "mcl"+string(rune('a'+i)))
+			r, err := mcrig.Start(t.TempDir(), "mcl"+string(rune('a'+i)), true)
 			if err != nil {
 				t.Fatal(err)
 			}
