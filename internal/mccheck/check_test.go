@@ -54,7 +54,7 @@ func TestCheckModel(t *testing.T) {
 		{"a value, flush_all concurrent with its write", []write{set(1, "a", 0, 3)}, []flush{{sent: 2 * ms, acked: 3 * ms}}, get("a", 4, 5), ""},
 		{"a value, read sent before flush_all's ack", []write{set(1, "a", 0, 1)}, []flush{{sent: 2 * ms, acked: 5 * ms}}, get("a", 4, 6), ""},
 		{"a value, delayed flush_all not due", []write{set(1, "a", 0, 1)}, []flush{{sent: 2 * ms, acked: 3 * ms, delay: time.Second}}, get("a", 900, 901), ""},
-		{"a value, delayed flush_all due", []write{set(1, "a", 0, 1)}, []flush{{sent: 2 * ms, acked: 3 * ms, delay: time.Second}}, get("a", 3004, 3005), "flushed"},
+		{"a value, delayed flush_all due", []write{set(1, "a", 0, 1)}, []flush{{sent: 2 * ms, acked: 3 * ms, delay: time.Second}}, get("a", 4004, 4005), "flushed"},
 		{"a value written long before a delayed flush_all", []write{set(1, "a", 0, 1)}, []flush{{sent: 40_000 * ms, acked: 40_001 * ms, delay: time.Second}}, get("a", 44_000, 44_001), ""},
 		{"a key given up before the reply", []write{set(1, "a", 0, 1), {seq: 2, command: "udp set", sent: 2 * ms, acked: -1}}, nil, get("", 1, 3), "unchecked"},
 		{"a key given up after the reply", []write{set(1, "a", 0, 1), {seq: 2, command: "udp set", sent: 4 * ms, acked: -1}}, nil, get("", 2, 3), "no value"},

@@ -37,9 +37,11 @@ type flush struct {
 }
 
 // flushSlack is how long after a delayed flush_all's acknowledgement plus
-// its delay memcached may still hold what it flushes: its clock ticks
-// once a second, and the flush time is rounded (memcached.c, realtime).
-const flushSlack = 2 * time.Second
+// its delay memcached may still hold what it flushes, or flush what is
+// written: its clock ticks once a second, the flush time is rounded
+// (memcached.c, realtime), and an item stored in the flush's second is
+// flushed too (items.c, item_is_flushed: time <= oldest_live).
+const flushSlack = 3 * time.Second
 
 // bumpWindow: memcached renews an item's time (which a delayed flush
 // compares) when it is read and older than 60 s (ITEM_UPDATE_INTERVAL).

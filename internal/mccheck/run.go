@@ -302,7 +302,7 @@ func (r *runner) report() Report {
 		case v != nil:
 			rep.Violations = append(rep.Violations, *v)
 		case rd.outcome == failed:
-			rep.Violations = append(rep.Violations, *c.violation(rd, "a reply that is not memcached's to a get of the key", nil, nil, nil))
+			rep.Violations = append(rep.Violations, *c.violation(rd, "a reply that is not one to a get of the key", nil, nil, nil))
 		}
 	}
 	return rep

@@ -147,24 +147,30 @@ func (w *tcpWriter) send(batch []*cmd) error {
 			continue
 		}
 		line, data, err := readWriteReply(w.r)
-		// A quiet command's failure comes first, with its opaque.
+		// A quiet command's failure comes first, with its opaque; the
+		// silent commands before it are done (memcached runs a
+		// connection's commands in order), so acks follow seq.
 		for err == nil && len(silent) > 0 {
 			i := slices.IndexFunc(silent, func(s *cmd) bool { return s.opaque != "" && hasToken(line, s.opaque) })
 			if i < 0 {
 				break
 			}
-			w.record(silent[i], sent, w.now(), line, "")
-			silent = slices.Delete(silent, i, i+1)
+			acked := w.now()
+			for _, s := range silent[:i] {
+				w.record(s, sent, acked, "", "")
+			}
+			w.record(silent[i], sent, acked, line, "")
+			silent = silent[i+1:]
 			line, data, err = readWriteReply(w.r)
 		}
 		if err != nil {
 			return fmt.Errorf("reply to %q: %w", c.line, err)
 		}
 		acked := w.now()
-		for _, s := range silent { // memcached answers in order: done
+		for _, s := range silent {
 			w.record(s, sent, acked, "", "")
 		}
-		silent = silent[:0]
+		silent = nil
 		w.record(c, sent, acked, line, data)
 	}
 	return nil
