@@ -17,16 +17,14 @@ import (
 
 // fakeMC is an in-process memcached for the checker's own tests: the text
 // and meta commands the checker sends, over TCP and UDP (8-byte frames),
-// on 127.0.0.1. Told to, it lies the way a cache in front of memcached
-// can: staleFor keeps the answer of a UDP get, hit or miss, for that long
-// whatever is written meanwhile; dropEvery drops every n-th UDP request.
+// on 127.0.0.1. Told to (fakeFaults), it lies or fails.
 type fakeMC struct {
-	tcp       net.Listener
-	udp       *net.UDPConn
-	staleFor  time.Duration
-	dropEvery int64
+	fakeFaults
+	tcp net.Listener
+	udp *net.UDPConn
 
 	udpSeen atomic.Int64
+	tcpSeen atomic.Int64
 	mu      sync.Mutex
 	items   map[string]*fakeItem
 	cas     uint64
@@ -45,9 +43,22 @@ type cached struct {
 	until time.Time
 }
 
-func startFake(t *testing.T, staleFor time.Duration, dropEvery int64) *fakeMC {
+// fakeFaults are the fake's lies and failures.
+type fakeFaults struct {
+	// staleFor keeps the answer of a UDP get, hit or miss, for that long
+	// whatever is written meanwhile: a cache not invalidated.
+	staleFor time.Duration
+	// dropEvery drops every n-th UDP request; wrongKeyEvery answers every
+	// n-th UDP get with another key's value.
+	dropEvery, wrongKeyEvery int64
+	// closeAfter closes the TCP connections after that many commands in
+	// all.
+	closeAfter int64
+}
+
+func startFake(t *testing.T, faults fakeFaults) *fakeMC {
 	t.Helper()
-	m := &fakeMC{staleFor: staleFor, dropEvery: dropEvery, items: map[string]*fakeItem{}, cache: map[string]cached{}}
+	m := &fakeMC{fakeFaults: faults, items: map[string]*fakeItem{}, cache: map[string]cached{}}
 	var err error
 	if m.tcp, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
 		t.Fatal(err)
@@ -94,7 +105,7 @@ func (m *fakeMC) serveUDP() {
 		if err != nil {
 			return
 		}
-		if m.dropEvery > 0 && m.udpSeen.Add(1)%m.dropEvery == 0 {
+		if seen := m.udpSeen.Add(1); m.dropEvery > 0 && seen%m.dropEvery == 0 {
 			continue
 		}
 		if n < 8 {
@@ -134,7 +145,13 @@ func (m *fakeMC) serve(r *bufio.Reader, w io.Writer, udp bool) {
 			}
 			data = string(b[:size])
 		}
-		if udp && f[0] == "get" && m.staleFor > 0 {
+		switch {
+		case !udp && m.closeAfter > 0 && m.tcpSeen.Add(1) > m.closeAfter:
+			return
+		case udp && f[0] == "get" && m.wrongKeyEvery > 0 && m.udpSeen.Load()%m.wrongKeyEvery == 0:
+			io.WriteString(w, "VALUE other 0 1\r\nx\r\nEND\r\n")
+			continue
+		case udp && f[0] == "get" && m.staleFor > 0:
 			io.WriteString(w, m.staleGet(f[1]))
 			continue
 		}

@@ -19,7 +19,7 @@ func fakeConfig(m *fakeMC) Config {
 // Against a correct memcached, no violation, and every kind of command
 // was sent.
 func TestRunCorrect(t *testing.T) {
-	m := startFake(t, 0, 0)
+	m := startFake(t, fakeFaults{})
 	rep, err := Run(context.Background(), fakeConfig(m))
 	if err != nil {
 		t.Fatal(err)
@@ -51,7 +51,7 @@ func TestRunCorrect(t *testing.T) {
 // A cache that keeps its answers for a while after writes is caught:
 // stale values and stale misses, each with the writes that prove it.
 func TestRunCatchesStale(t *testing.T) {
-	m := startFake(t, 30*time.Millisecond, 0)
+	m := startFake(t, fakeFaults{staleFor: 30 * time.Millisecond})
 	cfg := fakeConfig(m)
 	cfg.Ops = 20_000
 	rep, err := Run(context.Background(), cfg)
@@ -88,7 +88,7 @@ func TestRunCatchesStale(t *testing.T) {
 // UDP requests lost are timeouts, not violations; a key whose UDP write
 // was lost is given up, its later reads unchecked.
 func TestRunUDPLoss(t *testing.T) {
-	m := startFake(t, 0, 97)
+	m := startFake(t, fakeFaults{dropEvery: 97})
 	rep, err := Run(context.Background(), fakeConfig(m))
 	if err != nil {
 		t.Fatal(err)
@@ -99,8 +99,43 @@ func TestRunUDPLoss(t *testing.T) {
 	t.Logf("%d timeouts, %d reads unchecked", rep.UDPTimeouts, rep.Unchecked)
 }
 
+// A reply for another key is reported as a violation.
+func TestRunWrongKey(t *testing.T) {
+	m := startFake(t, fakeFaults{wrongKeyEvery: 50})
+	cfg := fakeConfig(m)
+	cfg.Ops = 5000
+	rep, err := Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Violations) == 0 {
+		t.Fatalf("replies for another key were not caught:\n%s", rep)
+	}
+	for _, v := range rep.Violations {
+		if v.Outcome != failed || !strings.Contains(v.Value, "VALUE other") {
+			t.Errorf("a violation other than the wrong key's: %s", v)
+		}
+	}
+}
+
+// memcached closing the connections ends the run with an error, at once,
+// and the report holds what was checked until then.
+func TestRunServerGone(t *testing.T) {
+	m := startFake(t, fakeFaults{closeAfter: 3000})
+	cfg := fakeConfig(m)
+	start := time.Now()
+	rep, err := Run(context.Background(), cfg)
+	if err == nil || !strings.Contains(err.Error(), "TCP") {
+		t.Fatalf("got %v, want the TCP error", err)
+	}
+	if took := time.Since(start); took > 5*time.Second || rep.Ops == 0 || len(rep.Violations) != 0 {
+		t.Errorf("after %v: %d operations, %d violations", took, rep.Ops, len(rep.Violations))
+	}
+	t.Log(err)
+}
+
 func TestRunBounds(t *testing.T) {
-	m := startFake(t, 0, 0)
+	m := startFake(t, fakeFaults{})
 	cfg := fakeConfig(m)
 	cfg.Ops, cfg.Deadline = 1_000_000_000, 300*time.Millisecond
 	start := time.Now()
@@ -123,7 +158,7 @@ func TestRunBounds(t *testing.T) {
 }
 
 func TestConfigValidate(t *testing.T) {
-	m := startFake(t, 0, 0)
+	m := startFake(t, fakeFaults{})
 	good := fakeConfig(m)
 	if err := good.Validate(); err != nil {
 		t.Fatal(err)

@@ -2,6 +2,7 @@ package mccheck
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"strconv"
@@ -17,6 +18,9 @@ const maxData = 1 << 20
 // readLine reads one line, without its CRLF.
 func readLine(r *bufio.Reader) (string, error) {
 	line, err := r.ReadString('\n')
+	if err == io.EOF {
+		return "", errors.New("memcached closed the connection")
+	}
 	if err != nil {
 		return "", err
 	}
