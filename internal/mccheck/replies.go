@@ -19,7 +19,7 @@ const maxData = 1 << 20
 func readLine(r *bufio.Reader) (string, error) {
 	line, err := r.ReadString('\n')
 	if err == io.EOF {
-		return "", errors.New("memcached closed the connection")
+		return "", errors.New("the reply stops short: memcached closed the connection, or the datagram ends")
 	}
 	if err != nil {
 		return "", err
