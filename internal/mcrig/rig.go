@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os/exec"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -38,9 +39,10 @@ type Rig struct {
 	// TCP and UDP are memcached's services; TCP starts the domain.
 	TCP, UDP uint32
 
-	mc    *exec.Cmd
-	mcLog *lockedBuilder
-	stats *client.Client // KernelAnswered's
+	mc     *exec.Cmd
+	mcDone chan struct{} // closed once memcached has exited
+	mcLog  *lockedBuilder
+	stats  *client.Client // KernelAnswered's
 }
 
 // Start builds santad into dir (the working directory must be inside the
@@ -74,9 +76,8 @@ func Start(dir, suffix string, attach bool) (r *Rig, err error) {
 	port := strconv.Itoa(int(Addr.Port()))
 	r.mc = r.NS.Command(context.Background(), "memcached", "-U", port, "-p", port, "-l", Addr.Addr().String(),
 		"-m", "1024", "-c", "256", "-t", "2", "-u", "nobody")
-	r.mc.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	r.mc.Stdout, r.mc.Stderr = r.mcLog, r.mcLog
-	if err := r.mc.Start(); err != nil {
+	if err := r.startMemcached(); err != nil {
 		r.mc = nil
 		return r, fmt.Errorf("starting memcached: %w", err)
 	}
@@ -92,20 +93,43 @@ func Start(dir, suffix string, attach bool) (r *Rig, err error) {
 	return r, r.attachAll()
 }
 
+// startMemcached starts r.mc so that it dies with this process. Pdeathsig
+// fires when the thread that started it ends, and Go ends threads (those
+// netns.Run locks, among others), so that thread stays locked until
+// memcached has exited.
+func (r *Rig) startMemcached() error {
+	r.mc.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	r.mcDone = make(chan struct{})
+	started := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		defer close(r.mcDone)
+		if err := r.mc.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
+		r.mc.Wait()
+	}()
+	return <-started
+}
+
 // attachAll finds memcached's sockets without connecting (a connection
 // accepted before the listener is marked would hold the domain back),
 // attaches them and marks them, the listener's domain for both.
 func (r *Rig) attachAll() error {
 	nsPath := netns.Named(r.NS.Name)
 	var listeners, udps []procsock.Socket
+	var err, uerr error
 	for deadline := time.Now().Add(10 * time.Second); len(listeners) == 0 || len(udps) == 0; time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			return fmt.Errorf("memcached did not bind its sockets: %s", r.mcLog.String())
+			return fmt.Errorf("memcached did not bind its sockets in 10 s (%d TCP listeners, %v; %d UDP sockets, %v); its output: %q",
+				len(listeners), err, len(udps), uerr, r.mcLog.String())
 		}
-		listeners, _ = procsock.ListeningTCP(nsPath, Addr.Port(), Addr.Addr())
-		udps, _ = procsock.BoundUDP(nsPath, Addr.Port(), Addr.Addr())
+		listeners, err = procsock.ListeningTCP(nsPath, Addr.Port(), Addr.Addr())
+		udps, uerr = procsock.BoundUDP(nsPath, Addr.Port(), Addr.Addr())
 	}
-	var err error
 	if r.TCP, err = r.attach(listeners[0].Inode, nil); err != nil {
 		return err
 	}
@@ -172,7 +196,7 @@ func (r *Rig) Close() error {
 	}
 	if r.mc != nil {
 		r.mc.Process.Kill() // nsenter execs it: the pid is memcached's
-		r.mc.Wait()
+		<-r.mcDone
 	}
 	if r.Santad != nil {
 		errs = append(errs, r.Santad.Close())
