@@ -7,15 +7,12 @@
 package mcrig
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"net/netip"
 	"os/exec"
-	"runtime"
+	"path/filepath"
 	"strconv"
-	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -24,6 +21,7 @@ import (
 	"github.com/santa-offload/santa/client"
 	"github.com/santa-offload/santa/internal/mccheck"
 	"github.com/santa-offload/santa/internal/netns"
+	"github.com/santa-offload/santa/internal/netproc"
 	"github.com/santa-offload/santa/internal/procsock"
 	"github.com/santa-offload/santa/internal/santadtest"
 )
@@ -39,10 +37,9 @@ type Rig struct {
 	// TCP and UDP are memcached's services; TCP starts the domain.
 	TCP, UDP uint32
 
-	mc     *exec.Cmd
-	mcDone chan struct{} // closed once memcached has exited
-	mcLog  *lockedBuilder
-	stats  *client.Client // KernelAnswered's
+	mc              *netproc.Proc
+	listeners, udps []procsock.Socket // memcached's sockets
+	stats           *client.Client    // KernelAnswered's
 }
 
 // Start builds santad into dir (the working directory must be inside the
@@ -55,7 +52,7 @@ func Start(dir, suffix string, attach bool) (r *Rig, err error) {
 		return nil, errors.New("memcached is not installed (make test-deps)")
 	}
 	santadtest.SweepStale()
-	r = &Rig{mcLog: &lockedBuilder{}}
+	r = &Rig{}
 	defer func() {
 		if err != nil {
 			r.Close()
@@ -73,13 +70,8 @@ func Start(dir, suffix string, attach bool) (r *Rig, err error) {
 	if err := r.Santad.Start(); err != nil {
 		return r, err
 	}
-	port := strconv.Itoa(int(Addr.Port()))
-	r.mc = r.NS.Command(context.Background(), "memcached", "-U", port, "-p", port, "-l", Addr.Addr().String(),
-		"-m", "1024", "-c", "256", "-t", "2", "-u", "nobody")
-	r.mc.Stdout, r.mc.Stderr = r.mcLog, r.mcLog
-	if err := r.startMemcached(); err != nil {
-		r.mc = nil
-		return r, fmt.Errorf("starting memcached: %w", err)
+	if err := r.startMemcached(dir); err != nil {
+		return r, err
 	}
 	if r.Client, err = client.Dial(r.Santad.Socket); err != nil {
 		return r, err
@@ -93,47 +85,40 @@ func Start(dir, suffix string, attach bool) (r *Rig, err error) {
 	return r, r.attachAll()
 }
 
-// startMemcached starts r.mc so that it dies with this process. Pdeathsig
-// fires when the thread that started it ends, and Go ends threads (those
-// netns.Run locks, among others), so that thread stays locked until
-// memcached has exited.
-func (r *Rig) startMemcached() error {
-	r.mc.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	r.mcDone = make(chan struct{})
-	started := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		defer close(r.mcDone)
-		if err := r.mc.Start(); err != nil {
-			started <- err
-			return
-		}
-		started <- nil
-		r.mc.Wait()
-	}()
-	return <-started
+// startMemcached starts memcached (netproc: it dies with this process)
+// and waits until its sockets show.
+func (r *Rig) startMemcached(dir string) error {
+	port := strconv.Itoa(int(Addr.Port()))
+	nsPath := netns.Named(r.NS.Name)
+	mc, err := netproc.Start(netproc.Spec{
+		Name: "memcached", Netns: r.NS.Name, LogPath: filepath.Join(dir, "memcached.log"),
+		Argv: []string{"memcached", "-U", port, "-p", port, "-l", Addr.Addr().String(),
+			"-m", "1024", "-c", "256", "-t", "2", "-u", "nobody"},
+		ReadyTimeout: 10 * time.Second,
+		// Its sockets, found without connecting: a connection accepted
+		// before the listener is marked would hold the domain back.
+		Ready: func() (err error) {
+			if r.listeners, err = procsock.ListeningTCP(nsPath, Addr.Port(), Addr.Addr()); err != nil || len(r.listeners) == 0 {
+				return fmt.Errorf("no TCP listener on %v (%v)", Addr, err)
+			}
+			if r.udps, err = procsock.BoundUDP(nsPath, Addr.Port(), Addr.Addr()); err != nil || len(r.udps) == 0 {
+				return fmt.Errorf("no UDP socket on %v (%v)", Addr, err)
+			}
+			return nil
+		},
+	})
+	r.mc = mc
+	return err
 }
 
-// attachAll finds memcached's sockets without connecting (a connection
-// accepted before the listener is marked would hold the domain back),
-// attaches them and marks them, the listener's domain for both.
+// attachAll attaches memcached's sockets and marks them, the listener's
+// domain for both.
 func (r *Rig) attachAll() error {
-	nsPath := netns.Named(r.NS.Name)
-	var listeners, udps []procsock.Socket
-	var err, uerr error
-	for deadline := time.Now().Add(10 * time.Second); len(listeners) == 0 || len(udps) == 0; time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			return fmt.Errorf("memcached did not bind its sockets in 10 s (%d TCP listeners, %v; %d UDP sockets, %v); its output: %q",
-				len(listeners), err, len(udps), uerr, r.mcLog.String())
-		}
-		listeners, err = procsock.ListeningTCP(nsPath, Addr.Port(), Addr.Addr())
-		udps, uerr = procsock.BoundUDP(nsPath, Addr.Port(), Addr.Addr())
-	}
-	if r.TCP, err = r.attach(listeners[0].Inode, nil); err != nil {
+	var err error
+	if r.TCP, err = r.attach(r.listeners[0].Inode, nil); err != nil {
 		return err
 	}
-	r.UDP, err = r.attach(udps[0].Inode, &r.TCP)
+	r.UDP, err = r.attach(r.udps[0].Inode, &r.TCP)
 	return err
 }
 
@@ -195,8 +180,7 @@ func (r *Rig) Close() error {
 		}
 	}
 	if r.mc != nil {
-		r.mc.Process.Kill() // nsenter execs it: the pid is memcached's
-		<-r.mcDone
+		errs = append(errs, r.mc.Stop())
 	}
 	if r.Santad != nil {
 		errs = append(errs, r.Santad.Close())
@@ -205,22 +189,4 @@ func (r *Rig) Close() error {
 		errs = append(errs, r.NS.Delete())
 	}
 	return errors.Join(errs...)
-}
-
-// lockedBuilder is memcached's output.
-type lockedBuilder struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuilder) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuilder) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
