@@ -125,3 +125,40 @@ func (r Report) String() string {
 	}
 	return b.String()
 }
+
+// report counts the history and checks it.
+func (r *runner) report() Report {
+	rep := Report{Elapsed: time.Since(r.start), Writes: map[string]int{}, Reads: map[string]int{}}
+	keys := make([]string, r.cfg.Keys)
+	for i := range keys {
+		keys[i] = r.cfg.Key(i)
+	}
+	c := newChecker(keys, r.logs)
+	var reads []read
+	for _, l := range r.logs {
+		for f, n := range l.forms {
+			rep.Writes[f] += n
+			rep.Ops += n
+		}
+		rep.UDPTimeouts += l.udpTimeouts
+		reads = append(reads, l.reads...)
+	}
+	slices.SortFunc(reads, func(a, b read) int { return int(a.sent - b.sent) })
+	for _, rd := range reads {
+		rep.Ops++
+		rep.Reads[rd.via+" "+rd.outcome]++
+		if rd.via == "udp get" && rd.outcome != timeout {
+			rep.UDPAnswered++
+		}
+		v, unchecked := c.check(rd)
+		switch {
+		case unchecked:
+			rep.Unchecked++
+		case v != nil:
+			rep.Violations = append(rep.Violations, *v)
+		case rd.outcome == failed:
+			rep.Violations = append(rep.Violations, *c.violation(rd, "a reply that is not one to a get of the key", nil, nil, nil))
+		}
+	}
+	return rep
+}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
-	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -106,10 +105,10 @@ type runner struct {
 	errs []error
 }
 
-func (r *runner) worker(id int, seed uint64) *worker {
+func (r *runner) worker(id int) *worker {
 	l := &log{forms: map[string]int{}}
 	r.logs = append(r.logs, l)
-	return &worker{id: id, cfg: r.cfg, budget: r.budget, rng: rand.New(rand.NewPCG(r.cfg.Seed, seed)), start: r.start, log: l}
+	return &worker{id: id, cfg: r.cfg, budget: r.budget, rng: rand.New(rand.NewPCG(r.cfg.Seed, uint64(id))), start: r.start, log: l}
 }
 
 // open makes the workers and their sockets, in the clients' namespace.
@@ -157,7 +156,7 @@ func (r *runner) open() error {
 	}
 	id := 0
 	for range cfg.Writers {
-		w := r.worker(id, uint64(id))
+		w := r.worker(id)
 		c, err := dial(w)
 		if err != nil {
 			return err
@@ -166,7 +165,7 @@ func (r *runner) open() error {
 		id++
 	}
 	for range cfg.UDPWriters {
-		w := r.worker(id, uint64(id))
+		w := r.worker(id)
 		s, err := udp()
 		if err != nil {
 			return err
@@ -175,7 +174,7 @@ func (r *runner) open() error {
 		id++
 	}
 	for range cfg.TCPReaders {
-		w := r.worker(id, uint64(id))
+		w := r.worker(id)
 		c, err := dial(w)
 		if err != nil {
 			return err
@@ -184,7 +183,7 @@ func (r *runner) open() error {
 		id++
 	}
 	for range cfg.Readers {
-		w := r.worker(id, uint64(id))
+		w := r.worker(id)
 		s, err := udp()
 		if err != nil {
 			return err
@@ -269,41 +268,4 @@ func (r *runner) failed() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return errors.Join(r.errs...)
-}
-
-// report counts the history and checks it.
-func (r *runner) report() Report {
-	rep := Report{Elapsed: time.Since(r.start), Writes: map[string]int{}, Reads: map[string]int{}}
-	keys := make([]string, r.cfg.Keys)
-	for i := range keys {
-		keys[i] = r.cfg.Key(i)
-	}
-	c := newChecker(keys, r.logs)
-	var reads []read
-	for _, l := range r.logs {
-		for f, n := range l.forms {
-			rep.Writes[f] += n
-			rep.Ops += n
-		}
-		rep.UDPTimeouts += l.udpTimeouts
-		reads = append(reads, l.reads...)
-	}
-	slices.SortFunc(reads, func(a, b read) int { return int(a.sent - b.sent) })
-	for _, rd := range reads {
-		rep.Ops++
-		rep.Reads[rd.via+" "+rd.outcome]++
-		if rd.via == "udp get" && rd.outcome != timeout {
-			rep.UDPAnswered++
-		}
-		v, unchecked := c.check(rd)
-		switch {
-		case unchecked:
-			rep.Unchecked++
-		case v != nil:
-			rep.Violations = append(rep.Violations, *v)
-		case rd.outcome == failed:
-			rep.Violations = append(rep.Violations, *c.violation(rd, "a reply that is not one to a get of the key", nil, nil, nil))
-		}
-	}
-	return rep
 }
