@@ -9,8 +9,9 @@ PKGS     := clang llvm libbpf-dev bpftool iproute2 ethtool gcc make pkg-config p
 VMLINUX  := bpf/include/vmlinux.h
 # The DNS servers the offload agent's end-to-end tests start
 # (test/integration, internal/dnstest): BIND (rndc), Knot (knotc), NSD
-# (nsd-control).
-TEST_PKGS  := bind9 knot nsd
+# (nsd-control); memcached: the memcached tests (internal/datapath,
+# test/daemon, test/integration's linearizability check).
+TEST_PKGS  := bind9 knot nsd memcached
 # The real peers of the benchmarks (bench/dns, ...).
 BENCH_PKGS := $(TEST_PKGS) dnsperf memcached nginx-light wrk python3-matplotlib
 

@@ -1,0 +1,97 @@
+// Command mccheck runs the linearizability check (internal/mccheck) at
+// length: Debian's memcached behind the real santad in a network
+// namespace of its own, installers racing the writers by the agent's
+// protocol (internal/mcrig), and the checker's writers and readers, for
+// -ops operations (10^6 by default). It prints RESULT lines (operations,
+// violations, the kernel's share of UDP gets, operations per second) and
+// exits 1 if a violation was found.
+//
+// Needs root and the package memcached (make bench-deps); run from inside
+// the module (it builds santad). Everything it starts or creates is
+// removed on exit.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/santa-offload/santa/internal/mccheck"
+	"github.com/santa-offload/santa/internal/mcrig"
+)
+
+func main() {
+	def := mccheck.DefaultConfig()
+	ops := flag.Int("ops", 1_000_000, "operations (writes, flushes, reads)")
+	keys := flag.Int("keys", def.Keys, "keys written and read")
+	writers := flag.Int("writers", def.Writers, "writers over TCP")
+	udpWriters := flag.Int("udp-writers", def.UDPWriters, "writers over UDP")
+	readers := flag.Int("readers", def.Readers, "readers over UDP")
+	tcpReaders := flag.Int("tcp-readers", def.TCPReaders, "readers over TCP")
+	installers := flag.Int("installers", 4, "rule installers racing the writers")
+	pause := flag.Duration("write-pause", 2*time.Millisecond, "each writer's pause between batches")
+	deadline := flag.Duration("deadline", 10*time.Minute, "bound on the run's time")
+	seed := flag.Uint64("seed", def.Seed, "seed of the checker's choices")
+	flag.Parse()
+	violations, err := run(*ops, *keys, *writers, *udpWriters, *readers, *tcpReaders, *installers, *pause, *deadline, *seed)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "mccheck:", err)
+		os.Exit(2)
+	}
+	if violations > 0 {
+		os.Exit(1)
+	}
+}
+
+// run runs the check and returns how many violations it found.
+func run(ops, keys, writers, udpWriters, readers, tcpReaders, installers int, pause, deadline time.Duration, seed uint64) (int, error) {
+	dir, err := os.MkdirTemp("", "mccheck")
+	if err != nil {
+		return 0, err
+	}
+	defer os.RemoveAll(dir)
+	r, err := mcrig.Start(dir, "mcbench", true)
+	if err != nil {
+		return 0, err
+	}
+	defer r.Close()
+	cfg := r.CheckConfig()
+	cfg.Ops, cfg.Keys, cfg.Deadline, cfg.WritePause, cfg.Seed = ops, keys, deadline, pause, seed
+	cfg.Writers, cfg.UDPWriters, cfg.Readers, cfg.TCPReaders = writers, udpWriters, readers, tcpReaders
+	if err := cfg.Validate(); err != nil {
+		return 0, err
+	}
+	// SIGINT or SIGTERM ends the run early, still cleaning up.
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	ictx, stopInstallers := context.WithCancel(ctx)
+	defer stopInstallers()
+	wait, err := r.Installers(ictx, cfg, installers, mcrig.GenerationFirst)
+	if err != nil {
+		return 0, err
+	}
+	rep, err := mccheck.Run(ctx, cfg)
+	stopInstallers()
+	inst, ierr := wait()
+	if err != nil {
+		return 0, err
+	}
+	if ierr != nil {
+		return 0, ierr
+	}
+	fmt.Fprintf(os.Stderr, "installers: %s\n%s", inst, rep)
+	result := func(name string, v float64, unit string) {
+		fmt.Printf("RESULT name=mccheck/%s value=%.3f unit=%s\n", name, v, unit)
+	}
+	result("ops", float64(rep.Ops), "ops")
+	result("violations", float64(len(rep.Violations)), "reads")
+	result("kernel_share", 100*rep.KernelShare(), "%")
+	result("ops_per_s", float64(rep.Ops)/rep.Elapsed.Seconds(), "ops/s")
+	result("udp_timeouts", float64(rep.UDPTimeouts), "requests")
+	result("rules_installed", float64(inst.Installed), "rules")
+	return len(rep.Violations), nil
+}

@@ -1,0 +1,93 @@
+package integration
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/santa-offload/santa/internal/mccheck"
+	"github.com/santa-offload/santa/internal/mcrig"
+)
+
+// The linearizability check (internal/mccheck) of a real memcached from
+// Debian behind the real santad (internal/mcrig): both of memcached's
+// sockets attached and in one generation domain, and installers that
+// follow the agent's protocol (docs/memcached.md, "Using it from santad")
+// as fast as they can, racing the checker's writers: the generation, then
+// memcached's value from a probe port, then a guarded rule answering it
+// (a hit or a miss), replaced and deleted over and over. A control run
+// with installers that read the value before the generation must be
+// caught.
+const (
+	mcCheckOps        = 150_000
+	mcCheckDeadline   = 3 * time.Minute
+	mcCheckKeys       = 64
+	mcCheckInstallers = 4
+	mcCheckWritePause = 2 * time.Millisecond
+)
+
+func TestMemcachedLinearizable(t *testing.T) {
+	requireRoot(t)
+	if testing.Short() {
+		t.Skip("runs memcached and santad under load")
+	}
+	for i, v := range []struct {
+		name       string
+		udpWriters int
+		order      mcrig.Order
+	}{{"tcp-writers", 0, mcrig.GenerationFirst}, {"udp-writers", 1, mcrig.GenerationFirst}, {"control-value-first", 0, mcrig.ValueFirst}} {
+		t.Run(v.name, func(t *testing.T) {
+			r, err := mcrig.Start(t.TempDir(), "mcl"+string(rune('a'+i)), true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() {
+				if err := r.Close(); err != nil {
+					t.Error(err)
+				}
+			})
+			cfg := r.CheckConfig()
+			cfg.Keys, cfg.Ops, cfg.Deadline, cfg.WritePause = mcCheckKeys, mcCheckOps, mcCheckDeadline, mcCheckWritePause
+			cfg.UDPWriters = v.udpWriters
+			rep := checkRacing(t, r, cfg, v.order)
+			switch {
+			case v.order == mcrig.ValueFirst && len(rep.Violations) == 0:
+				t.Errorf("rules built from a value read before the generation: no violation found")
+			case v.order == mcrig.ValueFirst:
+				t.Logf("rules built from a value read before the generation: %d violations found, as they must", len(rep.Violations))
+			case len(rep.Violations) != 0:
+				t.Errorf("%d violations (the first above)", len(rep.Violations))
+			}
+		})
+	}
+}
+
+// checkRacing runs the checker with installers in order racing it, and
+// fails the test if the check could not run, ran short, or raced nothing.
+func checkRacing(t *testing.T, r *mcrig.Rig, cfg mccheck.Config, order mcrig.Order) mccheck.Report {
+	t.Helper()
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	wait, err := r.Installers(ctx, cfg, mcCheckInstallers, order)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := mccheck.Run(context.Background(), cfg)
+	stop()
+	inst, ierr := wait()
+	if err != nil || ierr != nil {
+		t.Fatal(err, ierr)
+	}
+	t.Logf("installers: %s", inst)
+	t.Logf("checker: %s", rep)
+	st, err := r.Client.MemcachedStats(r.UDP)
+	t.Logf("memcached stats: %+v %v", st, err)
+	if rep.Ops < 100_000 {
+		t.Errorf("%d operations in %v, want at least 100000", rep.Ops, rep.Elapsed)
+	}
+	if rep.KernelAnswered == 0 || inst.Installed == 0 {
+		t.Errorf("the kernel answered %d gets from %d rules installed: the check raced nothing", rep.KernelAnswered, inst.Installed)
+	}
+	t.Logf("kernel share of UDP gets: %.1f %%", 100*rep.KernelShare())
+	return rep
+}
