@@ -133,8 +133,9 @@ MANPAGES    := $(patsubst docs/man/%.md,build/man/%,$(wildcard docs/man/*.md))
 INSTALL     ?= install
 
 # The binaries, built from the data plane's objects (go build embeds them).
+GO_LDFLAGS ?=
 binaries: $(DATAPLANE_GEN)
-	$(GO) build -trimpath -o build/bin/ $(addprefix ./cmd/,$(COMMANDS))
+	$(GO) build -trimpath -ldflags="$(GO_LDFLAGS)" -o build/bin/ $(addprefix ./cmd/,$(COMMANDS))
 
 # go-md2man: Debian's package of the same name.
 man: $(MANPAGES)
@@ -177,3 +178,19 @@ uninstall:
 	rm -f $(addprefix $(DESTDIR)$(LIBDIR)/,libsanta.a libsanta.so libsanta.so.0 libsanta.so.0.1.0 pkgconfig/santa.pc)
 	rm -rf $(DESTDIR)$(PREFIX)/include/santa
 	@echo "kept: $(CONFDIR) (your configuration)"
+
+# ---- Debian package (docs/operations.md, "The Debian package") ----
+# make deb: build/deb/santa_*.deb, libsanta0_*.deb, libsanta-dev_*.deb,
+# checked by lintian. debian/rules builds with the targets above.
+DEB_PKGS := debhelper dpkg-dev fakeroot lintian go-md2man
+deb: $(DATAPLANE_GEN)
+	$(call install-missing,$(DEB_PKGS))
+	dpkg-buildpackage -b -us -uc
+	@# dpkg-buildpackage writes next to the source tree: into build/deb.
+	mkdir -p build/deb
+	v=$$(dpkg-parsechangelog -S Version); a=$$(dpkg-architecture -qDEB_HOST_ARCH); \
+	for f in santa_$${v}_$$a.deb santa-dbgsym_$${v}_$$a.deb libsanta0_$${v}_$$a.deb libsanta0-dbgsym_$${v}_$$a.deb \
+		libsanta-dev_$${v}_$$a.deb santa_$${v}_$$a.buildinfo santa_$${v}_$$a.changes; do \
+		[ ! -e ../$$f ] || mv ../$$f build/deb/; \
+	done
+	lintian --fail-on error,warning build/deb/santa_*.changes
