@@ -1,15 +1,19 @@
 package integration
 
 import (
+	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/santa-offload/santa/client"
 	"github.com/santa-offload/santa/internal/santadtest"
+	"github.com/santa-offload/santa/rule"
 )
 
 // notifySocket is a fake systemd: the datagram socket $NOTIFY_SOCKET names.
@@ -135,4 +139,115 @@ func logged(t *testing.T, d *santadtest.Santad, text string) {
 		}
 	}
 	t.Errorf("santad never logged %s:\n%s", text, d.Log())
+}
+
+// sandbox is a wrapper that runs santad (the binary SANTAD) as santad.service's sandbox
+// leaves it, as far as the data plane is concerned: a mount namespace of
+// its own (slave, as systemd's), every mount under /sys read-only
+// (ProtectKernelTunables=, ProtectControlGroups=) but the host's bpffs at
+// /sys/fs/bpf (ReadWritePaths=).
+const sandbox = `#!/bin/sh
+exec unshare --mount --propagation slave -- /bin/sh -ec '
+for m in $(awk '"'"'$2 ~ "^/sys" { print $2 }'"'"' /proc/self/mounts | sort -u); do
+	case $m in /sys/fs/bpf|/sys/fs/bpf/*) continue ;; esac
+	mount -o remount,bind,ro "$m"
+done
+exec "$@"' sh SANTAD "$@"
+`
+
+// TestSantadSandboxedRestart checks what santad.service's mount namespace
+// must not break: rules answer after santad in its own namespace stopped
+// (the pins are in the host's bpffs), and a santad started again, in a new
+// namespace, restores and takes them over.
+func TestSantadSandboxedRestart(t *testing.T) {
+	requireRoot(t)
+	if _, err := exec.LookPath("unshare"); err != nil {
+		t.Skip("needs unshare (util-linux)")
+	}
+	santadtest.SweepStale()
+	ns, err := santadtest.NewNetns(santadtest.NetnsName("sbox"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ns.Delete()
+	dir := t.TempDir()
+	bin, err := santadtest.Build(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wrapper := filepath.Join(dir, "sandboxed")
+	if err := os.WriteFile(wrapper, []byte(strings.ReplaceAll(sandbox, "SANTAD", bin)), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	d := santadtest.New(wrapper, ns, dir, santadtest.PinPath("sbox"))
+	start := func() {
+		t.Helper()
+		if err := d.Start(); err != nil {
+			t.Fatal(err)
+		}
+		own, _ := os.Readlink("/proc/self/ns/mnt")
+		its, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/mnt", d.PID()))
+		if err != nil || its == own {
+			t.Fatalf("santad's mount namespace %q (%v), the test's %q: want its own", its, err, own)
+		}
+		info, err := os.ReadFile(fmt.Sprintf("/proc/%d/mountinfo", d.PID()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range []string{" /sys ro,", " /sys/fs/bpf rw,"} {
+			if !strings.Contains(string(info), want) {
+				t.Fatalf("santad's mounts have no %q: not the sandbox meant\n%s", want, info)
+			}
+		}
+	}
+	start()
+	defer d.Close()
+
+	// The server's socket and a client's, both in ns, over lo.
+	var server, asker *net.UDPConn
+	if err := ns.Do(func() error {
+		var err error
+		if server, err = net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)}); err != nil {
+			return err
+		}
+		asker, err = net.DialUDP("udp", nil, server.LocalAddr().(*net.UDPAddr))
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer server.Close()
+	defer asker.Close()
+	c, err := client.Dial(d.Socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, err := c.Attach(server)
+	if err == nil {
+		_, err = c.AddRules(svc.ServiceID, []rule.Rule{{
+			Condition:  rule.Condition{Pattern: []byte("Hello")},
+			Processors: []rule.Processor{rule.Put(0, []byte("COMSYS"))},
+			ReplyLen:   6,
+		}})
+	}
+	c.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	answered := func(when string) {
+		t.Helper()
+		reply, err := santadtest.Ask(asker, []byte("Hello"), 3*time.Second)
+		if err != nil || string(reply) != "COMSYS" {
+			t.Fatalf("%s: %q, %v; want the kernel's COMSYS", when, reply, err)
+		}
+	}
+	answered("santad running in its namespace")
+	if err := d.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	answered("santad stopped, its namespace gone")
+	start()
+	if !strings.Contains(d.Log(), "msg=restored services=1 rules=1") {
+		t.Errorf("the second santad did not restore the service:\n%s", d.Log())
+	}
+	answered("santad restarted in a new namespace")
 }
