@@ -9,8 +9,8 @@ PKGS     := clang llvm libbpf-dev bpftool iproute2 ethtool gcc make pkg-config p
 VMLINUX  := bpf/include/vmlinux.h
 # The DNS servers the offload agent's end-to-end tests start
 # (test/integration, internal/dnstest): BIND (rndc), Knot (knotc), NSD
-# (nsd-control).
-TEST_PKGS  := bind9 knot nsd
+# (nsd-control); zsh for the completion test (deploy/).
+TEST_PKGS  := bind9 knot nsd zsh
 # The real peers of the benchmarks (bench/dns, ...).
 BENCH_PKGS := $(TEST_PKGS) dnsperf memcached nginx-light wrk python3-matplotlib
 
@@ -163,7 +163,7 @@ install: binaries man
 	$(INSTALL) -m 644 $(filter %.8,$(MANPAGES)) $(DESTDIR)$(MANDIR)/man8/
 	$(INSTALL) -d $(DESTDIR)$(BASHCOMPDIR)
 	for c in $(COMMANDS); do $(INSTALL) -m 644 deploy/completion/santa.bash $(DESTDIR)$(BASHCOMPDIR)/$$c; done
-	$(INSTALL) -D -m 644 deploy/completion/_santa $(DESTDIR)$(ZSHCOMPDIR)/_santa
+	$(INSTALL) -D -m 644 deploy/completion/_santactl $(DESTDIR)$(ZSHCOMPDIR)/_santactl
 	$(MAKE) -C sdk/c install PREFIX=$(PREFIX) LIBDIR=$(LIBDIR) DESTDIR=$(abspath $(DESTDIR))
 	@[ -n "$(DESTDIR)" ] || echo "installed; now: systemd-sysusers; systemd-tmpfiles --create; ldconfig; systemctl daemon-reload"
 
@@ -174,7 +174,7 @@ uninstall:
 	rm -rf $(DESTDIR)$(DOCDIR)
 	rm -f $(addprefix $(DESTDIR)$(MANDIR)/man5/,$(notdir $(filter %.5,$(MANPAGES)))) \
 	      $(addprefix $(DESTDIR)$(MANDIR)/man8/,$(notdir $(filter %.8,$(MANPAGES))))
-	rm -f $(addprefix $(DESTDIR)$(BASHCOMPDIR)/,$(COMMANDS)) $(DESTDIR)$(ZSHCOMPDIR)/_santa
+	rm -f $(addprefix $(DESTDIR)$(BASHCOMPDIR)/,$(COMMANDS)) $(DESTDIR)$(ZSHCOMPDIR)/_santactl
 	rm -f $(addprefix $(DESTDIR)$(LIBDIR)/,libsanta.a libsanta.so libsanta.so.0 libsanta.so.0.1.0 pkgconfig/santa.pc)
 	rm -rf $(DESTDIR)$(PREFIX)/include/santa
 	@echo "kept: $(CONFDIR) (your configuration)"

@@ -22,6 +22,50 @@ func buildCommands(t *testing.T) string {
 	return dir
 }
 
+// completeZsh runs the same script as zsh runs it (_santa: through
+// bashcompinit, whose _bash_complete emulates sh) and returns the
+// candidates before zsh's own matching.
+func completeZsh(t *testing.T, bin, line string) []string {
+	t.Helper()
+	script := `autoload -U +X compinit && compinit -u
+autoload -U +X bashcompinit && bashcompinit
+source completion/santa.bash
+run() {
+	emulate -L sh
+	setopt kshglob noshglob braceexpand
+	COMP_WORDS=(${=LINE})
+	[[ $LINE == *" " ]] && COMP_WORDS+=("")
+	COMP_CWORD=$(( ${#COMP_WORDS[@]} - 1 ))
+	_santa
+	printf '%s\n' "${COMPREPLY[@]}"
+}
+run`
+	cmd := exec.Command("zsh", "-fc", script)
+	cmd.Env = append(os.Environ(), "PATH="+bin+":"+os.Getenv("PATH"), "LINE="+line)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("completing %q in zsh: %v\n%s", line, err, out)
+	}
+	return strings.Fields(string(out))
+}
+
+// TestZshCompletion checks that zsh, through bashcompinit, completes
+// santactl's commands and a command's flags as bash does.
+func TestZshCompletion(t *testing.T) {
+	if _, err := exec.LookPath("zsh"); err != nil {
+		t.Skip("no zsh: apt-get install zsh")
+	}
+	bin := buildCommands(t)
+	for _, line := range []string{"santactl ", "santactl stats -", "santad -", "santa-offload dns -"} {
+		got, want := completeZsh(t, bin, line), complete(t, bin, line)
+		slices.Sort(got)
+		slices.Sort(want)
+		if len(want) == 0 || !slices.Equal(got, want) {
+			t.Errorf("completing %q: zsh offers %q, bash %q", line, got, want)
+		}
+	}
+}
+
 // complete runs the bash completion on line (the cursor at its end) with
 // the commands in bin, and returns the candidates.
 func complete(t *testing.T, bin, line string) []string {

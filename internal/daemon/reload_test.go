@@ -36,6 +36,9 @@ func TestReloadQuotas(t *testing.T) {
 		t.Errorf("after lowering the quota alice holds %d rules, want her 8 kept", n)
 	}
 	a.refused(&protocol.AddRules{ServiceID: svc, Rules: testRules("c", 1, 8)}, syscall.EDQUOT, "quota of 2 rules for uid 1000 exceeded: 8 installed")
+	// Over the quota, she may still replace a rule with one no bigger,
+	// and delete.
+	a.ok(&protocol.ReplaceRules{ServiceID: svc, Updates: []protocol.RuleEntry{{RuleID: 1, Rule: testRule("d", 8)}}})
 	a.ok(&protocol.DeleteRules{ServiceID: svc, RuleIDs: []uint32{0}})
 }
 
