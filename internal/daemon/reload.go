@@ -24,11 +24,7 @@ func (s *Server) Reload(cfg Config) (restartKeys []string, err error) {
 	if err := cfg.check(); err != nil {
 		return nil, err
 	}
-	q, err := cfg.quotas()
-	if err != nil {
-		return nil, err
-	}
-	admins, err := cfg.adminGroup()
+	q, admins, err := cfg.access()
 	if err != nil {
 		return nil, err
 	}

@@ -70,11 +70,7 @@ const minCompact = 1 << 20
 // NewServer serves dp with the state already in j. netns is the network
 // namespace cookie of the sockets santad can serve.
 func NewServer(dp Dataplane, j *journal.Journal, cfg Config, netns uint64, log *slog.Logger) (*Server, error) {
-	q, err := cfg.quotas()
-	if err != nil {
-		return nil, err
-	}
-	admins, err := cfg.adminGroup()
+	q, admins, err := cfg.access()
 	if err != nil {
 		return nil, err
 	}

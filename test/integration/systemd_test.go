@@ -16,6 +16,24 @@ import (
 	"github.com/santa-offload/santa/rule"
 )
 
+// santadRig makes a network namespace named after suffix (removed by the
+// test's cleanup), a directory and a santad binary in it.
+func santadRig(t *testing.T, suffix string) (ns *santadtest.Netns, dir, bin string) {
+	t.Helper()
+	requireRoot(t)
+	santadtest.SweepStale()
+	ns, err := santadtest.NewNetns(santadtest.NetnsName(suffix))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ns.Delete() })
+	dir = t.TempDir()
+	if bin, err = santadtest.Build(dir); err != nil {
+		t.Fatal(err)
+	}
+	return ns, dir, bin
+}
+
 // notifySocket is a fake systemd: the datagram socket $NOTIFY_SOCKET names.
 type notifySocket struct {
 	t *testing.T
@@ -61,18 +79,7 @@ func (n *notifySocket) want(state string) {
 // once ready, keep-alives at half the watchdog period, RELOADING=1 and
 // READY=1 around a reload (a good file and a broken one), STOPPING=1.
 func TestSantadUnderSystemd(t *testing.T) {
-	requireRoot(t)
-	santadtest.SweepStale()
-	ns, err := santadtest.NewNetns(santadtest.NetnsName("sysd"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ns.Delete()
-	dir := t.TempDir()
-	bin, err := santadtest.Build(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ns, dir, bin := santadRig(t, "sysd")
 	config := filepath.Join(dir, "santad.json")
 	writeConfig := func(text string) {
 		if err := os.WriteFile(config, []byte(text), 0o644); err != nil {
@@ -160,21 +167,10 @@ exec "$@"' sh SANTAD "$@"
 // (the pins are in the host's bpffs), and a santad started again, in a new
 // namespace, restores and takes them over.
 func TestSantadSandboxedRestart(t *testing.T) {
-	requireRoot(t)
 	if _, err := exec.LookPath("unshare"); err != nil {
 		t.Skip("needs unshare (util-linux)")
 	}
-	santadtest.SweepStale()
-	ns, err := santadtest.NewNetns(santadtest.NetnsName("sbox"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ns.Delete()
-	dir := t.TempDir()
-	bin, err := santadtest.Build(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ns, dir, bin := santadRig(t, "sbox")
 	wrapper := filepath.Join(dir, "sandboxed")
 	if err := os.WriteFile(wrapper, []byte(strings.ReplaceAll(sandbox, "SANTAD", bin)), 0o755); err != nil {
 		t.Fatal(err)
