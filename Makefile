@@ -155,7 +155,7 @@ install: binaries man
 	$(INSTALL) -D -m 644 deploy/santa.sysusers $(DESTDIR)$(SYSUSERSDIR)/santa.conf
 	$(INSTALL) -D -m 644 deploy/santa.tmpfiles $(DESTDIR)$(TMPFILESDIR)/santa.conf
 	$(INSTALL) -d $(DESTDIR)$(CONFDIR) $(DESTDIR)$(DOCDIR)/examples
-	$(INSTALL) -m 644 deploy/santad.json deploy/offload-dns.json $(DESTDIR)$(DOCDIR)/examples/
+	$(INSTALL) -m 644 deploy/*.json $(DESTDIR)$(DOCDIR)/examples/
 	@# an operator's configuration is never overwritten
 	[ -e $(DESTDIR)$(CONFDIR)/santad.json ] || $(INSTALL) -m 644 deploy/santad.json $(DESTDIR)$(CONFDIR)/santad.json
 	$(INSTALL) -d $(DESTDIR)$(MANDIR)/man5 $(DESTDIR)$(MANDIR)/man8

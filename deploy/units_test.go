@@ -11,6 +11,34 @@ import (
 	"testing"
 )
 
+// units are deploy/'s unit files: make install and the package install
+// every one.
+func units(t *testing.T) []string {
+	t.Helper()
+	units, err := filepath.Glob("*.service")
+	if err != nil || len(units) < 2 {
+		t.Fatalf("unit files %q, %v", units, err)
+	}
+	return units
+}
+
+// TestUnitsExecStart checks that every unit runs its command from
+// /usr/sbin, which make install rewrites to its SBINDIR: a unit naming
+// another directory would run a binary the package does not have.
+func TestUnitsExecStart(t *testing.T) {
+	for _, unit := range units(t) {
+		data, err := os.ReadFile(unit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range regexp.MustCompile(`(?m)^ExecStart=(\S+)`).FindAllStringSubmatch(string(data), -1) {
+			if !strings.HasPrefix(m[1], "/usr/sbin/") {
+				t.Errorf("%s: ExecStart=%s, want /usr/sbin/...", unit, m[1])
+			}
+		}
+	}
+}
+
 // maxExposure is the most `systemd-analyze security` may rate a unit
 // (issue 25: <= 4.0, "OK").
 const maxExposure = 4.0
@@ -26,7 +54,7 @@ func TestUnitSecurity(t *testing.T) {
 	if out, _ := exec.Command("systemd-analyze", "security", "--help").CombinedOutput(); !strings.Contains(string(out), "--offline") {
 		t.Skip("this systemd-analyze has no --offline (systemd < 252): cannot rate unit files")
 	}
-	for _, unit := range []string{"santad.service", "santa-offload-dns@.service"} {
+	for _, unit := range units(t) {
 		path, _ := filepath.Abs(unit) // a path, not a name: never an installed unit
 		out, err := exec.Command("systemd-analyze", "security", "--offline=true", "--no-pager", path).CombinedOutput()
 		m := exposure.FindSubmatch(out)
@@ -49,7 +77,7 @@ func TestUnitsVerify(t *testing.T) {
 	if _, err := exec.LookPath("systemd-analyze"); err != nil {
 		t.Skip("no systemd-analyze: apt-get install systemd")
 	}
-	for _, unit := range []string{"santad.service", "santa-offload-dns@.service"} {
+	for _, unit := range units(t) {
 		path := unit
 		if strings.HasSuffix(unit, "@.service") { // verify wants an instance
 			dir := t.TempDir()
