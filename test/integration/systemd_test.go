@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -152,18 +153,38 @@ func logged(t *testing.T, d *santadtest.Santad, text string) {
 // leaves it, as far as the data plane is concerned: a mount namespace of
 // its own (slave, as systemd's), every mount under /sys read-only
 // (ProtectKernelTunables=, ProtectControlGroups=) but the host's bpffs at
-// /sys/fs/bpf (ReadWritePaths=).
+// /sys/fs/bpf (ReadWritePaths=), no new privileges and the unit's
+// capability bounding set (CAPS, setpriv's spelling).
 const sandbox = `#!/bin/sh
 exec unshare --mount --propagation slave -- /bin/sh -ec '
 for m in $(awk '"'"'$2 ~ "^/sys" { print $2 }'"'"' /proc/self/mounts | sort -u); do
 	case $m in /sys/fs/bpf|/sys/fs/bpf/*) continue ;; esac
 	mount -o remount,bind,ro "$m"
 done
-exec "$@"' sh SANTAD "$@"
+exec setpriv --no-new-privs --bounding-set -all,CAPS -- "$@"' sh SANTAD "$@"
 `
 
+// unitCaps is santad.service's CapabilityBoundingSet= as setpriv writes
+// it: "+bpf,+perfmon,...".
+func unitCaps(t *testing.T) string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(repoRoot(t), "deploy", "santad.service"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^CapabilityBoundingSet=(.+)$`).FindSubmatch(data)
+	if m == nil {
+		t.Fatal("santad.service has no CapabilityBoundingSet=")
+	}
+	var caps []string
+	for _, c := range strings.Fields(string(m[1])) {
+		caps = append(caps, "+"+strings.ToLower(strings.TrimPrefix(c, "CAP_")))
+	}
+	return strings.Join(caps, ",")
+}
+
 // TestSantadSandboxedRestart checks what santad.service's mount namespace
-// must not break: rules answer after santad in its own namespace stopped
+// and capabilities must not break: rules answer after santad in its own namespace stopped
 // (the pins are in the host's bpffs), and a santad started again, in a new
 // namespace, restores and takes them over.
 func TestSantadSandboxedRestart(t *testing.T) {
@@ -172,7 +193,7 @@ func TestSantadSandboxedRestart(t *testing.T) {
 	}
 	ns, dir, bin := santadRig(t, "sbox")
 	wrapper := filepath.Join(dir, "sandboxed")
-	if err := os.WriteFile(wrapper, []byte(strings.ReplaceAll(sandbox, "SANTAD", bin)), 0o755); err != nil {
+	if err := os.WriteFile(wrapper, []byte(strings.NewReplacer("SANTAD", bin, "CAPS", unitCaps(t)).Replace(sandbox)), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	d := santadtest.New(wrapper, ns, dir, santadtest.PinPath("sbox"))
@@ -194,6 +215,10 @@ func TestSantadSandboxedRestart(t *testing.T) {
 			if !strings.Contains(string(info), want) {
 				t.Fatalf("santad's mounts have no %q: not the sandbox meant\n%s", want, info)
 			}
+		}
+		status, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", d.PID()))
+		if !strings.Contains(string(status), "NoNewPrivs:\t1") || strings.Contains(string(status), "CapBnd:\t000001ffffffffff") {
+			t.Fatalf("santad runs without the unit's NoNewPrivileges= and capabilities:\n%s", status)
 		}
 	}
 	start()
