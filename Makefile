@@ -134,7 +134,7 @@ INSTALL     ?= install
 
 # The binaries, built from the data plane's objects (go build embeds them).
 GO_LDFLAGS ?=
-binaries: $(DATAPLANE_GEN)
+binaries: setup $(DATAPLANE_GEN)
 	$(GO) build -trimpath -ldflags="$(GO_LDFLAGS)" -o build/bin/ $(addprefix ./cmd/,$(COMMANDS))
 
 # go-md2man: Debian's package of the same name.
