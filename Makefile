@@ -30,7 +30,7 @@ GEN := $(DATAPLANE_GEN) $(XDPPASS_GEN) $(DROPONCE_GEN) $(INDEXHOME_GEN) $(MCPARS
 # Runs the //go:generate lines of the target's package.
 BPF2GO = $(GO) generate ./$(@D)/
 
-.PHONY: setup test-deps bench-deps build test fuzz bench report demo clean binaries man install uninstall deb
+.PHONY: setup test-deps bench-deps build test fuzz bench report demo clean toolchain binaries man install uninstall deb
 
 # Installs those of the Debian packages $(1) that are missing.
 install-missing = @missing=$$(for p in $(1); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
@@ -132,9 +132,12 @@ COMMANDS    := santad santactl santa-offload
 MANPAGES    := $(patsubst docs/man/%.md,build/man/%,$(wildcard docs/man/*.md))
 INSTALL     ?= install
 
-# The binaries, built from the data plane's objects (go build embeds them).
+# The binaries, built from the data plane's objects (go build embeds them),
+# which need the BPF toolchain (not the tests' packages of setup).
 GO_LDFLAGS ?=
-binaries: setup $(DATAPLANE_GEN)
+toolchain:
+	$(call install-missing,clang llvm libbpf-dev bpftool)
+binaries: toolchain $(DATAPLANE_GEN)
 	$(GO) build -trimpath -ldflags="$(GO_LDFLAGS)" -o build/bin/ $(addprefix ./cmd/,$(COMMANDS))
 
 # go-md2man: Debian's package of the same name.
