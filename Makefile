@@ -10,8 +10,9 @@ VMLINUX  := bpf/include/vmlinux.h
 # The DNS servers the offload agent's end-to-end tests start
 # (test/integration, internal/dnstest): BIND (rndc), Knot (knotc), NSD
 # (nsd-control); memcached: the memcached tests (internal/datapath,
-# test/daemon, test/integration's linearizability check).
-TEST_PKGS  := bind9 knot nsd memcached
+# test/daemon, test/integration's linearizability check); zsh for the
+# completion test (deploy/).
+TEST_PKGS  := bind9 knot nsd memcached zsh
 # The real peers of the benchmarks (bench/dns, ...).
 BENCH_PKGS := $(TEST_PKGS) dnsperf memcached nginx-light wrk python3-matplotlib
 
@@ -31,7 +32,7 @@ GEN := $(DATAPLANE_GEN) $(XDPPASS_GEN) $(DROPONCE_GEN) $(INDEXHOME_GEN) $(MCPARS
 # Runs the //go:generate lines of the target's package.
 BPF2GO = $(GO) generate ./$(@D)/
 
-.PHONY: setup test-deps bench-deps build test fuzz bench report demo clean
+.PHONY: setup test-deps bench-deps build test fuzz bench report demo clean toolchain binaries man install uninstall deb
 
 # Installs those of the Debian packages $(1) that are missing.
 install-missing = @missing=$$(for p in $(1); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
@@ -110,3 +111,91 @@ demo: build
 
 clean:
 	rm -f $(VMLINUX) $(GEN) $(GEN:.go=.o)
+	rm -rf build
+# ---- install (docs/operations.md, "Installing") ----
+# make install [PREFIX=/usr/local] [DESTDIR=]: the binaries, units,
+# configuration (only if absent), man pages, completion and the C SDK.
+PREFIX      ?= /usr/local
+SBINDIR     ?= $(PREFIX)/sbin
+BINDIR      ?= $(PREFIX)/bin
+LIBDIR      ?= $(PREFIX)/lib
+MANDIR      ?= $(PREFIX)/share/man
+DOCDIR      ?= $(PREFIX)/share/doc/santa
+BASHCOMPDIR ?= $(PREFIX)/share/bash-completion/completions
+ZSHCOMPDIR  ?= $(PREFIX)/share/zsh/vendor-completions
+CONFDIR     ?= /etc/santa
+# Debian 12 keeps units in /lib; systemd reads /usr/local/lib/systemd too.
+# systemd-sysusers reads no /usr/local: /etc/sysusers.d then.
+USRPREFIX    = $(filter /usr,$(PREFIX))
+UNITDIR     ?= $(if $(USRPREFIX),/lib/systemd/system,$(PREFIX)/lib/systemd/system)
+SYSUSERSDIR ?= $(if $(USRPREFIX),/usr/lib/sysusers.d,/etc/sysusers.d)
+TMPFILESDIR ?= $(if $(USRPREFIX),/usr/lib/tmpfiles.d,$(PREFIX)/lib/tmpfiles.d)
+COMMANDS    := santad santactl santa-offload
+MANPAGES    := $(patsubst docs/man/%.md,build/man/%,$(wildcard docs/man/*.md))
+INSTALL     ?= install
+
+# The binaries, built from the data plane's objects (go build embeds them),
+# which need the BPF toolchain (not the tests' packages of setup).
+GO_LDFLAGS ?=
+toolchain:
+	$(call install-missing,clang llvm libbpf-dev bpftool)
+binaries: toolchain $(DATAPLANE_GEN)
+	$(GO) build -trimpath -ldflags="$(GO_LDFLAGS)" -o build/bin/ $(addprefix ./cmd/,$(COMMANDS))
+
+# go-md2man: Debian's package of the same name.
+man: $(MANPAGES)
+build/man/%: docs/man/%.md docs/man/mkman docs/santactl.md docs/operations.md docs/offload-dns.md
+	$(call install-missing,go-md2man)
+	@mkdir -p $(@D)
+	docs/man/mkman $< | go-md2man > $@.tmp && mv $@.tmp $@
+
+install: binaries man
+	$(INSTALL) -d $(DESTDIR)$(SBINDIR) $(DESTDIR)$(BINDIR)
+	$(INSTALL) -m 755 build/bin/santad build/bin/santa-offload $(DESTDIR)$(SBINDIR)/
+	$(INSTALL) -m 755 build/bin/santactl $(DESTDIR)$(BINDIR)/
+	$(INSTALL) -d $(DESTDIR)$(UNITDIR)
+	for u in deploy/*.service; do \
+		sed 's|/usr/sbin/|$(SBINDIR)/|g' $$u > $(DESTDIR)$(UNITDIR)/$${u##*/} && chmod 644 $(DESTDIR)$(UNITDIR)/$${u##*/}; \
+	done
+	$(INSTALL) -D -m 644 deploy/santa.sysusers $(DESTDIR)$(SYSUSERSDIR)/santa.conf
+	$(INSTALL) -D -m 644 deploy/santa.tmpfiles $(DESTDIR)$(TMPFILESDIR)/santa.conf
+	$(INSTALL) -d $(DESTDIR)$(CONFDIR) $(DESTDIR)$(DOCDIR)/examples
+	$(INSTALL) -m 644 deploy/*.json $(DESTDIR)$(DOCDIR)/examples/
+	@# an operator's configuration is never overwritten
+	[ -e $(DESTDIR)$(CONFDIR)/santad.json ] || $(INSTALL) -m 644 deploy/santad.json $(DESTDIR)$(CONFDIR)/santad.json
+	$(INSTALL) -d $(DESTDIR)$(MANDIR)/man5 $(DESTDIR)$(MANDIR)/man8
+	$(INSTALL) -m 644 $(filter %.5,$(MANPAGES)) $(DESTDIR)$(MANDIR)/man5/
+	$(INSTALL) -m 644 $(filter %.8,$(MANPAGES)) $(DESTDIR)$(MANDIR)/man8/
+	$(INSTALL) -d $(DESTDIR)$(BASHCOMPDIR)
+	for c in $(COMMANDS); do $(INSTALL) -m 644 deploy/completion/santa.bash $(DESTDIR)$(BASHCOMPDIR)/$$c; done
+	$(INSTALL) -D -m 644 deploy/completion/_santactl $(DESTDIR)$(ZSHCOMPDIR)/_santactl
+	$(MAKE) -C sdk/c install PREFIX=$(PREFIX) LIBDIR=$(LIBDIR) DESTDIR=$(abspath $(DESTDIR))
+	@[ -n "$(DESTDIR)" ] || echo "installed; now: systemd-sysusers; systemd-tmpfiles --create; ldconfig; systemctl daemon-reload"
+
+uninstall:
+	rm -f $(addprefix $(DESTDIR)$(SBINDIR)/,santad santa-offload) $(DESTDIR)$(BINDIR)/santactl
+	rm -f $(addprefix $(DESTDIR)$(UNITDIR)/,$(notdir $(wildcard deploy/*.service)))
+	rm -f $(DESTDIR)$(SYSUSERSDIR)/santa.conf $(DESTDIR)$(TMPFILESDIR)/santa.conf
+	rm -rf $(DESTDIR)$(DOCDIR)
+	rm -f $(addprefix $(DESTDIR)$(MANDIR)/man5/,$(notdir $(filter %.5,$(MANPAGES)))) \
+	      $(addprefix $(DESTDIR)$(MANDIR)/man8/,$(notdir $(filter %.8,$(MANPAGES))))
+	rm -f $(addprefix $(DESTDIR)$(BASHCOMPDIR)/,$(COMMANDS)) $(DESTDIR)$(ZSHCOMPDIR)/_santactl
+	rm -f $(addprefix $(DESTDIR)$(LIBDIR)/,libsanta.a libsanta.so libsanta.so.0 libsanta.so.0.1.0 pkgconfig/santa.pc)
+	rm -rf $(DESTDIR)$(PREFIX)/include/santa
+	@echo "kept: $(CONFDIR) (your configuration)"
+
+# ---- Debian package (docs/operations.md, "The Debian package") ----
+# make deb: build/deb/santa_*.deb, libsanta0_*.deb, libsanta-dev_*.deb,
+# checked by lintian. debian/rules builds with the targets above.
+DEB_PKGS := debhelper dpkg-dev fakeroot lintian go-md2man
+deb: $(DATAPLANE_GEN)
+	$(call install-missing,$(DEB_PKGS))
+	dpkg-buildpackage -b -us -uc
+	@# dpkg-buildpackage writes next to the source tree: into build/deb.
+	mkdir -p build/deb
+	v=$$(dpkg-parsechangelog -S Version); a=$$(dpkg-architecture -qDEB_HOST_ARCH); \
+	for f in santa_$${v}_$$a.deb santa-dbgsym_$${v}_$$a.deb libsanta0_$${v}_$$a.deb libsanta0-dbgsym_$${v}_$$a.deb \
+		libsanta-dev_$${v}_$$a.deb santa_$${v}_$$a.buildinfo santa_$${v}_$$a.changes; do \
+		[ ! -e ../$$f ] || mv ../$$f build/deb/; \
+	done
+	lintian --fail-on error,warning build/deb/santa_*.changes

@@ -5,6 +5,11 @@
 # santad to answer "Hello" with "COMSYS"; the kernel then does (XDP on the
 # server's veth), and hello sees, logs and answers only "Hi there".
 # Needs root; removes everything it made when it ends, however it ends.
+#
+#   examples/demo.sh               builds santad, santactl and hello from the tree
+#   examples/demo.sh --installed   runs the installed santad and santactl (PATH),
+#                                  and hello built against the installed libsanta
+#                                  (pkg-config): .ci/package after installing the .debs
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -53,13 +58,22 @@ wait_for() {
 	exit 1
 }
 
-echo "== building santad, santactl, libsanta with its hello, and the client"
-"$GO" build -o "$tmp/santad" ./cmd/santad
-"$GO" build -o "$tmp/santactl" ./cmd/santactl
+if [ "${1:-}" = --installed ]; then
+	echo "== the installed santad, santactl and libsanta (hello linked with pkg-config's flags); building the client"
+	santad=$(command -v santad) santactl=$(command -v santactl)
+	# shellcheck disable=SC2046 # pkg-config's flags are words
+	cc -o "$tmp/hello" sdk/c/examples/hello.c $(pkg-config --cflags --libs santa)
+	ldd "$tmp/hello" | grep -Eq 'libsanta.so.0 => /(usr/)?lib/' || { echo "demo: hello is not linked with the installed libsanta" >&2; exit 1; }
+else
+	echo "== building santad, santactl, libsanta with its hello, and the client"
+	santad=$tmp/santad santactl=$tmp/santactl
+	"$GO" build -o "$santad" ./cmd/santad
+	"$GO" build -o "$santactl" ./cmd/santactl
+	make -s -C sdk/c build/hello
+	install -m 0755 sdk/c/build/hello "$tmp/hello"
+fi
 "$GO" build -o "$tmp/client" ./test/hello/client
-make -s -C sdk/c build/hello
-install -m 0755 sdk/c/build/hello "$tmp/hello"
-ctl() { "$tmp/santactl" -socket "$tmp/santa.sock" "$@"; }
+ctl() { "$santactl" -socket "$tmp/santa.sock" "$@"; }
 
 echo "== rig: netns $RIG-srv ($ADDR) <-- veth --> netns $RIG-cli (10.77.0.2)"
 bash bench/rig.sh up "$RIG"
@@ -67,7 +81,7 @@ bash bench/rig.sh up "$RIG"
 echo "== santad in $RIG-srv, on $RIG-s"
 # Mode 0666: any local user may connect; each still touches only its own
 # sockets' rules (docs/operations.md). A real host would use a group.
-"${SRV[@]}" "$tmp/santad" -socket "$tmp/santa.sock" -socket-mode 0666 -state-dir "$tmp/state" \
+"${SRV[@]}" "$santad" -socket "$tmp/santa.sock" -socket-mode 0666 -state-dir "$tmp/state" \
 	-pin-path "$PINS" -interfaces "$RIG-s" >"$tmp/santad.log" 2>&1 &
 santad_pid=$!
 wait_for "$tmp/santad.log" 'msg=ready' "$santad_pid" santad

@@ -5,9 +5,10 @@
 //	santad [-config FILE] [-socket PATH] [-interfaces lo,eth0] [-metrics-addr :9477] ...
 //
 // Settings come from the JSON file given by -config (docs/operations.md
-// names every key), then from the flags, which override the file. SIGINT
-// or SIGTERM stop santad; the data plane keeps answering, and the next
-// santad takes it over with every rule.
+// names every key), then from the flags, which override the file. SIGHUP
+// reads both again and applies the quotas and admin_group. SIGINT or
+// SIGTERM stop santad; the data plane keeps answering, and the next santad
+// takes it over with every rule.
 package main
 
 import (
@@ -53,7 +54,13 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, cfg); err != nil {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	reload := daemon.Reload{Requests: hup, Load: func() (daemon.Config, error) {
+		cfg, err := parseFlags(flag.NewFlagSet("santad", flag.ContinueOnError), os.Args[1:])
+		return cfg.daemon, err
+	}}
+	if err := run(ctx, cfg, reload); err != nil {
 		fmt.Fprintf(os.Stderr, "santad: %v\n", err)
 		os.Exit(1)
 	}
@@ -89,13 +96,13 @@ func parseFlags(fs *flag.FlagSet, args []string) (config, error) {
 	return cfg, nil
 }
 
-func run(ctx context.Context, cfg config) error {
+func run(ctx context.Context, cfg config, reload daemon.Reload) error {
 	level := slog.LevelInfo
 	if cfg.debug {
 		level = slog.LevelDebug
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-	return daemon.Run(ctx, cfg.daemon, openDatapath(cfg.daemon, log), log)
+	return daemon.Run(ctx, cfg.daemon, openDatapath(cfg.daemon, log), log, reload)
 }
 
 // openDatapath opens the data plane with the configuration's settings.

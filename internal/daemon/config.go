@@ -116,6 +116,17 @@ func (c Config) check() error {
 	return err
 }
 
+// access is who is an admin and the quotas: what NewServer starts with
+// and Reload replaces.
+func (c Config) access() (quotaPolicy, int64, error) {
+	q, err := c.quotas()
+	if err != nil {
+		return q, 0, err
+	}
+	admins, err := c.adminGroup()
+	return q, admins, err
+}
+
 // adminGroup is the gid AdminGroup names, or noAdminGroup.
 func (c Config) adminGroup() (int64, error) {
 	if c.AdminGroup == "" {

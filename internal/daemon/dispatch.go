@@ -66,7 +66,9 @@ func (s *Server) hello(sess *session, h *protocol.Hello) protocol.Body {
 	sess.hello, sess.version, sess.client = true, v, h.Client
 	var q Quota // admins have none
 	if !sess.peer.Admin {
+		s.mu.Lock()
 		q = s.quotas.of(sess.peer.UID)
+		s.mu.Unlock()
 	}
 	return &protocol.HelloReply{Version: v, UID: sess.peer.UID, GID: sess.peer.GID,
 		PID: uint32(sess.peer.PID), Admin: sess.peer.Admin, QuotaRules: q.Rules, QuotaBytes: q.Bytes, Daemon: s.version}

@@ -96,7 +96,7 @@ func (s *Server) Accept(l *net.UnixListener) {
 			time.Sleep(100 * time.Millisecond)
 			continue
 		}
-		peer, err := peerOf(c, s.adminGroup)
+		peer, err := peerOf(c, s.adminGroup.Load())
 		if err != nil {
 			s.log.Error("reading a client's credentials", "err", err)
 			c.Close()

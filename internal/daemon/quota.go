@@ -52,10 +52,13 @@ func rulesUse(rs []rule.Rule) usage {
 // reserved, and they land at COMMIT) if that breaks q, with a message
 // naming the quota. adds are the rules of an ADD_RULES request, if that is
 // what more is: the error's index is then the first rule beyond the quota.
+// A change that does not grow a count is admitted even above its quota,
+// which a reload or restart may have lowered below what the uid holds: it
+// must still be able to delete down to it.
 func (q Quota) admit(uid uint32, installed, held, more usage, adds []rule.Rule) *protocol.Error {
 	after := installed.plus(held).plus(more)
-	overRules := q.Rules > 0 && after.rules > int64(q.Rules)
-	overBytes := q.Bytes > 0 && after.bytes > int64(q.Bytes)
+	overRules := q.Rules > 0 && more.rules > 0 && after.rules > int64(q.Rules)
+	overBytes := q.Bytes > 0 && more.bytes > 0 && after.bytes > int64(q.Bytes)
 	if !overRules && !overBytes {
 		return nil
 	}

@@ -15,14 +15,15 @@ import (
 	"github.com/santa-offload/santa/internal/daemon/journal"
 	"github.com/santa-offload/santa/internal/model"
 	"github.com/santa-offload/santa/internal/protocol"
+	"github.com/santa-offload/santa/internal/sdnotify"
 )
 
 // Run is santad: it loads the data plane with open (taking over an earlier
 // run's, with its services and rules, if the state directory holds a
 // journal), attaches it, and serves clients until ctx is done. On return
 // the data plane stays pinned and keeps answering; the next Run takes it
-// over.
-func Run(ctx context.Context, cfg Config, open OpenPlane, log *slog.Logger) error {
+// over. reload says when to re-read the configuration (SIGHUP).
+func Run(ctx context.Context, cfg Config, open OpenPlane, log *slog.Logger, reload Reload) error {
 	if err := cfg.check(); err != nil {
 		return err
 	}
@@ -120,14 +121,12 @@ func Run(ctx context.Context, cfg Config, open OpenPlane, log *slog.Logger) erro
 		defer stop()
 	}
 	go srv.Accept(l)
-	if err := notify("READY=1"); err != nil {
-		log.Warn("notifying systemd", "err", err)
-	}
+	notify(log, sdnotify.Ready)
 	log.Info("ready", "socket", cfg.Socket, "interfaces", names(ifaces), "state_dir", cfg.StateDir,
 		"pin_path", cfg.PinPath, "metrics", cfg.MetricsAddr, "version", srv.version)
 
-	<-ctx.Done()
-	notify("STOPPING=1")
+	srv.serveSignals(ctx, reload, log)
+	notify(log, sdnotify.Stopping)
 	l.Close()
 	srv.closeConns()
 	log.Info("stopped; the data plane keeps answering")

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 
 	"github.com/santa-offload/santa/internal/daemon/journal"
 	"github.com/santa-offload/santa/internal/model"
@@ -35,11 +36,13 @@ type Dataplane interface {
 type Server struct {
 	dp         Dataplane
 	log        *slog.Logger
-	adminGroup int64 // gid whose members are admins, or noAdminGroup
-	quotas     quotaPolicy
-	capacity   uint32 // rules per host
-	netns      uint64 // SO_NETNS_COOKIE of santad's network namespace
-	version    string // the daemon's version text
+	adminGroup atomic.Int64 // gid whose members are admins, or noAdminGroup
+	quotas     quotaPolicy  // under mu: a reload replaces it
+	capacity   uint32       // rules per host
+	netns      uint64       // SO_NETNS_COOKIE of santad's network namespace
+	version    string       // the daemon's version text
+	running    Config       // the configuration as started or last reloaded (reloadMu)
+	reloadMu   sync.Mutex
 
 	// mu orders every change: data plane first, then state, then
 	// journal, all before the reply. Reads take it too.
@@ -67,17 +70,15 @@ const minCompact = 1 << 20
 // NewServer serves dp with the state already in j. netns is the network
 // namespace cookie of the sockets santad can serve.
 func NewServer(dp Dataplane, j *journal.Journal, cfg Config, netns uint64, log *slog.Logger) (*Server, error) {
-	q, err := cfg.quotas()
+	q, admins, err := cfg.access()
 	if err != nil {
 		return nil, err
 	}
-	admins, err := cfg.adminGroup()
-	if err != nil {
-		return nil, err
-	}
-	return &Server{dp: dp, log: log, adminGroup: admins, quotas: q, capacity: cfg.MaxRules, netns: netns, version: Version(),
+	s := &Server{dp: dp, log: log, quotas: q, capacity: cfg.MaxRules, netns: netns, version: Version(),
 		st: newState(), held: map[uint32]usage{}, journal: j, conns: map[*net.UnixConn]bool{},
-		byUID: map[uint32]uint32{}, refusing: map[uint32]bool{}, connQuota: cfg.QuotaConnections}, nil
+		byUID: map[uint32]uint32{}, refusing: map[uint32]bool{}, connQuota: cfg.QuotaConnections, running: cfg}
+	s.adminGroup.Store(admins)
+	return s, nil
 }
 
 // record writes a change, already made to the state, to the journal. If

@@ -42,7 +42,7 @@ for f in include/santa/santa.h lib/libsanta.a lib/libsanta.so.0.1.0 lib/libsanta
 done
 flags=$(PKG_CONFIG_PATH= PKG_CONFIG_LIBDIR="$dest/opt/santa/lib/pkgconfig" \
 	PKG_CONFIG_SYSROOT_DIR="$dest" $PKG_CONFIG --cflags --libs santa)
-want="-I$dest/opt/santa/include -L$dest/opt/santa/lib -lsanta"
+want="-I$dest/opt/santa/include -L$dest/opt/santa/lib -Wl,-rpath,$dest/opt/santa/lib -lsanta" # pkgconf puts the sysroot before ${libdir} everywhere
 if [ "$(echo $flags)" != "$want" ]; then
 	echo "FAIL pkg-config gave '$flags', want '$want'" >&2
 	fail=1
@@ -53,6 +53,23 @@ LD_LIBRARY_PATH="$dest/opt/santa/lib" "$tmp/consumer" >"$tmp/consumer.out" || fa
 # the program found libsanta.so.0, the soname, in the DESTDIR
 LD_LIBRARY_PATH="$dest/opt/santa/lib" ldd "$tmp/consumer" | grep -q "libsanta.so.0 => $dest/opt/santa/lib/libsanta.so.0" ||
 	{ echo "FAIL consumer does not load libsanta.so.0 from the DESTDIR" >&2; fail=1; }
+
+# Install into a prefix of its own, no DESTDIR: a program built from
+# pkg-config's flags runs without LD_LIBRARY_PATH (santa.pc's rpath).
+prefix=$(cd "$BUILD" && pwd)/prefix
+rm -rf "$prefix"
+$MAKE --no-print-directory install PREFIX="$prefix" >"$tmp/install-prefix.log"
+flags=$(PKG_CONFIG_PATH= PKG_CONFIG_LIBDIR="$prefix/lib/pkgconfig" $PKG_CONFIG --cflags --libs santa)
+# shellcheck disable=SC2086 # flags are words
+$CC $CFLAGS -o "$tmp/consumer-prefix" tests/consumer.c $flags
+env -u LD_LIBRARY_PATH "$tmp/consumer-prefix" >"$tmp/consumer-prefix.out" ||
+	{ echo "FAIL consumer of $prefix does not run without LD_LIBRARY_PATH" >&2; fail=1; }
+env -u LD_LIBRARY_PATH ldd "$tmp/consumer-prefix" | grep -q "libsanta.so.0 => $prefix/lib/libsanta.so.0" ||
+	{ echo "FAIL consumer does not load libsanta.so.0 from $prefix/lib" >&2; fail=1; }
+# A system libdir needs no rpath.
+$MAKE --no-print-directory -s -B "$BUILD/santa.pc" PREFIX=/usr LIBDIR=/usr/lib/x86_64-linux-gnu >/dev/null
+grep -q '^Libs: -L${libdir} -lsanta$' "$BUILD/santa.pc" ||
+	{ echo "FAIL santa.pc for /usr/lib/x86_64-linux-gnu: $(grep ^Libs "$BUILD/santa.pc")" >&2; fail=1; }
 
 # build/santa.pc back to the prefix of the make that runs us
 $MAKE --no-print-directory "$BUILD/santa.pc" >/dev/null

@@ -1,0 +1,170 @@
+package deploy_test
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// buildCommands builds santad, santactl and santa-offload into a
+// temporary directory, which it returns.
+func buildCommands(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	out, err := exec.Command("go", "build", "-o", dir+"/", "../cmd/santad", "../cmd/santactl", "../cmd/santa-offload").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return dir
+}
+
+// completeZsh runs the same script as zsh runs it (_santa: through
+// bashcompinit, whose _bash_complete emulates sh) and returns the
+// candidates before zsh's own matching.
+func completeZsh(t *testing.T, bin, line string) []string {
+	t.Helper()
+	script := `autoload -U +X compinit && compinit -u
+autoload -U +X bashcompinit && bashcompinit
+source completion/santa.bash
+run() {
+	emulate -L sh
+	setopt kshglob noshglob braceexpand
+	COMP_WORDS=(${=LINE})
+	[[ $LINE == *" " ]] && COMP_WORDS+=("")
+	COMP_CWORD=$(( ${#COMP_WORDS[@]} - 1 ))
+	_santa
+	printf '%s\n' "${COMPREPLY[@]}"
+}
+run`
+	cmd := exec.Command("zsh", "-fc", script)
+	cmd.Env = append(os.Environ(), "PATH="+bin+":"+os.Getenv("PATH"), "LINE="+line)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("completing %q in zsh: %v\n%s", line, err, out)
+	}
+	return strings.Fields(string(out))
+}
+
+// TestZshCompletion checks that zsh, through bashcompinit, completes
+// santactl's commands and a command's flags as bash does.
+func TestZshCompletion(t *testing.T) {
+	if _, err := exec.LookPath("zsh"); err != nil {
+		t.Skip("no zsh: apt-get install zsh")
+	}
+	bin := buildCommands(t)
+	for _, line := range []string{"santactl ", "santactl stats -", "santad -", "santa-offload dns -"} {
+		got, want := completeZsh(t, bin, line), complete(t, bin, line)
+		slices.Sort(got)
+		slices.Sort(want)
+		if len(want) == 0 || !slices.Equal(got, want) {
+			t.Errorf("completing %q: zsh offers %q, bash %q", line, got, want)
+		}
+	}
+}
+
+// complete runs the bash completion on line (the cursor at its end) with
+// the commands in bin, and returns the candidates.
+func complete(t *testing.T, bin, line string) []string {
+	t.Helper()
+	script := `source completion/santa.bash
+read -ra COMP_WORDS <<< "$LINE"
+[[ $LINE == *" " ]] && COMP_WORDS+=("")
+COMP_CWORD=$((${#COMP_WORDS[@]} - 1))
+_santa
+printf '%s\n' "${COMPREPLY[@]}"`
+	cmd := exec.Command("bash", "-c", script)
+	cmd.Env = append(os.Environ(), "PATH="+bin+":"+os.Getenv("PATH"), "LINE="+line)
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("completing %q: %v", line, err)
+	}
+	return strings.Fields(string(out))
+}
+
+var helpFlag = regexp.MustCompile(`(?m)^  (-[a-z0-9-]+)`)
+
+// flagsOf lists the flags a command's Go flag set prints for -h.
+func flagsOf(t *testing.T, bin string, args ...string) []string {
+	t.Helper()
+	out, _ := exec.Command(filepath.Join(bin, args[0]), args[1:]...).CombinedOutput()
+	var flags []string
+	for _, m := range helpFlag.FindAllStringSubmatch(string(out), -1) {
+		flags = append(flags, m[1])
+	}
+	if len(flags) == 0 {
+		t.Fatalf("%q -h lists no flags:\n%s", args, out)
+	}
+	return flags
+}
+
+func read(t *testing.T, path string) string {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(data)
+}
+
+// wantAll checks that every word is a candidate and named in the page
+// the man page is made of ("" for none).
+func wantAll(t *testing.T, line string, got, words []string, page, pageText string) {
+	t.Helper()
+	for _, w := range words {
+		if !slices.Contains(got, w) {
+			t.Errorf("completing %q does not offer %s (got %q)", line, w, got)
+		}
+		if page != "" && !names(pageText, w) {
+			t.Errorf("%s (the man page's source) never names %s", page, w)
+		}
+	}
+}
+
+// names says whether text names flag: as itself, or, for santa-offload's
+// flags that are configuration keys, as the key (-max-rules: max_rules).
+func names(text, flag string) bool {
+	word := func(w string) bool {
+		return regexp.MustCompile(`(^|[^a-z0-9_-])` + regexp.QuoteMeta(w) + `($|[^a-z0-9_-])`).MatchString(text)
+	}
+	return word(flag) || word("`"+strings.ReplaceAll(flag[1:], "-", "_")+"`")
+}
+
+// TestCompletionAndManPages checks, for every command, subcommand and
+// flag of the binaries, that the bash completion offers it and the text
+// its man page is made of (docs/man/*.md's @include) names it.
+func TestCompletionAndManPages(t *testing.T) {
+	if _, err := exec.LookPath("bash"); err != nil {
+		t.Skip("no bash")
+	}
+	bin := buildCommands(t)
+
+	santactl := read(t, "../docs/santactl.md")
+	var commands []string
+	for _, m := range regexp.MustCompile(`(?m)^### ([a-z, ]+)$`).FindAllStringSubmatch(santactl, -1) {
+		commands = append(commands, strings.Split(m[1], ", ")...) // "### learn, hot"
+	}
+	if len(commands) < 13 {
+		t.Fatalf("docs/santactl.md documents only %q", commands)
+	}
+	got := complete(t, bin, "santactl ")
+	wantAll(t, "santactl ", got, append(commands, "help"), "", "")
+	wantAll(t, "santactl ", got, flagsOf(t, bin, "santactl", "-h"), "docs/santactl.md", santactl)
+	for _, c := range commands {
+		line := "santactl " + c + " -"
+		wantAll(t, line, complete(t, bin, line), flagsOf(t, bin, "santactl", "help", c), "docs/santactl.md", santactl)
+	}
+
+	wantAll(t, "santad -", complete(t, bin, "santad -"), flagsOf(t, bin, "santad", "-h"),
+		"docs/operations.md", read(t, "../docs/operations.md"))
+	if got := complete(t, bin, "santad -config "); len(got) != 0 {
+		t.Errorf("completing santad -config offers %q, want nothing (files, by bash's default)", got)
+	}
+
+	wantAll(t, "santa-offload ", complete(t, bin, "santa-offload "), []string{"dns"}, "", "")
+	wantAll(t, "santa-offload dns -", complete(t, bin, "santa-offload dns -"), flagsOf(t, bin, "santa-offload", "dns", "-h"),
+		"docs/offload-dns.md", read(t, "../docs/offload-dns.md"))
+}
