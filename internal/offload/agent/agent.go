@@ -257,19 +257,6 @@ func (a *agent) detachAll() {
 	a.sd = nil
 }
 
-// dstFor is where to ask a server bound to local: its own address, or
-// loopback for a wildcard.
-func dstFor(local netip.AddrPort) netip.AddrPort {
-	addr := local.Addr().Unmap()
-	switch {
-	case addr == netip.IPv4Unspecified():
-		addr = netip.AddrFrom4([4]byte{127, 0, 0, 1})
-	case addr == netip.IPv6Unspecified():
-		addr = netip.IPv6Loopback()
-	}
-	return netip.AddrPortFrom(addr, local.Port())
-}
-
 // askStable asks query (transaction id 0) over UDP n times and returns
 // the reply (transaction id 0) if every reply is safe and all are the
 // same. A lost ask is asked again (askUDP).

@@ -1,15 +1,13 @@
 package agent
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"time"
 
 	"github.com/santa-offload/santa/client"
+	"github.com/santa-offload/santa/internal/offload/config"
 	"github.com/santa-offload/santa/internal/offload/probe"
 )
 
@@ -102,15 +100,10 @@ func (c Config) Validate() error {
 	if !c.UniformAnswers {
 		return ErrNotUniform
 	}
-	durations := []struct {
-		name string
-		d    Duration
-	}{{"window", c.Window}, {"scan", c.Scan}, {"zone_poll", c.ZonePoll}, {"recheck_budget", c.RecheckBudget},
-		{"sweep", c.Sweep}, {"probe_timeout", c.ProbeTimeout}, {"skip_retry", c.SkipRetry}}
-	for _, d := range durations {
-		if d.d <= 0 {
-			return fmt.Errorf("%s is %v; it must be positive", d.name, time.Duration(d.d))
-		}
+	err := config.Positive(map[string]Duration{"window": c.Window, "scan": c.Scan, "zone_poll": c.ZonePoll,
+		"recheck_budget": c.RecheckBudget, "sweep": c.Sweep, "probe_timeout": c.ProbeTimeout, "skip_retry": c.SkipRetry})
+	if err != nil {
+		return err
 	}
 	switch {
 	case c.Port == 0:
@@ -139,37 +132,10 @@ func (c Config) Validate() error {
 // keys are refused: a misspelt key must not silently do nothing.
 func LoadConfig(path string) (Config, error) {
 	c := DefaultConfig()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return c, err
-	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&c); err != nil {
-		return c, fmt.Errorf("%s: %w", path, err)
-	}
-	return c, nil
+	err := config.Load(path, &c)
+	return c, err
 }
 
 // Duration is a time.Duration written as in Go ("250ms") in JSON and
 // flags.
-type Duration time.Duration
-
-func (d Duration) String() string { return time.Duration(d).String() }
-
-// Set parses s (flag.Value).
-func (d *Duration) Set(s string) error {
-	v, err := time.ParseDuration(s)
-	*d = Duration(v)
-	return err
-}
-
-func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(d.String()) }
-
-func (d *Duration) UnmarshalJSON(b []byte) error {
-	var s string
-	if err := json.Unmarshal(b, &s); err != nil {
-		return fmt.Errorf("a duration is a string such as \"250ms\": %w", err)
-	}
-	return d.Set(s)
-}
+type Duration = config.Duration

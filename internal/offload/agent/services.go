@@ -107,7 +107,7 @@ func (a *agent) attach(sd Santad, s server.Socket, byCookie map[uint64]client.Se
 	}
 	g := a.groups[s.Local]
 	if g == nil {
-		g = &group{local: s.Local, dst: dstFor(s.Local), services: map[uint32]*service{}, forms: map[string]*form{}, learning: map[string]float64{}}
+		g = &group{local: s.Local, dst: server.AskAddr(s.Local), services: map[uint32]*service{}, forms: map[string]*form{}, learning: map[string]float64{}}
 		a.groups[s.Local] = g
 	}
 	sv := &service{id: info.ServiceID, inode: s.Inode, group: g, rules: map[*form]uint32{}, byRule: map[uint32]*form{}, hits: map[uint32]uint64{}}
