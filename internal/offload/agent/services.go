@@ -8,6 +8,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/santa-offload/santa/client"
+	"github.com/santa-offload/santa/internal/offload/batch"
 	"github.com/santa-offload/santa/internal/offload/dnsmsg"
 	"github.com/santa-offload/santa/internal/offload/server"
 	"github.com/santa-offload/santa/rule"
@@ -178,7 +179,7 @@ func (sv *service) unnote(f *form) (uint32, bool) {
 func (a *agent) addRules(sd Santad, sv *service, forms []*form) []*form {
 	var done []*form
 	for len(forms) > 0 {
-		n := fitting(forms, func(f *form) int { return addSize(dnsmsg.Rule(f.query, f.reply)) })
+		n := batch.Fitting(forms, func(f *form) int { return batch.AddSize(dnsmsg.Rule(f.query, f.reply), nil) })
 		batch := forms[:n]
 		rules := make([]rule.Rule, len(batch))
 		for i, f := range batch {

@@ -1,0 +1,267 @@
+// Package mcagent is the memcached offload agent (santa-offload
+// memcached): it attaches an unmodified memcached's TCP listeners and UDP
+// sockets to santad as one generation domain, learns from the kernel's
+// counts of passed UDP gets which keys are hot, reads each one's item
+// from memcached and installs its UDP reply as a rule guarded by the
+// key's generation and the item's deadline, so that a write stops the
+// rule before memcached acknowledges it (docs/offload-memcached.md,
+// docs/memcached.md).
+package mcagent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"sync"
+	"time"
+
+	"github.com/santa-offload/santa/client"
+	"github.com/santa-offload/santa/internal/offload/probe"
+	"github.com/santa-offload/santa/internal/offload/server"
+)
+
+// Run runs the agent until ctx ends, then detaches its services: without
+// the agent the rules would not follow memcached's hot set (they would
+// stay correct: the data plane invalidates them on writes by itself). It
+// returns an error if memcached cannot be offloaded (ErrNoUDP).
+func Run(ctx context.Context, cfg Config) error {
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	finder, err := server.NewFinder(server.Target{PID: cfg.PID, Unit: cfg.Unit, Cgroup: cfg.Cgroup,
+		Port: cfg.udpPort(), TCPPort: cfg.Port, Netns: cfg.Netns})
+	if err != nil {
+		return err
+	}
+	prober, err := probe.Open(cfg.Netns, cfg.ProbeConcurrency)
+	if err != nil {
+		return err
+	}
+	defer prober.Close()
+	reader := newItems(cfg.Netns)
+	defer reader.Close()
+	a := newAgent(cfg, finder, server.Take, prober, reader)
+	a.log.Info("offloading memcached", "server", finder.Describe(), "probe_port", prober.Port(), "max_rules", cfg.MaxRules)
+	if cfg.Metrics != "" {
+		stop, err := a.serveMetrics(cfg.Metrics)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
+	return a.run(ctx)
+}
+
+// ErrNoUDP is the refusal of a memcached that serves no UDP: only UDP gets
+// are offloaded.
+var ErrNoUDP = errors.New("memcached listens on TCP but has no UDP socket: nothing to offload " +
+	"(only UDP gets are answered by the kernel; start memcached with -U PORT, and give that port as udp_port if it is not port)")
+
+// noUDPGrace is how long memcached may listen on TCP without a UDP socket
+// before the agent gives up: memcached binds TCP first, then UDP.
+const noUDPGrace = 2 * time.Second
+
+// finder finds memcached's sockets (*server.Finder).
+type finder interface {
+	Scan(known map[uint64]bool) (live map[uint64]bool, fresh []server.Socket, err error)
+}
+
+// asker asks memcached over UDP from the probe port (*probe.Socket).
+type asker interface {
+	Ask(ctx context.Context, dst netip.AddrPort, query []byte, timeout time.Duration) ([]byte, error)
+	Port() uint16
+	Sent() uint64
+}
+
+type agent struct {
+	cfg    Config
+	log    *slog.Logger
+	finder finder
+	take   func(server.Socket) (int, error)
+	probe  asker
+	items  itemReader
+	dial   func() (Santad, error)
+	now    func() time.Time
+
+	mu sync.Mutex
+	sd Santad // nil while not connected
+	// dialFailing is whether the last dial failed: that is logged once.
+	dialFailing bool
+	sockets     map[uint64]*service // by socket inode
+	services    map[uint32]*service // by santad's id
+	// leader is the TCP listener that started the domain; every other
+	// service joined it. nil: no domain yet, and no UDP service.
+	leader  *service
+	keys    map[string]*key      // offloaded, by hot form
+	skipped map[string]time.Time // hot forms not tried again until then
+	// lastRead is when the rules' hits were last read.
+	lastRead time.Time
+	// tcpOnly is since when memcached has been seen listening on TCP with
+	// no UDP socket (zero: it has one, or no TCP listener either).
+	tcpOnly time.Time
+	everUDP bool
+	fatal   error
+	stats   stats
+}
+
+// service is an attached socket: a TCP listener or a UDP socket.
+type service struct {
+	id     uint32
+	inode  uint64
+	tcp    bool
+	local  netip.AddrPort
+	rules  map[*key]uint32 // UDP: the key's rule on this service
+	byRule map[uint32]*key
+	hits   map[uint32]uint64 // the rule's hits when last read
+}
+
+// key is an offloaded key: its hot form (the request's bytes from
+// keyOffset on), memcached's UDP reply to it (request id 0), and what
+// bounds the rule's life.
+type key struct {
+	form     string
+	mkey     []byte
+	reply    []byte
+	rate     float64           // requests per second, last window
+	learned  time.Time         // when its item was read
+	deadline time.Time         // the item's earliest expiry; zero: none
+	gen      client.Generation // read before the item: the rule's guard
+}
+
+func newAgent(cfg Config, f finder, take func(server.Socket) (int, error), p asker, items itemReader) *agent {
+	a := &agent{cfg: cfg, log: cfg.Log, finder: f, take: take, probe: p, items: items, dial: cfg.Dial, now: time.Now,
+		sockets: map[uint64]*service{}, services: map[uint32]*service{}, keys: map[string]*key{},
+		skipped: map[string]time.Time{}, stats: newStats()}
+	if a.log == nil {
+		a.log = slog.New(slog.DiscardHandler)
+	}
+	if a.dial == nil {
+		a.dial = func() (Santad, error) { return dial(cfg.Socket) }
+	}
+	return a
+}
+
+// run runs the loops until ctx ends or memcached cannot be offloaded,
+// then detaches.
+func (a *agent) run(ctx context.Context) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	var loops sync.WaitGroup
+	every := func(d time.Duration, f func(context.Context)) {
+		loops.Add(1)
+		go func() {
+			defer loops.Done()
+			t := time.NewTicker(d)
+			defer t.Stop()
+			for {
+				f(ctx)
+				select {
+				case <-ctx.Done():
+					return
+				case <-t.C:
+				}
+			}
+		}()
+	}
+	every(time.Duration(a.cfg.Scan), func(context.Context) {
+		if err := a.scan(); err != nil {
+			cancel(err)
+		}
+	})
+	every(time.Duration(a.cfg.Window), a.window)
+	if a.cfg.LogEvery > 0 {
+		every(time.Duration(a.cfg.LogEvery), func(context.Context) { a.logSummary() })
+	}
+	<-ctx.Done()
+	loops.Wait()
+	a.detachAll()
+	if err := context.Cause(ctx); !errors.Is(err, context.Canceled) {
+		return err
+	}
+	return nil
+}
+
+// santad is the connection to santad, dialling it if there is none. Called
+// with a.mu held.
+func (a *agent) santad() (Santad, error) {
+	if a.sd != nil {
+		return a.sd, nil
+	}
+	sd, err := a.dial()
+	if err != nil {
+		if !a.dialFailing {
+			a.log.Warn("connecting to santad; trying again every scan, quietly", "err", err)
+		}
+		a.dialFailing = true
+		return nil, err
+	}
+	a.sd, a.dialFailing = sd, false
+	a.log.Info("connected to santad")
+	return sd, nil
+}
+
+// failed handles an error of a santad call: a refusal (*client.Error) is
+// the request's; anything else is the connection's, which is closed. The
+// next scan dials again and takes the services up by socket cookie (santad
+// keeps them across its restarts, unmarked and without their guarded
+// rules), marks them again and learns every key afresh. Called with a.mu
+// held.
+func (a *agent) failed(what string, err error) {
+	var refusal *client.Error
+	if errors.As(err, &refusal) {
+		a.log.Warn(what, "err", err)
+		return
+	}
+	a.log.Warn(what+": dropping the connection to santad", "err", err)
+	if a.sd != nil {
+		a.sd.Close()
+		a.sd = nil
+	}
+	a.endDomain()
+}
+
+// endDomain forgets every service and key: the next scan takes the
+// sockets again, and starts a new domain. Called with a.mu held.
+func (a *agent) endDomain() {
+	a.sockets, a.services, a.leader = map[uint64]*service{}, map[uint32]*service{}, nil
+	a.keys = map[string]*key{}
+	a.lastRead = time.Time{}
+}
+
+// detachAll detaches every service: the agent is leaving.
+func (a *agent) detachAll() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.sd == nil {
+		return
+	}
+	// UDP first: a UDP service must not outlive its domain's leader.
+	for _, tcp := range []bool{false, true} {
+		for id, s := range a.services {
+			if s.tcp != tcp {
+				continue
+			}
+			if err := a.sd.Detach(id); err != nil {
+				a.log.Warn("detaching", "service", id, "err", err)
+			}
+		}
+	}
+	a.log.Info("detached", "services", len(a.services))
+	a.sd.Close()
+	a.sd = nil
+}
+
+// udpServices are the UDP services, which hold the rules. Called with
+// a.mu held.
+func (a *agent) udpServices() []*service {
+	var out []*service
+	for _, s := range a.services {
+		if !s.tcp {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func (k *key) String() string { return fmt.Sprintf("%q", k.mkey) }
