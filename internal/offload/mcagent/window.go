@@ -56,7 +56,7 @@ func (a *agent) choose() []want {
 	elapsed := now.Sub(a.lastRead).Seconds()
 	first := a.lastRead.IsZero()
 	a.lastRead = now
-	hits, passes, ok := a.rates(udp)
+	hits, passes, hotWindow, ok := a.rates(udp)
 	if !ok {
 		return nil
 	}
@@ -106,7 +106,7 @@ func (a *agent) choose() []want {
 			cold = append(cold, c.k)
 		case c.k == nil && i < a.cfg.MaxRules:
 			wants = append(wants, want{form: c.form, mkey: c.mkey, rate: c.score})
-		case c.k != nil && a.stale(c.k, passes[c.form] > 0, now):
+		case c.k != nil && a.stale(c.k, passes[c.form] > 0, hotWindow, now):
 			wants = append(wants, want{form: c.form, mkey: c.mkey, rate: c.k.rate, old: c.k})
 		}
 	}
@@ -120,24 +120,27 @@ func (a *agent) choose() []want {
 }
 
 // stale is whether an offloaded key's item must be read again: its gets
-// pass (the rule no longer answers), its deadline is near, or it was read
-// MaxAge ago. Called with a.mu held.
-func (a *agent) stale(k *key, passing bool, now time.Time) bool {
-	return passing || !k.deadline.IsZero() && !now.Before(k.deadline.Add(-time.Duration(a.cfg.ExpiryMargin))) ||
-		now.Sub(k.learned) >= time.Duration(a.cfg.MaxAge)
+// passed in the last complete hot window although its rule was installed
+// before that window began (at least two windows ago: the rule no longer
+// answers), its deadline is near, or it was read MaxAge ago. Called with
+// a.mu held.
+func (a *agent) stale(k *key, passing bool, hotWindow time.Duration, now time.Time) bool {
+	age := now.Sub(k.learned)
+	return passing && age >= 2*hotWindow ||
+		!k.deadline.IsZero() && !now.Before(k.deadline.Add(-time.Duration(a.cfg.ExpiryMargin))) ||
+		age >= time.Duration(a.cfg.MaxAge)
 }
 
 // rates reads the hits of each key's rules since the last read and the
-// passed gets of the last window per second, over every UDP service.
-// Called with a.mu held.
-func (a *agent) rates(udp []*service) (map[*key]uint64, map[string]float64, bool) {
-	hits := map[*key]uint64{}
-	passes := map[string]float64{}
+// passed gets of the kernel's last complete hot window per second, over
+// every UDP service, and how long that window is. Called with a.mu held.
+func (a *agent) rates(udp []*service) (hits map[*key]uint64, passes map[string]float64, hotWindow time.Duration, ok bool) {
+	hits, passes, hotWindow = map[*key]uint64{}, map[string]float64{}, time.Second
 	for _, sv := range udp {
 		for c, err := range a.sd.RuleStats(sv.id) {
 			if err != nil {
 				a.failed("reading rule stats", err)
-				return nil, nil, false
+				return nil, nil, 0, false
 			}
 			k := sv.byRule[c.RuleID]
 			if k == nil {
@@ -154,8 +157,9 @@ func (a *agent) rates(udp []*service) (map[*key]uint64, map[string]float64, bool
 		hot, err := a.sd.Hot(sv.id, a.cfg.HotMax)
 		if err != nil {
 			a.failed("reading the hot set", err)
-			return nil, nil, false
+			return nil, nil, 0, false
 		}
+		hotWindow = max(hotWindow, hot.Window)
 		window := hot.Window.Seconds()
 		if window <= 0 {
 			window = 1
@@ -164,7 +168,7 @@ func (a *agent) rates(udp []*service) (map[*key]uint64, map[string]float64, bool
 			passes[string(r.Key)] += float64(r.Passes) / window
 		}
 	}
-	return hits, passes, true
+	return hits, passes, hotWindow, true
 }
 
 // skip counts a hot form not offloaded now; one that cannot be (not a
