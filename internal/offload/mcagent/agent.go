@@ -101,9 +101,13 @@ type agent struct {
 	// tcpOnly is since when memcached has been seen listening on TCP with
 	// no UDP socket (zero: it has one, or no TCP listener either).
 	tcpOnly time.Time
+	// everUDP: the agent has had a UDP service (memcached without one
+	// is then restarting, and waited for).
 	everUDP bool
-	fatal   error
-	stats   stats
+	// warnedNoTCP: memcached has UDP but no TCP listener, logged once.
+	warnedNoTCP bool
+	fatal       error
+	stats       stats
 }
 
 // service is an attached socket: a TCP listener or a UDP socket.

@@ -67,7 +67,7 @@ func (a *agent) scan() error {
 			return nil
 		}
 	}
-	return a.checkUDP(live, fresh)
+	return a.checkUDP(fresh)
 }
 
 func boolInt(b bool) int {
@@ -77,9 +77,10 @@ func boolInt(b bool) int {
 	return 0
 }
 
-// checkUDP notes whether memcached has a UDP socket. Called with a.mu
-// held.
-func (a *agent) checkUDP(live map[uint64]bool, fresh []server.Socket) error {
+// checkUDP notes whether memcached has a UDP socket and a TCP listener,
+// and warns once of either missing (a UDP socket is attached only into
+// the domain a listener starts). Called with a.mu held.
+func (a *agent) checkUDP(fresh []server.Socket) error {
 	tcp, udp := false, false
 	for _, s := range a.services {
 		tcp, udp = tcp || s.tcp, udp || !s.tcp
@@ -87,9 +88,15 @@ func (a *agent) checkUDP(live map[uint64]bool, fresh []server.Socket) error {
 	for _, s := range fresh {
 		tcp, udp = tcp || s.TCP, udp || !s.TCP
 	}
+	if udp && !tcp && !a.warnedNoTCP {
+		a.log.Warn("memcached has a UDP socket but no TCP listener on port: nothing is offloaded without one "+
+			"(its writes come over TCP and must be seen); is port memcached's -p?", "port", a.cfg.Port, "udp_port", a.cfg.udpPort())
+	}
+	a.warnedNoTCP = udp && !tcp
+	a.everUDP = a.everUDP || len(a.udpServices()) > 0
 	switch {
 	case udp:
-		a.everUDP, a.tcpOnly = true, time.Time{}
+		a.tcpOnly = time.Time{}
 	case !tcp:
 		a.tcpOnly = time.Time{}
 	case a.tcpOnly.IsZero():
@@ -111,8 +118,10 @@ func (a *agent) forget(s *service, why string) {
 	if s == a.leader {
 		for _, o := range a.services {
 			if err := a.sd.Detach(o.id); err != nil {
-				a.failed("detaching a service of an ended domain", err)
-				return
+				a.failed("detaching a service of an ended domain", err) // refused: its socket closed too
+				if a.sd == nil {
+					return // the domain ended with the connection
+				}
 			}
 		}
 		a.endDomain()
