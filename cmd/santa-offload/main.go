@@ -162,16 +162,16 @@ func parseFlags[C any](fs *flag.FlagSet, args []string, defaults func() C, load 
 	configPath := fs.String("config", "", "JSON configuration `file` (keys: the flags' names with '_' for '-')")
 	debug := fs.Bool("debug", false, "log more")
 	flags := defaults()
-	fields := map[string]int{} // flag name to field index
+	fields := map[string][]int{} // flag name to field index
 	v := reflect.ValueOf(&flags).Elem()
-	for i := range v.NumField() {
-		key := strings.Split(v.Type().Field(i).Tag.Get("json"), ",")[0]
-		if key == "" || key == "-" {
+	for _, f := range reflect.VisibleFields(v.Type()) { // those of embedded structs too
+		key := strings.Split(f.Tag.Get("json"), ",")[0]
+		if f.Anonymous || key == "" || key == "-" {
 			continue
 		}
 		name := strings.ReplaceAll(key, "_", "-")
-		fields[name] = i
-		fs.Var(fieldValue{v.Field(i)}, name, usages[key])
+		fields[name] = f.Index
+		fs.Var(fieldValue{v.FieldByIndex(f.Index)}, name, usages[key])
 	}
 	if err := fs.Parse(args); err != nil {
 		return zero, false, err
@@ -189,7 +189,7 @@ func parseFlags[C any](fs *flag.FlagSet, args []string, defaults func() C, load 
 	c := reflect.ValueOf(&cfg).Elem()
 	fs.Visit(func(f *flag.Flag) {
 		if i, ok := fields[f.Name]; ok {
-			c.Field(i).Set(v.Field(i))
+			c.FieldByIndex(i).Set(v.FieldByIndex(i))
 		}
 	})
 	return cfg, *debug, nil

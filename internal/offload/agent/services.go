@@ -5,11 +5,10 @@ import (
 	"errors"
 	"reflect"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/santa-offload/santa/client"
 	"github.com/santa-offload/santa/internal/offload/batch"
 	"github.com/santa-offload/santa/internal/offload/dnsmsg"
+	"github.com/santa-offload/santa/internal/offload/santadconn"
 	"github.com/santa-offload/santa/internal/offload/server"
 	"github.com/santa-offload/santa/rule"
 )
@@ -82,23 +81,15 @@ func (a *agent) forget(s *service, why string) {
 
 // attach makes socket s a service of the agent's. Called with a.mu held.
 func (a *agent) attach(sd Santad, s server.Socket, byCookie map[uint64]client.ServiceInfo) {
-	fd, err := a.take(s)
-	if err != nil {
-		a.log.Warn("taking the server's socket", "addr", s.Local, "pid", s.Holder.PID, "fd", s.Holder.FD, "err", err)
+	info, adopted, err := santadconn.TakeUp(sd, a.take, s, byCookie)
+	switch {
+	case errors.Is(err, santadconn.ErrTake):
+		a.log.Warn("taking the server's socket", "err", err)
 		return
-	}
-	defer unix.Close(fd) // santad's service lives as long as the server's socket
-	cookie, err := unix.GetsockoptUint64(fd, unix.SOL_SOCKET, unix.SO_COOKIE)
-	if err != nil {
-		a.log.Warn("socket cookie", "addr", s.Local, "err", err)
+	case err != nil:
+		a.failed("attaching "+s.Local.String(), err)
 		return
-	}
-	info, adopted := byCookie[cookie]
-	if !adopted {
-		if info, err = sd.AttachFD(fd); err != nil {
-			a.failed("attaching "+s.Local.String(), err)
-			return
-		}
+	case !adopted:
 		a.stats.attached++
 	}
 	learning := Learning{KeyOffset: 2, ProbePort: a.probe.Port(), Enabled: true}

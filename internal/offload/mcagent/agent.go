@@ -19,6 +19,7 @@ import (
 
 	"github.com/santa-offload/santa/client"
 	"github.com/santa-offload/santa/internal/offload/probe"
+	"github.com/santa-offload/santa/internal/offload/santadconn"
 	"github.com/santa-offload/santa/internal/offload/server"
 )
 
@@ -82,15 +83,13 @@ type agent struct {
 	take   func(server.Socket) (int, error)
 	probe  asker
 	items  itemReader
-	dial   func() (Santad, error)
+	dialer *santadconn.Dialer[Santad]
 	now    func() time.Time
 
-	mu sync.Mutex
-	sd Santad // nil while not connected
-	// dialFailing is whether the last dial failed: that is logged once.
-	dialFailing bool
-	sockets     map[uint64]*service // by socket inode
-	services    map[uint32]*service // by santad's id
+	mu       sync.Mutex
+	sd       Santad              // nil while not connected
+	sockets  map[uint64]*service // by socket inode
+	services map[uint32]*service // by santad's id
 	// leader is the TCP listener that started the domain; every other
 	// service joined it. nil: no domain yet, and no UDP service.
 	leader  *service
@@ -135,15 +134,17 @@ type key struct {
 }
 
 func newAgent(cfg Config, f finder, take func(server.Socket) (int, error), p asker, items itemReader) *agent {
-	a := &agent{cfg: cfg, log: cfg.Log, finder: f, take: take, probe: p, items: items, dial: cfg.Dial, now: time.Now,
+	a := &agent{cfg: cfg, log: cfg.Log, finder: f, take: take, probe: p, items: items, now: time.Now,
 		sockets: map[uint64]*service{}, services: map[uint32]*service{}, keys: map[string]*key{},
 		skipped: map[string]time.Time{}, stats: newStats()}
 	if a.log == nil {
 		a.log = slog.New(slog.DiscardHandler)
 	}
-	if a.dial == nil {
-		a.dial = func() (Santad, error) { return dial(cfg.Socket) }
+	d := cfg.Dial
+	if d == nil {
+		d = func() (Santad, error) { return dial(cfg.Socket) }
 	}
+	a.dialer = santadconn.NewDialer(d)
 	return a
 }
 
@@ -151,31 +152,15 @@ func newAgent(cfg Config, f finder, take func(server.Socket) (int, error), p ask
 // then detaches.
 func (a *agent) run(ctx context.Context) error {
 	ctx, cancel := context.WithCancelCause(ctx)
-	var loops sync.WaitGroup
-	every := func(d time.Duration, f func(context.Context)) {
-		loops.Add(1)
-		go func() {
-			defer loops.Done()
-			t := time.NewTicker(d)
-			defer t.Stop()
-			for {
-				f(ctx)
-				select {
-				case <-ctx.Done():
-					return
-				case <-t.C:
-				}
-			}
-		}()
-	}
-	every(time.Duration(a.cfg.Scan), func(context.Context) {
+	var loops santadconn.Loops
+	loops.Every(ctx, time.Duration(a.cfg.Scan), func(context.Context) {
 		if err := a.scan(); err != nil {
 			cancel(err)
 		}
 	})
-	every(time.Duration(a.cfg.Window), a.window)
+	loops.Every(ctx, time.Duration(a.cfg.Window), a.window)
 	if a.cfg.LogEvery > 0 {
-		every(time.Duration(a.cfg.LogEvery), func(context.Context) { a.logSummary() })
+		loops.Every(ctx, time.Duration(a.cfg.LogEvery), func(context.Context) { a.logSummary() })
 	}
 	<-ctx.Done()
 	loops.Wait()
@@ -188,22 +173,7 @@ func (a *agent) run(ctx context.Context) error {
 
 // santad is the connection to santad, dialling it if there is none. Called
 // with a.mu held.
-func (a *agent) santad() (Santad, error) {
-	if a.sd != nil {
-		return a.sd, nil
-	}
-	sd, err := a.dial()
-	if err != nil {
-		if !a.dialFailing {
-			a.log.Warn("connecting to santad; trying again every scan, quietly", "err", err)
-		}
-		a.dialFailing = true
-		return nil, err
-	}
-	a.sd, a.dialFailing = sd, false
-	a.log.Info("connected to santad")
-	return sd, nil
-}
+func (a *agent) santad() (Santad, error) { return a.dialer.Get(&a.sd, a.log) }
 
 // failed handles an error of a santad call: a refusal (*client.Error) is
 // the request's; anything else is the connection's, which is closed. The
@@ -212,17 +182,9 @@ func (a *agent) santad() (Santad, error) {
 // rules), marks them again and learns every key afresh. Called with a.mu
 // held.
 func (a *agent) failed(what string, err error) {
-	var refusal *client.Error
-	if errors.As(err, &refusal) {
-		a.log.Warn(what, "err", err)
-		return
+	if santadconn.Drop(&a.sd, a.log, what, err) {
+		a.endDomain()
 	}
-	a.log.Warn(what+": dropping the connection to santad", "err", err)
-	if a.sd != nil {
-		a.sd.Close()
-		a.sd = nil
-	}
-	a.endDomain()
 }
 
 // endDomain forgets every service and key: the next scan takes the
@@ -233,27 +195,21 @@ func (a *agent) endDomain() {
 	a.lastRead = time.Time{}
 }
 
-// detachAll detaches every service: the agent is leaving.
+// detachAll detaches every service, UDP first (a UDP service must not
+// outlive its domain's leader): the agent is leaving.
 func (a *agent) detachAll() {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.sd == nil {
-		return
+	var ids []uint32
+	for _, s := range a.udpServices() {
+		ids = append(ids, s.id)
 	}
-	// UDP first: a UDP service must not outlive its domain's leader.
-	for _, tcp := range []bool{false, true} {
-		for id, s := range a.services {
-			if s.tcp != tcp {
-				continue
-			}
-			if err := a.sd.Detach(id); err != nil {
-				a.log.Warn("detaching", "service", id, "err", err)
-			}
+	for _, s := range a.services {
+		if s.tcp {
+			ids = append(ids, s.id)
 		}
 	}
-	a.log.Info("detached", "services", len(a.services))
-	a.sd.Close()
-	a.sd = nil
+	santadconn.DetachAll(&a.sd, ids, a.log)
 }
 
 // udpServices are the UDP services, which hold the rules. Called with

@@ -12,6 +12,7 @@ import (
 
 	"github.com/santa-offload/santa/client"
 	"github.com/santa-offload/santa/internal/offload/config"
+	"github.com/santa-offload/santa/internal/offload/server/servertest"
 	"github.com/santa-offload/santa/rule"
 )
 
@@ -23,7 +24,7 @@ type rig struct {
 	a      *agent
 	d      *fakeSantad
 	mc     *fakeMemcached
-	finder *fakeFinder
+	finder *servertest.Finder
 	conn   *fakeConn // the agent's last connection
 	tcp    *net.TCPListener
 	udp    *net.UDPConn
@@ -32,7 +33,7 @@ type rig struct {
 
 func newRig(t *testing.T, config func(*Config)) *rig {
 	t.Helper()
-	r := &rig{t: t, d: newFakeSantad(), mc: newFakeMemcached(), finder: &fakeFinder{}, clock: time.Unix(1e9, 0)}
+	r := &rig{t: t, d: newFakeSantad(), mc: newFakeMemcached(), finder: &servertest.Finder{}, clock: time.Unix(1e9, 0)}
 	r.sockets()
 	cfg := DefaultConfig()
 	cfg.Dial = func() (Santad, error) {
@@ -63,7 +64,7 @@ func (r *rig) sockets() {
 	}
 	r.t.Cleanup(func() { tcp.Close(); udp.Close() })
 	r.tcp, r.udp = tcp, udp
-	r.finder.set(r.t, tcp, udp)
+	r.finder.Set(r.t, tcp, udp)
 }
 
 func (r *rig) scan() {
@@ -319,21 +320,21 @@ func TestTopSet(t *testing.T) {
 // memcached that listens on TCP only is refused after a grace.
 func TestDomainFirst(t *testing.T) {
 	r := newRig(t, nil)
-	r.finder.set(t, r.udp)
+	r.finder.Set(t, r.udp)
 	r.scan()
 	if n := len(r.d.services); n != 0 {
 		t.Fatalf("%d services without memcached's listener; want none", n)
 	}
-	r.finder.set(t, r.tcp)
+	r.finder.Set(t, r.tcp)
 	r.scan()
 	r.clock = r.clock.Add(noUDPGrace)
 	if err := r.a.scan(); !errors.Is(err, ErrNoUDP) {
 		t.Fatalf("memcached on TCP only: %v; want ErrNoUDP", err)
 	}
 	// Once it had UDP, a memcached restarting is waited for.
-	r.finder.set(t, r.tcp, r.udp)
+	r.finder.Set(t, r.tcp, r.udp)
 	r.scan()
-	r.finder.set(t, r.tcp)
+	r.finder.Set(t, r.tcp)
 	r.scan()
 	r.clock = r.clock.Add(time.Minute)
 	r.scan()

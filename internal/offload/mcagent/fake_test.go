@@ -6,13 +6,11 @@ import (
 	"fmt"
 	"iter"
 	"maps"
-	"net"
 	"net/netip"
 	"slices"
 	"strings"
 	"sync"
 	"syscall"
-	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -309,6 +307,10 @@ func (t *fakeTxn) ReplaceRules(u []client.RuleEntry) error {
 	return nil
 }
 
+func (t *fakeTxn) DeleteRules(ids []uint32) error {
+	return errors.New("the agent deletes no rule in a transaction")
+}
+
 func (t *fakeTxn) Abort() error { return nil }
 
 func (t *fakeTxn) Commit() (int, error) {
@@ -397,54 +399,6 @@ func (m *fakeMemcached) Reset() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.resets++
-}
-
-// fakeFinder reports the sockets the test gives it, held by this process.
-type fakeFinder struct {
-	mu      sync.Mutex
-	sockets map[uint64]server.Socket
-}
-
-// set makes the finder report conns (*net.UDPConn, *net.TCPListener).
-func (f *fakeFinder) set(t *testing.T, conns ...syscall.Conn) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.sockets = map[uint64]server.Socket{}
-	for _, c := range conns {
-		raw, err := c.SyscallConn()
-		if err != nil {
-			t.Fatal(err)
-		}
-		var s server.Socket
-		raw.Control(func(fd uintptr) {
-			var st unix.Stat_t
-			unix.Fstat(int(fd), &st)
-			s.Inode = st.Ino
-			s.Holder.FD = int(fd)
-		})
-		switch c := c.(type) {
-		case *net.UDPConn:
-			s.Local = c.LocalAddr().(*net.UDPAddr).AddrPort()
-		case *net.TCPListener:
-			s.TCP, s.Local = true, c.Addr().(*net.TCPAddr).AddrPort()
-		}
-		f.sockets[s.Inode] = s
-	}
-}
-
-func (f *fakeFinder) Scan(known map[uint64]bool) (map[uint64]bool, []server.Socket, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	live := map[uint64]bool{}
-	var fresh []server.Socket
-	for _, inode := range slices.Sorted(maps.Keys(f.sockets)) {
-		if known[inode] {
-			live[inode] = true
-		} else {
-			fresh = append(fresh, f.sockets[inode])
-		}
-	}
-	return live, fresh, nil
 }
 
 // take duplicates a socket of this process.

@@ -4,6 +4,7 @@ import (
 	"iter"
 
 	"github.com/santa-offload/santa/client"
+	"github.com/santa-offload/santa/internal/offload/santadconn"
 )
 
 // Santad is what the agent asks of santad: *client.Client's methods. Tests
@@ -26,26 +27,11 @@ type Santad interface {
 }
 
 // Txn is a transaction on one service (*client.Txn).
-type Txn interface {
-	ReplaceRules(updates []client.RuleEntry) error
-	Commit() (added int, err error)
-	Abort() error
-}
+type Txn = santadconn.Txn
 
 // ClientName is how the agent introduces itself to santad, which shows it
 // as the manager of the services it attaches (santactl services).
 const ClientName = "santa-offload memcached"
 
 // dial connects to santad's socket at path.
-func dial(path string) (Santad, error) {
-	c, err := client.DialAs(path, ClientName)
-	if err != nil {
-		return nil, err
-	}
-	return santadClient{c}, nil
-}
-
-// santadClient is a *client.Client as a Santad.
-type santadClient struct{ *client.Client }
-
-func (c santadClient) Begin(service uint32) (Txn, error) { return c.Client.Begin(service) }
+func dial(path string) (Santad, error) { return santadconn.Dial(path, ClientName) }

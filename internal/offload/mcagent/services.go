@@ -2,12 +2,12 @@ package mcagent
 
 import (
 	"cmp"
+	"errors"
 	"slices"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/santa-offload/santa/client"
+	"github.com/santa-offload/santa/internal/offload/santadconn"
 	"github.com/santa-offload/santa/internal/offload/server"
 )
 
@@ -136,23 +136,15 @@ func (a *agent) forget(s *service, why string) {
 // a listener starts the domain if there is none, and joins it otherwise;
 // a UDP socket joins it and learns. Called with a.mu held.
 func (a *agent) attach(sd Santad, s server.Socket, byCookie map[uint64]client.ServiceInfo) {
-	fd, err := a.take(s)
-	if err != nil {
-		a.log.Warn("taking memcached's socket", "addr", s.Local, "pid", s.Holder.PID, "fd", s.Holder.FD, "err", err)
+	info, adopted, err := santadconn.TakeUp(sd, a.take, s, byCookie)
+	switch {
+	case errors.Is(err, santadconn.ErrTake):
+		a.log.Warn("taking memcached's socket", "err", err)
 		return
-	}
-	defer unix.Close(fd) // santad's service lives as long as memcached's socket
-	cookie, err := unix.GetsockoptUint64(fd, unix.SOL_SOCKET, unix.SO_COOKIE)
-	if err != nil {
-		a.log.Warn("socket cookie", "addr", s.Local, "err", err)
+	case err != nil:
+		a.failed("attaching "+s.Local.String(), err)
 		return
-	}
-	info, adopted := byCookie[cookie]
-	if !adopted {
-		if info, err = sd.AttachFD(fd); err != nil {
-			a.failed("attaching "+s.Local.String(), err)
-			return
-		}
+	case !adopted:
 		a.stats.attached++
 	}
 	sv := &service{id: info.ServiceID, inode: s.Inode, tcp: s.TCP, local: s.Local, rules: map[*key]uint32{},

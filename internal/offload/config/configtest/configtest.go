@@ -30,9 +30,9 @@ func DeployedIsDefault[C any](t *testing.T, path, doc string, loaded, defaults C
 	if err != nil {
 		t.Fatal(err)
 	}
-	for f := range reflect.TypeFor[C]().Fields() {
+	for _, f := range reflect.VisibleFields(reflect.TypeFor[C]()) { // those of embedded structs too
 		key := f.Tag.Get("json")
-		if key == "-" {
+		if f.Anonymous || key == "-" {
 			continue
 		}
 		if _, ok := keys[key]; !ok {
