@@ -53,17 +53,6 @@ func Run(ctx context.Context, cfg Config) error {
 	return nil
 }
 
-// finder finds the server's sockets (*server.Finder).
-type finder interface {
-	Scan(known map[uint64]bool) (live map[uint64]bool, fresh []server.Socket, err error)
-}
-
-// asker asks the server over UDP (*probe.Socket).
-type asker interface {
-	streamAsker
-	Port() uint16
-}
-
 // streamAsker asks the server (over TCP: *probe.Streams).
 type streamAsker interface {
 	Ask(ctx context.Context, dst netip.AddrPort, query []byte, timeout time.Duration) ([]byte, error)
@@ -73,9 +62,9 @@ type streamAsker interface {
 type agent struct {
 	cfg    Config
 	log    *slog.Logger
-	finder finder
+	finder server.Scanner
 	take   func(server.Socket) (int, error)
-	probe  asker
+	probe  probe.Asker
 	stream streamAsker
 	dialer *santadconn.Dialer[Santad]
 	now    func() time.Time
@@ -149,7 +138,7 @@ type skipKey struct {
 	key   string
 }
 
-func newAgent(cfg Config, f finder, take func(server.Socket) (int, error), p asker, st streamAsker) *agent {
+func newAgent(cfg Config, f server.Scanner, take func(server.Socket) (int, error), p probe.Asker, st streamAsker) *agent {
 	a := &agent{cfg: cfg, log: cfg.Log, finder: f, take: take, probe: p, stream: st, now: time.Now,
 		sockets: map[uint64]*service{}, services: map[uint32]*service{}, groups: map[netip.AddrPort]*group{},
 		zones: map[zoneKey]*zone{}, skipped: map[skipKey]time.Time{}, retries: map[skipKey]*retry{}, stats: newStats()}

@@ -24,38 +24,24 @@ func (a *agent) scan(context.Context) {
 	if err != nil {
 		return
 	}
-	known := make(map[uint64]bool, len(a.sockets))
-	for inode := range a.sockets {
-		known[inode] = true
-	}
-	live, fresh, err := a.finder.Scan(known)
-	if err != nil {
+	sv, err := santadconn.TakeSurvey(sd, a.finder, a.sockets)
+	switch {
+	case errors.Is(err, santadconn.ErrScan):
 		a.log.Warn("scanning the server's sockets", "err", err)
 		return
-	}
-	infos, err := sd.Services()
-	if err != nil {
+	case err != nil:
 		a.failed("listing services", err)
 		return
-	}
-	byCookie := map[uint64]client.ServiceInfo{}
-	listed := map[uint32]bool{}
-	for _, i := range infos {
-		byCookie[i.Cookie] = i
-		listed[i.ServiceID] = true
 	}
 	// Gone first: a restarted server's group starts afresh, its forms
 	// learned again from the new process rather than carried over.
 	for _, s := range a.services {
-		switch {
-		case !live[s.inode]:
-			a.forget(s, "socket closed")
-		case !listed[s.id]:
-			a.forget(s, "service gone from santad") // its socket is fresh at the next scan
+		if why := sv.Gone(s.inode, s.id); why != "" {
+			a.forget(s, why)
 		}
 	}
-	for _, s := range fresh {
-		a.attach(sd, s, byCookie)
+	for _, s := range sv.Fresh {
+		a.attach(sd, s, sv.ByCookie)
 		if a.sd == nil {
 			return
 		}

@@ -64,24 +64,12 @@ var ErrNoUDP = errors.New("memcached listens on TCP but has no UDP socket: nothi
 // before the agent gives up: memcached binds TCP first, then UDP.
 const noUDPGrace = 2 * time.Second
 
-// finder finds memcached's sockets (*server.Finder).
-type finder interface {
-	Scan(known map[uint64]bool) (live map[uint64]bool, fresh []server.Socket, err error)
-}
-
-// asker asks memcached over UDP from the probe port (*probe.Socket).
-type asker interface {
-	Ask(ctx context.Context, dst netip.AddrPort, query []byte, timeout time.Duration) ([]byte, error)
-	Port() uint16
-	Sent() uint64
-}
-
 type agent struct {
 	cfg    Config
 	log    *slog.Logger
-	finder finder
+	finder server.Scanner
 	take   func(server.Socket) (int, error)
-	probe  asker
+	probe  probe.Asker
 	items  itemReader
 	dialer *santadconn.Dialer[Santad]
 	now    func() time.Time
@@ -133,7 +121,7 @@ type key struct {
 	gen      client.Generation // read before the item: the rule's guard
 }
 
-func newAgent(cfg Config, f finder, take func(server.Socket) (int, error), p asker, items itemReader) *agent {
+func newAgent(cfg Config, f server.Scanner, take func(server.Socket) (int, error), p probe.Asker, items itemReader) *agent {
 	a := &agent{cfg: cfg, log: cfg.Log, finder: f, take: take, probe: p, items: items, now: time.Now,
 		sockets: map[uint64]*service{}, services: map[uint32]*service{}, keys: map[string]*key{},
 		skipped: map[string]time.Time{}, stats: newStats()}

@@ -26,34 +26,21 @@ func (a *agent) scan() error {
 	if err != nil {
 		return nil
 	}
-	known := make(map[uint64]bool, len(a.sockets))
-	for inode := range a.sockets {
-		known[inode] = true
-	}
-	live, fresh, err := a.finder.Scan(known)
-	if err != nil {
+	sv, err := santadconn.TakeSurvey(sd, a.finder, a.sockets)
+	switch {
+	case errors.Is(err, santadconn.ErrScan):
 		a.log.Warn("scanning memcached's sockets", "err", err)
 		return nil
-	}
-	infos, err := sd.Services()
-	if err != nil {
+	case err != nil:
 		a.failed("listing services", err)
 		return nil
 	}
-	byCookie := map[uint64]client.ServiceInfo{}
-	listed := map[uint32]bool{}
-	for _, i := range infos {
-		byCookie[i.Cookie] = i
-		listed[i.ServiceID] = true
-	}
 	for _, s := range a.services {
-		switch {
-		case !live[s.inode]:
-			a.forget(s, "socket closed")
-		case !listed[s.id]:
-			a.forget(s, "service gone from santad") // its socket is fresh at the next scan
+		if why := sv.Gone(s.inode, s.id); why != "" {
+			a.forget(s, why)
 		}
 	}
+	fresh := sv.Fresh
 	// Listeners first, then UDP sockets.
 	slices.SortStableFunc(fresh, func(x, y server.Socket) int {
 		return cmp.Compare(boolInt(!x.TCP), boolInt(!y.TCP))
@@ -62,7 +49,7 @@ func (a *agent) scan() error {
 		if !s.TCP && a.leader == nil {
 			break // into a domain only; the next scan finds it again
 		}
-		a.attach(sd, s, byCookie)
+		a.attach(sd, s, sv.ByCookie)
 		if a.sd == nil {
 			return nil
 		}

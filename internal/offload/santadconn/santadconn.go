@@ -169,3 +169,57 @@ func (l *Loops) Every(ctx context.Context, d time.Duration, f func(context.Conte
 
 // Wait waits until every loop has ended.
 func (l *Loops) Wait() { l.wg.Wait() }
+
+// Survey is what a scan starts from: which of the sockets the agent knows
+// are still the server's, the server's sockets it does not know yet, and
+// santad's services.
+type Survey struct {
+	Live     map[uint64]bool // of the known sockets, by inode: still bound
+	Fresh    []server.Socket
+	ByCookie map[uint64]client.ServiceInfo
+	listed   map[uint32]bool
+}
+
+// ErrScan wraps the errors of finding the server's sockets (TakeSurvey):
+// no fault of santad's.
+var ErrScan = errors.New("scanning the server's sockets")
+
+// TakeSurvey finds the server's sockets, knowing those in known (by
+// inode), and lists santad's services. Errors of the finder wrap ErrScan;
+// the others are santad's.
+func TakeSurvey[V any](sd interface {
+	Services() ([]client.ServiceInfo, error)
+}, f server.Scanner, known map[uint64]V) (Survey, error) {
+	inodes := make(map[uint64]bool, len(known))
+	for inode := range known {
+		inodes[inode] = true
+	}
+	var s Survey
+	var err error
+	if s.Live, s.Fresh, err = f.Scan(inodes); err != nil {
+		return s, fmt.Errorf("%w: %w", ErrScan, err)
+	}
+	infos, err := sd.Services()
+	if err != nil {
+		return s, fmt.Errorf("listing services: %w", err)
+	}
+	s.ByCookie, s.listed = map[uint64]client.ServiceInfo{}, map[uint32]bool{}
+	for _, i := range infos {
+		s.ByCookie[i.Cookie] = i
+		s.listed[i.ServiceID] = true
+	}
+	return s, nil
+}
+
+// Gone is why the agent's service id of socket inode is over ("" if it is
+// not): its socket closed (santad ended the service and its rules), or
+// santad no longer has it (its socket is fresh at the next scan).
+func (s Survey) Gone(inode uint64, id uint32) string {
+	switch {
+	case !s.Live[inode]:
+		return "socket closed"
+	case !s.listed[id]:
+		return "service gone from santad"
+	}
+	return ""
+}

@@ -51,6 +51,11 @@ type Socket struct {
 	Holder procsock.Held // a process of the server holding it, and its fd there
 }
 
+// Scanner finds a server's sockets (*Finder; tests give fakes).
+type Scanner interface {
+	Scan(known map[uint64]bool) (live map[uint64]bool, fresh []Socket, err error)
+}
+
 // Finder finds a server's sockets.
 type Finder struct {
 	t      Target
