@@ -93,8 +93,12 @@ type agent struct {
 	everUDP bool
 	// warnedNoTCP: memcached has UDP but no TCP listener, logged once.
 	warnedNoTCP bool
-	fatal       error
-	stats       stats
+	// tainted are listeners (by inode) whose domain ended while they
+	// lived (stranded); warnedTainted: that was logged.
+	tainted       map[uint64]bool
+	warnedTainted bool
+	fatal         error
+	stats         stats
 }
 
 // service is an attached socket: a TCP listener or a UDP socket.
@@ -124,7 +128,7 @@ type key struct {
 func newAgent(cfg Config, f server.Scanner, take func(server.Socket) (int, error), p probe.Asker, items itemReader) *agent {
 	a := &agent{cfg: cfg, log: cfg.Log, finder: f, take: take, probe: p, items: items, now: time.Now,
 		sockets: map[uint64]*service{}, services: map[uint32]*service{}, keys: map[string]*key{},
-		skipped: map[string]time.Time{}, stats: newStats()}
+		skipped: map[string]time.Time{}, tainted: map[uint64]bool{}, stats: newStats()}
 	if a.log == nil {
 		a.log = slog.New(slog.DiscardHandler)
 	}

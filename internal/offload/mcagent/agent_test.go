@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"reflect"
+	"slices"
 	"strconv"
 	"syscall"
 	"testing"
@@ -438,4 +439,68 @@ func TestRunDetaches(t *testing.T) {
 	if n := len(r.d.services); n != 0 {
 		t.Fatalf("%d services left", n)
 	}
+}
+
+// A listener's connections count their writes in the domain it was in
+// when they started: an agent that takes services up keeps the leader
+// santad has (MEMCACHED_STATS), whatever order it finds the sockets in.
+func TestKeepsTheLeader(t *testing.T) {
+	r := newRig(t, nil)
+	tcp2, err := net.ListenTCP("tcp4", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tcp2.Close()
+	r.finder.Set(t, r.tcp, tcp2, r.udp)
+	r.scan()
+	// Say an agent before made the second listener the leader.
+	r.d.mu.Lock()
+	var listeners []uint32
+	for id, s := range r.d.services {
+		if s.info.Protocol == syscall.IPPROTO_TCP {
+			listeners = append(listeners, id)
+		}
+	}
+	slices.Sort(listeners)
+	lead, other := listeners[1], listeners[0]
+	r.d.services[lead].parser = client.Parser{Kind: client.ParserMemcached, Domain: lead}
+	r.d.services[other].parser = client.Parser{Kind: client.ParserMemcached, Domain: lead}
+	r.d.mu.Unlock()
+	a := newAgent(r.a.cfg, r.finder, take, r.mc, r.mc)
+	if err := a.scan(); err != nil {
+		t.Fatal(err)
+	}
+	if a.leader == nil || a.leader.id != lead {
+		t.Fatalf("leader %+v; want service %d, santad's", a.leader, lead)
+	}
+	r.d.mu.Lock()
+	defer r.d.mu.Unlock()
+	for id, s := range r.d.services {
+		if s.parser.Domain != lead {
+			t.Errorf("service %d is in domain %d; want %d", id, s.parser.Domain, lead)
+		}
+	}
+}
+
+// The leader's service ends while memcached's listener lives (another
+// client detached it): its connections count their writes in a dead
+// domain, so nothing is offloaded until the listener is gone.
+func TestStranded(t *testing.T) {
+	r := newRig(t, nil)
+	r.scan()
+	tcp, udp := r.services()
+	r.d.mu.Lock()
+	delete(r.d.services, tcp)
+	r.d.mu.Unlock()
+	r.scan()
+	r.scan()
+	if n := len(r.d.services); n != 0 || r.a.leader != nil {
+		t.Fatalf("%d services (UDP %d detached?), leader %+v; want nothing while the listener is stranded", n, udp, r.a.leader)
+	}
+	// memcached restarts: new sockets, a new domain.
+	r.tcp.Close()
+	r.udp.Close()
+	r.sockets()
+	r.scan()
+	r.services()
 }

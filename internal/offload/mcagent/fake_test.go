@@ -282,11 +282,15 @@ func (c *fakeConn) Begin(id uint32) (Txn, error) {
 }
 
 func (c *fakeConn) MemcachedStats(id uint32) (client.MemcachedStats, error) {
-	if _, err := c.lock(id, true); err != nil {
+	s, err := c.lock(id, true)
+	if err != nil {
 		return client.MemcachedStats{}, err
 	}
 	defer c.d.mu.Unlock()
-	return client.MemcachedStats{}, nil
+	if s.parser.Kind != client.ParserMemcached {
+		return client.MemcachedStats{}, refuse(syscall.EINVAL, "service %d is not memcached's", id)
+	}
+	return client.MemcachedStats{Domain: s.parser.Domain}, nil
 }
 
 func (c *fakeConn) Close() error {
