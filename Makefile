@@ -7,9 +7,9 @@ GO       ?= go
 PKGS     := clang llvm libbpf-dev bpftool iproute2 ethtool gcc make pkg-config python3 python3-matplotlib \
             nginx-light curl wrk
 VMLINUX  := bpf/include/vmlinux.h
-# The DNS servers the offload agent's end-to-end tests start
-# (test/integration, internal/dnstest): BIND (rndc), Knot (knotc), NSD
-# (nsd-control).
+# The servers the offload agents' end-to-end tests start
+# (test/integration, internal/dnstest, test/daemon): BIND (rndc), Knot
+# (knotc), NSD (nsd-control), memcached.
 TEST_PKGS  := bind9 knot nsd memcached
 # The real peers of the benchmarks (bench/dns, ...).
 BENCH_PKGS := $(TEST_PKGS) dnsperf nginx-light wrk python3-matplotlib
