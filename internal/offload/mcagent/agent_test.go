@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -503,4 +504,31 @@ func TestStranded(t *testing.T) {
 	r.sockets()
 	r.scan()
 	r.services()
+}
+
+// The metrics and the summary line tell what the agent did.
+func TestMetrics(t *testing.T) {
+	r := newRig(t, nil)
+	r.scan()
+	_, udp := r.services()
+	r.mc.set("k1", "one", -1)
+	r.d.setHot(udp, map[string]uint32{get("k1"): 10, get("nokey"): 5, string(oneDatagram) + "gets k1\r\n": 5})
+	r.window(time.Second)
+	var out strings.Builder
+	if err := r.a.writeMetrics(&out); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		`santa_offload_memcached_skipped_total{reason="form"} 1`,
+		`santa_offload_memcached_skipped_total{reason="miss"} 1`,
+		`santa_offload_memcached_installed_total 1`,
+		`santa_offload_memcached_keys 1`,
+		`santa_offload_memcached_attached_total 2`,
+		`santa_offload_memcached_probes_total{transport="udp"} 1`, // nokey was a miss over TCP
+		`santa_offload_memcached_rules{service="` + strconv.Itoa(int(udp)) + `",addr="` + r.udp.LocalAddr().String() + `",proto="udp"} 1`,
+	} {
+		if !strings.Contains(out.String(), want+"\n") {
+			t.Errorf("metrics lack %s:\n%s", want, out.String())
+		}
+	}
 }
