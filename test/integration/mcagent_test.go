@@ -68,6 +68,7 @@ func TestMemcachedAgent(t *testing.T) {
 	m := startMCRig(t)
 	m.waitOffloaded(t, "k:0000")
 	m.steady(t)
+	m.otherForms(t)
 	m.writes(t)
 	m.racingWrites(t)
 	m.expiry(t)
@@ -207,28 +208,40 @@ func (m *mcRig) client(t *testing.T) *client.Client {
 }
 
 // waitAttached waits until the agent manages memcached's TCP listener and
-// UDP socket, none of whose cookies is in old, and returns when it saw
-// that.
+// UDP socket, none of whose cookies is in old, and has marked them (the
+// UDP socket is marked after the listener: a connection the listener
+// accepted before would hold the domain back while it lives), and returns
+// when it saw that.
 func (m *mcRig) waitAttached(t *testing.T, old map[uint64]bool) time.Time {
 	t.Helper()
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 		var tcp, udp int
+		var udpID uint32
 		for _, s := range m.services(t) {
 			if s.Manager == mcagent.ClientName && !old[s.Cookie] {
 				if s.Protocol == syscall.IPPROTO_TCP {
 					tcp++
 				} else {
-					udp++
+					udp, udpID = udp+1, s.ServiceID
 				}
 			}
 		}
-		if tcp == 1 && udp == 1 {
+		if tcp == 1 && udp == 1 && m.marked(t, udpID) {
 			return time.Now()
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("the agent attached %d listeners and %d UDP sockets in 10 s\nagent log:\n%s", tcp, udp, m.logs.String())
 		}
 	}
+}
+
+// marked is whether service id is memcached's.
+func (m *mcRig) marked(t *testing.T, id uint32) bool {
+	t.Helper()
+	c := m.client(t)
+	defer c.Close()
+	_, err := c.MemcachedStats(id)
+	return err == nil
 }
 
 // udpService is the UDP service's id.
@@ -380,6 +393,84 @@ func (m *mcRig) steady(t *testing.T) {
 	}
 }
 
+// otherForms: hot requests the agent must not offload (several keys,
+// gets, other spacing, several datagrams, the binary protocol) are
+// answered by memcached as before, and get no rule; a multi-key get's
+// reply is checked against the model.
+func (m *mcRig) otherForms(t *testing.T) {
+	t.Helper()
+	frame := "\x00\x00\x00\x01\x00\x00"
+	answered := []string{frame + "get k:0000 k:0001\r\n", frame + "gets k:0000\r\n", frame + "get  k:0000\r\n",
+		frame + "get k:0000\n"}
+	dropped := []string{
+		"\x00\x01\x00\x02\x00\x00get k:0000\r\n",                                         // datagram 1 of 2
+		frame + "\x80\x00\x00\x06\x00\x00\x00\x00\x00\x00\x00\x06\x00\x00\x00\x00k:0000", // a binary get
+	}
+	multi := append(bytes.TrimSuffix(m.expect("k:0000"), []byte("END\r\n")), m.expect("k:0001")...)
+	for range 1000 {
+		for i, f := range answered {
+			got := m.ask(t, f)
+			if got == nil {
+				t.Fatalf("memcached did not answer %q", f)
+			}
+			if i == 0 && !bytes.Equal(got, multi) {
+				t.Fatalf("the get of two keys answered %q; want %q", got, multi)
+			}
+		}
+		for _, f := range dropped {
+			m.id++
+			m.udp.Write(append(binary.BigEndian.AppendUint16(nil, m.id), f...))
+		}
+	}
+	m.load(t, 2000, "other forms") // a window or two
+	for id, e := range m.rulesNow(t) {
+		if p := e.Rule.Condition.Pattern; !bytes.HasPrefix(p, []byte(frame+"get k:")) ||
+			bytes.Count(p, []byte(" ")) != 1 || !bytes.HasSuffix(p, []byte("\r\n")) {
+			t.Errorf("rule %d matches %q, no single-key get", id, p)
+		}
+	}
+}
+
+// ask sends form (a request after its id) over UDP with a fresh id and
+// returns the reply's payloads put together up to END (memcached sends a
+// datagram per value, each "0 of 1"), or nil if none came.
+func (m *mcRig) ask(t *testing.T, form string) []byte {
+	t.Helper()
+	m.id++
+	req := append(binary.BigEndian.AppendUint16(nil, m.id), form...)
+	m.udp.SetDeadline(time.Now().Add(mcTimeout))
+	if _, err := m.udp.Write(req); err != nil {
+		t.Fatal(err)
+	}
+	var out []byte
+	buf := make([]byte, 2048)
+	for !bytes.HasSuffix(out, []byte("END\r\n")) {
+		n, err := m.udp.Read(buf)
+		if err != nil {
+			return nil
+		}
+		if n >= 8 && bytes.Equal(buf[:2], req[:2]) {
+			out = append(out, buf[8:n]...)
+		}
+	}
+	return out
+}
+
+// rulesNow are the UDP service's rules by id.
+func (m *mcRig) rulesNow(t *testing.T) map[uint32]client.RuleEntry {
+	t.Helper()
+	c := m.client(t)
+	defer c.Close()
+	out := map[uint32]client.RuleEntry{}
+	for e, err := range c.Rules(m.udpService(t)) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[e.RuleID] = e
+	}
+	return out
+}
+
 // writes: each kind of write to an offloaded key, acknowledged over TCP;
 // the next get sees it.
 func (m *mcRig) writes(t *testing.T) {
@@ -430,6 +521,10 @@ func (m *mcRig) racingWrites(t *testing.T) {
 	}
 	matched, _ := m.counts(t)
 	t.Logf("racing writes: %d sets, the kernel answered %d gets meanwhile", writes, matched-matched0)
+	if matched == matched0 {
+		t.Errorf("the kernel answered no get while keys were written: the agent did not re-learn them (domain %+v)\nagent log:\n%s",
+			m.memcachedStats(t), m.logs.String())
+	}
 }
 
 // expiry: a hot key set with exptime 8 is offloaded and answered by the
@@ -546,15 +641,9 @@ func (m *mcRig) restartSantad(t *testing.T) {
 	if err := m.santad.Start(); err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		c := m.client(t)
-		_, err := c.MemcachedStats(m.udpService(t))
-		c.Close()
-		if err == nil {
-			break
-		}
+	for deadline := time.Now().Add(10 * time.Second); !m.marked(t, m.udpService(t)); time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatalf("the agent did not mark memcached's services again within 10 s: %v\nagent log:\n%s", err, m.logs.String())
+			t.Fatalf("the agent did not mark memcached's services again within 10 s\nagent log:\n%s", m.logs.String())
 		}
 	}
 	m.tcp.Close()

@@ -97,8 +97,11 @@ type agent struct {
 	// lived (stranded); warnedTainted: that was logged.
 	tainted       map[uint64]bool
 	warnedTainted bool
-	fatal         error
-	stats         stats
+	// warnedHeld: every key of the last window had a write in flight
+	// (logged once).
+	warnedHeld bool
+	fatal      error
+	stats      stats
 }
 
 // service is an attached socket: a TCP listener or a UDP socket.

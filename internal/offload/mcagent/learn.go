@@ -95,6 +95,15 @@ func (a *agent) generations(wants []want) (l learned, keys []learnedKey, tcpDst,
 		return l, nil, tcpDst, udpDst, false
 	}
 	l.leader = a.leader
+	inFlight := 0
+	defer func() {
+		held := len(wants) > 1 && inFlight == len(wants)
+		if held && !a.warnedHeld {
+			a.log.Warn("every key has a write in flight: a connection the domain does not follow (accepted before the " +
+				"listener was marked, or that lost sync) holds the offload back until it closes")
+		}
+		a.warnedHeld = held
+	}()
 	for _, w := range wants {
 		g, err := a.sd.Generation(a.leader.id, w.mkey)
 		if err != nil {
@@ -107,6 +116,7 @@ func (a *agent) generations(wants []want) (l learned, keys []learnedKey, tcpDst,
 			return l, nil, tcpDst, udpDst, false
 		case g.InFlight:
 			a.skip(w.form, skipf(skipInFlight, "a write is in flight"))
+			inFlight++
 			continue
 		}
 		keys = append(keys, learnedKey{want: w, gen: g})
