@@ -7,14 +7,13 @@ GO       ?= go
 PKGS     := clang llvm libbpf-dev bpftool iproute2 ethtool gcc make pkg-config python3 python3-matplotlib \
             nginx-light curl wrk
 VMLINUX  := bpf/include/vmlinux.h
-# The DNS servers the offload agent's end-to-end tests start
-# (test/integration, internal/dnstest): BIND (rndc), Knot (knotc), NSD
-# (nsd-control); memcached: the memcached tests (internal/datapath,
-# test/daemon, test/integration's linearizability check); zsh for the
-# completion test (deploy/).
+# The servers the offload agents' end-to-end tests start
+# (test/integration, internal/dnstest, test/daemon): BIND (rndc), Knot
+# (knotc), NSD (nsd-control), memcached (and the linearizability check);
+# zsh for the completion test (deploy/).
 TEST_PKGS  := bind9 knot nsd memcached zsh
 # The real peers of the benchmarks (bench/dns, ...).
-BENCH_PKGS := $(TEST_PKGS) dnsperf memcached nginx-light wrk python3-matplotlib
+BENCH_PKGS := $(TEST_PKGS) dnsperf nginx-light wrk python3-matplotlib
 
 # bpf2go's loaders (a .go and its .o each), one generate step per package,
 # each from its own sources: the data plane's from bpf/, the test

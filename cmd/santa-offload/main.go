@@ -1,8 +1,10 @@
 // Command santa-offload offloads an unmodified server's hot requests into
-// the kernel through santad. Its one subcommand, dns, runs next to an
-// authoritative DNS server (docs/offload-dns.md):
+// the kernel through santad. Its subcommands: dns runs next to an
+// authoritative DNS server (docs/offload-dns.md), memcached next to
+// memcached (docs/offload-memcached.md):
 //
 //	santa-offload dns -unit named -uniform-answers
+//	santa-offload memcached -unit memcached -udp-port 11211
 //
 // Settings come from the JSON file given by -config, then from flags of
 // the same names (max_rules is -max-rules), which override the file. It
@@ -24,10 +26,12 @@ import (
 	"syscall"
 
 	"github.com/santa-offload/santa/internal/offload/agent"
+	"github.com/santa-offload/santa/internal/offload/config"
+	"github.com/santa-offload/santa/internal/offload/mcagent"
 )
 
-// usages describe the configuration keys as flags.
-var usages = map[string]string{
+// dnsUsages describe the DNS agent's configuration keys as flags.
+var dnsUsages = map[string]string{
 	"pid":               "a `pid` of the server: the server is the processes of its cgroup",
 	"unit":              "the server's systemd `unit` (named: named.service); the server is its cgroup",
 	"cgroup":            "the server's cgroup v2 `path` under the hierarchy's root",
@@ -52,66 +56,140 @@ var usages = map[string]string{
 	"log_every":         "how often a summary line is logged (0: never)",
 }
 
+// mcUsages describe the memcached agent's configuration keys as flags.
+var mcUsages = map[string]string{
+	"pid":               "a `pid` of memcached: memcached is the processes of its cgroup",
+	"unit":              "memcached's systemd `unit` (memcached: memcached.service); memcached is its cgroup",
+	"cgroup":            "memcached's cgroup v2 `path` under the hierarchy's root",
+	"port":              "memcached's TCP `port` (its -p)",
+	"udp_port":          "memcached's UDP `port` (its -U; 0: the TCP port)",
+	"netns":             "the network namespace `path` memcached and santad are in (default: the agent's)",
+	"socket":            "santad's socket `path`",
+	"max_rules":         "keys offloaded at most (each a rule on every UDP socket)",
+	"max_bytes":         "pattern and reply `bytes` offloaded at most (0: no bound)",
+	"hot_max":           "most passed requests read per UDP socket each window",
+	"hysteresis":        "how much more a newcomer's rate must be to displace an offloaded key (0.5: 50 %)",
+	"window":            "how often the hot set is read, the top keys chosen and dead rules read again",
+	"scan":              "how often memcached's sockets are looked for",
+	"max_age":           "how long an offloaded key goes without its item being read again",
+	"expiry_margin":     "taken off an item's time to live for its rule's deadline",
+	"probe_timeout":     "how long one ask of memcached waits",
+	"probe_concurrency": "UDP gets in flight at most",
+	"skip_retry":        "how long a key that cannot be offloaded is not tried again",
+	"metrics":           "serve Prometheus metrics at http://`addr`/metrics",
+	"log_every":         "how often a summary line is logged (0: never)",
+}
+
+// command is a subcommand: its flags and configuration, and the agent it
+// runs.
+type command struct {
+	name string
+	run  func(ctx context.Context, args []string, log func(debug bool) *slog.Logger) error
+}
+
+var commands = []command{
+	{"dns", func(ctx context.Context, args []string, log func(bool) *slog.Logger) error {
+		cfg, debug, err := parseFlags(flag.NewFlagSet("santa-offload dns", flag.ContinueOnError), args,
+			agent.DefaultConfig, agent.LoadConfig, dnsUsages)
+		if err != nil {
+			return err
+		}
+		cfg.Log = log(debug)
+		return agent.Run(ctx, cfg)
+	}},
+	{"memcached", func(ctx context.Context, args []string, log func(bool) *slog.Logger) error {
+		cfg, debug, err := parseFlags(flag.NewFlagSet("santa-offload memcached", flag.ContinueOnError), args,
+			mcagent.DefaultConfig, mcagent.LoadConfig, mcUsages)
+		if err != nil {
+			return err
+		}
+		cfg.Log = log(debug)
+		return mcagent.Run(ctx, cfg)
+	}},
+}
+
 func main() {
-	if len(os.Args) < 2 || os.Args[1] != "dns" {
-		fmt.Fprintln(os.Stderr, "usage: santa-offload dns [-config FILE] [flags]  (santa-offload dns -h lists the flags)")
+	var cmd *command
+	for i := range commands {
+		if len(os.Args) >= 2 && os.Args[1] == commands[i].name {
+			cmd = &commands[i]
+		}
+	}
+	if cmd == nil {
+		fmt.Fprintln(os.Stderr, "usage: santa-offload dns|memcached [-config FILE] [flags]  (santa-offload dns -h lists the flags)")
 		os.Exit(2)
 	}
-	cfg, debug, err := parseFlags(flag.NewFlagSet("santa-offload dns", flag.ContinueOnError), os.Args[2:])
-	if errors.Is(err, flag.ErrHelp) {
-		os.Exit(0)
-	}
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "santa-offload dns: %v\n", err)
-		os.Exit(2)
-	}
-	level := slog.LevelInfo
-	if debug {
-		level = slog.LevelDebug
-	}
-	cfg.Log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := agent.Run(ctx, cfg); err != nil {
-		fmt.Fprintf(os.Stderr, "santa-offload dns: %v\n", err)
+	log := func(debug bool) *slog.Logger {
+		level := slog.LevelInfo
+		if debug {
+			level = slog.LevelDebug
+		}
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	}
+	err := cmd.run(ctx, os.Args[2:], log)
+	var usage *flagError
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		os.Exit(0)
+	case errors.As(err, &usage):
+		fmt.Fprintf(os.Stderr, "santa-offload %s: %v\n", cmd.name, err)
+		os.Exit(2)
+	case err != nil:
+		fmt.Fprintf(os.Stderr, "santa-offload %s: %v\n", cmd.name, err)
 		os.Exit(1)
 	}
 }
 
+// flagError is an error of the command line or the configuration file.
+type flagError struct{ err error }
+
+func (e *flagError) Error() string { return e.err.Error() }
+func (e *flagError) Unwrap() error { return e.err }
+
 // parseFlags reads the configuration file, if any, and the flags over it.
-// Every key of agent.Config is a flag of the same name, '_' written '-'.
-func parseFlags(fs *flag.FlagSet, args []string) (agent.Config, bool, error) {
+// Every key of the configuration C is a flag of the same name, '_' written
+// '-'. Its errors but -h are flagErrors.
+func parseFlags[C any](fs *flag.FlagSet, args []string, defaults func() C, load func(string) (C, error),
+	usages map[string]string) (_ C, _ bool, err error) {
+	defer func() {
+		if err != nil && !errors.Is(err, flag.ErrHelp) {
+			err = &flagError{err}
+		}
+	}()
+	var zero C
 	configPath := fs.String("config", "", "JSON configuration `file` (keys: the flags' names with '_' for '-')")
 	debug := fs.Bool("debug", false, "log more")
-	flags := agent.DefaultConfig()
-	fields := map[string]int{} // flag name to field index
+	flags := defaults()
+	fields := map[string][]int{} // flag name to field index
 	v := reflect.ValueOf(&flags).Elem()
-	for i := range v.NumField() {
-		key := strings.Split(v.Type().Field(i).Tag.Get("json"), ",")[0]
-		if key == "" || key == "-" {
+	for _, f := range reflect.VisibleFields(v.Type()) { // those of embedded structs too
+		key := strings.Split(f.Tag.Get("json"), ",")[0]
+		if f.Anonymous || key == "" || key == "-" {
 			continue
 		}
 		name := strings.ReplaceAll(key, "_", "-")
-		fields[name] = i
-		fs.Var(fieldValue{v.Field(i)}, name, usages[key])
+		fields[name] = f.Index
+		fs.Var(fieldValue{v.FieldByIndex(f.Index)}, name, usages[key])
 	}
 	if err := fs.Parse(args); err != nil {
-		return agent.Config{}, false, err
+		return zero, false, err
 	}
 	if fs.NArg() > 0 {
-		return agent.Config{}, false, fmt.Errorf("unexpected arguments %q", fs.Args())
+		return zero, false, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
-	cfg := agent.DefaultConfig()
+	cfg := defaults()
 	if *configPath != "" {
 		var err error
-		if cfg, err = agent.LoadConfig(*configPath); err != nil {
+		if cfg, err = load(*configPath); err != nil {
 			return cfg, false, err
 		}
 	}
 	c := reflect.ValueOf(&cfg).Elem()
 	fs.Visit(func(f *flag.Flag) {
 		if i, ok := fields[f.Name]; ok {
-			c.Field(i).Set(v.Field(i))
+			c.FieldByIndex(i).Set(v.FieldByIndex(i))
 		}
 	})
 	return cfg, *debug, nil
@@ -130,7 +208,7 @@ func (f fieldValue) String() string {
 func (f fieldValue) IsBoolFlag() bool { return f.v.IsValid() && f.v.Kind() == reflect.Bool }
 
 func (f fieldValue) Set(s string) error {
-	if d, ok := f.v.Addr().Interface().(*agent.Duration); ok {
+	if d, ok := f.v.Addr().Interface().(*config.Duration); ok {
 		return d.Set(s)
 	}
 	switch f.v.Kind() {

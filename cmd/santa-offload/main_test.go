@@ -4,17 +4,23 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"reflect"
 	"testing"
 	"time"
 
 	"github.com/santa-offload/santa/internal/offload/agent"
+	"github.com/santa-offload/santa/internal/offload/config"
+	"github.com/santa-offload/santa/internal/offload/mcagent"
 )
+
+func dnsFlags(args []string) (agent.Config, bool, error) {
+	return parseFlags(flag.NewFlagSet("t", flag.ContinueOnError), args, agent.DefaultConfig, agent.LoadConfig, dnsUsages)
+}
 
 func TestFlagsOverrideTheFile(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "c.json")
 	os.WriteFile(path, []byte(`{"unit": "named", "uniform_answers": true, "max_rules": 50, "zone_poll": "100ms", "hysteresis": 0.25}`), 0o644)
-	cfg, _, err := parseFlags(flag.NewFlagSet("t", flag.ContinueOnError),
-		[]string{"-config", path, "-max-rules", "70", "-port", "5353", "-window", "2s"})
+	cfg, _, err := dnsFlags([]string{"-config", path, "-max-rules", "70", "-port", "5353", "-window", "2s"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,15 +38,46 @@ func TestBadInput(t *testing.T) {
 	unknown := filepath.Join(dir, "u.json")
 	os.WriteFile(unknown, []byte(`{"max_rule": 5}`), 0o644)
 	for _, args := range [][]string{{"-port", "70000"}, {"-window", "soon"}, {"-config", unknown}, {"extra"}, {"-uniform-answers=maybe"}} {
-		if _, _, err := parseFlags(flag.NewFlagSet("t", flag.ContinueOnError), args); err == nil {
+		if _, _, err := dnsFlags(args); err == nil {
 			t.Errorf("%q accepted", args)
 		}
 	}
 }
 
 func TestUniformAnswersIsABoolFlag(t *testing.T) {
-	cfg, _, err := parseFlags(flag.NewFlagSet("t", flag.ContinueOnError), []string{"-uniform-answers", "-pid", "7"})
+	cfg, _, err := dnsFlags([]string{"-uniform-answers", "-pid", "7"})
 	if err != nil || !cfg.UniformAnswers || cfg.PID != 7 {
 		t.Fatalf("%+v, %v", cfg, err)
+	}
+}
+
+// The memcached agent's flags and file: the same machinery, its own keys.
+func TestMemcachedFlags(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "m.json")
+	os.WriteFile(path, []byte(`{"unit": "memcached", "udp_port": 11311, "max_age": "10s"}`), 0o644)
+	mc := func(args ...string) (mcagent.Config, error) {
+		cfg, _, err := parseFlags(flag.NewFlagSet("t", flag.ContinueOnError), args, mcagent.DefaultConfig, mcagent.LoadConfig, mcUsages)
+		return cfg, err
+	}
+	cfg, err := mc("-config", path, "-port", "11300", "-expiry-margin", "50ms")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := mcagent.DefaultConfig()
+	want.Unit, want.UDPPort, want.MaxAge, want.Port, want.ExpiryMargin = "memcached", 11311, config.Duration(10*time.Second), 11300,
+		config.Duration(50*time.Millisecond)
+	if !reflect.DeepEqual(cfg, want) {
+		t.Fatalf("config %+v; want %+v", cfg, want)
+	}
+	for _, args := range [][]string{{"-uniform-answers"}, {"-udp-port", "-1"}, {"-max-age", "1"}} {
+		if _, err := mc(args...); err == nil {
+			t.Errorf("%q accepted", args)
+		}
+	}
+	// Every key has a usage.
+	for _, f := range reflect.VisibleFields(reflect.TypeFor[mcagent.Config]()) {
+		if key := f.Tag.Get("json"); !f.Anonymous && key != "-" && mcUsages[key] == "" {
+			t.Errorf("key %q has no usage", key)
+		}
 	}
 }

@@ -10,14 +10,16 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/netip"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/santa-offload/santa/client"
 	"github.com/santa-offload/santa/internal/offload/dnsmsg"
 	"github.com/santa-offload/santa/internal/offload/probe"
+	"github.com/santa-offload/santa/internal/offload/santadconn"
 	"github.com/santa-offload/santa/internal/offload/server"
 )
 
@@ -51,17 +53,6 @@ func Run(ctx context.Context, cfg Config) error {
 	return nil
 }
 
-// finder finds the server's sockets (*server.Finder).
-type finder interface {
-	Scan(known map[uint64]bool) (live map[uint64]bool, fresh []server.Socket, err error)
-}
-
-// asker asks the server over UDP (*probe.Socket).
-type asker interface {
-	streamAsker
-	Port() uint16
-}
-
 // streamAsker asks the server (over TCP: *probe.Streams).
 type streamAsker interface {
 	Ask(ctx context.Context, dst netip.AddrPort, query []byte, timeout time.Duration) ([]byte, error)
@@ -71,11 +62,11 @@ type streamAsker interface {
 type agent struct {
 	cfg    Config
 	log    *slog.Logger
-	finder finder
+	finder server.Scanner
 	take   func(server.Socket) (int, error)
-	probe  asker
+	probe  probe.Asker
 	stream streamAsker
-	dial   func() (Santad, error)
+	dialer *santadconn.Dialer[Santad]
 	now    func() time.Time
 	// seq orders asks against zone changes: an answer asked before a
 	// change of one of its zones was seen is never installed.
@@ -86,18 +77,16 @@ type agent struct {
 	zonesCtx context.Context
 	pollers  sync.WaitGroup
 
-	mu sync.Mutex
-	sd Santad // nil while not connected
-	// dialFailing is whether the last dial failed: that is logged once.
-	dialFailing bool
-	sockets     map[uint64]*service // by socket inode
-	services    map[uint32]*service // by santad's id
-	groups      map[netip.AddrPort]*group
-	zones       map[zoneKey]*zone
-	skipped     map[skipKey]time.Time // until then, not tried again
-	retries     map[skipKey]*retry    // forms whose learning ran out of time
-	windows     uint64                // windows started
-	stats       stats
+	mu       sync.Mutex
+	sd       Santad              // nil while not connected
+	sockets  map[uint64]*service // by socket inode
+	services map[uint32]*service // by santad's id
+	groups   map[netip.AddrPort]*group
+	zones    map[zoneKey]*zone
+	skipped  map[skipKey]time.Time // until then, not tried again
+	retries  map[skipKey]*retry    // forms whose learning ran out of time
+	windows  uint64                // windows started
+	stats    stats
 }
 
 // retry is a form whose learning ran out of time on lost asks (an
@@ -149,16 +138,18 @@ type skipKey struct {
 	key   string
 }
 
-func newAgent(cfg Config, f finder, take func(server.Socket) (int, error), p asker, st streamAsker) *agent {
-	a := &agent{cfg: cfg, log: cfg.Log, finder: f, take: take, probe: p, stream: st, dial: cfg.Dial, now: time.Now,
+func newAgent(cfg Config, f server.Scanner, take func(server.Socket) (int, error), p probe.Asker, st streamAsker) *agent {
+	a := &agent{cfg: cfg, log: cfg.Log, finder: f, take: take, probe: p, stream: st, now: time.Now,
 		sockets: map[uint64]*service{}, services: map[uint32]*service{}, groups: map[netip.AddrPort]*group{},
 		zones: map[zoneKey]*zone{}, skipped: map[skipKey]time.Time{}, retries: map[skipKey]*retry{}, stats: newStats()}
 	if a.log == nil {
 		a.log = slog.New(slog.DiscardHandler)
 	}
-	if a.dial == nil {
-		a.dial = func() (Santad, error) { return dial(cfg.Socket) }
+	d := cfg.Dial
+	if d == nil {
+		d = func() (Santad, error) { return dial(cfg.Socket) }
 	}
+	a.dialer = santadconn.NewDialer(d)
 	a.zonesCtx = context.Background()
 	return a
 }
@@ -167,28 +158,12 @@ func newAgent(cfg Config, f finder, take func(server.Socket) (int, error), p ask
 func (a *agent) run(ctx context.Context) {
 	zctx, stopZones := context.WithCancel(ctx)
 	a.zonesCtx = zctx
-	var loops sync.WaitGroup
-	every := func(d Duration, f func(context.Context)) {
-		loops.Add(1)
-		go func() {
-			defer loops.Done()
-			t := time.NewTicker(time.Duration(d))
-			defer t.Stop()
-			for {
-				f(ctx)
-				select {
-				case <-ctx.Done():
-					return
-				case <-t.C:
-				}
-			}
-		}()
-	}
-	every(a.cfg.Scan, a.scan)
-	every(a.cfg.Window, a.window)
-	every(Duration(time.Second), a.sweep)
+	var loops santadconn.Loops
+	loops.Every(ctx, time.Duration(a.cfg.Scan), a.scan)
+	loops.Every(ctx, time.Duration(a.cfg.Window), a.window)
+	loops.Every(ctx, time.Second, a.sweep)
 	if a.cfg.LogEvery > 0 {
-		every(a.cfg.LogEvery, func(context.Context) { a.logSummary() })
+		loops.Every(ctx, time.Duration(a.cfg.LogEvery), func(context.Context) { a.logSummary() })
 	}
 	<-ctx.Done()
 	loops.Wait()
@@ -199,22 +174,7 @@ func (a *agent) run(ctx context.Context) {
 
 // santad is the connection to santad, dialling it if there is none. Called
 // with a.mu held.
-func (a *agent) santad() (Santad, error) {
-	if a.sd != nil {
-		return a.sd, nil
-	}
-	sd, err := a.dial()
-	if err != nil {
-		if !a.dialFailing {
-			a.log.Warn("connecting to santad; trying again every scan, quietly", "err", err)
-		}
-		a.dialFailing = true
-		return nil, err
-	}
-	a.sd, a.dialFailing = sd, false
-	a.log.Info("connected to santad")
-	return sd, nil
-}
+func (a *agent) santad() (Santad, error) { return a.dialer.Get(&a.sd, a.log) }
 
 // failed handles an error of a santad call: a refusal (*client.Error) is
 // the request's; anything else is the connection's, which is closed. The
@@ -222,15 +182,8 @@ func (a *agent) santad() (Santad, error) {
 // keeps them across its restarts, and the agent knows them by socket
 // cookie. Called with a.mu held.
 func (a *agent) failed(what string, err error) {
-	var refusal *client.Error
-	if errors.As(err, &refusal) {
-		a.log.Warn(what, "err", err)
+	if !santadconn.Drop(&a.sd, a.log, what, err) {
 		return
-	}
-	a.log.Warn(what+": dropping the connection to santad", "err", err)
-	if a.sd != nil {
-		a.sd.Close()
-		a.sd = nil
 	}
 	// The sockets are taken again, and their services found by cookie.
 	for _, s := range a.services {
@@ -244,30 +197,7 @@ func (a *agent) failed(what string, err error) {
 func (a *agent) detachAll() {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.sd == nil {
-		return
-	}
-	for id := range a.services {
-		if err := a.sd.Detach(id); err != nil {
-			a.log.Warn("detaching", "service", id, "err", err)
-		}
-	}
-	a.log.Info("detached", "services", len(a.services))
-	a.sd.Close()
-	a.sd = nil
-}
-
-// dstFor is where to ask a server bound to local: its own address, or
-// loopback for a wildcard.
-func dstFor(local netip.AddrPort) netip.AddrPort {
-	addr := local.Addr().Unmap()
-	switch {
-	case addr == netip.IPv4Unspecified():
-		addr = netip.AddrFrom4([4]byte{127, 0, 0, 1})
-	case addr == netip.IPv6Unspecified():
-		addr = netip.IPv6Loopback()
-	}
-	return netip.AddrPortFrom(addr, local.Port())
+	santadconn.DetachAll(&a.sd, slices.Collect(maps.Keys(a.services)), a.log)
 }
 
 // askStable asks query (transaction id 0) over UDP n times and returns

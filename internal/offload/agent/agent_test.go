@@ -17,6 +17,7 @@ import (
 	. "github.com/santa-offload/santa/internal/offload/dnsmsg/dnstest"
 	"github.com/santa-offload/santa/internal/offload/probe"
 	"github.com/santa-offload/santa/internal/offload/server"
+	"github.com/santa-offload/santa/internal/offload/server/servertest"
 	"github.com/santa-offload/santa/rule"
 )
 
@@ -27,7 +28,7 @@ type rig struct {
 	t      *testing.T
 	srv    *Server
 	d      *fakeDaemon
-	finder *fakeFinder
+	finder *servertest.Finder
 	a      *agent
 	clock  atomic.Int64
 	ctx    context.Context
@@ -45,10 +46,10 @@ func exampleZone(serial uint32, www byte) Zone {
 }
 
 func newRig(t *testing.T, config func(*Config)) *rig {
-	r := &rig{t: t, srv: NewReusePortServer(t, "127.0.0.1:0", 2), d: newFakeDaemon(), finder: &fakeFinder{}}
+	r := &rig{t: t, srv: NewReusePortServer(t, "127.0.0.1:0", 2), d: newFakeDaemon(), finder: &servertest.Finder{}}
 	r.srv.SetZone(exampleZone(1, 1))
 	r.srv.SetZone(Zone{Apex: "other.org", Serial: 7, Records: []RR{A("x.other.org", 198, 51, 100, 1)}})
-	r.finder.set(t, r.srv.Conns()...)
+	r.finder.Set(t, servertest.UDP(r.srv.Conns())...)
 	cfg := DefaultConfig()
 	cfg.UniformAnswers = true
 	cfg.ProbeTimeout = Duration(100 * time.Millisecond) // the race detector is slow
@@ -430,7 +431,7 @@ func TestServerRestart(t *testing.T) {
 	srv2.SetZone(exampleZone(1, 1))
 	r.d.end(1)
 	r.d.end(2)
-	r.finder.set(t, srv2.Conns()...)
+	r.finder.Set(t, servertest.UDP(srv2.Conns())...)
 	r.a.scan(r.ctx)
 	if len(r.a.services) != 1 || r.a.services[3] == nil || len(r.a.groups) != 1 || r.a.groups[srv2.Addr()] == nil {
 		t.Fatalf("services %v, groups %v; want service 3 alone", r.a.services, r.a.groups)

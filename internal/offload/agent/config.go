@@ -1,49 +1,28 @@
 package agent
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"time"
 
 	"github.com/santa-offload/santa/client"
+	"github.com/santa-offload/santa/internal/offload/config"
 	"github.com/santa-offload/santa/internal/offload/probe"
 )
 
 // Config is the agent's configuration: a JSON file whose keys are these
 // tags, then flags of the same names (docs/offload-dns.md names each).
 type Config struct {
-	// The server: at most one of PID, Unit and Cgroup (none: whatever is
-	// bound to Port), its DNS port, and the network namespace it and
-	// santad are in ("": the agent's).
-	PID    int    `json:"pid"`
-	Unit   string `json:"unit"`
-	Cgroup string `json:"cgroup"`
-	Port   uint16 `json:"port"`
-	Netns  string `json:"netns"`
+	// The server, and its DNS port.
+	config.Server
+	Port uint16 `json:"port"`
 	// UniformAnswers is the operator's statement that the server gives
 	// every client the same answer to the same query. Required.
 	UniformAnswers bool `json:"uniform_answers"`
-	// Socket is santad's socket.
-	Socket string `json:"socket"`
-	// MaxRules and MaxBytes bound the query forms offloaded per address
-	// the server listens on (each is a rule on every socket of that
-	// address), and their pattern and reply bytes (0: no bound).
-	MaxRules int `json:"max_rules"`
-	MaxBytes int `json:"max_bytes"`
-	// HotMax is how many of a socket's most passed query forms are read
-	// each window.
-	HotMax int `json:"hot_max"`
-	// Hysteresis: an offloaded form stays unless a newcomer's rate beats
-	// its own by this factor (0.5: 50 % more).
-	Hysteresis float64 `json:"hysteresis"`
-	// Window is how often the hot set is read and the top forms chosen.
-	Window Duration `json:"window"`
-	// Scan is how often the server's sockets are looked for.
-	Scan Duration `json:"scan"`
+	// The hot set (query forms, per address the server listens on), asking
+	// the server, reporting.
+	config.Offload
 	// ZonePoll is how often each zone's SOA serial is asked.
 	ZonePoll Duration `json:"zone_poll"`
 	// RecheckBudget bounds re-asking a changed zone's forms: those not
@@ -51,18 +30,8 @@ type Config struct {
 	RecheckBudget Duration `json:"recheck_budget"`
 	// Sweep is the time in which every offloaded form is re-checked.
 	Sweep Duration `json:"sweep"`
-	// ProbeTimeout is how long one ask waits for the server's reply.
-	ProbeTimeout Duration `json:"probe_timeout"`
-	// ProbeConcurrency bounds the asks in flight.
-	ProbeConcurrency int `json:"probe_concurrency"`
 	// Asks is how many identical replies a form needs (at least 2).
 	Asks int `json:"asks"`
-	// SkipRetry is how long a form that was skipped is not tried again.
-	SkipRetry Duration `json:"skip_retry"`
-	// Metrics, if set, serves Prometheus metrics at http://ADDR/metrics.
-	Metrics string `json:"metrics"`
-	// LogEvery is how often a summary line is logged (0: never).
-	LogEvery Duration `json:"log_every"`
 
 	// Dial connects to santad (default: the client at Socket); Log logs
 	// (default: nothing). For tests and embedders.
@@ -73,21 +42,12 @@ type Config struct {
 // DefaultConfig is the configuration without a file or flags.
 func DefaultConfig() Config {
 	return Config{
-		Port:             53,
-		Socket:           client.DefaultSocket,
-		MaxRules:         10000,
-		HotMax:           2000,
-		Hysteresis:       0.5,
-		Window:           Duration(time.Second),
-		Scan:             Duration(250 * time.Millisecond),
-		ZonePoll:         Duration(200 * time.Millisecond),
-		RecheckBudget:    Duration(250 * time.Millisecond),
-		Sweep:            Duration(30 * time.Second),
-		ProbeTimeout:     Duration(50 * time.Millisecond),
-		ProbeConcurrency: 64,
-		Asks:             2,
-		SkipRetry:        Duration(time.Minute),
-		LogEvery:         Duration(10 * time.Second),
+		Port:          53,
+		Offload:       config.DefaultOffload(client.DefaultSocket),
+		ZonePoll:      Duration(200 * time.Millisecond),
+		RecheckBudget: Duration(250 * time.Millisecond),
+		Sweep:         Duration(30 * time.Second),
+		Asks:          2,
 	}
 }
 
@@ -102,31 +62,17 @@ func (c Config) Validate() error {
 	if !c.UniformAnswers {
 		return ErrNotUniform
 	}
-	durations := []struct {
-		name string
-		d    Duration
-	}{{"window", c.Window}, {"scan", c.Scan}, {"zone_poll", c.ZonePoll}, {"recheck_budget", c.RecheckBudget},
-		{"sweep", c.Sweep}, {"probe_timeout", c.ProbeTimeout}, {"skip_retry", c.SkipRetry}}
-	for _, d := range durations {
-		if d.d <= 0 {
-			return fmt.Errorf("%s is %v; it must be positive", d.name, time.Duration(d.d))
-		}
+	if err := c.Offload.Validate(probe.MaxConcurrency); err != nil {
+		return err
 	}
+	err := config.Positive(map[string]Duration{"zone_poll": c.ZonePoll, "recheck_budget": c.RecheckBudget, "sweep": c.Sweep})
 	switch {
+	case err != nil:
+		return err
 	case c.Port == 0:
 		return errors.New("port is 0")
-	case c.MaxRules < 1:
-		return fmt.Errorf("max_rules is %d; it must be at least 1", c.MaxRules)
-	case c.MaxBytes < 0:
-		return fmt.Errorf("max_bytes is %d", c.MaxBytes)
-	case c.HotMax < 1:
-		return fmt.Errorf("hot_max is %d; it must be at least 1", c.HotMax)
-	case c.Hysteresis < 0:
-		return fmt.Errorf("hysteresis is %v; it must not be negative", c.Hysteresis)
 	case c.Asks < 2:
 		return fmt.Errorf("asks is %d; a reply must be seen at least twice", c.Asks)
-	case c.ProbeConcurrency < 1 || c.ProbeConcurrency > probe.MaxConcurrency:
-		return fmt.Errorf("probe_concurrency is %d; it must be in 1..%d", c.ProbeConcurrency, probe.MaxConcurrency)
 	case time.Duration(c.Asks)*time.Duration(c.ProbeTimeout) > time.Duration(c.RecheckBudget):
 		// A re-check asks that many times in a row: a server slower than
 		// that would have every form of a changed zone deleted.
@@ -139,37 +85,10 @@ func (c Config) Validate() error {
 // keys are refused: a misspelt key must not silently do nothing.
 func LoadConfig(path string) (Config, error) {
 	c := DefaultConfig()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return c, err
-	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&c); err != nil {
-		return c, fmt.Errorf("%s: %w", path, err)
-	}
-	return c, nil
+	err := config.Load(path, &c)
+	return c, err
 }
 
 // Duration is a time.Duration written as in Go ("250ms") in JSON and
 // flags.
-type Duration time.Duration
-
-func (d Duration) String() string { return time.Duration(d).String() }
-
-// Set parses s (flag.Value).
-func (d *Duration) Set(s string) error {
-	v, err := time.ParseDuration(s)
-	*d = Duration(v)
-	return err
-}
-
-func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(d.String()) }
-
-func (d *Duration) UnmarshalJSON(b []byte) error {
-	var s string
-	if err := json.Unmarshal(b, &s); err != nil {
-		return fmt.Errorf("a duration is a string such as \"250ms\": %w", err)
-	}
-	return d.Set(s)
-}
+type Duration = config.Duration

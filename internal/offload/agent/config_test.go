@@ -1,11 +1,9 @@
 package agent
 
 import (
-	"encoding/json"
-	"os"
-	"reflect"
-	"strings"
 	"testing"
+
+	"github.com/santa-offload/santa/internal/offload/config/configtest"
 )
 
 // deploy/offload-dns.json holds every key with its default, as
@@ -16,33 +14,7 @@ func TestDeployedConfigIsTheDefault(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := DefaultConfig(); !reflect.DeepEqual(got, want) {
-		t.Errorf("%s is\n%+v\nthe defaults are\n%+v", path, got, want)
-	}
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var keys map[string]any
-	if err := json.Unmarshal(data, &keys); err != nil {
-		t.Fatal(err)
-	}
-	doc, err := os.ReadFile("../../../docs/offload-dns.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for f := range reflect.TypeFor[Config]().Fields() {
-		key := f.Tag.Get("json")
-		if key == "-" {
-			continue
-		}
-		if _, ok := keys[key]; !ok {
-			t.Errorf("%s has no key %q", path, key)
-		}
-		if !strings.Contains(string(doc), "| `"+key+"` |") {
-			t.Errorf("docs/offload-dns.md does not describe key %q", key)
-		}
-	}
+	configtest.DeployedIsDefault(t, path, "../../../docs/offload-dns.md", got, DefaultConfig())
 }
 
 func TestValidate(t *testing.T) {

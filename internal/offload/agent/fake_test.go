@@ -5,17 +5,13 @@ import (
 	"fmt"
 	"iter"
 	"maps"
-	"net"
-	"os"
 	"slices"
 	"sync"
 	"syscall"
-	"testing"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/santa-offload/santa/client"
-	"github.com/santa-offload/santa/internal/offload/server"
 	"github.com/santa-offload/santa/internal/protocol"
 	"github.com/santa-offload/santa/rule"
 )
@@ -370,45 +366,4 @@ func (t *fakeTxn) Commit() (int, error) {
 	}
 	d.logf("txn %d: replace %d delete %d", t.service, len(t.replace), len(t.del))
 	return 0, nil
-}
-
-// fakeFinder reports the sockets the test gives it, held by this process.
-type fakeFinder struct {
-	mu      sync.Mutex
-	sockets map[uint64]server.Socket
-}
-
-func (f *fakeFinder) set(t *testing.T, conns ...*net.UDPConn) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.sockets = map[uint64]server.Socket{}
-	for _, c := range conns {
-		raw, err := c.SyscallConn()
-		if err != nil {
-			t.Fatal(err)
-		}
-		var s server.Socket
-		raw.Control(func(fd uintptr) {
-			var st unix.Stat_t
-			unix.Fstat(int(fd), &st)
-			s = server.Socket{Inode: st.Ino, Local: c.LocalAddr().(*net.UDPAddr).AddrPort()}
-			s.Holder.PID, s.Holder.FD = os.Getpid(), int(fd)
-		})
-		f.sockets[s.Inode] = s
-	}
-}
-
-func (f *fakeFinder) Scan(known map[uint64]bool) (map[uint64]bool, []server.Socket, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	live := map[uint64]bool{}
-	var fresh []server.Socket
-	for _, inode := range slices.Sorted(maps.Keys(f.sockets)) {
-		if known[inode] {
-			live[inode] = true
-		} else {
-			fresh = append(fresh, f.sockets[inode])
-		}
-	}
-	return live, fresh, nil
 }

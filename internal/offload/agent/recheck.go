@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/santa-offload/santa/client"
+	"github.com/santa-offload/santa/internal/offload/batch"
 	"github.com/santa-offload/santa/internal/offload/dnsmsg"
 )
 
@@ -175,7 +176,7 @@ func (a *agent) commit(sv *service, replace []client.RuleEntry, del []uint32) er
 		return err
 	}
 	for len(replace) > 0 {
-		n := fitting(replace, replaceSize)
+		n := batch.Fitting(replace, batch.ReplaceSize)
 		if err := txn.ReplaceRules(replace[:n]); err != nil {
 			txn.Abort()
 			return err
@@ -183,7 +184,7 @@ func (a *agent) commit(sv *service, replace []client.RuleEntry, del []uint32) er
 		replace = replace[n:]
 	}
 	for len(del) > 0 {
-		n := fitting(del, func(uint32) int { return 4 })
+		n := batch.Fitting(del, func(uint32) int { return 4 })
 		if err := txn.DeleteRules(del[:n]); err != nil {
 			txn.Abort()
 			return err

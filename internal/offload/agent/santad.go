@@ -4,6 +4,7 @@ import (
 	"iter"
 
 	"github.com/santa-offload/santa/client"
+	"github.com/santa-offload/santa/internal/offload/santadconn"
 	"github.com/santa-offload/santa/rule"
 )
 
@@ -24,12 +25,7 @@ type Santad interface {
 }
 
 // Txn is a transaction on one service (*client.Txn).
-type Txn interface {
-	ReplaceRules(updates []client.RuleEntry) error
-	DeleteRules(ids []uint32) error
-	Commit() (added int, err error)
-	Abort() error
-}
+type Txn = santadconn.Txn
 
 // The learning types of the client, named here for the agent's fakes.
 type (
@@ -43,15 +39,4 @@ type (
 const ClientName = "santa-offload dns"
 
 // dial connects to santad's socket at path.
-func dial(path string) (Santad, error) {
-	c, err := client.DialAs(path, ClientName)
-	if err != nil {
-		return nil, err
-	}
-	return santadClient{c}, nil
-}
-
-// santadClient is a *client.Client as a Santad.
-type santadClient struct{ *client.Client }
-
-func (c santadClient) Begin(service uint32) (Txn, error) { return c.Client.Begin(service) }
+func dial(path string) (Santad, error) { return santadconn.Dial(path, ClientName) }

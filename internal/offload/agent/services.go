@@ -5,10 +5,10 @@ import (
 	"errors"
 	"reflect"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/santa-offload/santa/client"
+	"github.com/santa-offload/santa/internal/offload/batch"
 	"github.com/santa-offload/santa/internal/offload/dnsmsg"
+	"github.com/santa-offload/santa/internal/offload/santadconn"
 	"github.com/santa-offload/santa/internal/offload/server"
 	"github.com/santa-offload/santa/rule"
 )
@@ -24,38 +24,24 @@ func (a *agent) scan(context.Context) {
 	if err != nil {
 		return
 	}
-	known := make(map[uint64]bool, len(a.sockets))
-	for inode := range a.sockets {
-		known[inode] = true
-	}
-	live, fresh, err := a.finder.Scan(known)
-	if err != nil {
+	sv, err := santadconn.TakeSurvey(sd, a.finder, a.sockets)
+	switch {
+	case errors.Is(err, santadconn.ErrScan):
 		a.log.Warn("scanning the server's sockets", "err", err)
 		return
-	}
-	infos, err := sd.Services()
-	if err != nil {
+	case err != nil:
 		a.failed("listing services", err)
 		return
-	}
-	byCookie := map[uint64]client.ServiceInfo{}
-	listed := map[uint32]bool{}
-	for _, i := range infos {
-		byCookie[i.Cookie] = i
-		listed[i.ServiceID] = true
 	}
 	// Gone first: a restarted server's group starts afresh, its forms
 	// learned again from the new process rather than carried over.
 	for _, s := range a.services {
-		switch {
-		case !live[s.inode]:
-			a.forget(s, "socket closed")
-		case !listed[s.id]:
-			a.forget(s, "service gone from santad") // its socket is fresh at the next scan
+		if why := sv.Gone(s.inode, s.id); why != "" {
+			a.forget(s, why)
 		}
 	}
-	for _, s := range fresh {
-		a.attach(sd, s, byCookie)
+	for _, s := range sv.Fresh {
+		a.attach(sd, s, sv.ByCookie)
 		if a.sd == nil {
 			return
 		}
@@ -81,23 +67,15 @@ func (a *agent) forget(s *service, why string) {
 
 // attach makes socket s a service of the agent's. Called with a.mu held.
 func (a *agent) attach(sd Santad, s server.Socket, byCookie map[uint64]client.ServiceInfo) {
-	fd, err := a.take(s)
-	if err != nil {
-		a.log.Warn("taking the server's socket", "addr", s.Local, "pid", s.Holder.PID, "fd", s.Holder.FD, "err", err)
+	info, adopted, err := santadconn.TakeUp(sd, a.take, s, byCookie)
+	switch {
+	case errors.Is(err, santadconn.ErrTake):
+		a.log.Warn("taking the server's socket", "err", err)
 		return
-	}
-	defer unix.Close(fd) // santad's service lives as long as the server's socket
-	cookie, err := unix.GetsockoptUint64(fd, unix.SOL_SOCKET, unix.SO_COOKIE)
-	if err != nil {
-		a.log.Warn("socket cookie", "addr", s.Local, "err", err)
+	case err != nil:
+		a.failed("attaching "+s.Local.String(), err)
 		return
-	}
-	info, adopted := byCookie[cookie]
-	if !adopted {
-		if info, err = sd.AttachFD(fd); err != nil {
-			a.failed("attaching "+s.Local.String(), err)
-			return
-		}
+	case !adopted:
 		a.stats.attached++
 	}
 	learning := Learning{KeyOffset: 2, ProbePort: a.probe.Port(), Enabled: true}
@@ -107,7 +85,7 @@ func (a *agent) attach(sd Santad, s server.Socket, byCookie map[uint64]client.Se
 	}
 	g := a.groups[s.Local]
 	if g == nil {
-		g = &group{local: s.Local, dst: dstFor(s.Local), services: map[uint32]*service{}, forms: map[string]*form{}, learning: map[string]float64{}}
+		g = &group{local: s.Local, dst: server.AskAddr(s.Local), services: map[uint32]*service{}, forms: map[string]*form{}, learning: map[string]float64{}}
 		a.groups[s.Local] = g
 	}
 	sv := &service{id: info.ServiceID, inode: s.Inode, group: g, rules: map[*form]uint32{}, byRule: map[uint32]*form{}, hits: map[uint32]uint64{}}
@@ -178,7 +156,7 @@ func (sv *service) unnote(f *form) (uint32, bool) {
 func (a *agent) addRules(sd Santad, sv *service, forms []*form) []*form {
 	var done []*form
 	for len(forms) > 0 {
-		n := fitting(forms, func(f *form) int { return addSize(dnsmsg.Rule(f.query, f.reply)) })
+		n := batch.Fitting(forms, func(f *form) int { return batch.AddSize(dnsmsg.Rule(f.query, f.reply), nil) })
 		batch := forms[:n]
 		rules := make([]rule.Rule, len(batch))
 		for i, f := range batch {

@@ -22,6 +22,14 @@ import (
 // ErrTimeout is the error of an ask that got no reply in time.
 var ErrTimeout = errors.New("no reply in time")
 
+// Asker asks a server over UDP from a port of its own (*Socket; tests give
+// fakes).
+type Asker interface {
+	Ask(ctx context.Context, dst netip.AddrPort, query []byte, timeout time.Duration) ([]byte, error)
+	Port() uint16
+	Sent() uint64
+}
+
 // Socket is a dual-stack UDP socket bound to an ephemeral port. Asks run
 // concurrently, at most a fixed number at once; replies find their ask by
 // transaction id and source address.

@@ -1,9 +1,10 @@
-// Package server finds the UDP sockets a DNS server answers on and follows
-// them: the server is the processes of a cgroup (a systemd unit's, or a
-// given process's) or, without one, whatever holds a socket bound to the
-// port; its sockets are the unconnected UDP sockets bound to the DNS port
-// in one network namespace (santad's). Outgoing query sockets, bound to
-// other ports, are never its.
+// Package server finds the sockets a server answers on and follows them:
+// the server is the processes of a cgroup (a systemd unit's, or a given
+// process's) or, without one, whatever holds a socket bound to the port;
+// its sockets are the unconnected UDP sockets bound to its UDP port (a DNS
+// server's, memcached's -U) and, if asked, the TCP listeners on its TCP
+// port (memcached's -p), in one network namespace (santad's). Outgoing
+// sockets, bound to other ports, are never its.
 package server
 
 import (
@@ -31,18 +32,28 @@ type Target struct {
 	// Cgroup is a cgroup v2 path under the hierarchy's root
 	// ("system.slice/knot.service"): the server is its processes.
 	Cgroup string
-	// Port is the DNS port.
+	// Port is the UDP port.
 	Port uint16
+	// TCPPort, if not 0, is the TCP port whose listeners are the
+	// server's too.
+	TCPPort uint16
 	// Netns is the network namespace the sockets are in ("": this
 	// process's), santad's. Reading another's tables needs CAP_SYS_ADMIN.
 	Netns string
 }
 
-// Socket is a socket of the server bound to the DNS port.
+// Socket is a socket of the server: bound to the UDP port, or listening
+// on the TCP port.
 type Socket struct {
+	TCP    bool // a TCP listener
 	Inode  uint64
 	Local  netip.AddrPort
 	Holder procsock.Held // a process of the server holding it, and its fd there
+}
+
+// Scanner finds a server's sockets (*Finder; tests give fakes).
+type Scanner interface {
+	Scan(known map[uint64]bool) (live map[uint64]bool, fresh []Socket, err error)
 }
 
 // Finder finds a server's sockets.
@@ -67,7 +78,7 @@ func NewFinder(t Target) (*Finder, error) {
 	case set > 1:
 		return nil, errors.New("give at most one of a pid, a unit and a cgroup")
 	case t.Port == 0:
-		return nil, errors.New("the DNS port is 0")
+		return nil, errors.New("the UDP port is 0")
 	case t.PID < 0:
 		return nil, fmt.Errorf("pid %d", t.PID)
 	}
@@ -97,6 +108,9 @@ func NewFinder(t Target) (*Finder, error) {
 // Describe says what the finder takes to be the server.
 func (f *Finder) Describe() string {
 	where := fmt.Sprintf("UDP port %d", f.t.Port)
+	if f.t.TCPPort != 0 {
+		where += fmt.Sprintf(" or listening on TCP port %d", f.t.TCPPort)
+	}
 	if f.t.Netns != "" {
 		where += " in network namespace " + f.t.Netns
 	}
@@ -106,27 +120,40 @@ func (f *Finder) Describe() string {
 	return fmt.Sprintf("the processes of cgroup %s bound to %s", f.cgroup, where)
 }
 
-// Scan reads the sockets bound to the port. Of those in known, it reports
-// which are still bound (live); the others it reports with a process of
-// the server that holds them (fresh), leaving out those no process of the
-// server holds. Only fresh sockets cost a walk over the processes' fds.
+// Scan reads the sockets bound to the ports. Of those in known, it
+// reports which are still bound (live); the others it reports with a
+// process of the server that holds them (fresh), leaving out those no
+// process of the server holds. Only fresh sockets cost a walk over the
+// processes' fds.
 func (f *Finder) Scan(known map[uint64]bool) (live map[uint64]bool, fresh []Socket, err error) {
 	bound, err := procsock.BoundUDP(f.t.Netns, f.t.Port, netip.Addr{})
 	if err != nil {
 		return nil, nil, err
 	}
+	var listening []procsock.Socket
+	if f.t.TCPPort != 0 {
+		if listening, err = procsock.ListeningTCP(f.t.Netns, f.t.TCPPort, netip.Addr{}); err != nil {
+			return nil, nil, err
+		}
+	}
 	live = map[uint64]bool{}
-	local := map[uint64]netip.AddrPort{}
+	found := map[uint64]Socket{}
 	var unknown []uint64
-	for _, s := range bound {
+	note := func(s procsock.Socket, tcp bool) {
 		switch {
-		case s.State != udpUnconnected:
+		case !tcp && s.State != udpUnconnected:
 		case known[s.Inode]:
 			live[s.Inode] = true
 		default:
 			unknown = append(unknown, s.Inode)
-			local[s.Inode] = s.Local
+			found[s.Inode] = Socket{TCP: tcp, Inode: s.Inode, Local: s.Local}
 		}
+	}
+	for _, s := range bound {
+		note(s, false)
+	}
+	for _, s := range listening {
+		note(s, true)
 	}
 	if len(unknown) == 0 {
 		return live, nil, nil
@@ -144,7 +171,9 @@ func (f *Finder) Scan(known map[uint64]bool) (live map[uint64]bool, fresh []Sock
 		return nil, nil, err
 	}
 	for _, inode := range slices.Sorted(maps.Keys(held)) {
-		fresh = append(fresh, Socket{Inode: inode, Local: local[inode], Holder: held[inode]})
+		s := found[inode]
+		s.Holder = held[inode]
+		fresh = append(fresh, s)
 	}
 	return live, fresh, nil
 }
@@ -164,4 +193,17 @@ func Take(s Socket) (int, error) {
 		return -1, fmt.Errorf("fd %d of process %d is no longer socket %d", s.Holder.FD, s.Holder.PID, s.Inode)
 	}
 	return fd, nil
+}
+
+// AskAddr is where to ask a server bound to local: its own address, or
+// loopback for a wildcard.
+func AskAddr(local netip.AddrPort) netip.AddrPort {
+	addr := local.Addr().Unmap()
+	switch {
+	case addr == netip.IPv4Unspecified():
+		addr = netip.AddrFrom4([4]byte{127, 0, 0, 1})
+	case addr == netip.IPv6Unspecified():
+		addr = netip.IPv6Loopback()
+	}
+	return netip.AddrPortFrom(addr, local.Port())
 }

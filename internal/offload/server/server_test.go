@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -35,9 +36,10 @@ func TestMain(m *testing.M) {
 
 // runHelper binds, in the namespace at ns, what a DNS server binds (mode
 // "server": two SO_REUSEPORT sockets on 0.0.0.0:port, one on [::1]:port,
-// and an outgoing query socket on a random port) or another process on the
-// same port (mode "other": 127.0.0.2:port), says "ready" and holds them
-// until its stdin closes.
+// and an outgoing query socket on a random port), another process on the
+// same port (mode "other": 127.0.0.2:port), or memcached (mode
+// "memcached": UDP on port, a TCP listener on port+1 and a connection of
+// its), says "ready" and holds them until its stdin closes.
 func runHelper(mode, ns, portText string) error {
 	port, _ := strconv.Atoi(portText)
 	reuse := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
@@ -46,11 +48,30 @@ func runHelper(mode, ns, portText string) error {
 		return err
 	}}
 	var conns []net.PacketConn
+	var held []io.Closer
 	err := netns.Run(ns, func() error {
 		binds := [][2]string{{"udp4", fmt.Sprintf("0.0.0.0:%d", port)}, {"udp4", fmt.Sprintf("0.0.0.0:%d", port)},
 			{"udp6", fmt.Sprintf("[::1]:%d", port)}, {"udp4", "127.0.0.1:0"}}
-		if mode == "other" {
+		switch mode {
+		case "other":
 			binds = [][2]string{{"udp4", fmt.Sprintf("127.0.0.2:%d", port)}}
+		case "memcached":
+			// A UDP socket, and a TCP listener on the next port with a
+			// connection it accepted: only the listener is a listener.
+			binds = [][2]string{{"udp4", fmt.Sprintf("127.0.0.1:%d", port)}}
+			l, err := net.Listen("tcp4", fmt.Sprintf("127.0.0.1:%d", port+1))
+			if err != nil {
+				return err
+			}
+			c, err := net.Dial("tcp4", l.Addr().String())
+			if err != nil {
+				return err
+			}
+			a, err := l.Accept()
+			if err != nil {
+				return err
+			}
+			held = append(held, l, c, a) // until the helper exits
 		}
 		for _, b := range binds {
 			c, err := reuse.ListenPacket(context.Background(), b[0], b[1])
@@ -66,6 +87,9 @@ func runHelper(mode, ns, portText string) error {
 	}
 	fmt.Println("ready")
 	io.Copy(io.Discard, os.Stdin)
+	for _, c := range held {
+		c.Close()
+	}
 	return nil
 }
 
@@ -263,6 +287,63 @@ func TestNewFinder(t *testing.T) {
 		f, err := NewFinder(tt.t)
 		if err != nil || f.cgroup != tt.want {
 			t.Errorf("NewFinder(%+v): cgroup %q, %v; want %q", tt.t, f.cgroup, err, tt.want)
+		}
+	}
+}
+
+// TestFindsTCPListeners: with a TCP port, a server's listeners are its
+// sockets too (memcached's); its connections, and the listeners of a
+// finder without a TCP port, are not.
+func TestFindsTCPListeners(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: network namespaces, other processes' fds")
+	}
+	ns, err := santadtest.NewNetns(santadtest.NetnsName("offmc"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ns.Delete() })
+	nsPath := netns.Named(ns.Name)
+	const port = 11211
+	srv := startHelper(t, "memcached", nsPath, port, "")
+	for _, tt := range []struct {
+		target Target
+		want   []string
+	}{
+		{Target{PID: srv.pid(), Port: port, TCPPort: port + 1, Netns: nsPath}, []string{"tcp 127.0.0.1:11212", "udp 127.0.0.1:11211"}},
+		{Target{PID: srv.pid(), Port: port, Netns: nsPath}, []string{"udp 127.0.0.1:11211"}},
+	} {
+		f, err := NewFinder(tt.target)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, fresh, err := f.Scan(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, s := range fresh {
+			proto := "udp"
+			if s.TCP {
+				proto = "tcp"
+			}
+			got = append(got, proto+" "+s.Local.String())
+			if s.Holder.PID != srv.pid() {
+				t.Errorf("%v held by %d, not the server %d", s.Local, s.Holder.PID, srv.pid())
+			}
+		}
+		slices.Sort(got)
+		if !slices.Equal(got, tt.want) {
+			t.Errorf("%+v: found %v; want %v", tt.target, got, tt.want)
+		}
+	}
+}
+
+func TestAskAddr(t *testing.T) {
+	for in, want := range map[string]string{"0.0.0.0:11211": "127.0.0.1:11211", "[::]:53": "[::1]:53",
+		"10.0.0.1:53": "10.0.0.1:53", "[::ffff:10.0.0.1]:53": "10.0.0.1:53"} {
+		if got := AskAddr(netip.MustParseAddrPort(in)); got.String() != want {
+			t.Errorf("AskAddr(%s) = %v; want %s", in, got, want)
 		}
 	}
 }

@@ -1,0 +1,534 @@
+package mcagent
+
+import (
+	"context"
+	"errors"
+	"net"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/santa-offload/santa/client"
+	"github.com/santa-offload/santa/internal/offload/config"
+	"github.com/santa-offload/santa/internal/offload/server/servertest"
+	"github.com/santa-offload/santa/rule"
+)
+
+// rig is an agent with a fake santad, a fake memcached and memcached's
+// sockets (a TCP listener and a UDP socket of this process), on a clock
+// the test moves.
+type rig struct {
+	t      *testing.T
+	a      *agent
+	d      *fakeSantad
+	mc     *fakeMemcached
+	finder *servertest.Finder
+	conn   *fakeConn // the agent's last connection
+	tcp    *net.TCPListener
+	udp    *net.UDPConn
+	clock  time.Time
+}
+
+func newRig(t *testing.T, config func(*Config)) *rig {
+	t.Helper()
+	r := &rig{t: t, d: newFakeSantad(), mc: newFakeMemcached(), finder: &servertest.Finder{}, clock: time.Unix(1e9, 0)}
+	r.sockets()
+	cfg := DefaultConfig()
+	cfg.Dial = func() (Santad, error) {
+		r.conn = r.d.conn()
+		return r.conn, nil
+	}
+	if config != nil {
+		config(&cfg)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	r.a = newAgent(cfg, r.finder, take, r.mc, r.mc)
+	r.a.now = func() time.Time { return r.clock }
+	return r
+}
+
+// sockets opens memcached's sockets afresh (a restart).
+func (r *rig) sockets() {
+	r.t.Helper()
+	tcp, err := net.ListenTCP("tcp4", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	udp, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	r.t.Cleanup(func() { tcp.Close(); udp.Close() })
+	r.tcp, r.udp = tcp, udp
+	r.finder.Set(r.t, tcp, udp)
+}
+
+func (r *rig) scan() {
+	r.t.Helper()
+	if err := r.a.scan(); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+// window moves the clock by d and runs a window.
+func (r *rig) window(d time.Duration) {
+	r.clock = r.clock.Add(d)
+	r.a.window(context.Background())
+}
+
+// services are the TCP and UDP services' ids.
+func (r *rig) services() (tcp, udp uint32) {
+	r.t.Helper()
+	r.d.mu.Lock()
+	defer r.d.mu.Unlock()
+	if len(r.d.services) != 2 {
+		r.t.Fatalf("santad has %d services; want 2", len(r.d.services))
+	}
+	for id, s := range r.d.services {
+		if s.info.Protocol == syscall.IPPROTO_TCP {
+			tcp = id
+		} else {
+			udp = id
+		}
+	}
+	return tcp, udp
+}
+
+// get is the hot form of a get of key.
+func get(key string) string { return string(hotForm([]byte(key))) }
+
+// reply is memcached's UDP reply to a get of key with value (request id 0).
+func reply(key, value string) []byte {
+	r := append([]byte{0, 0}, oneDatagram...)
+	return append(r, "VALUE "+key+" 0 "+strconv.Itoa(len(value))+"\r\n"+value+"\r\nEND\r\n"...)
+}
+
+// TestOffloadsHotGets: the listener starts the domain, the UDP socket
+// joins it and learns from the request id on; of the hot requests, the
+// single-key gets of keys memcached has become guarded rules on the UDP
+// socket, answering memcached's bytes with the request's id, guarded by
+// the key's generation and its item's deadline.
+func TestOffloadsHotGets(t *testing.T) {
+	r := newRig(t, nil)
+	r.scan()
+	tcp, udp := r.services()
+	r.d.mu.Lock()
+	if p := r.d.services[tcp].parser; p != (client.Parser{Kind: client.ParserMemcached, Domain: tcp}) {
+		t.Errorf("the listener's parser is %+v; want a domain of its own", p)
+	}
+	if p := r.d.services[udp].parser; p != (client.Parser{Kind: client.ParserMemcached, Domain: tcp}) {
+		t.Errorf("the UDP socket's parser is %+v; want the listener's domain", p)
+	}
+	if l := r.d.services[udp].learning; l != (client.Learning{KeyOffset: 2, ProbePort: 4242, Enabled: true}) {
+		t.Errorf("learning %+v", l)
+	}
+	r.d.mu.Unlock()
+	if r.mc.resets != 1 {
+		t.Errorf("the TCP reader was reset %d times; want once, when the domain started", r.mc.resets)
+	}
+	r.mc.set("k1", "one", -1)
+	r.mc.set("k2", "two", 10)
+	r.mc.set("k3", "three", 1)
+	r.d.setHot(udp, map[string]uint32{get("k1"): 10, get("k2"): 5, get("k3"): 5, get("nokey"): 20,
+		string(oneDatagram) + "gets k1\r\n": 50, string(oneDatagram) + "get k1 k2\r\n": 50})
+	r.window(time.Second)
+	rules := r.d.rules(udp)
+	if len(rules) != 2 || len(r.d.rules(tcp)) != 0 {
+		t.Fatalf("rules %v on the UDP socket, %v on the listener; want k1 and k2 on the UDP socket", rules, r.d.rules(tcp))
+	}
+	for key, want := range map[string]struct {
+		value string
+		ms    uint32
+	}{"k1": {"one", 0}, "k2": {"two", 9000 - 100}} {
+		e := rules[key]
+		if !equalRule(e, getRule([]byte(get(key)), reply(key, want.value))) {
+			t.Errorf("%s: rule %+v", key, e.Rule)
+		}
+		if g := *e.Guard; g.Gen != 1 || g.Epoch != r.d.epoch || g.ExpiresInMS != want.ms {
+			t.Errorf("%s: guard %+v; want gen 1, epoch %d, expiring in %d ms", key, g, r.d.epoch, want.ms)
+		}
+	}
+	s := r.a.snapshot()
+	if s.skipped[skipForm] != 2 || s.skipped[skipMiss] != 1 || s.skipped[skipExpiring] != 1 || s.installed != 2 {
+		t.Errorf("skipped %v, installed %d; want 2 forms, a miss, an expiring item, 2 installed", s.skipped, s.installed)
+	}
+}
+
+func equalRule(e client.RuleEntry, want rule.Rule) bool { return reflect.DeepEqual(e.Rule, want) }
+
+// The generation is read before the item: a write that races the read
+// leaves the rule guarded at the generation before it (dead in the
+// kernel). A key with a write in flight, or a domain whose life ended,
+// gets no rule.
+func TestGenerationBeforeRead(t *testing.T) {
+	r := newRig(t, nil)
+	r.scan()
+	_, udp := r.services()
+	epoch := r.d.epoch
+	r.mc.set("k1", "old", -1)
+	r.mc.set("k2", "two", -1)
+	r.d.setGen("k1", client.Generation{Gen: 7, DomainGen: 3, Epoch: epoch})
+	r.d.setGen("k2", client.Generation{Gen: 4, DomainGen: 3, Epoch: epoch, InFlight: true})
+	r.mc.onRead = func() {
+		r.d.setGen("k1", client.Generation{Gen: 8, DomainGen: 3, Epoch: epoch}) // a set arrived
+	}
+	r.d.setHot(udp, map[string]uint32{get("k1"): 10, get("k2"): 10})
+	r.window(time.Second)
+	rules := r.d.rules(udp)
+	if g := rules["k1"].Guard; g == nil || g.Gen != 7 || g.DomainGen != 3 {
+		t.Errorf("k1's guard %+v; want the generation read before the item, 7", g)
+	}
+	if _, ok := rules["k2"]; ok {
+		t.Error("k2, with a write in flight, has a rule")
+	}
+	if s := r.a.snapshot(); s.skipped[skipInFlight] != 1 {
+		t.Errorf("skipped %v; want one in flight", s.skipped)
+	}
+	r.mc.onRead = nil
+	r.d.setGen("k2", client.Generation{Epoch: 0})
+	r.window(time.Second)
+	if _, ok := r.d.rules(udp)["k2"]; ok {
+		t.Error("k2, in a dead domain, has a rule")
+	}
+}
+
+// A key whose gets pass although it has a rule (its guard died: a write, a
+// flush) is read again once its rule has had a whole hot window, and its
+// rule replaced; a key memcached no longer has is deleted; so is one past
+// max_age that memcached evicted.
+func TestRefresh(t *testing.T) {
+	r := newRig(t, nil)
+	r.scan()
+	_, udp := r.services()
+	r.mc.set("k1", "old", -1)
+	r.d.setHot(udp, map[string]uint32{get("k1"): 10})
+	r.window(time.Second)
+	id := r.d.rules(udp)["k1"].RuleID
+	r.mc.set("k1", "new", -1)
+	r.d.setGen("k1", client.Generation{Gen: 2, DomainGen: 1, Epoch: r.d.epoch})
+	r.window(time.Second) // passes still counted from before the rule
+	if e := r.d.rules(udp)["k1"]; e.Guard.Gen != 1 || r.d.txns != 0 {
+		t.Fatalf("k1 read again within a hot window of its install: guard %+v", e.Guard)
+	}
+	r.window(time.Second)
+	e := r.d.rules(udp)["k1"]
+	if e.RuleID != id || e.Guard.Gen != 2 || !equalRule(e, getRule([]byte(get("k1")), reply("k1", "new"))) || r.d.txns != 1 {
+		t.Fatalf("k1 after a write: rule %d %v guard %+v (%d transactions); want rule %d replaced with the new value at gen 2",
+			e.RuleID, e.Rule, e.Guard, r.d.txns, id)
+	}
+	// Deleted from memcached: the rule goes.
+	delete(r.mc.items, "k1")
+	r.window(3 * time.Second)
+	if _, ok := r.d.rules(udp)["k1"]; ok || r.a.snapshot().deleted[skipMiss] != 1 {
+		t.Fatalf("k1 deleted from memcached still has a rule; deleted %v", r.a.snapshot().deleted)
+	}
+	// Evicted without a write: found at max_age.
+	r.mc.set("k2", "two", -1)
+	r.d.setHot(udp, map[string]uint32{get("k2"): 10})
+	r.window(time.Second)
+	r.d.setHot(udp, nil)
+	delete(r.mc.items, "k2")
+	r.window(time.Duration(r.a.cfg.MaxAge) / 2)
+	if _, ok := r.d.rules(udp)["k2"]; !ok {
+		t.Fatal("k2 deleted before max_age")
+	}
+	r.d.mu.Lock()
+	for rid := range r.d.services[udp].rules {
+		r.d.services[udp].hits[rid] += 1000 // still hot, answered by its rule
+	}
+	r.d.mu.Unlock()
+	r.window(time.Duration(r.a.cfg.MaxAge) / 2)
+	if _, ok := r.d.rules(udp)["k2"]; ok {
+		t.Fatal("k2, evicted, still has a rule after max_age")
+	}
+}
+
+// A rule's deadline is the item's time to live less a second (memcached's
+// clock) and expiry_margin; near it, the item is read again: touched to
+// live for ever, its rule loses the deadline.
+func TestExpiry(t *testing.T) {
+	r := newRig(t, nil)
+	r.scan()
+	_, udp := r.services()
+	r.mc.set("k1", "v", 5)
+	r.d.setHot(udp, map[string]uint32{get("k1"): 10})
+	r.window(time.Second)
+	if g := r.d.rules(udp)["k1"].Guard; g == nil || g.ExpiresInMS != 4000-100 {
+		t.Fatalf("guard %+v; want 3900 ms", g)
+	}
+	r.d.setHot(udp, nil)
+	r.mc.set("k1", "v", -1)
+	r.window(3 * time.Second) // not yet near
+	if r.d.txns != 0 {
+		t.Fatal("read again 1 s before its deadline")
+	}
+	r.window(time.Second - 100*time.Millisecond)
+	if g := r.d.rules(udp)["k1"].Guard; g.ExpiresInMS != 0 || r.d.txns != 1 {
+		t.Fatalf("guard %+v after the touch; want no deadline", g)
+	}
+}
+
+// The top max_rules keys by rate are offloaded; a newcomer displaces an
+// offloaded key only if its rate beats it by the hysteresis; keys that
+// fall out are deleted.
+func TestTopSet(t *testing.T) {
+	r := newRig(t, func(c *Config) { c.MaxRules = 2 })
+	r.scan()
+	_, udp := r.services()
+	for _, k := range []string{"a", "b", "c", "d"} {
+		r.mc.set(k, k, -1)
+	}
+	r.d.setHot(udp, map[string]uint32{get("a"): 100, get("b"): 80, get("c"): 10})
+	r.window(time.Second)
+	if rules := r.d.rules(udp); len(rules) != 2 || rules["a"].Guard == nil || rules["b"].Guard == nil {
+		t.Fatalf("rules %v; want a and b", rules)
+	}
+	hit := func(key string, n uint64) {
+		r.d.mu.Lock()
+		defer r.d.mu.Unlock()
+		for rid, e := range r.d.services[udp].rules {
+			if string(e.Guard.Key) == key {
+				r.d.services[udp].hits[rid] += n
+			}
+		}
+	}
+	// c at 100/s does not displace b at 80/s (×1.5 = 120); d at 200/s does.
+	r.d.setHot(udp, map[string]uint32{get("c"): 100})
+	hit("a", 300)
+	hit("b", 80*3)
+	r.window(3 * time.Second)
+	if rules := r.d.rules(udp); len(rules) != 2 || rules["c"].Guard != nil {
+		t.Fatalf("rules %v; c displaced an offloaded key within the hysteresis", rules)
+	}
+	r.d.setHot(udp, map[string]uint32{get("d"): 200})
+	hit("a", 300)
+	hit("b", 80)
+	r.window(time.Second)
+	if rules := r.d.rules(udp); len(rules) != 2 || rules["a"].Guard == nil || rules["d"].Guard == nil {
+		t.Fatalf("rules %v; want a and d", rules)
+	}
+	if s := r.a.snapshot(); s.deleted["cold"] != 1 {
+		t.Errorf("deleted %v; want b cold", s.deleted)
+	}
+}
+
+// A UDP socket is attached only into a domain: without a listener, none;
+// memcached that listens on TCP only is refused after a grace.
+func TestDomainFirst(t *testing.T) {
+	r := newRig(t, nil)
+	r.finder.Set(t, r.udp)
+	r.scan()
+	if n := len(r.d.services); n != 0 {
+		t.Fatalf("%d services without memcached's listener; want none", n)
+	}
+	r.finder.Set(t, r.tcp)
+	r.scan()
+	r.clock = r.clock.Add(noUDPGrace)
+	if err := r.a.scan(); !errors.Is(err, ErrNoUDP) {
+		t.Fatalf("memcached on TCP only: %v; want ErrNoUDP", err)
+	}
+	// Once it had UDP, a memcached restarting is waited for.
+	r.finder.Set(t, r.tcp, r.udp)
+	r.scan()
+	r.finder.Set(t, r.tcp)
+	r.scan()
+	r.clock = r.clock.Add(time.Minute)
+	r.scan()
+}
+
+// memcached restarts: its sockets close (santad ends their services), the
+// agent forgets the domain and its keys, and the new sockets start a new
+// domain that learns afresh.
+func TestMemcachedRestart(t *testing.T) {
+	r := newRig(t, nil)
+	r.scan()
+	tcp, udp := r.services()
+	r.mc.set("k1", "old", -1)
+	r.d.setHot(udp, map[string]uint32{get("k1"): 10})
+	r.window(time.Second)
+	epoch := r.d.epoch
+	r.tcp.Close()
+	r.udp.Close()
+	r.d.mu.Lock()
+	delete(r.d.services, tcp)
+	delete(r.d.services, udp)
+	r.d.mu.Unlock()
+	r.sockets()
+	r.mc.set("k1", "new", -1)
+	r.scan()
+	_, udp2 := r.services()
+	if r.d.epoch == epoch || len(r.a.keys) != 0 {
+		t.Fatalf("after the restart: epoch %d (was %d), keys %v; want a new domain and no keys", r.d.epoch, epoch, r.a.keys)
+	}
+	r.d.setHot(udp2, map[string]uint32{get("k1"): 10})
+	r.window(time.Second)
+	if e := r.d.rules(udp2)["k1"]; !equalRule(e, getRule([]byte(get("k1")), reply("k1", "new"))) || e.Guard.Epoch != r.d.epoch {
+		t.Fatalf("rule %+v guard %+v; want the new value in the new domain", e.Rule, e.Guard)
+	}
+}
+
+// santad restarts (or the connection breaks): the agent dials again, takes
+// its services up by cookie, marks them anew (a new life: its guarded
+// rules of before are dead), deletes their rules and learns again.
+func TestReconnect(t *testing.T) {
+	r := newRig(t, nil)
+	r.scan()
+	_, udp := r.services()
+	r.mc.set("k1", "v", -1)
+	r.d.setHot(udp, map[string]uint32{get("k1"): 10})
+	r.window(time.Second)
+	epoch, attaches := r.d.epoch, r.d.attaches
+	r.conn.Close() // broken
+	r.window(time.Second)
+	r.scan()
+	if r.d.attaches != attaches || r.d.epoch == epoch {
+		t.Fatalf("after reconnecting: %d attaches (was %d), epoch %d (was %d); want the services taken up and marked anew",
+			r.d.attaches, attaches, r.d.epoch, epoch)
+	}
+	if rules := r.d.rules(udp); len(rules) != 0 {
+		t.Fatalf("rules of the old life kept: %v", rules)
+	}
+	r.window(time.Second)
+	if g := r.d.rules(udp)["k1"].Guard; g == nil || g.Epoch != r.d.epoch {
+		t.Fatalf("k1's guard %+v; want one of the new life", g)
+	}
+}
+
+// A value too large for one datagram is skipped for skip_retry.
+func TestTooLarge(t *testing.T) {
+	r := newRig(t, nil)
+	r.scan()
+	_, udp := r.services()
+	r.mc.set("big", "x", -1)
+	r.mc.big["big"] = true
+	r.d.setHot(udp, map[string]uint32{get("big"): 10})
+	r.window(time.Second)
+	r.window(time.Second)
+	if s := r.a.snapshot(); s.skipped[skipTooLarge] != 1 || len(r.d.rules(udp)) != 0 {
+		t.Fatalf("skipped %v, rules %v; want big skipped once", s.skipped, r.d.rules(udp))
+	}
+}
+
+// Run detaches memcached's services when its context ends.
+func TestRunDetaches(t *testing.T) {
+	r := newRig(t, func(c *Config) { c.Scan = config.Duration(10 * time.Millisecond) })
+	r.a.now = time.Now
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- r.a.run(ctx) }()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		r.d.mu.Lock()
+		n := len(r.d.services)
+		r.d.mu.Unlock()
+		if n == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("not attached in 5 s")
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if n := len(r.d.services); n != 0 {
+		t.Fatalf("%d services left", n)
+	}
+}
+
+// A listener's connections count their writes in the domain it was in
+// when they started: an agent that takes services up keeps the leader
+// santad has (MEMCACHED_STATS), whatever order it finds the sockets in.
+func TestKeepsTheLeader(t *testing.T) {
+	r := newRig(t, nil)
+	tcp2, err := net.ListenTCP("tcp4", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tcp2.Close()
+	r.finder.Set(t, r.tcp, tcp2, r.udp)
+	r.scan()
+	// Say an agent before made the second listener the leader.
+	r.d.mu.Lock()
+	var listeners []uint32
+	for id, s := range r.d.services {
+		if s.info.Protocol == syscall.IPPROTO_TCP {
+			listeners = append(listeners, id)
+		}
+	}
+	slices.Sort(listeners)
+	lead, other := listeners[1], listeners[0]
+	r.d.services[lead].parser = client.Parser{Kind: client.ParserMemcached, Domain: lead}
+	r.d.services[other].parser = client.Parser{Kind: client.ParserMemcached, Domain: lead}
+	r.d.mu.Unlock()
+	a := newAgent(r.a.cfg, r.finder, take, r.mc, r.mc)
+	if err := a.scan(); err != nil {
+		t.Fatal(err)
+	}
+	if a.leader == nil || a.leader.id != lead {
+		t.Fatalf("leader %+v; want service %d, santad's", a.leader, lead)
+	}
+	r.d.mu.Lock()
+	defer r.d.mu.Unlock()
+	for id, s := range r.d.services {
+		if s.parser.Domain != lead {
+			t.Errorf("service %d is in domain %d; want %d", id, s.parser.Domain, lead)
+		}
+	}
+}
+
+// The leader's service ends while memcached's listener lives (another
+// client detached it): its connections count their writes in a dead
+// domain, so nothing is offloaded until the listener is gone.
+func TestStranded(t *testing.T) {
+	r := newRig(t, nil)
+	r.scan()
+	tcp, udp := r.services()
+	r.d.mu.Lock()
+	delete(r.d.services, tcp)
+	r.d.mu.Unlock()
+	r.scan()
+	r.scan()
+	if n := len(r.d.services); n != 0 || r.a.leader != nil {
+		t.Fatalf("%d services (UDP %d detached?), leader %+v; want nothing while the listener is stranded", n, udp, r.a.leader)
+	}
+	// memcached restarts: new sockets, a new domain.
+	r.tcp.Close()
+	r.udp.Close()
+	r.sockets()
+	r.scan()
+	r.services()
+}
+
+// The metrics and the summary line tell what the agent did.
+func TestMetrics(t *testing.T) {
+	r := newRig(t, nil)
+	r.scan()
+	_, udp := r.services()
+	r.mc.set("k1", "one", -1)
+	r.d.setHot(udp, map[string]uint32{get("k1"): 10, get("nokey"): 5, string(oneDatagram) + "gets k1\r\n": 5})
+	r.window(time.Second)
+	var out strings.Builder
+	if err := r.a.writeMetrics(&out); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		`santa_offload_memcached_skipped_total{reason="form"} 1`,
+		`santa_offload_memcached_skipped_total{reason="miss"} 1`,
+		`santa_offload_memcached_installed_total 1`,
+		`santa_offload_memcached_keys 1`,
+		`santa_offload_memcached_attached_total 2`,
+		`santa_offload_memcached_probes_total{transport="udp"} 1`, // nokey was a miss over TCP
+		`santa_offload_memcached_rules{service="` + strconv.Itoa(int(udp)) + `",addr="` + r.udp.LocalAddr().String() + `",proto="udp"} 1`,
+	} {
+		if !strings.Contains(out.String(), want+"\n") {
+			t.Errorf("metrics lack %s:\n%s", want, out.String())
+		}
+	}
+}

@@ -1,0 +1,170 @@
+package mcagent
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"sync"
+	"time"
+
+	"github.com/santa-offload/santa/client"
+	"github.com/santa-offload/santa/internal/offload/probe"
+	"github.com/santa-offload/santa/internal/offload/server"
+)
+
+// learned is what a window learned, in the domain of leader.
+type learned struct {
+	leader *service
+	keys   []learnedKey
+	failed []failure // keys whose read failed
+}
+
+// learnedKey is a key's UDP reply, read after gen.
+type learnedKey struct {
+	want
+	gen      client.Generation
+	reply    []byte    // request id 0
+	read     time.Time // before the item was read
+	deadline time.Time // the item's earliest expiry; zero: none
+}
+
+type failure struct {
+	form string
+	k    *key // offloaded; nil for a newcomer
+	err  error
+}
+
+// learnAll learns keys by the protocol docs/memcached.md proves safe:
+// each key's generation first (santad), then its item over TCP (`mg`: its
+// value and time to live, all keys in one pipelined batch), then its
+// reply over UDP from the probe port (a get memcached answers, never a
+// rule), which must be one datagram and agree with the item. A write that
+// races any of it bumps the key past gen, so the rule installed with gen
+// never answers the value read.
+func (a *agent) learnAll(ctx context.Context, wants []want) learned {
+	a.mu.Lock()
+	l, keys, tcpDst, udpDst, ok := a.generations(wants)
+	a.mu.Unlock()
+	if !ok || len(keys) == 0 {
+		return l
+	}
+	mkeys := make([][]byte, len(keys))
+	for i, k := range keys {
+		mkeys[i] = k.mkey
+	}
+	read := a.now()
+	items, err := a.items.Read(ctx, tcpDst, mkeys, time.Duration(a.cfg.ProbeTimeout))
+	if err != nil {
+		if ctx.Err() == nil {
+			a.log.Warn("reading items", "err", err)
+		}
+		return l
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	for i, k := range keys {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			k.read = read
+			err := items[i].err
+			if err == nil {
+				err = a.capture(ctx, udpDst, &k, items[i].it)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if err == nil {
+				l.keys = append(l.keys, k)
+			} else if ctx.Err() == nil || !errors.Is(err, ctx.Err()) {
+				l.failed = append(l.failed, failure{k.form, k.old, fmt.Errorf("%q: %w", k.mkey, err)})
+			}
+		}()
+	}
+	wg.Wait()
+	return l
+}
+
+// generations reads each key's generation, leaving out those with a write
+// in flight and, if the domain is dead, all. It returns where to ask
+// memcached over TCP and UDP. Called with a.mu held.
+func (a *agent) generations(wants []want) (l learned, keys []learnedKey, tcpDst, udpDst netip.AddrPort, ok bool) {
+	udp := a.udpServices()
+	if a.sd == nil || a.leader == nil || len(udp) == 0 {
+		return l, nil, tcpDst, udpDst, false
+	}
+	l.leader = a.leader
+	inFlight := 0
+	defer func() {
+		held := len(wants) > 1 && inFlight == len(wants)
+		if held && !a.warnedHeld {
+			a.log.Warn("every key has a write in flight: a connection the domain does not follow (accepted before the " +
+				"listener was marked, or that lost sync) holds the offload back until it closes")
+		}
+		a.warnedHeld = held
+	}()
+	for _, w := range wants {
+		g, err := a.sd.Generation(a.leader.id, w.mkey)
+		if err != nil {
+			a.failed("reading a generation", err)
+			return l, nil, tcpDst, udpDst, false
+		}
+		switch {
+		case g.Epoch == 0:
+			a.skip(w.form, skipf(skipDead, "the domain's life ended"))
+			return l, nil, tcpDst, udpDst, false
+		case g.InFlight:
+			a.skip(w.form, skipf(skipInFlight, "a write is in flight"))
+			inFlight++
+			continue
+		}
+		keys = append(keys, learnedKey{want: w, gen: g})
+	}
+	return l, keys, server.AskAddr(a.leader.local), server.AskAddr(udp[0].local), true
+}
+
+// capture asks memcached the key's UDP get and checks that the reply is
+// one datagram holding the item read over TCP; it sets k's reply and
+// deadline.
+func (a *agent) capture(ctx context.Context, dst netip.AddrPort, k *learnedKey, it item) error {
+	if it.ttl >= 0 {
+		// memcached's clock ticks once a second and the item expires at
+		// the tick when its time to live reaches 0: the next tick may come
+		// right after the read, so it expires no earlier than ttl-1 s
+		// after it.
+		if it.ttl <= 1 {
+			return skipf(skipExpiring, "%d s to live", it.ttl)
+		}
+		k.deadline = k.read.Add(time.Duration(it.ttl-1) * time.Second)
+	}
+	reply, err := a.probe.Ask(ctx, dst, udpGet(k.mkey), time.Duration(a.cfg.ProbeTimeout))
+	if errors.Is(err, probe.ErrTimeout) {
+		return skipf(skipTimeout, "%v", err)
+	}
+	if err != nil {
+		return err
+	}
+	got, err := checkUDPReply(k.mkey, reply)
+	if err != nil {
+		return err
+	}
+	if got.flags != it.flags || !bytes.Equal(got.data, it.data) {
+		return skipf(skipChanged, "the UDP get and the TCP read disagree")
+	}
+	if len(reply) > maxReply {
+		return skipf(skipTooLarge, "a %d-byte reply", len(reply))
+	}
+	reply[0], reply[1] = 0, 0
+	k.reply = reply
+	return nil
+}
+
+// skipReason is an error's skip reason, or "error".
+func skipReason(err error) string {
+	var s *skip
+	if errors.As(err, &s) {
+		return s.reason
+	}
+	return "error"
+}

@@ -1,0 +1,107 @@
+package mcagent
+
+import (
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/santa-offload/santa/internal/promtext"
+)
+
+// stats are the agent's counters, guarded by agent.mu.
+type stats struct {
+	skipped   map[string]uint64 // by reason
+	deleted   map[string]uint64 // by cause
+	installed uint64
+	refreshed uint64 // rules replaced after their item was read again
+	attached  uint64
+}
+
+func newStats() stats { return stats{skipped: map[string]uint64{}, deleted: map[string]uint64{}} }
+
+// snapshot is the stats and gauges at one moment.
+type snapshot struct {
+	stats
+	probes, tcpReads uint64
+	keys             int
+	services         []serviceGauge
+}
+
+type serviceGauge struct {
+	id    uint32
+	addr  string
+	proto string
+	rules int
+}
+
+func (a *agent) snapshot() snapshot {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	s := snapshot{stats: a.stats, probes: a.probe.Sent(), tcpReads: a.items.Sent(), keys: len(a.keys)}
+	s.skipped, s.deleted = maps.Clone(a.stats.skipped), maps.Clone(a.stats.deleted)
+	for _, id := range slices.Sorted(maps.Keys(a.services)) {
+		sv := a.services[id]
+		proto := "udp"
+		if sv.tcp {
+			proto = "tcp"
+		}
+		s.services = append(s.services, serviceGauge{id, sv.local.String(), proto, len(sv.rules)})
+	}
+	return s
+}
+
+// joined is counts as "a=1,b=2", sorted.
+func joined(m map[string]uint64) string {
+	var out []string
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		out = append(out, fmt.Sprintf("%s=%d", k, m[k]))
+	}
+	return strings.Join(out, ",")
+}
+
+// logSummary logs the counters in one line.
+func (a *agent) logSummary() {
+	s := a.snapshot()
+	a.log.Info("offload", "services", len(s.services), "keys", s.keys, "probes", s.probes, "tcp_reads", s.tcpReads,
+		"installed", s.installed, "refreshed", s.refreshed, "deleted", joined(s.deleted), "skipped", joined(s.skipped))
+}
+
+// serveMetrics serves GET /metrics on addr in Prometheus's text format.
+func (a *agent) serveMetrics(addr string) (stop func(), err error) {
+	return promtext.Serve(addr, a.writeMetrics, a.log)
+}
+
+func (a *agent) writeMetrics(out io.Writer) error {
+	s := a.snapshot()
+	w := promtext.NewWriter(out)
+	byLabel := func(name, help, label string, m map[string]uint64) {
+		w.Family(name, "counter", help)
+		for _, k := range slices.Sorted(maps.Keys(m)) {
+			w.Sample(name, m[k], label, k)
+		}
+	}
+	one := func(name, typ, help string, v uint64) {
+		w.Family(name, typ, help)
+		w.Sample(name, v)
+	}
+	byLabel("santa_offload_memcached_skipped_total", "Hot gets not offloaded, by reason: form (not a single-key get in one datagram), "+
+		"long_key, in_flight (a write in flight), dead (the domain's life ended), miss, expiring, too_large (more than one datagram), "+
+		"changed (a write between the TCP read and the UDP get), malformed, timeout, refused (by santad), slow_install, error.", "reason", s.skipped)
+	byLabel("santa_offload_memcached_deleted_total", "Offloaded keys deleted, by cause: cold (out of the top set), miss (memcached no "+
+		"longer has the item), expiring, too_large, changed, malformed, refused, slow_install.", "cause", s.deleted)
+	w.Family("santa_offload_memcached_rules", "gauge", "Rules installed, by service.")
+	for _, sv := range s.services {
+		w.Sample("santa_offload_memcached_rules", uint64(sv.rules), "service", strconv.Itoa(int(sv.id)), "addr", sv.addr, "proto", sv.proto)
+	}
+	one("santa_offload_memcached_keys", "gauge", "Keys offloaded.", uint64(s.keys))
+	one("santa_offload_memcached_installed_total", "counter", "Keys learned and installed.", s.installed)
+	one("santa_offload_memcached_refreshed_total", "counter", "Rules replaced after their item was read again (guard died, deadline, max_age).", s.refreshed)
+	one("santa_offload_memcached_attached_total", "counter", "Sockets attached.", s.attached)
+	w.Family("santa_offload_memcached_probes_total", "counter", "Requests sent to memcached: UDP gets, TCP mg reads.")
+	w.Sample("santa_offload_memcached_probes_total", s.probes, "transport", "udp")
+	w.Sample("santa_offload_memcached_probes_total", s.tcpReads, "transport", "tcp")
+	return w.Flush()
+}

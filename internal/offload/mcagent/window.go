@@ -1,0 +1,186 @@
+package mcagent
+
+import (
+	"cmp"
+	"context"
+	"slices"
+	"time"
+)
+
+// window keeps the offloaded keys the hot ones: it reads the rates (the
+// rules' hits and the passed gets the kernel counted), deletes the keys
+// that fell out of the top MaxRules, and learns the newcomers and the
+// offloaded keys whose rule needs its item read again: one that passes
+// gets (its guard died: a write, an expiry, a flush), one past its
+// deadline, one read longer than MaxAge ago.
+func (a *agent) window(ctx context.Context) {
+	wants := a.choose()
+	if len(wants) == 0 {
+		return
+	}
+	start := a.now()
+	ctx, cancel := context.WithTimeout(ctx, time.Duration(a.cfg.Window))
+	defer cancel()
+	learned := a.learnAll(ctx, wants)
+	a.install(learned)
+	a.log.Debug("window", "learn", len(wants), "learned", len(learned.keys), "took", a.now().Sub(start))
+}
+
+// want is a key to learn: a newcomer (old nil) or an offloaded key to read
+// again.
+type want struct {
+	form string
+	mkey []byte
+	rate float64
+	old  *key
+}
+
+// candidate is a hot form in the running for the top set.
+type candidate struct {
+	form  string
+	mkey  []byte
+	k     *key // nil: not offloaded
+	score float64
+}
+
+// choose reads the rates, deletes the keys that fell out of the top set
+// and returns what to learn, best first.
+func (a *agent) choose() []want {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	udp := a.udpServices()
+	if a.sd == nil || a.leader == nil || len(udp) == 0 {
+		return nil
+	}
+	now := a.now()
+	elapsed := now.Sub(a.lastRead).Seconds()
+	first := a.lastRead.IsZero()
+	a.lastRead = now
+	hits, passes, hotWindow, ok := a.rates(udp)
+	if !ok {
+		return nil
+	}
+	boost := 1 + a.cfg.Hysteresis
+	var cands []candidate
+	for form, k := range a.keys {
+		rate := passes[form]
+		if !first && elapsed > 0 {
+			rate += float64(hits[k]) / elapsed
+		}
+		// A key learned during the last window has not had a whole
+		// window of hits: it keeps the rate that chose it.
+		if now.Sub(k.learned) < time.Duration(a.cfg.Window)*3/2 {
+			rate = max(rate, k.rate)
+		}
+		k.rate = rate
+		cands = append(cands, candidate{form: form, mkey: k.mkey, k: k, score: rate * boost})
+	}
+	for form, rate := range passes {
+		if a.keys[form] != nil || now.Before(a.skipped[form]) {
+			continue
+		}
+		mkey, err := getKey([]byte(form))
+		if err != nil {
+			a.skip(form, err)
+			continue
+		}
+		cands = append(cands, candidate{form: form, mkey: mkey, score: rate})
+	}
+	slices.SortFunc(cands, func(x, y candidate) int {
+		if c := cmp.Compare(y.score, x.score); c != 0 {
+			return c
+		}
+		if (x.k != nil) != (y.k != nil) { // an offloaded key first
+			if x.k != nil {
+				return -1
+			}
+			return 1
+		}
+		return cmp.Compare(x.form, y.form)
+	})
+	var cold []*key
+	var wants []want
+	for i, c := range cands {
+		switch {
+		case c.k != nil && i >= a.cfg.MaxRules:
+			cold = append(cold, c.k)
+		case c.k == nil && i < a.cfg.MaxRules:
+			wants = append(wants, want{form: c.form, mkey: c.mkey, rate: c.score})
+		case c.k != nil && a.stale(c.k, passes[c.form] > 0, hotWindow, now):
+			wants = append(wants, want{form: c.form, mkey: c.mkey, rate: c.k.rate, old: c.k})
+		}
+	}
+	a.deleteKeys(cold, "cold")
+	for form, until := range a.skipped {
+		if now.After(until) {
+			delete(a.skipped, form)
+		}
+	}
+	return wants
+}
+
+// stale is whether an offloaded key's item must be read again: its gets
+// passed in the last complete hot window although its rule was installed
+// before that window began (at least two windows ago: the rule no longer
+// answers), its deadline is near, or it was read MaxAge ago. Called with
+// a.mu held.
+func (a *agent) stale(k *key, passing bool, hotWindow time.Duration, now time.Time) bool {
+	age := now.Sub(k.learned)
+	return passing && age >= 2*hotWindow ||
+		!k.deadline.IsZero() && !now.Before(k.deadline.Add(-time.Duration(a.cfg.ExpiryMargin))) ||
+		age >= time.Duration(a.cfg.MaxAge)
+}
+
+// rates reads the hits of each key's rules since the last read and the
+// passed gets of the kernel's last complete hot window per second, over
+// every UDP service, and how long that window is. Called with a.mu held.
+func (a *agent) rates(udp []*service) (hits map[*key]uint64, passes map[string]float64, hotWindow time.Duration, ok bool) {
+	hits, passes, hotWindow = map[*key]uint64{}, map[string]float64{}, time.Second
+	for _, sv := range udp {
+		for c, err := range a.sd.RuleStats(sv.id) {
+			if err != nil {
+				a.failed("reading rule stats", err)
+				return nil, nil, 0, false
+			}
+			k := sv.byRule[c.RuleID]
+			if k == nil {
+				continue
+			}
+			last := sv.hits[c.RuleID]
+			if c.Hits >= last {
+				hits[k] += c.Hits - last
+			} else {
+				hits[k] += c.Hits // the counter restarted
+			}
+			sv.hits[c.RuleID] = c.Hits
+		}
+		hot, err := a.sd.Hot(sv.id, a.cfg.HotMax)
+		if err != nil {
+			a.failed("reading the hot set", err)
+			return nil, nil, 0, false
+		}
+		hotWindow = max(hotWindow, hot.Window)
+		window := hot.Window.Seconds()
+		if window <= 0 {
+			window = 1
+		}
+		for _, r := range hot.Requests {
+			passes[string(r.Key)] += float64(r.Passes) / window
+		}
+	}
+	return hits, passes, hotWindow, true
+}
+
+// skip counts a hot form not offloaded now; one that cannot be (not a
+// plain get, a reply too large) is not tried again for SkipRetry.
+func (a *agent) skip(form string, err error) {
+	reason := skipReason(err)
+	if reason == "error" {
+		a.log.Warn("learning", "form", form, "err", err)
+	}
+	a.stats.skipped[reason]++
+	switch reason {
+	case skipForm, skipLongKey, skipTooLarge, skipRefused:
+		a.skipped[form] = a.now().Add(time.Duration(a.cfg.SkipRetry))
+	}
+}

@@ -1,0 +1,57 @@
+package santadconn
+
+import (
+	"bytes"
+	"errors"
+	"log/slog"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/santa-offload/santa/internal/protocol"
+)
+
+type conn struct{ closed bool }
+
+func (c *conn) Close() error { c.closed = true; return nil }
+
+// A refusal keeps the connection; any other error drops it, and the next
+// Get dials again. A run of failed dials is logged once.
+func TestDialAndDrop(t *testing.T) {
+	var logs bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&logs, nil))
+	fail := true
+	var dialled []*conn
+	d := NewDialer(func() (*conn, error) {
+		if fail {
+			return nil, errors.New("no santad")
+		}
+		c := &conn{}
+		dialled = append(dialled, c)
+		return c, nil
+	})
+	var sd *conn
+	for range 3 {
+		if _, err := d.Get(&sd, log); err == nil || sd != nil {
+			t.Fatal("a failed dial gave a connection")
+		}
+	}
+	if n := strings.Count(logs.String(), "connecting to santad"); n != 1 {
+		t.Errorf("a run of failed dials logged %d times; want once", n)
+	}
+	fail = false
+	c, err := d.Get(&sd, log)
+	if err != nil || c != sd || len(dialled) != 1 {
+		t.Fatalf("Get: %v, %v", c, err)
+	}
+	if again, _ := d.Get(&sd, log); again != c || len(dialled) != 1 {
+		t.Fatal("Get dialled again with a connection")
+	}
+	refusal := protocol.Errorf(syscall.ENOENT, "no service 7")
+	if Drop(&sd, log, "detaching", refusal) || sd != c || c.closed {
+		t.Fatal("a refusal dropped the connection")
+	}
+	if !Drop(&sd, log, "listing", errors.New("EOF")) || sd != nil || !c.closed {
+		t.Fatal("a broken connection was kept")
+	}
+}
