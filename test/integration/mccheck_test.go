@@ -2,11 +2,17 @@ package integration
 
 import (
 	"context"
+	"fmt"
+	"log/slog"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/santa-offload/santa/internal/mccheck"
 	"github.com/santa-offload/santa/internal/mcrig"
+	"github.com/santa-offload/santa/internal/netns"
+	"github.com/santa-offload/santa/internal/offload/config"
+	"github.com/santa-offload/santa/internal/offload/mcagent"
 )
 
 // The linearizability check (internal/mccheck) of a real memcached from
@@ -90,4 +96,79 @@ func checkRacing(t *testing.T, r *mcrig.Rig, cfg mccheck.Config, order mcrig.Ord
 	}
 	t.Logf("kernel share of UDP gets: %.1f %%", 100*rep.KernelShare())
 	return rep
+}
+
+// TestMemcachedLinearizableAgent is the check with the memcached agent
+// (santa-offload memcached, in this process) attaching memcached's sockets
+// and offloading what the checker's readers make hot, in place of the
+// racing installers: over TCP and UDP writers, 0 violations, and the
+// kernel answering part of the gets.
+func TestMemcachedLinearizableAgent(t *testing.T) {
+	requireRoot(t)
+	if testing.Short() {
+		t.Skip("runs memcached, santad and the agent under load")
+	}
+	r, err := mcrig.Start(t.TempDir(), "mcla", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := r.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	acfg := mcagent.DefaultConfig()
+	acfg.Port, acfg.Netns, acfg.Socket = mcrig.Addr.Port(), netns.Named(r.NS.Name), r.Santad.Socket
+	acfg.Window, acfg.Scan = config.Duration(250*time.Millisecond), config.Duration(50*time.Millisecond)
+	acfg.Log = slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mcagent.Run(ctx, acfg) }()
+	defer func() {
+		stop()
+		if err := <-done; err != nil {
+			t.Errorf("agent: %v", err)
+		}
+	}()
+
+	cfg := r.CheckConfig()
+	// More keys than writers rewrite at once, and a pause between write
+	// batches, so that keys stay unchanged long enough for the agent to
+	// offload them (it reads the hot set every window).
+	cfg.Keys, cfg.Ops, cfg.Deadline, cfg.WritePause = 1024, mcCheckOps, mcCheckDeadline, 20*time.Millisecond
+	cfg.UDPWriters = 1
+	if err := waitAgentAttached(r, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := mccheck.Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("checker: %s", rep)
+	t.Logf("kernel share of UDP gets: %.1f %%", 100*rep.KernelShare())
+	if rep.Ops < 100_000 {
+		t.Errorf("%d operations in %v, want at least 100000", rep.Ops, rep.Elapsed)
+	}
+	if rep.KernelAnswered == 0 {
+		t.Errorf("the kernel answered no get: the agent offloaded nothing")
+	}
+	if len(rep.Violations) != 0 {
+		t.Errorf("%d violations (the first above)", len(rep.Violations))
+	}
+}
+
+// waitAgentAttached waits until the agent manages memcached's UDP socket.
+func waitAgentAttached(r *mcrig.Rig, within time.Duration) error {
+	for deadline := time.Now().Add(within); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		svcs, err := r.Client.Services()
+		if err != nil {
+			return err
+		}
+		for _, s := range svcs {
+			if s.Protocol == syscall.IPPROTO_UDP && s.Port == mcrig.Addr.Port() && s.Manager == mcagent.ClientName {
+				return nil
+			}
+		}
+	}
+	return fmt.Errorf("the agent did not attach memcached's UDP socket within %v", within)
 }
