@@ -119,6 +119,7 @@ func Run(ctx context.Context, cfg Config, open OpenPlane, log *slog.Logger) erro
 		}
 		defer stop()
 	}
+	srv.serving.Store(true)
 	go srv.Accept(l)
 	if err := notify("READY=1"); err != nil {
 		log.Warn("notifying systemd", "err", err)
@@ -128,6 +129,7 @@ func Run(ctx context.Context, cfg Config, open OpenPlane, log *slog.Logger) erro
 
 	<-ctx.Done()
 	notify("STOPPING=1")
+	srv.serving.Store(false)
 	l.Close()
 	srv.closeConns()
 	log.Info("stopped; the data plane keeps answering")

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 
 	"github.com/santa-offload/santa/internal/daemon/journal"
 	"github.com/santa-offload/santa/internal/model"
@@ -40,6 +41,9 @@ type Server struct {
 	capacity   uint32 // rules per host
 	netns      uint64 // SO_NETNS_COOKIE of santad's network namespace
 	version    string // the daemon's version text
+	counters   *counters
+	// serving is set while santad accepts clients (healthz).
+	serving atomic.Bool
 
 	// mu orders every change: data plane first, then state, then
 	// journal, all before the reply. Reads take it too.
@@ -75,7 +79,7 @@ func NewServer(dp Dataplane, j *journal.Journal, cfg Config, netns uint64, log *
 	if err != nil {
 		return nil, err
 	}
-	return &Server{dp: dp, log: log, adminGroup: admins, quotas: q, capacity: cfg.MaxRules, netns: netns, version: Version(),
+	return &Server{dp: dp, log: log, adminGroup: admins, quotas: q, capacity: cfg.MaxRules, netns: netns, version: Version(), counters: newCounters(),
 		st: newState(), held: map[uint32]usage{}, journal: j, conns: map[*net.UnixConn]bool{},
 		byUID: map[uint32]uint32{}, refusing: map[uint32]bool{}, connQuota: cfg.QuotaConnections}, nil
 }
@@ -87,6 +91,7 @@ func NewServer(dp Dataplane, j *journal.Journal, cfg Config, netns uint64, log *
 func (s *Server) record(write func(*journal.Journal) error) error {
 	if err := write(s.journal); err != nil {
 		s.log.Error("journal append failed; writing a snapshot instead", "err", err)
+		s.counters.failed(errJournalAppend)
 		return s.compact()
 	}
 	if size := s.journal.Size(); size > minCompact && size > 2*s.st.live {
@@ -102,6 +107,7 @@ func (s *Server) record(write func(*journal.Journal) error) error {
 func (s *Server) compact() error {
 	before := s.journal.Size()
 	if err := s.journal.Compact(s.st.journaled); err != nil {
+		s.counters.failed(errJournalCompact)
 		return err
 	}
 	s.log.Info("journal compacted", "bytes_before", before, "bytes", s.journal.Size())
