@@ -1,8 +1,8 @@
 package daemon
 
 import (
-	"bytes"
-	"encoding/json"
+	"context"
+	"fmt"
 	"log/slog"
 	"reflect"
 	"strings"
@@ -13,47 +13,52 @@ import (
 	"github.com/santa-offload/santa/internal/protocol"
 )
 
-// syncBuffer is a buffer the server's goroutines write and the test reads.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
+// records is a slog.Handler that keeps the records logged, for the test
+// to read as the server's goroutines log. Attributes added by With are
+// dropped: the lines it checks have none.
+type records struct {
+	mu   sync.Mutex
+	list []slog.Record
 }
 
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
+func (r *records) Enabled(context.Context, slog.Level) bool { return true }
+func (r *records) WithAttrs([]slog.Attr) slog.Handler        { return r }
+func (r *records) WithGroup(string) slog.Handler             { return r }
 
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
+func (r *records) Handle(_ context.Context, rec slog.Record) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.list = append(r.list, rec.Clone())
+	return nil
 }
 
 // auditFields are the fields of a "rules changed" line the test compares.
-var auditFields = []string{"client", "pid", "uid", "service", "protocol", "owner_uid", "added", "replaced", "deleted", "txn", "rules"}
+var auditFields = []string{"client", "pid", "uid", "service", "protocol", "addr", "owner_uid", "added", "replaced", "deleted", "txn", "rules"}
 
-// changes are the "rules changed" lines of log, with auditFields only.
-func changes(t *testing.T, log string) []map[string]any {
+// changes are the "rules changed" lines logged, each as its auditFields
+// printed, in order.
+func (r *records) changes(t *testing.T) []string {
 	t.Helper()
-	var out []map[string]any
-	for _, line := range strings.Split(strings.TrimSpace(log), "\n") {
-		var m map[string]any
-		if err := json.Unmarshal([]byte(line), &m); err != nil {
-			t.Fatalf("log line %q: %v", line, err)
-		}
-		if m["msg"] != "rules changed" {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for _, rec := range r.list {
+		if rec.Message != "rules changed" {
 			continue
 		}
-		if m["level"] != "INFO" || m["addr"] == nil {
-			t.Errorf("audit line %q", line)
+		if rec.Level != slog.LevelInfo {
+			t.Errorf("audit line at level %v", rec.Level)
 		}
-		kept := map[string]any{}
+		fields := map[string]string{}
+		rec.Attrs(func(a slog.Attr) bool {
+			fields[a.Key] = a.Value.String()
+			return true
+		})
+		var line []string
 		for _, f := range auditFields {
-			kept[f] = m[f]
+			line = append(line, f+"="+fields[f])
 		}
-		out = append(out, kept)
+		out = append(out, strings.Join(line, " "))
 	}
 	return out
 }
@@ -64,8 +69,8 @@ func changes(t *testing.T, log string) []map[string]any {
 // not.
 func TestRuleChangeLog(t *testing.T) {
 	s := newTestServer(t, nil)
-	var log syncBuffer
-	s.log = slog.New(slog.NewJSONHandler(&log, nil))
+	log := &records{}
+	s.log = slog.New(log)
 	a := s.connectV2(t, alice)
 	svc := a.attach()
 	ids := a.ok(&protocol.AddRules{ServiceID: svc, Rules: testRules("a", 3, 8)}).(*protocol.AddRulesReply).RuleIDs
@@ -73,7 +78,7 @@ func TestRuleChangeLog(t *testing.T) {
 	txn := a.ok(&protocol.Begin{ServiceID: svc}).(*protocol.BeginReply).Txn
 	a.ok(&protocol.AddRules{ServiceID: svc, Txn: txn, Rules: testRules("c", 2, 8)})
 	a.ok(&protocol.DeleteRules{ServiceID: svc, Txn: txn, RuleIDs: ids[1:]})
-	staged := len(changes(t, log.String()))
+	staged := len(log.changes(t))
 	a.ok(&protocol.Commit{Txn: txn})
 	// Refused: another uid's service; an empty batch changes nothing.
 	s.connectV2(t, bob).refused(&protocol.DeleteRules{ServiceID: svc, RuleIDs: ids[:1]}, syscall.EPERM, "belongs to uid 1000")
@@ -81,18 +86,18 @@ func TestRuleChangeLog(t *testing.T) {
 	// An admin changes alice's rules: the line names both.
 	s.connect(t, admin, true).ok(&protocol.DeleteRules{ServiceID: svc, RuleIDs: ids[:1]})
 
-	line := func(client string, pid, uid float64, added, replaced, deleted, txn, rules float64) map[string]any {
-		return map[string]any{"client": client, "pid": pid, "uid": uid, "service": float64(svc), "protocol": "udp", "owner_uid": 1000.0,
-			"added": added, "replaced": replaced, "deleted": deleted, "txn": txn, "rules": rules}
+	addr := s.service(svc).Info.Local
+	line := func(client string, pid, uid int, added, replaced, deleted int, txn uint32, rules int) string {
+		return fmt.Sprintf("client=%s pid=%d uid=%d service=%d protocol=udp addr=%s owner_uid=1000 added=%d replaced=%d deleted=%d txn=%d rules=%d",
+			client, pid, uid, svc, addr, added, replaced, deleted, txn, rules)
 	}
-	want := []map[string]any{
+	want := []string{
 		line("agent", 11, 1000, 3, 0, 0, 0, 3),
 		line("agent", 11, 1000, 0, 1, 0, 0, 3),
-		line("agent", 11, 1000, 2, 0, 2, float64(txn), 3),
+		line("agent", 11, 1000, 2, 0, 2, txn, 3),
 		line("test", 13, 1002, 0, 0, 1, 0, 2),
 	}
-	got := changes(t, log.String())
-	if staged != 2 || !reflect.DeepEqual(got, want) {
-		t.Errorf("%d lines before COMMIT, want 2; audit lines\n%v\nwant\n%v\nlog:\n%s", staged, got, want, log.String())
+	if got := log.changes(t); staged != 2 || !reflect.DeepEqual(got, want) {
+		t.Errorf("%d lines before COMMIT, want 2; audit lines\n%s\nwant\n%s", staged, strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
