@@ -45,30 +45,28 @@ func TestMetrics(t *testing.T) {
 			})
 			return conn, err
 		}}}
-	health, err := hc.Get("http://" + addr + "/healthz")
-	if err != nil {
-		t.Fatal(err)
+	get := func(path string) (*http.Response, string) {
+		resp, err := hc.Get("http://" + addr + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp, string(body)
 	}
-	ok, _ := io.ReadAll(health.Body)
-	health.Body.Close()
-	if health.StatusCode != 200 || string(ok) != "ok\n" {
-		t.Errorf("GET /healthz: %s %q", health.Status, ok)
+	if resp, ok := get("/healthz"); resp.StatusCode != 200 || ok != "ok\n" {
+		t.Errorf("GET /healthz: %s %q", resp.Status, ok)
 	}
-	resp, err := hc.Get("http://" + addr + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp, body := get("/metrics")
 	if ct := resp.Header.Get("Content-Type"); resp.StatusCode != 200 || !strings.Contains(ct, "version=0.0.4") {
 		t.Fatalf("GET /metrics: %s, Content-Type %q", resp.Status, ct)
 	}
 
 	samples := map[string]float64{} // by name and labels
-	for _, line := range strings.Split(strings.TrimSpace(string(body)), "\n") {
+	for _, line := range strings.Split(strings.TrimSpace(body), "\n") {
 		if strings.HasPrefix(line, "# HELP ") || strings.HasPrefix(line, "# TYPE ") {
 			continue
 		}
@@ -108,7 +106,7 @@ func TestMetrics(t *testing.T) {
 			t.Errorf("%s = %g (present %v); want at least %g", want.sample, v, ok, want.min)
 		}
 	}
-	if !strings.Contains(string(body), "santa_daemon_info{protocol=") {
+	if !strings.Contains(body, "santa_daemon_info{protocol=") {
 		t.Error("no santa_daemon_info")
 	}
 	if t.Failed() {
