@@ -22,8 +22,8 @@ type records struct {
 }
 
 func (r *records) Enabled(context.Context, slog.Level) bool { return true }
-func (r *records) WithAttrs([]slog.Attr) slog.Handler        { return r }
-func (r *records) WithGroup(string) slog.Handler             { return r }
+func (r *records) WithAttrs([]slog.Attr) slog.Handler       { return r }
+func (r *records) WithGroup(string) slog.Handler            { return r }
 
 func (r *records) Handle(_ context.Context, rec slog.Record) error {
 	r.mu.Lock()
