@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"syscall"
 	"testing"
@@ -105,5 +106,31 @@ func TestMetrics(t *testing.T) {
 		`# TYPE go_goroutines gauge`,
 		`# TYPE process_resident_memory_bytes gauge`,
 		`# TYPE process_cpu_seconds_total counter`,
+	)
+}
+
+// A journal that cannot be appended to is counted, and so is a snapshot
+// that cannot be written either, which the client hears of as EIO.
+func TestMetricsJournalErrors(t *testing.T) {
+	s := newTestServer(t, nil)
+	a := s.connectV2(t, alice)
+	svc := a.attach()
+	closeJournal := func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.journal.Close()
+	}
+	closeJournal()
+	a.ok(&protocol.AddRules{ServiceID: svc, Rules: []rule.Rule{testRule("a", 4)}}) // saved by a snapshot
+	closeJournal()
+	if err := os.RemoveAll(s.dir); err != nil {
+		t.Fatal(err)
+	}
+	a.refused(&protocol.AddRules{ServiceID: svc, Rules: []rule.Rule{testRule("b", 4)}}, syscall.EIO, "could not save it")
+	wantLines(t, s.scrape(t),
+		`santa_errors_total{reason="journal_append"} 2`,
+		`santa_errors_total{reason="journal_compact"} 1`,
+		`santa_requests_refused_total{reason="EIO",type="ADD_RULES"} 1`,
+		`santa_rules 2`,
 	)
 }
