@@ -41,7 +41,7 @@ type Server struct {
 	capacity   uint32 // rules per host
 	netns      uint64 // SO_NETNS_COOKIE of santad's network namespace
 	version    string // the daemon's version text
-	counters   *counters
+	counters   *counters // requests, refusals and errors, for the metrics
 	// serving is set while santad accepts clients (healthz).
 	serving atomic.Bool
 
@@ -79,8 +79,8 @@ func NewServer(dp Dataplane, j *journal.Journal, cfg Config, netns uint64, log *
 	if err != nil {
 		return nil, err
 	}
-	return &Server{dp: dp, log: log, adminGroup: admins, quotas: q, capacity: cfg.MaxRules, netns: netns, version: Version(), counters: newCounters(),
-		st: newState(), held: map[uint32]usage{}, journal: j, conns: map[*net.UnixConn]bool{},
+	return &Server{dp: dp, log: log, adminGroup: admins, quotas: q, capacity: cfg.MaxRules, netns: netns, version: Version(),
+		counters: newCounters(), st: newState(), held: map[uint32]usage{}, journal: j, conns: map[*net.UnixConn]bool{},
 		byUID: map[uint32]uint32{}, refusing: map[uint32]bool{}, connQuota: cfg.QuotaConnections}, nil
 }
 
