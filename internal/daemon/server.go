@@ -38,9 +38,9 @@ type Server struct {
 	log        *slog.Logger
 	adminGroup int64 // gid whose members are admins, or noAdminGroup
 	quotas     quotaPolicy
-	capacity   uint32 // rules per host
-	netns      uint64 // SO_NETNS_COOKIE of santad's network namespace
-	version    string // the daemon's version text
+	capacity   uint32    // rules per host
+	netns      uint64    // SO_NETNS_COOKIE of santad's network namespace
+	version    string    // the daemon's version text
 	counters   *counters // requests, refusals and errors, for the metrics
 	// serving is set while santad accepts clients (healthz).
 	serving atomic.Bool
