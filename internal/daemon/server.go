@@ -38,12 +38,14 @@ type Server struct {
 	log        *slog.Logger
 	adminGroup int64 // gid whose members are admins, or noAdminGroup
 	quotas     quotaPolicy
-	capacity   uint32    // rules per host
-	netns      uint64    // SO_NETNS_COOKIE of santad's network namespace
-	version    string    // the daemon's version text
-	counters   *counters // requests, refusals and errors, for the metrics
+	capacity   uint32 // rules per host
+	netns      uint64 // SO_NETNS_COOKIE of santad's network namespace
+	version    string // the daemon's version text
+
+	// counters are the requests, refusals and errors, for the metrics;
 	// serving is set while santad accepts clients (healthz).
-	serving atomic.Bool
+	counters *counters
+	serving  atomic.Bool
 
 	// mu orders every change: data plane first, then state, then
 	// journal, all before the reply. Reads take it too.
