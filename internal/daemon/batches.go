@@ -167,6 +167,7 @@ func (s *Server) apply(sess *session, sv *service, b model.Batch, g requestGuard
 	b.AddIDs = ids
 	saved := journalBatch(sv, b)
 	s.st.applied(sv, b)
+	s.logChange(sess, sv, b, t)
 	if len(saved.Add)+len(saved.Replace)+len(saved.Delete) == 0 {
 		return wireIDs(ids), nil
 	}

@@ -43,6 +43,7 @@ func (s *Server) Serve(c *net.UnixConn, peer Peer) {
 	}
 	if !peer.Admin {
 		if quota, answer := s.admitConnection(peer.UID); quota > 0 {
+			s.counters.connRefused.WithLabelValues(connQuotaReason).Inc()
 			if answer {
 				refuseConnection(c, raw, peer.UID, quota)
 				s.refused(peer.UID)
@@ -65,10 +66,12 @@ func (s *Server) Serve(c *net.UnixConn, peer Peer) {
 		// An empty message is refused like any shorter than a header.
 		h, reply, done := s.respond(sess, buf, n, fds)
 		closeFDs(fds)
+		s.counters.request(h, reply)
 		v := sess.replyVersion(h)
 		msg, err := protocol.Encode(v, h.Seq, reply)
 		if err != nil {
 			log.Error("encoding a reply", "reply", reply.Type(), "err", err)
+			s.counters.failed(errEncode)
 			msg, _ = protocol.Encode(v, h.Seq, protocol.Errorf(syscall.EIO, "santad could not encode its reply: %v", err))
 		}
 		if _, err := c.Write(msg); err != nil {

@@ -138,6 +138,8 @@ func TestConnectionQuota(t *testing.T) {
 	}
 	waiting.refused(&protocol.Hello{MinVersion: 1, MaxVersion: 1, Client: "test"}, syscall.EDQUOT,
 		"quota of 2 connections to santad for uid 1000 exceeded")
+	// Each refusal is counted, told or not (before its connection ends).
+	wantLines(t, s.scrape(t), `santa_connections_refused_total{reason="quota"} 52`)
 	for range 3 {
 		s.connect(t, admin, true)
 	}

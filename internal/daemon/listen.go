@@ -93,12 +93,14 @@ func (s *Server) Accept(l *net.UnixListener) {
 		if err != nil {
 			// Out of descriptors, say: wait rather than spin.
 			s.log.Error("accepting a connection", "err", err)
+			s.counters.failed(errAccept)
 			time.Sleep(100 * time.Millisecond)
 			continue
 		}
 		peer, err := peerOf(c, s.adminGroup.Load())
 		if err != nil {
 			s.log.Error("reading a client's credentials", "err", err)
+			s.counters.failed(errPeer)
 			c.Close()
 			continue
 		}

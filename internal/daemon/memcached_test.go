@@ -211,10 +211,7 @@ func TestMemcachedMetrics(t *testing.T) {
 	domain := memcachedDomain(a)
 	joined := a.attach()
 	a.ok(&protocol.Parser{ServiceID: joined, Kind: protocol.ParserMemcached, Domain: domain})
-	var out strings.Builder
-	if err := s.writeMetrics(&out); err != nil {
-		t.Fatal(err)
-	}
+	out := s.scrape(t)
 	d := strconv.Itoa(int(domain))
 	for _, want := range []string{
 		"\nsanta_memcached_writes_total{domain=\"" + d + "\"} " + d + "\n",
@@ -222,11 +219,11 @@ func TestMemcachedMetrics(t *testing.T) {
 		"\nsanta_memcached_guard_refused_total{domain=\"" + d + "\",reason=\"stale\"} 2\n",
 		"\nsanta_memcached_guard_refused_total{domain=\"" + d + "\",reason=\"expired\"} 0\n",
 	} {
-		if !strings.Contains(out.String(), want) {
+		if !strings.Contains(out, want) {
 			t.Errorf("no %q in the metrics", strings.TrimSpace(want))
 		}
 	}
-	if n := strings.Count(out.String(), "\nsanta_memcached_writes_total{"); n != 1 {
-		t.Errorf("%d domains in the metrics, want 1:\n%s", n, out.String())
+	if n := strings.Count(out, "\nsanta_memcached_writes_total{"); n != 1 {
+		t.Errorf("%d domains in the metrics, want 1:\n%s", n, out)
 	}
 }

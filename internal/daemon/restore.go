@@ -47,6 +47,7 @@ func (s *Server) restoreOne(r Restorer, js *journal.Service) bool {
 	}
 	if err != nil {
 		log.Error("restoring a service", "err", err)
+		s.counters.failed(errRestore)
 		return false
 	}
 	if len(js.Rules) > 0 {
@@ -57,6 +58,7 @@ func (s *Server) restoreOne(r Restorer, js *journal.Service) bool {
 		}
 		if err != nil {
 			log.Error("restoring a service's rules; dropping the service", "err", err)
+			s.counters.failed(errRestore)
 			if err := r.RemoveService(js.ID); err != nil {
 				// Registered in the data plane, in neither state nor
 				// journal: its socket's requests pass (no rules) until

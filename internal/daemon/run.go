@@ -120,6 +120,7 @@ func Run(ctx context.Context, cfg Config, open OpenPlane, log *slog.Logger, relo
 		}
 		defer stop()
 	}
+	srv.serving.Store(true)
 	go srv.Accept(l)
 	notify(log, sdnotify.Ready)
 	log.Info("ready", "socket", cfg.Socket, "interfaces", names(ifaces), "state_dir", cfg.StateDir,
@@ -127,6 +128,7 @@ func Run(ctx context.Context, cfg Config, open OpenPlane, log *slog.Logger, relo
 
 	srv.serveSignals(ctx, reload, log)
 	notify(log, sdnotify.Stopping)
+	srv.serving.Store(false)
 	l.Close()
 	srv.closeConns()
 	log.Info("stopped; the data plane keeps answering")

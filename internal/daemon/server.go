@@ -44,6 +44,11 @@ type Server struct {
 	running    Config       // the configuration as started or last reloaded (reloadMu)
 	reloadMu   sync.Mutex
 
+	// counters are the requests, refusals and errors, for the metrics;
+	// serving is set while santad accepts clients (healthz).
+	counters *counters
+	serving  atomic.Bool
+
 	// mu orders every change: data plane first, then state, then
 	// journal, all before the reply. Reads take it too.
 	mu      sync.Mutex
@@ -75,7 +80,7 @@ func NewServer(dp Dataplane, j *journal.Journal, cfg Config, netns uint64, log *
 		return nil, err
 	}
 	s := &Server{dp: dp, log: log, quotas: q, capacity: cfg.MaxRules, netns: netns, version: Version(),
-		st: newState(), held: map[uint32]usage{}, journal: j, conns: map[*net.UnixConn]bool{},
+		counters: newCounters(), st: newState(), held: map[uint32]usage{}, journal: j, conns: map[*net.UnixConn]bool{},
 		byUID: map[uint32]uint32{}, refusing: map[uint32]bool{}, connQuota: cfg.QuotaConnections, running: cfg}
 	s.adminGroup.Store(admins)
 	return s, nil
@@ -88,6 +93,7 @@ func NewServer(dp Dataplane, j *journal.Journal, cfg Config, netns uint64, log *
 func (s *Server) record(write func(*journal.Journal) error) error {
 	if err := write(s.journal); err != nil {
 		s.log.Error("journal append failed; writing a snapshot instead", "err", err)
+		s.counters.failed(errJournalAppend)
 		return s.compact()
 	}
 	if size := s.journal.Size(); size > minCompact && size > 2*s.st.live {
@@ -103,6 +109,7 @@ func (s *Server) record(write func(*journal.Journal) error) error {
 func (s *Server) compact() error {
 	before := s.journal.Size()
 	if err := s.journal.Compact(s.st.journaled); err != nil {
+		s.counters.failed(errJournalCompact)
 		return err
 	}
 	s.log.Info("journal compacted", "bytes_before", before, "bytes", s.journal.Size())

@@ -82,7 +82,8 @@ func (s *Server) register(sess *session, fd int, info model.SocketInfo) protocol
 	if err := s.record(func(j *journal.Journal) error { return j.Attach(&sv.Service) }); err != nil {
 		return notSaved(err)
 	}
-	s.log.Info("service attached", "service", id, "addr", info.Local, "owner_uid", sess.peer.UID, "client", sess.client)
+	s.log.Info("service attached", "service", id, "protocol", protocolName(info.Protocol), "addr", info.Local, "owner_uid", sess.peer.UID,
+		"client", sess.client, "pid", sess.peer.PID)
 	return serviceInfo(sv)
 }
 
@@ -100,6 +101,7 @@ func (s *Server) adopt(id model.ServiceID, listener model.SocketInfo, peer Peer)
 	got, err := AdoptConnections(s.dp, id, listener, "", onlyUID)
 	if err != nil {
 		s.log.Warn("adopting connections", "service", id, "err", err)
+		s.counters.failed(errAdopt)
 		return
 	}
 	for _, e := range got.Skipped {
@@ -125,7 +127,7 @@ func (s *Server) detach(sess *session, req *protocol.Detach) protocol.Body {
 	if err := s.record(func(j *journal.Journal) error { return j.Remove(sv.ID) }); err != nil {
 		return notSaved(err)
 	}
-	s.log.Info("service detached", "service", sv.ID, "rules", len(sv.Rules), "client", sess.client)
+	s.log.Info("service detached", "service", sv.ID, "rules", len(sv.Rules), "client", sess.client, "pid", sess.peer.PID, "uid", sess.peer.UID)
 	return &protocol.DetachReply{}
 }
 

@@ -19,6 +19,7 @@ const maxTxns = 4
 // plane), so that COMMIT's reply need not carry them: a million ids would
 // not fit in one message.
 type txn struct {
+	id      uint32 // the client's id of it, on its connection
 	svc     *service
 	batch   model.Batch
 	guards  requestGuards         // of batch's rules
@@ -73,7 +74,7 @@ func (s *Server) begin(sess *session, req *protocol.Begin) protocol.Body {
 	}
 	for sess.lastTxn++; sess.lastTxn == 0 || sess.txns[sess.lastTxn] != nil; sess.lastTxn++ {
 	}
-	sess.txns[sess.lastTxn] = &txn{svc: sv, touched: map[model.RuleID]bool{}}
+	sess.txns[sess.lastTxn] = &txn{id: sess.lastTxn, svc: sv, touched: map[model.RuleID]bool{}}
 	return &protocol.BeginReply{Txn: sess.lastTxn}
 }
 

@@ -18,8 +18,9 @@ import (
 	"github.com/santa-offload/santa/rule"
 )
 
-// sampleLine is a sample of the text format: name, labels, value.
-var sampleLine = regexp.MustCompile(`^([a-z_]+)(\{[^}]*\})? ([0-9]+)$`)
+// sampleLine is a sample of the text format: name, labels (in the order
+// of their names), value (a float: 1.048576e+06, NaN).
+var sampleLine = regexp.MustCompile(`^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})? (\S+)$`)
 
 func TestMetrics(t *testing.T) {
 	const addr = "127.0.0.1:9477" // in the test's own namespace: no clash
@@ -44,21 +45,28 @@ func TestMetrics(t *testing.T) {
 			})
 			return conn, err
 		}}}
-	resp, err := hc.Get("http://" + addr + "/metrics")
-	if err != nil {
-		t.Fatal(err)
+	get := func(path string) (*http.Response, string) {
+		resp, err := hc.Get("http://" + addr + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp, string(body)
 	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
+	if resp, ok := get("/healthz"); resp.StatusCode != 200 || ok != "ok\n" {
+		t.Errorf("GET /healthz: %s %q", resp.Status, ok)
 	}
+	resp, body := get("/metrics")
 	if ct := resp.Header.Get("Content-Type"); resp.StatusCode != 200 || !strings.Contains(ct, "version=0.0.4") {
 		t.Fatalf("GET /metrics: %s, Content-Type %q", resp.Status, ct)
 	}
 
-	samples := map[string]uint64{} // by name and labels
-	for _, line := range strings.Split(strings.TrimSpace(string(body)), "\n") {
+	samples := map[string]float64{} // by name and labels
+	for _, line := range strings.Split(strings.TrimSpace(body), "\n") {
 		if strings.HasPrefix(line, "# HELP ") || strings.HasPrefix(line, "# TYPE ") {
 			continue
 		}
@@ -67,14 +75,18 @@ func TestMetrics(t *testing.T) {
 			t.Errorf("not a sample: %q", line)
 			continue
 		}
-		v, _ := strconv.ParseUint(m[3], 10, 64)
+		v, err := strconv.ParseFloat(m[3], 64)
+		if err != nil {
+			t.Errorf("not a value: %q", line)
+		}
 		samples[m[1]+m[2]] = v
 	}
 	// The manager is the client that attached it: this test binary.
-	labels := fmt.Sprintf(`{service="%d",port="%d",owner_uid="0",manager="%s"}`, svc.ServiceID, svc.Port, filepath.Base(os.Args[0]))
+	labels := fmt.Sprintf(`{address="127.0.0.1",manager="%s",owner_uid="0",port="%d",protocol="udp",service="%d"}`,
+		filepath.Base(os.Args[0]), svc.Port, svc.ServiceID)
 	for _, want := range []struct {
 		sample string
-		min    uint64
+		min    float64
 	}{
 		{"santa_service_matched_total" + labels, 3},
 		{"santa_service_rules" + labels, 1},
@@ -83,14 +95,18 @@ func TestMetrics(t *testing.T) {
 		{"santa_services", 1},
 		{"santa_connections", 1},
 		{`santa_path_packets_total{path="answered"}`, 3},
-		{`santa_interface_info{interface="lo",xdp="generic",tc="true"}`, 1},
+		{`santa_interface_info{interface="lo",tc="true",xdp="generic"}`, 1},
 		{`santa_uid_rules{uid="0"}`, 1},
+		{`santa_requests_total{type="ADD_RULES"}`, 1},
+		{`santa_errors_total{reason="journal_append"}`, 0},
+		{"process_resident_memory_bytes", 1},
+		{"go_goroutines", 1},
 	} {
 		if v, ok := samples[want.sample]; !ok || v < want.min {
-			t.Errorf("%s = %d (present %v); want at least %d", want.sample, v, ok, want.min)
+			t.Errorf("%s = %g (present %v); want at least %g", want.sample, v, ok, want.min)
 		}
 	}
-	if !strings.Contains(string(body), "santa_daemon_info{version=") {
+	if !strings.Contains(body, "santa_daemon_info{protocol=") {
 		t.Error("no santa_daemon_info")
 	}
 	if t.Failed() {

@@ -1,10 +1,12 @@
 package agent
 
 import (
-	"bytes"
 	"context"
 	"errors"
+	"io"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"reflect"
 	"slices"
 	"strings"
@@ -247,13 +249,22 @@ func TestSkips(t *testing.T) {
 		!reflect.DeepEqual(r.a.stats.skipped, want) {
 		t.Fatalf("the second window asked %q and skipped %v", got, r.a.stats.skipped)
 	}
-	var out bytes.Buffer
-	r.a.writeMetrics(&out)
+	hs := httptest.NewServer(r.a.metricsHandler())
+	defer hs.Close()
+	resp, err := http.Get(hs.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	out, _ := io.ReadAll(resp.Body)
 	for _, line := range []string{`santa_offload_skipped_total{reason="cookie"} 1`, `santa_offload_learn_timeouts_total 2`,
-		`santa_offload_rules{service="1",addr="` + r.srv.Addr().String() + `"} 0`} {
-		if !strings.Contains(out.String(), line+"\n") {
-			t.Errorf("metrics lack %q:\n%s", line, out.String())
+		`santa_offload_rules{addr="` + r.srv.Addr().String() + `",service="1"} 0`} {
+		if !strings.Contains(string(out), "\n"+line+"\n") {
+			t.Errorf("metrics lack %q:\n%s", line, out)
 		}
+	}
+	if !strings.Contains(string(out), "\nprocess_resident_memory_bytes ") {
+		t.Errorf("metrics lack the process collector's:\n%s", out)
 	}
 }
 
