@@ -89,72 +89,39 @@ func (a *agent) serveMetrics(addr string) (stop func(), err error) {
 
 func (a *agent) metricsHandler() http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", metricserver.Handler(a.log, collector{a}))
+	mux.Handle("GET /metrics", metricserver.Handler(a.log, metricserver.Families(a.metrics)))
 	return mux
 }
 
-// metric is one family and its samples.
-type metric struct {
-	name string
-	typ  prometheus.ValueType
-	help string
-	// labels name what samples' values are.
-	labels  []string
-	samples []sample
-}
-
-type sample struct {
-	labels []string // values, in the order of metric.labels
-	value  uint64
-}
-
-func one(v uint64) []sample { return []sample{{value: v}} }
-
-// collector reads the agent's counters at each scrape. It describes no
-// metric in advance (an unchecked collector): its families are those
-// metrics lists, each with one set of labels.
-type collector struct{ a *agent }
-
-func (collector) Describe(chan<- *prometheus.Desc) {}
-
-func (c collector) Collect(ch chan<- prometheus.Metric) {
-	for _, m := range c.a.metrics() {
-		desc := prometheus.NewDesc(m.name, m.help, m.labels, nil)
-		for _, smp := range m.samples {
-			ch <- prometheus.MustNewConstMetric(desc, m.typ, float64(smp.value), smp.labels...)
-		}
-	}
-}
-
 // metrics are the agent's families at this moment.
-func (a *agent) metrics() []metric {
+func (a *agent) metrics() []metricserver.Family {
 	s := a.snapshot()
-	var skipped, deleted, rules []sample
+	var skipped, deleted, rules []metricserver.Sample
 	for _, r := range slices.Sorted(maps.Keys(s.skipped)) {
-		skipped = append(skipped, sample{[]string{string(r)}, s.skipped[r]})
+		skipped = append(skipped, metricserver.Labeled(s.skipped[r], string(r)))
 	}
 	for _, c := range slices.Sorted(maps.Keys(s.deleted)) {
-		deleted = append(deleted, sample{[]string{c}, s.deleted[c]})
+		deleted = append(deleted, metricserver.Labeled(s.deleted[c], c))
 	}
 	for _, sv := range s.services {
-		rules = append(rules, sample{[]string{strconv.Itoa(int(sv.id)), sv.addr}, uint64(sv.rules)})
+		rules = append(rules, metricserver.Labeled(uint64(sv.rules), strconv.Itoa(int(sv.id)), sv.addr))
 	}
 	counter, gauge := prometheus.CounterValue, prometheus.GaugeValue
-	return []metric{
-		{"santa_offload_skipped_total", counter, "Query forms not offloaded, by reason.", []string{"reason"}, skipped},
-		{"santa_offload_deleted_total", counter, "Offloaded forms deleted, by cause: cold (out of the top set), zone (not re-checked after a zone change), zone_unverifiable (the zone's serial could not be asked), sweep (not re-checked by the background sweep).", []string{"cause"}, deleted},
-		{"santa_offload_rules", gauge, "Rules installed, by service.", []string{"service", "addr"}, rules},
-		{"santa_offload_forms", gauge, "Query forms offloaded.", nil, one(uint64(s.forms))},
-		{"santa_offload_zones", gauge, "Zones whose serial is polled.", nil, one(uint64(s.zones))},
-		{"santa_offload_installed_total", counter, "Query forms learned and installed.", nil, one(s.installed)},
-		{"santa_offload_superseded_total", counter, "Query forms learned but not installed: a zone of theirs changed meanwhile.", nil, one(s.superseded)},
-		{"santa_offload_probes_total", counter, "Queries sent to the server, by transport.", []string{"transport"},
-			[]sample{{[]string{"udp"}, s.probes}, {[]string{"tcp"}, s.tcpProbes}}},
-		{"santa_offload_asks_lost_total", counter, "Queries over UDP that got no reply within probe_timeout (asked again within the budget).", nil, one(s.asksLost)},
-		{"santa_offload_learn_timeouts_total", counter, "Query forms whose learning ran out of time on lost queries (tried again at a later window).", nil, one(s.learnTimeouts)},
-		{"santa_offload_rechecks_total", counter, "Offloaded forms asked again (zone change or sweep).", nil, one(s.rechecks)},
-		{"santa_offload_replaced_total", counter, "Rules replaced by a re-check with a new reply.", nil, one(s.replaced)},
-		{"santa_offload_zone_changes_total", counter, "Zone serial changes seen.", nil, one(s.zoneChanges)},
-		{"santa_offload_attached_total", counter, "Sockets attached.", nil, one(s.attached)},
+	return []metricserver.Family{
+		metricserver.NewFamily("santa_offload_skipped_total", counter, "Query forms not offloaded, by reason.", []string{"reason"}, skipped),
+		metricserver.NewFamily("santa_offload_deleted_total", counter, "Offloaded forms deleted, by cause: cold (out of the top set), zone (not re-checked after a zone change), zone_unverifiable (the zone's serial could not be asked), sweep (not re-checked by the background sweep).", []string{"cause"}, deleted),
+		metricserver.NewFamily("santa_offload_rules", gauge, "Rules installed, by service.", []string{"service", "addr"}, rules),
+		metricserver.NewFamily("santa_offload_forms", gauge, "Query forms offloaded.", nil, metricserver.One(uint64(s.forms))),
+		metricserver.NewFamily("santa_offload_zones", gauge, "Zones whose serial is polled.", nil, metricserver.One(uint64(s.zones))),
+		metricserver.NewFamily("santa_offload_installed_total", counter, "Query forms learned and installed.", nil, metricserver.One(s.installed)),
+		metricserver.NewFamily("santa_offload_superseded_total", counter, "Query forms learned but not installed: a zone of theirs changed meanwhile.", nil, metricserver.One(s.superseded)),
+		metricserver.NewFamily("santa_offload_probes_total", counter, "Queries sent to the server, by transport.", []string{"transport"},
+			[]metricserver.Sample{metricserver.Labeled(s.probes, "udp"), metricserver.Labeled(s.tcpProbes, "tcp")}),
+		metricserver.NewFamily("santa_offload_asks_lost_total", counter, "Queries over UDP that got no reply within probe_timeout (asked again within the budget).", nil, metricserver.One(s.asksLost)),
+		metricserver.NewFamily("santa_offload_learn_timeouts_total", counter, "Query forms whose learning ran out of time on lost queries (tried again at a later window).", nil, metricserver.One(s.learnTimeouts)),
+		metricserver.NewFamily("santa_offload_rechecks_total", counter, "Offloaded forms asked again (zone change or sweep).", nil, metricserver.One(s.rechecks)),
+		metricserver.NewFamily("santa_offload_replaced_total", counter, "Rules replaced by a re-check with a new reply.", nil, metricserver.One(s.replaced)),
+		metricserver.NewFamily("santa_offload_zone_changes_total", counter, "Zone serial changes seen.", nil, metricserver.One(s.zoneChanges)),
+		metricserver.NewFamily("santa_offload_attached_total", counter, "Sockets attached.", nil, metricserver.One(s.attached)),
 	}
 }

@@ -3,7 +3,10 @@ package mcagent
 import (
 	"context"
 	"errors"
+	"io"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"reflect"
 	"slices"
 	"strconv"
@@ -514,10 +517,14 @@ func TestMetrics(t *testing.T) {
 	r.mc.set("k1", "one", -1)
 	r.d.setHot(udp, map[string]uint32{get("k1"): 10, get("nokey"): 5, string(oneDatagram) + "gets k1\r\n": 5})
 	r.window(time.Second)
-	var out strings.Builder
-	if err := r.a.writeMetrics(&out); err != nil {
+	hs := httptest.NewServer(r.a.metricsHandler())
+	defer hs.Close()
+	resp, err := http.Get(hs.URL + "/metrics")
+	if err != nil {
 		t.Fatal(err)
 	}
+	defer resp.Body.Close()
+	out, _ := io.ReadAll(resp.Body)
 	for _, want := range []string{
 		`santa_offload_memcached_skipped_total{reason="form"} 1`,
 		`santa_offload_memcached_skipped_total{reason="miss"} 1`,
@@ -525,10 +532,10 @@ func TestMetrics(t *testing.T) {
 		`santa_offload_memcached_keys 1`,
 		`santa_offload_memcached_attached_total 2`,
 		`santa_offload_memcached_probes_total{transport="udp"} 1`, // nokey was a miss over TCP
-		`santa_offload_memcached_rules{service="` + strconv.Itoa(int(udp)) + `",addr="` + r.udp.LocalAddr().String() + `",proto="udp"} 1`,
+		`santa_offload_memcached_rules{addr="` + r.udp.LocalAddr().String() + `",proto="udp",service="` + strconv.Itoa(int(udp)) + `"} 1`,
 	} {
-		if !strings.Contains(out.String(), want+"\n") {
-			t.Errorf("metrics lack %s:\n%s", want, out.String())
+		if !strings.Contains(string(out), "\n"+want+"\n") {
+			t.Errorf("metrics lack %s:\n%s", want, out)
 		}
 	}
 }

@@ -2,13 +2,15 @@ package mcagent
 
 import (
 	"fmt"
-	"io"
 	"maps"
+	"net/http"
 	"slices"
 	"strconv"
 	"strings"
 
-	"github.com/santa-offload/santa/internal/promtext"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/santa-offload/santa/internal/metricserver"
 )
 
 // stats are the agent's counters, guarded by agent.mu.
@@ -71,37 +73,44 @@ func (a *agent) logSummary() {
 
 // serveMetrics serves GET /metrics on addr in Prometheus's text format.
 func (a *agent) serveMetrics(addr string) (stop func(), err error) {
-	return promtext.Serve(addr, a.writeMetrics, a.log)
+	return metricserver.Serve(addr, a.metricsHandler())
 }
 
-func (a *agent) writeMetrics(out io.Writer) error {
+func (a *agent) metricsHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", metricserver.Handler(a.log, metricserver.Families(a.metrics)))
+	return mux
+}
+
+// byLabel is m's counts as samples of one label, sorted.
+func byLabel(m map[string]uint64) []metricserver.Sample {
+	var out []metricserver.Sample
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		out = append(out, metricserver.Labeled(m[k], k))
+	}
+	return out
+}
+
+// metrics are the agent's families at this moment.
+func (a *agent) metrics() []metricserver.Family {
 	s := a.snapshot()
-	w := promtext.NewWriter(out)
-	byLabel := func(name, help, label string, m map[string]uint64) {
-		w.Family(name, "counter", help)
-		for _, k := range slices.Sorted(maps.Keys(m)) {
-			w.Sample(name, m[k], label, k)
-		}
-	}
-	one := func(name, typ, help string, v uint64) {
-		w.Family(name, typ, help)
-		w.Sample(name, v)
-	}
-	byLabel("santa_offload_memcached_skipped_total", "Hot gets not offloaded, by reason: form (not a single-key get in one datagram), "+
-		"long_key, in_flight (a write in flight), dead (the domain's life ended), miss, expiring, too_large (more than one datagram), "+
-		"changed (a write between the TCP read and the UDP get), malformed, timeout, refused (by santad), slow_install, error.", "reason", s.skipped)
-	byLabel("santa_offload_memcached_deleted_total", "Offloaded keys deleted, by cause: cold (out of the top set), miss (memcached no "+
-		"longer has the item), expiring, too_large, changed, malformed, refused, slow_install.", "cause", s.deleted)
-	w.Family("santa_offload_memcached_rules", "gauge", "Rules installed, by service.")
+	var rules []metricserver.Sample
 	for _, sv := range s.services {
-		w.Sample("santa_offload_memcached_rules", uint64(sv.rules), "service", strconv.Itoa(int(sv.id)), "addr", sv.addr, "proto", sv.proto)
+		rules = append(rules, metricserver.Labeled(uint64(sv.rules), strconv.Itoa(int(sv.id)), sv.addr, sv.proto))
 	}
-	one("santa_offload_memcached_keys", "gauge", "Keys offloaded.", uint64(s.keys))
-	one("santa_offload_memcached_installed_total", "counter", "Keys learned and installed.", s.installed)
-	one("santa_offload_memcached_refreshed_total", "counter", "Rules replaced after their item was read again (guard died, deadline, max_age).", s.refreshed)
-	one("santa_offload_memcached_attached_total", "counter", "Sockets attached.", s.attached)
-	w.Family("santa_offload_memcached_probes_total", "counter", "Requests sent to memcached: UDP gets, TCP mg reads.")
-	w.Sample("santa_offload_memcached_probes_total", s.probes, "transport", "udp")
-	w.Sample("santa_offload_memcached_probes_total", s.tcpReads, "transport", "tcp")
-	return w.Flush()
+	counter, gauge := prometheus.CounterValue, prometheus.GaugeValue
+	return []metricserver.Family{
+		metricserver.NewFamily("santa_offload_memcached_skipped_total", counter, "Hot gets not offloaded, by reason: form (not a single-key get in one datagram), "+
+			"long_key, in_flight (a write in flight), dead (the domain's life ended), miss, expiring, too_large (more than one datagram), "+
+			"changed (a write between the TCP read and the UDP get), malformed, timeout, refused (by santad), slow_install, error.", []string{"reason"}, byLabel(s.skipped)),
+		metricserver.NewFamily("santa_offload_memcached_deleted_total", counter, "Offloaded keys deleted, by cause: cold (out of the top set), miss (memcached no "+
+			"longer has the item), expiring, too_large, changed, malformed, refused, slow_install.", []string{"cause"}, byLabel(s.deleted)),
+		metricserver.NewFamily("santa_offload_memcached_rules", gauge, "Rules installed, by service.", []string{"service", "addr", "proto"}, rules),
+		metricserver.NewFamily("santa_offload_memcached_keys", gauge, "Keys offloaded.", nil, metricserver.One(uint64(s.keys))),
+		metricserver.NewFamily("santa_offload_memcached_installed_total", counter, "Keys learned and installed.", nil, metricserver.One(s.installed)),
+		metricserver.NewFamily("santa_offload_memcached_refreshed_total", counter, "Rules replaced after their item was read again (guard died, deadline, max_age).", nil, metricserver.One(s.refreshed)),
+		metricserver.NewFamily("santa_offload_memcached_attached_total", counter, "Sockets attached.", nil, metricserver.One(s.attached)),
+		metricserver.NewFamily("santa_offload_memcached_probes_total", counter, "Requests sent to memcached: UDP gets, TCP mg reads.", []string{"transport"},
+			[]metricserver.Sample{metricserver.Labeled(s.probes, "udp"), metricserver.Labeled(s.tcpReads, "tcp")}),
+	}
 }
