@@ -77,6 +77,12 @@ type Config struct {
 	// data from before it is stale when it arrives later than StaleAfter
 	// after the change's completion.
 	StaleAfter time.Duration
+	// FullChecksums sends each query corked (MSG_MORE, then an empty
+	// send), which makes the kernel compute its UDP checksum in full even
+	// where the device would leave it partial: loopback's TX checksum
+	// offload cannot be turned off (ethtool says "fixed"), so this is how
+	// a local client's full checksums are measured there.
+	FullChecksums bool
 }
 
 // Load is a running load.
@@ -315,7 +321,7 @@ func (l *Load) run(ctx context.Context) error {
 		slots[id] = slot{seq: uses, form: int32(rank), live: true, sent: now}
 		q := queries[rank]
 		binary.BigEndian.PutUint16(q, id)
-		if _, err := l.conn.Write(q); err != nil {
+		if err := l.write(q); err != nil {
 			return err
 		}
 		fifo = append(fifo, pending{id, uses})
@@ -381,6 +387,28 @@ func (l *Load) run(ctx context.Context) error {
 			return fmt.Errorf("dnsload: more than %d replies during a change", MaxHeld)
 		}
 	}
+}
+
+// write sends query q, corked if the config says so: the first append to
+// a corked datagram is not offloaded (__ip_append_data leaves it
+// CHECKSUM_NONE under MSG_MORE), so udp_send_skb sums it in software.
+func (l *Load) write(q []byte) error {
+	if !l.c.FullChecksums {
+		_, err := l.conn.Write(q)
+		return err
+	}
+	raw, err := l.conn.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var serr error
+	err = raw.Write(func(fd uintptr) bool {
+		if serr = unix.Send(int(fd), q, unix.MSG_MORE); serr == nil {
+			serr = unix.Send(int(fd), nil, 0)
+		}
+		return serr != unix.EAGAIN
+	})
+	return errors.Join(err, serr)
 }
 
 // timestamps has the kernel stamp each datagram with its arrival time.
