@@ -25,6 +25,7 @@ import (
 
 	"github.com/santa-offload/santa/internal/netns"
 	"github.com/santa-offload/santa/internal/popularity"
+	"github.com/santa-offload/santa/internal/udpask"
 	"golang.org/x/sys/unix"
 )
 
@@ -77,11 +78,9 @@ type Config struct {
 	// data from before it is stale when it arrives later than StaleAfter
 	// after the change's completion.
 	StaleAfter time.Duration
-	// FullChecksums sends each query corked (MSG_MORE, then an empty
-	// send), which makes the kernel compute its UDP checksum in full even
-	// where the device would leave it partial: loopback's TX checksum
-	// offload cannot be turned off (ethtool says "fixed"), so this is how
-	// a local client's full checksums are measured there.
+	// FullChecksums sends each query with a full UDP checksum even where
+	// the device would leave it partial (udpask.WriteFullChecksum): how a
+	// local client's full checksums are measured over loopback.
 	FullChecksums bool
 }
 
@@ -389,26 +388,13 @@ func (l *Load) run(ctx context.Context) error {
 	}
 }
 
-// write sends query q, corked if the config says so: the first append to
-// a corked datagram is not offloaded (__ip_append_data leaves it
-// CHECKSUM_NONE under MSG_MORE), so udp_send_skb sums it in software.
+// write sends query q, with a full checksum if the config says so.
 func (l *Load) write(q []byte) error {
-	if !l.c.FullChecksums {
-		_, err := l.conn.Write(q)
-		return err
+	if l.c.FullChecksums {
+		return udpask.WriteFullChecksum(l.conn, q)
 	}
-	raw, err := l.conn.SyscallConn()
-	if err != nil {
-		return err
-	}
-	var serr error
-	err = raw.Write(func(fd uintptr) bool {
-		if serr = unix.Send(int(fd), q, unix.MSG_MORE); serr == nil {
-			serr = unix.Send(int(fd), nil, 0)
-		}
-		return serr != unix.EAGAIN
-	})
-	return errors.Join(err, serr)
+	_, err := l.conn.Write(q)
+	return err
 }
 
 // timestamps has the kernel stamp each datagram with its arrival time.
