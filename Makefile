@@ -10,7 +10,7 @@ VMLINUX  := bpf/include/vmlinux.h
 # The DNS servers the offload agent's end-to-end tests start
 # (test/integration, internal/dnstest): BIND (rndc), Knot (knotc), NSD
 # (nsd-control).
-TEST_PKGS  := bind9 knot nsd
+TEST_PKGS  := bind9 knot nsd memcached
 # The real peers of the benchmarks (bench/dns, ...).
 BENCH_PKGS := $(TEST_PKGS) dnsperf memcached nginx-light wrk python3-matplotlib
 
