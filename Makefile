@@ -9,10 +9,10 @@ PKGS     := clang llvm libbpf-dev bpftool iproute2 ethtool gcc make pkg-config p
 VMLINUX  := bpf/include/vmlinux.h
 # The DNS servers the offload agent's end-to-end tests start
 # (test/integration, internal/dnstest): BIND (rndc), Knot (knotc), NSD
-# (nsd-control).
+# (nsd-control); memcached, which the local-client tests put behind Santa.
 TEST_PKGS  := bind9 knot nsd memcached
 # The real peers of the benchmarks (bench/dns, ...).
-BENCH_PKGS := $(TEST_PKGS) dnsperf memcached nginx-light wrk python3-matplotlib
+BENCH_PKGS := $(TEST_PKGS) dnsperf nginx-light wrk python3-matplotlib
 
 # bpf2go's loaders (a .go and its .o each), one generate step per package,
 # each from its own sources: the data plane's from bpf/, the test
