@@ -302,7 +302,11 @@ func (l *Load) run(ctx context.Context) error {
 	var uses uint64
 	outstanding := 0
 	start := time.Now()
-	defer func() { l.res.Elapsed = time.Since(start) }()
+	defer func() {
+		if l.res.Elapsed == 0 {
+			l.res.Elapsed = time.Since(start)
+		}
+	}()
 	end := start.Add(c.Duration)
 	buf, oob := make([]byte, 65536), make([]byte, 128)
 
@@ -344,7 +348,8 @@ func (l *Load) run(ctx context.Context) error {
 		}
 		if len(fifo) == 0 {
 			if !sending {
-				return nil
+				l.res.Elapsed = time.Since(start)
+				return l.readLate(c.Timeout, buf, oob)
 			}
 			continue
 		}
@@ -386,6 +391,25 @@ func (l *Load) run(ctx context.Context) error {
 			return fmt.Errorf("dnsload: more than %d replies during a change", MaxHeld)
 		}
 	}
+}
+
+// readLate reads the late replies to queries that timed out at the end of
+// the run, for at most one more timeout or until there are as many late
+// replies as timeouts, and counts them as Unexpected: else a reply that
+// came late but came would look like a lost one (Timeouts - Unexpected).
+func (l *Load) readLate(timeout time.Duration, buf, oob []byte) error {
+	if err := l.conn.SetReadDeadline(time.Now().Add(timeout)); err != nil {
+		return err
+	}
+	for l.res.Timeouts > l.res.Unexpected {
+		if _, _, err := l.read(buf, oob); errors.Is(err, os.ErrDeadlineExceeded) {
+			return nil
+		} else if err != nil {
+			return err
+		}
+		l.res.Unexpected++
+	}
+	return nil
 }
 
 // write sends query q, with a full checksum if the config says so.
