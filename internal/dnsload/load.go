@@ -44,6 +44,10 @@ const (
 	// long after its timeout, so a very late reply is not taken for the
 	// reply to another query.
 	quarantine = 5 * time.Second
+	// lateWait is how long a run waits, after its last query timed out,
+	// for late replies (readLate): on a busy machine a server may not run
+	// for tens of milliseconds, much longer than a benchmark's timeout.
+	lateWait = time.Second
 	// sequenceLen bounds the popularity sequence drawn up front; a longer
 	// run cycles it.
 	sequenceLen = 1 << 20
@@ -394,11 +398,12 @@ func (l *Load) run(ctx context.Context) error {
 }
 
 // readLate reads the late replies to queries that timed out at the end of
-// the run, for at most one more timeout or until there are as many late
-// replies as timeouts, and counts them as Unexpected: else a reply that
-// came late but came would look like a lost one (Timeouts - Unexpected).
+// the run, for at most lateWait (or the timeout, if longer) or until there
+// are as many late replies as timeouts, and counts them as Unexpected:
+// else a reply that came late but came would look like a lost one
+// (Timeouts - Unexpected).
 func (l *Load) readLate(timeout time.Duration, buf, oob []byte) error {
-	if err := l.conn.SetReadDeadline(time.Now().Add(timeout)); err != nil {
+	if err := l.conn.SetReadDeadline(time.Now().Add(max(timeout, lateWait))); err != nil {
 		return err
 	}
 	for l.res.Timeouts > l.res.Unexpected {
