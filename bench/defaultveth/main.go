@@ -3,10 +3,11 @@
 // server CPU) alone and with Santa answering every request it is asked
 // from one rule each, in the rig (bench/rig.sh) with the veths' default
 // offloads and threaded NAPI (GRO on) on both ends, and over loopback in
-// the server's namespace. The client's TX checksum offload (the client
-// veth's, or lo's) is turned off (full checksums, as from a NIC) or left
-// on (its default, as in every container network and over loopback: the
-// requests carry partial checksums) cell by cell. The client is a
+// the server's namespace. Cell by cell the requests carry full checksums
+// (as from a NIC: the client veth's TX checksum offload off; over
+// loopback, whose offload is fixed on, a client that corks each request)
+// or partial ones (the default of every container network and of
+// loopback). The client is a
 // closed-loop socket client (internal/dnsload: a window of requests
 // outstanding, a timeout, every reply checked byte for byte against the
 // server's own). The cells are interleaved in random order within each
