@@ -54,15 +54,11 @@ func (r Rig) Up(serverCPU, clientCPU int) error {
 // SetClientTxChecksum turns the client veth's TX checksum offload on (its
 // default: the client's stack leaves UDP checksums partial) or off (full
 // checksums, as from a NIC), so that one run can measure both.
-func (r Rig) SetClientTxChecksum(on bool) error { return SetTxChecksum(r.ClientNS(), r.ClientDev(), on) }
-
-// SetTxChecksum turns the TX checksum offload of device dev in namespace
-// ns on or off.
-func SetTxChecksum(ns, dev string, on bool) error {
+func (r Rig) SetClientTxChecksum(on bool) error {
 	state := map[bool]string{true: "on", false: "off"}[on]
-	out, err := exec.Command("ip", "netns", "exec", ns, "ethtool", "-K", dev, "tx", state).CombinedOutput()
+	out, err := exec.Command("ip", "netns", "exec", r.ClientNS(), "ethtool", "-K", r.ClientDev(), "tx", state).CombinedOutput()
 	if err != nil {
-		return fmt.Errorf("ethtool -K %s tx %s: %v\n%s", dev, state, err, out)
+		return fmt.Errorf("ethtool -K %s tx %s: %v\n%s", r.ClientDev(), state, err, out)
 	}
 	return nil
 }
