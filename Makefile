@@ -9,7 +9,8 @@ PKGS     := clang llvm libbpf-dev bpftool iproute2 ethtool gcc make pkg-config p
 VMLINUX  := bpf/include/vmlinux.h
 # The servers the offload agents' end-to-end tests start
 # (test/integration, internal/dnstest, test/daemon): BIND (rndc), Knot
-# (knotc), NSD (nsd-control), memcached (and the linearizability check);
+# (knotc), NSD (nsd-control), memcached (the agent, the linearizability
+# check, the local-client tests);
 # zsh for the completion test (deploy/).
 TEST_PKGS  := bind9 knot nsd memcached zsh
 # The real peers of the benchmarks (bench/dns, ...).

@@ -26,9 +26,10 @@
 #       top N, Zipf over 10k and 1M names; its first seconds; dnsperf in
 #       every configuration; Knot's own XDP mode (knot-xdp). Not part of
 #       a plain run: BENCH_ONLY=h.
-#   (i) bench/defaultveth: BIND alone and with Santa on a veth with its
-#       default offloads, against a closed-loop socket client, with the
-#       client's checksums full and partial (a local client's), interleaved.
+#   (i) bench/defaultveth: BIND and memcached alone and with Santa, for
+#       local clients (a veth with its default offloads; loopback), against
+#       a closed-loop socket client, with the client's checksums full and
+#       partial (a local client's), interleaved (about 7 minutes).
 #
 # Environment:
 #   BENCH_QUICK=1     skip the 1M-rule and 1M-name sets, shorten (b) and
@@ -42,7 +43,7 @@
 #   HTTP_SIZES, HTTP_ROUNDS, HTTP_DURATION         override (g)
 #   AGENT_SERVERS, AGENT_NAMES, AGENT_ROUNDS, AGENT_CONVERGE, AGENT_DNSPERF
 #                                                  override (h)
-#   VETH_ROUNDS, VETH_DURATION                     override (i)
+#   VETH_SERVERS, VETH_ROUNDS, VETH_DURATION       override (i)
 #   SERVER_CPU (1), CLIENT_CPU (0)
 set -euo pipefail
 
@@ -88,8 +89,9 @@ if [ "$quick" = 1 ]; then agent_names=${AGENT_NAMES:-10000}; else agent_names=${
 agent_rounds=${AGENT_ROUNDS:-3}
 agent_converge=${AGENT_CONVERGE:-20s}
 agent_dnsperf=${AGENT_DNSPERF:-5s}
+veth_servers=${VETH_SERVERS:-bind,memcached}
 veth_rounds=${VETH_ROUNDS:-5}
-veth_duration=${VETH_DURATION:-5s}
+veth_duration=${VETH_DURATION:-4s}
 
 # bounded LIMIT CMD...: CMD under timeout LIMIT (killed 30 s after the
 # TERM if a wait of its own outlasts it). Its command line goes to
@@ -127,7 +129,7 @@ start=$(date +%s)
 	echo "# $(date -u +%Y-%m-%dT%H:%M:%SZ) $(uname -r) $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) CPUs, $(awk '/MemTotal/ {printf "%.1f GiB", $2/1048576}' /proc/meminfo)"
 	echo "# commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD 2>/dev/null || echo ' (with uncommitted changes)')"
 	echo "# command: BENCH_QUICK=$quick BENCH_ONLY=$only bash bench/run-all.sh"
-	echo "# quick=$quick dp_rules=$dp_rules dp_sizes=$dp_sizes dp_rounds=$dp_rounds dp_k=$dp_k e2e_rules=$e2e_rules e2e_sizes=$e2e_sizes e2e_rounds=$e2e_rounds e2e_duration=$e2e_duration dns_servers=$dns_servers dns_names=$dns_names dns_rounds=$dns_rounds mc_keys=$mc_keys mc_offload=$mc_offload mc_rounds=$mc_rounds http_sizes=$http_sizes http_rounds=$http_rounds http_duration=$http_duration agent_servers=$agent_servers agent_names=$agent_names agent_rounds=$agent_rounds agent_converge=$agent_converge agent_dnsperf=$agent_dnsperf veth_rounds=$veth_rounds veth_duration=$veth_duration"
+	echo "# quick=$quick dp_rules=$dp_rules dp_sizes=$dp_sizes dp_rounds=$dp_rounds dp_k=$dp_k e2e_rules=$e2e_rules e2e_sizes=$e2e_sizes e2e_rounds=$e2e_rounds e2e_duration=$e2e_duration dns_servers=$dns_servers dns_names=$dns_names dns_rounds=$dns_rounds mc_keys=$mc_keys mc_offload=$mc_offload mc_rounds=$mc_rounds http_sizes=$http_sizes http_rounds=$http_rounds http_duration=$http_duration agent_servers=$agent_servers agent_names=$agent_names agent_rounds=$agent_rounds agent_converge=$agent_converge agent_dnsperf=$agent_dnsperf veth_servers=$veth_servers veth_rounds=$veth_rounds veth_duration=$veth_duration"
 } | tee /dev/stderr
 
 if part a; then
@@ -207,10 +209,12 @@ if part h; then
 fi
 
 if part i; then
-	echo "== (i) local clients: a veth with its default offloads" >&2
-	bash bench/rig.sh down "$rig" 2>/dev/null || true
-	bounded 30m "$bin/defaultveth" -rig "$rig" -rounds "$veth_rounds" -duration "$veth_duration" \
-		-server-cpu "$server_cpu" -client-cpu "$client_cpu"
+	echo "== (i) local clients: a veth with its default offloads, and loopback" >&2
+	for srv in ${veth_servers//,/ }; do
+		bash bench/rig.sh down "$rig" 2>/dev/null || true
+		bounded 30m "$bin/defaultveth" -rig "$rig" -server "$srv" -rounds "$veth_rounds" -duration "$veth_duration" \
+			-server-cpu "$server_cpu" -client-cpu "$client_cpu"
+	done
 fi
 
 echo "# run-all took $(($(date +%s) - start)) s" >&2

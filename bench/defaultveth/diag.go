@@ -13,7 +13,9 @@ import (
 
 // kernelCounters are the kernel's own counters of both namespaces, by
 // "namespace: source name": the veths' ethtool statistics and the SNMP
-// and netstat counters (what nstat reads).
+// and netstat counters (what nstat reads); and each CPU's backlog drops
+// (/proc/net/softnet_stat, the whole host's), where loopback's receive
+// queues its packets.
 type kernelCounters map[string]uint64
 
 func readKernelCounters(r rig.Rig) kernelCounters {
@@ -35,6 +37,13 @@ func readKernelCounters(r rig.Rig) kernelCounters {
 			if n, err := strconv.ParseUint(f[1], 10, 64); err == nil {
 				k[side.ns+": "+f[0]] = n
 			}
+		}
+	}
+	b, _ := os.ReadFile("/proc/net/softnet_stat")
+	for cpu, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		if f := strings.Fields(l); len(f) > 2 {
+			dropped, _ := strconv.ParseUint(f[1], 16, 64)
+			k[fmt.Sprintf("cpu%d: softnet backlog dropped", cpu)] = dropped
 		}
 	}
 	return k

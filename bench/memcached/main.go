@@ -13,7 +13,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"flag"
 	"fmt"
@@ -23,6 +22,7 @@ import (
 	"time"
 
 	dp "github.com/santa-offload/santa/bench/dataplane"
+	"github.com/santa-offload/santa/bench/mcitems"
 	"github.com/santa-offload/santa/bench/rig"
 	"github.com/santa-offload/santa/bench/scenario"
 	"github.com/santa-offload/santa/internal/netproc"
@@ -38,8 +38,8 @@ func main() {
 	err := fmt.Errorf("-keys %d: want 1 to %d", *keys, 1<<20)
 	if *keys >= 1 && *keys <= 1<<20 {
 		var c scenario.Config
-		c, err = f.Config(*keys, port, request)
-		c.Check = checkReply
+		c, err = f.Config(*keys, port, mcitems.Request)
+		c.Check = mcitems.CheckReply
 		c.LearnKeyOffset = 2 // a request's bytes after its UDP frame's request id
 		if err == nil {
 			err = c.Rig.Run("memcached", c.ServerCPU, c.ClientCPU, func(ctx context.Context, tmp string) error { return run(ctx, c, tmp) })
@@ -70,7 +70,7 @@ func run(ctx context.Context, c scenario.Config, tmp string) error {
 		return err
 	}
 	defer srv.Stop()
-	err = load(conn, c.Items)
+	err = mcitems.Store(conn, c.Items)
 	conn.Close()
 	if err != nil {
 		return err
@@ -82,13 +82,4 @@ func run(ctx context.Context, c scenario.Config, tmp string) error {
 	}
 	defer b.Close()
 	return b.Run(ctx, "memcached/keys="+dp.Human(c.Items))
-}
-
-// checkReply: the reply to key i is a hit with its value, in one datagram.
-func checkReply(i int, reply []byte) error {
-	want := fmt.Sprintf("VALUE %s 0 %d\r\n%s\r\nEND\r\n", key(i), len(value(i)), value(i))
-	if len(reply) < 8 || !bytes.Equal(reply[2:8], []byte{0, 0, 0, 1, 0, 0}) || string(reply[8:]) != want {
-		return fmt.Errorf("memcached's reply to key %s is %q, not its value %q", key(i), reply, want)
-	}
-	return nil
 }

@@ -22,9 +22,33 @@ func PinAllThreads(cpu int) error { return netproc.PinThreads(os.Getpid(), cpu) 
 // Busy is user, nice, system, irq and softirq time; total adds idle, iowait
 // and steal.
 func CPUTicks(cpu int) (busy, total uint64, err error) {
-	b, err := os.ReadFile("/proc/stat")
+	v, err := cpuStat(cpu)
 	if err != nil {
 		return 0, 0, err
+	}
+	busy = v[0] + v[1] + v[2] + v[5] + v[6]
+	return busy, busy + v[3] + v[4] + v[7], nil
+}
+
+// SoftirqNS is the time a CPU has spent in softirqs so far (ns, from
+// /proc/stat's UserHZ ticks). Without CONFIG_IRQ_TIME_ACCOUNTING the
+// kernel samples it at every scheduler tick, whichever task the softirq
+// interrupted: it is where loopback's receive work (XDP, TC, the stack)
+// shows, when RPS sends it to a CPU.
+func SoftirqNS(cpu int) (uint64, error) {
+	v, err := cpuStat(cpu)
+	if err != nil {
+		return 0, err
+	}
+	return v[6] * 1e9 / UserHZ, nil
+}
+
+// cpuStat is a CPU's line of /proc/stat: user, nice, system, idle, iowait,
+// irq, softirq, steal and what follows, in UserHZ ticks.
+func cpuStat(cpu int) ([]uint64, error) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return nil, err
 	}
 	prefix := fmt.Sprintf("cpu%d ", cpu)
 	for _, l := range strings.Split(string(b), "\n") {
@@ -32,18 +56,16 @@ func CPUTicks(cpu int) (busy, total uint64, err error) {
 			continue
 		}
 		f := strings.Fields(l)[1:]
+		if len(f) < 8 {
+			break
+		}
 		v := make([]uint64, len(f))
 		for i := range f {
 			v[i], _ = strconv.ParseUint(f[i], 10, 64)
 		}
-		if len(v) < 8 {
-			break
-		}
-		busy = v[0] + v[1] + v[2] + v[5] + v[6]
-		total = busy + v[3] + v[4] + v[7]
-		return busy, total, nil
+		return v, nil
 	}
-	return 0, 0, fmt.Errorf("no %q line in /proc/stat", prefix)
+	return nil, fmt.Errorf("no %q line in /proc/stat", prefix)
 }
 
 // IdleBusy is a CPU's busy share (%) over d while nothing of ours runs: the

@@ -15,6 +15,25 @@ func TestCPUTicks(t *testing.T) {
 	}
 }
 
+// SoftirqNS is /proc/stat's softirq column in ns: never more than the
+// CPU's busy time, and never for a CPU that does not exist.
+func TestSoftirqNS(t *testing.T) {
+	busy, _, err := CPUTicks(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	softirq, err := SoftirqNS(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if softirq > busy*1e9/UserHZ {
+		t.Errorf("CPU 0: %d ns in softirqs, more than its %d busy ticks", softirq, busy)
+	}
+	if _, err := SoftirqNS(1 << 20); err == nil {
+		t.Error("a CPU that does not exist has softirq time")
+	}
+}
+
 func TestSampleRates(t *testing.T) {
 	s := Sample{Took: 2e9, CPUUse: CPUUse{ServerBusy: 50, ServerTotal: 200}}
 	if got := s.PerSec(1000); got != 500 {

@@ -216,6 +216,28 @@ func TestLoadChecksEveryReply(t *testing.T) {
 	}
 }
 
+// A reply that comes after its query timed out counts as late
+// (Unexpected), not lost, even when that query was the run's last.
+func TestLoadCountsALateLastReply(t *testing.T) {
+	forms := testForms(1)
+	var asked atomic.Int64
+	addr := server(t, func(q []byte) [][]byte {
+		if asked.Add(1) == 10 {
+			time.Sleep(150 * time.Millisecond)
+		}
+		return [][]byte{answer(q, 0, 0)}
+	})
+	res, err := Run(context.Background(), Config{Server: addr, Forms: forms,
+		Expect: []Expect{{Reply: answer(forms[0].Query(0), 0, 0)}}, Count: 10, Timeout: 100 * time.Millisecond,
+		Window: 1, Popularity: popularity.Uniform, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Replies != 9 || res.Timeouts != 1 || res.Unexpected != 1 {
+		t.Errorf("%d replies, %d timeouts, %d late; want 9, 1 and 1", res.Replies, res.Timeouts, res.Unexpected)
+	}
+}
+
 // A change: the server answers old data, then new; a reply with the old
 // data after the change's completion + StaleAfter is stale.
 func TestLoadAcrossAChange(t *testing.T) {
