@@ -162,7 +162,7 @@ func checkCapabilities(t *testing.T, c corev1.Container, want []corev1.Capabilit
 	switch {
 	case sc == nil || sc.Capabilities == nil:
 		t.Fatalf("%s: no capabilities set", c.Name)
-	case sc.Privileged == nil || *sc.Privileged:
+	case sc.Privileged != nil && *sc.Privileged:
 		t.Errorf("%s: privileged", c.Name)
 	case sc.RunAsUser == nil || *sc.RunAsUser != 0:
 		t.Errorf("%s: not uid 0", c.Name)
@@ -385,7 +385,9 @@ func TestDNSAgent(t *testing.T) {
 	if !slices.Equal(c.Command, []string{"santa-offload", "dns", "-config", "/etc/santa/offload.json"}) {
 		t.Errorf("command %q", c.Command)
 	}
-	hostMount(t, spec, c, filepath.Dir(cfg.Socket))
+	if m := hostMount(t, spec, c, filepath.Dir(cfg.Socket)); !m.ReadOnly {
+		t.Error("the agent may write in santad's directory")
+	}
 	if cg := hostMount(t, spec, c, "/sys/fs/cgroup/"+cfg.Cgroup); cg.MountPath != "/sys/fs/cgroup" {
 		t.Errorf("the server's cgroup is on %s", cg.MountPath)
 	}
@@ -444,5 +446,47 @@ func TestPlainManifests(t *testing.T) {
 	}
 	if len(objs) != 4 {
 		t.Errorf("%d objects, want Namespace, ServiceAccount, ConfigMap, DaemonSet", len(objs))
+	}
+}
+
+// TestExamples: every example decodes strictly; the DNS sidecar reaches
+// the socket of the chart's default santad, read-only, and sees only its
+// own pod's processes.
+func TestExamples(t *testing.T) {
+	files, err := filepath.Glob("examples/*.yaml")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no examples: %v", err)
+	}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := Decode(string(b)); err != nil {
+			t.Errorf("%s: %v", f, err)
+		}
+	}
+
+	b, err := os.ReadFile("examples/dns-sidecar.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := Decode(string(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := objs[0].(*appsv1.Deployment).Spec.Template.Spec
+	if !spec.HostNetwork || spec.ShareProcessNamespace == nil || !*spec.ShareProcessNamespace || spec.HostPID {
+		t.Errorf("hostNetwork %v, shareProcessNamespace %v, hostPID %v: the sidecar must work in the node's network namespace on its pod's processes",
+			spec.HostNetwork, spec.ShareProcessNamespace, spec.HostPID)
+	}
+	c := container(t, spec, "santa-offload")
+	checkCapabilities(t, c, []corev1.Capability{"SYS_PTRACE", "DAC_READ_SEARCH"})
+	socket := c.Command[slices.Index(c.Command, "-socket")+1]
+	if want := daemon.DefaultConfig().Socket; socket != want {
+		t.Errorf("the sidecar's socket %s is not the chart's %s", socket, want)
+	}
+	if m := hostMount(t, spec, c, filepath.Dir(socket)); !m.ReadOnly {
+		t.Error("the sidecar may write in santad's directory")
 	}
 }
