@@ -346,7 +346,7 @@ func TestDNSAgent(t *testing.T) {
 		"kind":         "dns",
 		"nodeSelector": map[string]any{"dns.example.com/knot": "true"},
 		"config": map[string]any{
-			"cgroup":          "kubepods.slice/kubepods-pod1234.slice",
+			"cgroup":          "kubepods.slice",
 			"port":            5353,
 			"uniform_answers": true,
 			"max_rules":       500,
@@ -365,7 +365,7 @@ func TestDNSAgent(t *testing.T) {
 	if err := cfg.Validate(); err != nil {
 		t.Fatalf("the agent refuses its configuration: %v", err)
 	}
-	if cfg.Cgroup != "kubepods.slice/kubepods-pod1234.slice" || cfg.Port != 5353 || cfg.MaxRules != 500 {
+	if cfg.Cgroup != "kubepods.slice" || cfg.Port != 5353 || cfg.MaxRules != 500 {
 		t.Errorf("agent configuration %+v is not the values'", cfg)
 	}
 	if santad := r.santadConfig(); cfg.Socket != santad.Socket {
