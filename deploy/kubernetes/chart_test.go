@@ -151,8 +151,10 @@ func sha256Hex(s string) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// santadCaps are the capabilities of deploy/santad.service's bounding set.
-var santadCaps = []corev1.Capability{"BPF", "PERFMON", "NET_ADMIN", "SYS_ADMIN", "SYS_RESOURCE", "CHOWN", "FOWNER", "SYS_PTRACE", "DAC_READ_SEARCH"}
+// santadCaps are the capabilities of deploy/santad.service's bounding
+// set, and SYSLOG for /proc/kallsyms (TestSantadWithTheChartsCapabilities
+// shows they suffice).
+var santadCaps = []corev1.Capability{"BPF", "PERFMON", "NET_ADMIN", "SYS_ADMIN", "SYS_RESOURCE", "CHOWN", "FOWNER", "SYS_PTRACE", "DAC_READ_SEARCH", "SYSLOG"}
 
 // checkCapabilities checks that c runs as root, unprivileged, with every
 // capability dropped but want.
