@@ -1,6 +1,7 @@
 package kubernetes
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"net"
@@ -8,11 +9,14 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/santa-offload/santa/client"
 	"github.com/santa-offload/santa/internal/santadtest"
@@ -31,34 +35,12 @@ const repo = "../.."
 // pins with the TCP handover. Needs root and the BPF objects of make
 // build; CI's make test builds them first.
 func TestSantadWithTheChartsCapabilities(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("santad needs root")
-	}
-	if _, err := os.Stat(filepath.Join(repo, "internal/datapath/santa_bpfel.o")); err != nil {
-		t.Skip("no BPF objects: run make build first")
-	}
-	santadtest.SweepStale()
-
-	r := render(t, nil)
-	c := container(t, find[*appsv1.DaemonSet](r, "r1-santad").Spec.Template.Spec, "santad")
-	bounding := "-all"
-	for _, capability := range c.SecurityContext.Capabilities.Add {
-		bounding += ",+" + strings.ToLower(string(capability))
-	}
+	needSantad(t)
 
 	dir := t.TempDir()
-	build := exec.Command(santadtest.GoBin(), "build", "-o", dir+"/", "./cmd/santad")
-	build.Dir = repo
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building santad: %v\n%s", err, out)
-	}
-	// nsenter (santadtest) runs the wrapper, which runs santad with only
-	// the chart's capabilities.
-	wrapper := filepath.Join(dir, "santad-caps")
-	script := "#!/bin/sh\nexec setpriv --bounding-set " + bounding + " -- " + filepath.Join(dir, "santad") + ` "$@"` + "\n"
-	if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	r := render(t, nil)
+	c := container(t, find[*appsv1.DaemonSet](r, "r1-santad").Spec.Template.Spec, "santad")
+	wrapper := withCapabilities(t, c, build(t, dir, "santad"))
 
 	ns, err := santadtest.NewNetns(santadtest.NetnsName("kcaps"))
 	if err != nil {
@@ -70,9 +52,7 @@ func TestSantadWithTheChartsCapabilities(t *testing.T) {
 	if err := sd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	if status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", sd.PID())); err != nil || !regexp.MustCompile(`CapEff:\s+0*[1-9a-f]`).Match(status) {
-		t.Fatalf("santad's capabilities: %v\n%s", err, status)
-	}
+	checkRestricted(t, sd.PID())
 
 	// A UDP server, its rule, and the kernel's answer.
 	var server *net.UDPConn
@@ -158,5 +138,143 @@ func TestSantadWithTheChartsCapabilities(t *testing.T) {
 	}
 	if err := sd.Stop(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// needSantad skips a test that runs santad where it cannot run.
+func needSantad(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("santad needs root")
+	}
+	if _, err := os.Stat(filepath.Join(repo, "internal/datapath/santa_bpfel.o")); err != nil {
+		t.Skip("no BPF objects: run make build first")
+	}
+	santadtest.SweepStale()
+}
+
+// build builds the main module's command cmd/NAME into dir.
+func build(t *testing.T, dir, name string) string {
+	t.Helper()
+	cmd := exec.Command(santadtest.GoBin(), "build", "-o", dir+"/", "./cmd/"+name)
+	cmd.Dir = repo
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("building %s: %v\n%s", name, err, out)
+	}
+	return filepath.Join(dir, name)
+}
+
+// withCapabilities writes a script beside bin that runs it, as root, with
+// container c's capabilities and no others (setpriv --bounding-set), and
+// without privilege escalation if c forbids it: as the container runs it.
+func withCapabilities(t *testing.T, c corev1.Container, bin string) string {
+	t.Helper()
+	sc := c.SecurityContext
+	if sc == nil || sc.Capabilities == nil || !slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) {
+		t.Fatalf("%s does not drop every capability", c.Name)
+	}
+	bounding := "-all"
+	for _, capability := range sc.Capabilities.Add {
+		bounding += ",+" + strings.ToLower(string(capability))
+	}
+	flags := "--bounding-set " + bounding
+	if sc.AllowPrivilegeEscalation != nil && !*sc.AllowPrivilegeEscalation {
+		flags += " --no-new-privs"
+	}
+	wrapper := bin + "-caps"
+	script := "#!/bin/sh\nexec setpriv " + flags + " -- " + bin + ` "$@"` + "\n"
+	if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return wrapper
+}
+
+// checkRestricted checks that process pid runs with a restricted bounding
+// set: without CAP_DAC_OVERRIDE (bit 1), which root has and no container
+// of the chart does.
+func checkRestricted(t *testing.T, pid int) {
+	t.Helper()
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`CapBnd:\s+([0-9a-f]+)`).FindSubmatch(status)
+	if m == nil {
+		t.Fatalf("no CapBnd in\n%s", status)
+	}
+	bnd, err := strconv.ParseUint(string(m[1]), 16, 64)
+	if err != nil || bnd&(1<<1) != 0 {
+		t.Fatalf("bounding set %s: not restricted (%v)", m[1], err)
+	}
+}
+
+// TestOffloadAgentWithTheChartsCapabilities runs santa-offload dns as the
+// chart's node agent container would, with only its capabilities and no
+// privilege escalation, next to a server of another uid (nobody): it must
+// find the server's socket by the port and attach it (another user's
+// /proc/PID/fd, pidfd_getfd).
+func TestOffloadAgentWithTheChartsCapabilities(t *testing.T) {
+	needSantad(t)
+	dir := t.TempDir()
+	r := render(t, map[string]any{"offloadAgents": []any{map[string]any{"name": "dns", "kind": "dns"}}})
+	c := container(t, find[*appsv1.DaemonSet](r, "r1-offload-dns").Spec.Template.Spec, "santa-offload")
+	agentBin := withCapabilities(t, c, build(t, dir, "santa-offload"))
+
+	ns, err := santadtest.NewNetns(santadtest.NetnsName("kagent"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ns.Delete() })
+	sd := santadtest.New(build(t, dir, "santad"), ns, filepath.Join(dir, "run"), santadtest.PinPath("kagent"))
+	t.Cleanup(func() { sd.Close() })
+	if err := sd.Start(); err != nil {
+		t.Fatal(err)
+	}
+
+	// The server: a UDP socket of nobody's, bound to the port.
+	const port = "5353"
+	server := ns.Command(context.Background(), "setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--",
+		"/usr/bin/python3", "-c", "import socket, time\ns = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"+
+			"s.bind(('127.0.0.1', "+port+"))\nprint('bound', flush=True)\ntime.sleep(60)\n")
+	out, err := server.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := server.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { server.Process.Kill(); server.Wait() })
+	if line, err := bufio.NewReader(out).ReadString('\n'); err != nil || line != "bound\n" {
+		t.Fatalf("the server did not bind: %q %v", line, err)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var log strings.Builder
+	agent := ns.Command(ctx, agentBin, "dns", "-port", port, "-uniform-answers", "-socket", sd.Socket)
+	agent.Stdout, agent.Stderr = &log, &log
+	if err := agent.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer agent.Wait()
+	defer cancel()
+
+	cl, err := client.Dial(sd.Socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		services, err := cl.Services()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(services) == 1 && services[0].Manager == "santa-offload dns" && fmt.Sprint(services[0].Port) == port {
+			checkRestricted(t, agent.Process.Pid) // nsenter and setpriv exec'd it by now
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the agent attached %+v within 10 s, not the server's socket; its log:\n%s", services, log.String())
+		}
 	}
 }
