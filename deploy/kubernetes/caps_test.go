@@ -42,16 +42,7 @@ func TestSantadWithTheChartsCapabilities(t *testing.T) {
 	c := container(t, find[*appsv1.DaemonSet](r, "r1-santad").Spec.Template.Spec, "santad")
 	wrapper := withCapabilities(t, c, build(t, dir, "santad"))
 
-	ns, err := santadtest.NewNetns(santadtest.NetnsName("kcaps"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ns.Delete() })
-	sd := santadtest.New(wrapper, ns, filepath.Join(dir, "run"), santadtest.PinPath("kcaps"), "-socket-group", "65534")
-	t.Cleanup(func() { sd.Close() })
-	if err := sd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	ns, sd := startSantad(t, "kcaps", wrapper, filepath.Join(dir, "run"), "-socket-group", "65534")
 	checkRestricted(t, sd.PID())
 
 	// A UDP server, its rule, and the kernel's answer.
@@ -153,6 +144,24 @@ func needSantad(t *testing.T) {
 	santadtest.SweepStale()
 }
 
+// startSantad starts bin as santad in a network namespace of its own,
+// with its socket and journal in dir and its pins named after suffix;
+// args are more flags. Both go when the test ends.
+func startSantad(t *testing.T, suffix, bin, dir string, args ...string) (*santadtest.Netns, *santadtest.Santad) {
+	t.Helper()
+	ns, err := santadtest.NewNetns(santadtest.NetnsName(suffix))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ns.Delete() })
+	sd := santadtest.New(bin, ns, dir, santadtest.PinPath(suffix), args...)
+	t.Cleanup(func() { sd.Close() })
+	if err := sd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return ns, sd
+}
+
 // build builds the main module's command cmd/NAME into dir.
 func build(t *testing.T, dir, name string) string {
 	t.Helper()
@@ -220,16 +229,7 @@ func TestOffloadAgentWithTheChartsCapabilities(t *testing.T) {
 	c := container(t, find[*appsv1.DaemonSet](r, "r1-offload-dns").Spec.Template.Spec, "santa-offload")
 	agentBin := withCapabilities(t, c, build(t, dir, "santa-offload"))
 
-	ns, err := santadtest.NewNetns(santadtest.NetnsName("kagent"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ns.Delete() })
-	sd := santadtest.New(build(t, dir, "santad"), ns, filepath.Join(dir, "run"), santadtest.PinPath("kagent"))
-	t.Cleanup(func() { sd.Close() })
-	if err := sd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	ns, sd := startSantad(t, "kagent", build(t, dir, "santad"), filepath.Join(dir, "run"))
 
 	// The server: a UDP socket of nobody's, bound to the port.
 	const port = "5353"
