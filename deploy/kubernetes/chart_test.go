@@ -275,6 +275,11 @@ func checkSantad(t *testing.T, r rendered, mountBPFFS bool) {
 			t.Errorf("%s probe %+v, want exec %q", name, p, status)
 		}
 	}
+	// A request waits behind a large batch: liveness must not kill santad
+	// for a few slow answers.
+	if lp := c.LivenessProbe; lp != nil && lp.PeriodSeconds*lp.FailureThreshold < 60 {
+		t.Errorf("liveness gives santad %d s", lp.PeriodSeconds*lp.FailureThreshold)
+	}
 }
 
 func TestDefaults(t *testing.T) {
