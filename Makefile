@@ -32,7 +32,7 @@ GEN := $(DATAPLANE_GEN) $(XDPPASS_GEN) $(DROPONCE_GEN) $(INDEXHOME_GEN) $(MCPARS
 # Runs the //go:generate lines of the target's package.
 BPF2GO = $(GO) generate ./$(@D)/
 
-.PHONY: setup test-deps bench-deps build test fuzz bench report demo clean toolchain binaries man install uninstall deb
+.PHONY: setup test-deps bench-deps build test test-kubernetes fuzz bench report demo clean toolchain binaries man install uninstall deb
 
 # Installs those of the Debian packages $(1) that are missing.
 install-missing = @missing=$$(for p in $(1); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
@@ -81,7 +81,14 @@ test: build test-deps
 	python3 -m unittest discover -s sdk/python/tests -t sdk/python
 	/usr/bin/python3 -m unittest discover -s bench/report
 	$(MAKE) -C sdk/c test
+	$(MAKE) test-kubernetes
 	$(MAKE) fuzz
+
+# The Helm chart and plain manifests of deploy/kubernetes, rendered and
+# decoded offline: a module of its own, so that the main one does not
+# depend on Helm and Kubernetes (its modules come from the Go proxy).
+test-kubernetes:
+	cd deploy/kubernetes && $(GO) vet ./... && $(GO) test -count=1 ./...
 
 # A short run of every fuzz target (each func FuzzX of a _test.go file);
 # a longer one is FUZZTIME=10m. A failing input lands in the package's
