@@ -14,6 +14,7 @@ import (
 
 	"github.com/santa-offload/santa/internal/daemon"
 	"github.com/santa-offload/santa/internal/offload/agent"
+	"github.com/santa-offload/santa/internal/offload/mcagent"
 )
 
 // rendered is the chart rendered for a release, decoded.
@@ -397,6 +398,34 @@ func TestDNSAgent(t *testing.T) {
 	}
 	if cg := hostMount(t, spec, c, "/sys/fs/cgroup/"+cfg.Cgroup); cg.MountPath != "/sys/fs/cgroup" {
 		t.Errorf("the server's cgroup is on %s", cg.MountPath)
+	}
+}
+
+// TestMemcachedAgent renders a santa-offload memcached node agent: its
+// configuration passes the memcached agent's own loader and Validate, and
+// it reaches santad's socket.
+func TestMemcachedAgent(t *testing.T) {
+	r := render(t, map[string]any{"offloadAgents": []any{map[string]any{
+		"name":   "cache",
+		"kind":   "memcached",
+		"config": map[string]any{"cgroup": "kubepods.slice", "port": 11211, "max_rules": 1000},
+	}}})
+	cfg, err := mcagent.LoadConfig(configFile(t, find[*corev1.ConfigMap](r, "r1-offload-cache"), "offload.json"))
+	if err != nil {
+		t.Fatalf("the agent's loader refuses its ConfigMap: %v", err)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatalf("the agent refuses its configuration: %v", err)
+	}
+	if cfg.Cgroup != "kubepods.slice" || cfg.Port != 11211 || cfg.MaxRules != 1000 {
+		t.Errorf("agent configuration %+v is not the values'", cfg)
+	}
+	if santad := r.santadConfig(); cfg.Socket != santad.Socket {
+		t.Errorf("the agent's socket %s is not santad's %s", cfg.Socket, santad.Socket)
+	}
+	c := container(t, find[*appsv1.DaemonSet](r, "r1-offload-cache").Spec.Template.Spec, "santa-offload")
+	if !slices.Equal(c.Command, []string{"santa-offload", "memcached", "-config", "/etc/santa/offload.json"}) {
+		t.Errorf("command %q", c.Command)
 	}
 }
 
