@@ -154,9 +154,11 @@ func TestMemcachedUDPReadsKeepRules(t *testing.T) {
 }
 
 // flush_all, a base64 key, lost sync and a datagram that stops inside a
-// command kill every rule of the domain; a rule built afterwards answers.
+// command kill every rule of the domain; a rule built once nothing is in
+// flight answers (a write of unknown keys over UDP is held domain-wide to
+// its deadline, a delayed flush_all for its delay after).
 func TestMemcachedUDPDomainWrites(t *testing.T) {
-	for _, w := range []string{"flush_all\r\n", "flush_all 10 noreply\r\n", "ms aw== 1 b\r\nB\r\n",
+	for _, w := range []string{"flush_all\r\n", "flush_all 1 noreply\r\n", "ms aw== 1 b\r\nB\r\n",
 		"bogus k\r\n", "set k 0 0 5\r\nAB", "\x80\x01\x00\x01"} {
 		t.Run(fmt.Sprintf("%q", w), func(t *testing.T) {
 			m := newMcUDP(t)
@@ -165,9 +167,21 @@ func TestMemcachedUDPDomainWrites(t *testing.T) {
 			m.send(t, mcFrame(1, w))
 			m.expectGet(t, "k", "")
 			m.expectGet(t, "other", "")
+			m.settled(t, 5*time.Second)
 			m.guarded(t, "again", "G", time.Time{})
 			m.expectGet(t, "again", "G")
 		})
+	}
+}
+
+// settled waits until nothing of the domain is in flight or held.
+func (m *mcUDP) settled(t *testing.T, within time.Duration) {
+	t.Helper()
+	if !eventually(within, 10*time.Millisecond, func() bool {
+		g, err := m.d.Generation(m.svc, []byte("any"))
+		return err == nil && !g.InFlight
+	}) {
+		t.Fatalf("the domain is still held after %v", within)
 	}
 }
 
