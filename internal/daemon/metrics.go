@@ -130,6 +130,10 @@ var memcachedFamilies = []struct {
 	{"santa_memcached_released_total", "Writes in flight when their connection ended.", func(s model.MemcachedStats) uint64 { return s.Released }},
 	{"santa_memcached_overflow_total", "One-key writes beyond a connection's ring, held domain-wide.", func(s model.MemcachedStats) uint64 { return s.Overflow }},
 	{"santa_memcached_lost_total", "Streams (connections, datagrams) whose parsing lost sync.", func(s model.MemcachedStats) uint64 { return s.Lost }},
+	{"santa_memcached_udp_held_total", "UDP writes held one by one until their reply or their deadline.", func(s model.MemcachedStats) uint64 { return s.UDPHeld }},
+	{"santa_memcached_udp_timed_out_total", "UDP writes released at their deadline, no reply of theirs seen.", func(s model.MemcachedStats) uint64 { return s.UDPTimedOut }},
+	{"santa_memcached_udp_domain_total", "UDP writes that held their whole domain: table full, request id in flight.", func(s model.MemcachedStats) uint64 { return s.UDPDomain }},
+	{"santa_memcached_delayed_flush_total", "flush_all with a delay, their domain held until memcached flushed.", func(s model.MemcachedStats) uint64 { return s.DelayedFlush }},
 }
 
 // writeMemcachedMetrics writes the counters of each domain, by the id of

@@ -135,10 +135,10 @@ func TestMemcachedUDPWriteHeldUntilReply(t *testing.T) {
 				to    *mcUDPClient
 				frame []byte
 			}{
-				{cl, mcReplyFrame(8, 0, 1, c.reply)},                      // another request id
-				{other, mcReplyFrame(7, 0, 1, c.reply)},                   // another client
-				{cl, mcReplyFrame(7, 1, 2, c.reply)},                      // not a reply's first frame
-				{cl, mcReplyFrame(7, 0, 1, "END\r\n")},                    // a read's
+				{cl, mcReplyFrame(8, 0, 1, c.reply)},                       // another request id
+				{other, mcReplyFrame(7, 0, 1, c.reply)},                    // another client
+				{cl, mcReplyFrame(7, 1, 2, c.reply)},                       // not a reply's first frame
+				{cl, mcReplyFrame(7, 0, 1, "END\r\n")},                     // a read's
 				{cl, mcReplyFrame(7, 0, 1, "VALUE k 0 1\r\nB\r\nEND\r\n")}, // a read's
 				{cl, mcReplyFrame(7, 0, 1, "SERVER_ERROR out of memory\r\n")},
 				{cl, []byte{0, 7, 0, 0, 0, 1, 0}}, // shorter than a frame header
