@@ -12,9 +12,12 @@
  * touch) is released by a reply whose first line is STORED, NOT_STORED,
  * EXISTS, NOT_FOUND, DELETED, TOUCHED or a number. Every other write
  * (noreply, meta, flush_all, gat, several commands in a datagram, an
- * error reply) is released SANTA_MC_UDP_HOLD_MS after its arrival, by a
- * timer, with a bump. That bound assumes memcached reads and does a
- * datagram within it of its arrival (or never: a dropped datagram).
+ * error reply) is released SANTA_MC_UDP_HOLD_MS after its arrival, with a
+ * bump, by a sweep every SANTA_MC_UDP_SWEEP_MS (one timer for the table,
+ * armed while it holds writes: a timer per write would allocate at each
+ * write, and kmalloc_nolock fails now and then under a burst). That bound
+ * assumes memcached reads and does a datagram within it of its arrival
+ * (or never: a dropped datagram).
  *
  * What cannot be held one by one holds the whole domain for as long: a
  * full table, a request id of the client already in flight (a reply
@@ -30,8 +33,12 @@
 #define SANTA_MC_UDP_DONE 3  /* released: whoever set this released it */
 
 #define SANTA_MS 1000000ULL
+#define SANTA_MC_UDP_SWEEP_MS 100
 #ifndef CLOCK_MONOTONIC
 #define CLOCK_MONOTONIC 1
+#endif
+#ifndef EBUSY
+#define EBUSY 16
 #endif
 
 /* A UDP write in flight, by its client and request id. */
@@ -43,7 +50,7 @@ struct santa_mc_udp_key {
 };
 
 struct santa_mc_udp_write {
-	struct bpf_timer timer; /* SANTA_MC_UDP_HOLD_MS from its arrival */
+	__u64 deadline; /* bpf_ktime_get_ns: SANTA_MC_UDP_HOLD_MS after its arrival */
 	__u32 domain;
 	__u32 slot;  /* SANTA_MC_NO_SLOT: domain-wide (several keys, unknown ones) */
 	__u32 state; /* SANTA_MC_UDP_* */
@@ -56,6 +63,21 @@ struct {
 	__type(key, struct santa_mc_udp_key);
 	__type(value, struct santa_mc_udp_write);
 } mc_udp_writes SEC(".maps");
+
+/* The sweep's timer, initialized once and never freed; armed (1) while it
+ * may have writes to release. */
+struct santa_mc_udp_sweeper {
+	struct bpf_timer timer;
+	__u32 armed;
+	__u32 pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct santa_mc_udp_sweeper);
+} mc_udp_sweeper SEC(".maps");
 
 /* A write in flight, slot's or (SANTA_MC_NO_SLOT) the domain's. */
 static __always_inline void santa_mc_udp_start(__u32 domain, __u32 slot)
@@ -91,13 +113,60 @@ static __always_inline int santa_mc_udp_take(struct santa_mc_udp_write *w, __u32
 	return __sync_val_compare_and_swap(&w->state, from, SANTA_MC_UDP_DONE) == from;
 }
 
-static int santa_mc_udp_timeout(void *map, struct santa_mc_udp_key *key, struct santa_mc_udp_write *w)
+struct santa_mc_sweep {
+	__u64 now;
+	__u32 left; /* 1: writes still held after the sweep */
+};
+
+/* One write of the sweep: released, with a bump, if past its deadline. */
+static long santa_mc_udp_expire(void *map, struct santa_mc_udp_key *key, struct santa_mc_udp_write *w,
+				struct santa_mc_sweep *sw)
 {
+	if (w->deadline > sw->now) {
+		sw->left = 1;
+		return 0;
+	}
 	if (santa_mc_udp_take(w, SANTA_MC_UDP_LIVE) || santa_mc_udp_take(w, SANTA_MC_UDP_TIMED)) {
 		santa_mc_udp_end(w->domain, w->slot, w->delay);
 		santa_mc_count(w->domain, SANTA_MC_UDP_TIMED_OUT);
 	}
 	bpf_map_delete_elem(map, key);
+	return 0;
+}
+
+static int santa_mc_udp_sweep(void *map, __u32 *key, struct santa_mc_udp_sweeper *sweeper);
+
+/* The sweep runs within SANTA_MC_UDP_SWEEP_MS: 0, or -1 if it cannot be
+ * armed. The timer is made at the first arming and stays. */
+static __always_inline int santa_mc_udp_arm(void)
+{
+	struct santa_mc_udp_sweeper *sw;
+	__u32 zero = 0;
+	long err;
+
+	sw = bpf_map_lookup_elem(&mc_udp_sweeper, &zero);
+	if (!sw)
+		return -1;
+	if (__sync_val_compare_and_swap(&sw->armed, 0, 1) != 0)
+		return 0;
+	err = bpf_timer_init(&sw->timer, &mc_udp_sweeper, CLOCK_MONOTONIC);
+	if ((!err || err == -EBUSY) && !bpf_timer_set_callback(&sw->timer, santa_mc_udp_sweep) &&
+	    !bpf_timer_start(&sw->timer, SANTA_MC_UDP_SWEEP_MS * SANTA_MS, 0))
+		return 0;
+	__sync_lock_test_and_set(&sw->armed, 0);
+	return -1;
+}
+
+/* The sweep: disarmed first, so that a write held meanwhile either is
+ * seen by it or arms it again. */
+static int santa_mc_udp_sweep(void *map, __u32 *key, struct santa_mc_udp_sweeper *sweeper)
+{
+	struct santa_mc_sweep sw = { .now = bpf_ktime_get_ns() };
+
+	__sync_lock_test_and_set(&sweeper->armed, 0);
+	bpf_for_each_map_elem(&mc_udp_writes, santa_mc_udp_expire, &sw, 0);
+	if (sw.left)
+		santa_mc_udp_arm();
 	return 0;
 }
 
@@ -139,6 +208,7 @@ __noinline int santa_mc_udp_hold(const struct santa_mc_user *u, const struct san
 
 	if (!u || !pkt)
 		return 0;
+	w.deadline = bpf_ktime_get_ns() + SANTA_MC_UDP_HOLD_MS * SANTA_MS;
 	w.domain = u->domain;
 	w.slot = u->writes == 1 ? u->slot : SANTA_MC_NO_SLOT;
 	w.state = santa_mc_udp_by_reply(u) ? SANTA_MC_UDP_LIVE : SANTA_MC_UDP_TIMED;
@@ -150,18 +220,14 @@ __noinline int santa_mc_udp_hold(const struct santa_mc_user *u, const struct san
 
 	santa_mc_udp_start(w.domain, w.slot);
 	if (!bpf_map_update_elem(&mc_udp_writes, &k, &w, BPF_NOEXIST)) {
-		got = bpf_map_lookup_elem(&mc_udp_writes, &k);
-		if (!got)
-			return 0; /* released already: nothing of ours is left */
-		if (!bpf_timer_init(&got->timer, &mc_udp_writes, CLOCK_MONOTONIC) &&
-		    !bpf_timer_set_callback(&got->timer, santa_mc_udp_timeout) &&
-		    !bpf_timer_start(&got->timer, SANTA_MC_UDP_HOLD_MS * SANTA_MS, 0)) {
+		if (!santa_mc_udp_arm()) {
 			santa_mc_count(w.domain, SANTA_MC_UDP_HELD);
 			return 0;
 		}
-		/* No timer: not held one by one after all. */
-		if (!santa_mc_udp_take(got, w.state))
-			return 0;
+		/* No sweep would release it: not held one by one after all. */
+		got = bpf_map_lookup_elem(&mc_udp_writes, &k);
+		if (!got || !santa_mc_udp_take(got, w.state))
+			return 0; /* released already, by its reply */
 		bpf_map_delete_elem(&mc_udp_writes, &k);
 	}
 	/* The table is full, or the client has a write with this request id
@@ -169,8 +235,7 @@ __noinline int santa_mc_udp_hold(const struct santa_mc_user *u, const struct san
 	 * then bumped (santa_mc_settle). */
 	dom = santa_mc_domain_of(w.domain);
 	if (dom)
-		santa_mc_hold(dom, bpf_ktime_get_ns() + SANTA_MC_UDP_HOLD_MS * SANTA_MS +
-					   (w.delay > 0 ? w.delay * 1000 * SANTA_MS + SANTA_MC_CLOCK_SLACK_MS * SANTA_MS : 0));
+		santa_mc_hold(dom, w.deadline + (w.delay > 0 ? w.delay * 1000 * SANTA_MS + SANTA_MC_CLOCK_SLACK_MS * SANTA_MS : 0));
 	santa_mc_udp_end(w.domain, w.slot, 0);
 	santa_mc_count(w.domain, SANTA_MC_UDP_DOMAIN);
 	return 0;

@@ -50,7 +50,11 @@ func newMcTCP(t testing.TB) *mcTCP {
 
 // startMcTCP starts memcached in a new network namespace, which the test's
 // thread stays in, and registers its sockets as plain services.
-func startMcTCP(t testing.TB) *mcTCP {
+func startMcTCP(t testing.TB) *mcTCP { return startMcTCPIn(t, "") }
+
+// startMcTCPIn is startMcTCP with memcached in the cgroup v2 directory
+// cgroup, the data plane's hooks attached there ("": the host's).
+func startMcTCPIn(t testing.TB, cgroup string) *mcTCP {
 	t.Helper()
 	if _, err := osexec.LookPath("memcached"); err != nil {
 		t.Fatal("memcached is not installed (make test-deps)")
@@ -61,11 +65,18 @@ func startMcTCP(t testing.TB) *mcTCP {
 		t.Fatal(err)
 	}
 	const port = 11311
-	m := &mcTCP{mcUDP: &mcUDP{d: openTest(t)}, addr: "127.0.0.1:" + strconv.Itoa(port)}
+	opts := Options{MaxRules: 1 << 14, MaxServices: 256, CgroupPath: cgroup}
+	m := &mcTCP{mcUDP: &mcUDP{d: openTestWith(t, opts)}, addr: "127.0.0.1:" + strconv.Itoa(port)}
 	// One worker thread: memcached answers a connection's commands in
 	// order anyway; two threads make no difference to what is tested.
-	cmd := osexec.Command("memcached", "-U", strconv.Itoa(port), "-p", strconv.Itoa(port), "-l", "127.0.0.1",
-		"-m", "16", "-c", "64", "-t", "2", "-u", "root")
+	args := []string{"memcached", "-U", strconv.Itoa(port), "-p", strconv.Itoa(port), "-l", "127.0.0.1",
+		"-m", "16", "-c", "64", "-t", "2", "-u", "root"}
+	if cgroup != "" {
+		// In the cgroup before its sockets are made: a socket belongs to
+		// the cgroup it was made in.
+		args = append([]string{"sh", "-c", `echo $$ > "$0"/cgroup.procs && exec "$@"`, cgroup}, args...)
+	}
+	cmd := osexec.Command(args[0], args[1:]...)
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -103,7 +103,7 @@ func (m *mcUDP) expectGet(t *testing.T, key, value string) {
 	}
 }
 
-func (m *mcUDP) stats(t *testing.T) model.MemcachedStats {
+func (m *mcUDP) stats(t testing.TB) model.MemcachedStats {
 	t.Helper()
 	s, err := m.d.MemcachedStats(m.svc)
 	if err != nil {
@@ -353,7 +353,11 @@ func BenchmarkMemcachedUDP(b *testing.B) {
 		{"get_answered/plain", plainConn, get, xdpTX}, {"get_answered/memcached_guarded", mc.c, get, xdpTX},
 	} {
 		b.Run(c.name, func(b *testing.B) {
-			frame := request(local(c.to), c.payload).Bytes()
+			req := request(local(c.to), c.payload)
+			frame := req.Bytes()
+			// Each set is held as the first write of its request id: its
+			// entry goes between runs, outside the time measured.
+			held := mc.udpKey(req.Src, 1)
 			ns := make([]int64, 0, b.N)
 			for range b.N {
 				ret, d, err := mc.d.XDPProgram().Benchmark(frame, 1, nil)
@@ -361,9 +365,10 @@ func BenchmarkMemcachedUDP(b *testing.B) {
 					b.Fatal(err)
 				}
 				if ret != c.verdict {
-					b.Fatalf("verdict %d, want %d", ret, c.verdict)
+					b.Fatalf("verdict %d, want %d; %+v %+v", ret, c.verdict, mc.stats(b), mc.domainState(b))
 				}
 				ns = append(ns, d.Nanoseconds())
+				mc.d.objs.McUdpWrites.Delete(held)
 			}
 			slices.Sort(ns)
 			med := ns[len(ns)/2]

@@ -60,11 +60,11 @@ func mcReplyFrame(id, seq, total uint16, payload string) []byte {
 }
 
 // udpKey is the key of the client's write with request id.
-func (m *mcUDP) udpKey(from *mcUDPClient, id uint16) santaSantaMcUdpKey {
+func (m *mcUDP) udpKey(from netip.AddrPort, id uint16) santaSantaMcUdpKey {
 	k := santaSantaMcUdpKey{Domain: uint32(m.svc), Id: binary.NativeEndian.Uint16([]byte{byte(id >> 8), byte(id)})}
-	port := from.addr.Port()
+	port := from.Port()
 	k.Port = binary.NativeEndian.Uint16([]byte{byte(port >> 8), byte(port)})
-	a := from.addr.Addr().As16()
+	a := from.Addr().As16()
 	for i := range k.Addr {
 		k.Addr[i] = binary.NativeEndian.Uint32(a[4*i:])
 	}
@@ -75,7 +75,7 @@ func (m *mcUDP) udpKey(from *mcUDPClient, id uint16) santaSantaMcUdpKey {
 func (m *mcUDP) held(t *testing.T, from *mcUDPClient, id uint16) (santaSantaMcUdpWrite, bool) {
 	t.Helper()
 	var w santaSantaMcUdpWrite
-	err := m.d.objs.McUdpWrites.Lookup(m.udpKey(from, id), &w)
+	err := m.d.objs.McUdpWrites.Lookup(m.udpKey(from.addr, id), &w)
 	return w, err == nil
 }
 
@@ -88,7 +88,7 @@ func (m *mcUDP) slotOf(t *testing.T, key string) santaSantaMcSlot {
 	return s
 }
 
-func (m *mcUDP) domainState(t *testing.T) santaSantaMcDomain {
+func (m *mcUDP) domainState(t testing.TB) santaSantaMcDomain {
 	t.Helper()
 	var d santaSantaMcDomain
 	if err := m.d.objs.McDomains.Lookup(uint32(m.svc), &d); err != nil {
@@ -100,6 +100,7 @@ func (m *mcUDP) domainState(t *testing.T) santaSantaMcDomain {
 const (
 	udpLive  = 1 // SANTA_MC_UDP_LIVE
 	udpTimed = 2 // SANTA_MC_UDP_TIMED
+	udpHold  = time.Duration(santaSantaMcLayoutSANTA_MC_UDP_HOLD_MS) * time.Millisecond
 )
 
 // A text write over UDP is in flight, its key's slot held, until the
@@ -120,8 +121,10 @@ func TestMemcachedUDPWriteHeldUntilReply(t *testing.T) {
 			before := m.slotOf(t, "k")
 			m.write(t, cl, 7, c.write)
 			w, ok := m.held(t, cl, 7)
-			want := santaSantaMcUdpWrite{Domain: uint32(m.svc), Slot: mcSlot([]byte("k"), m.svc), State: udpLive}
-			w.Timer = want.Timer
+			if now := monotonicNow(); w.Deadline < now || w.Deadline > now+uint64(udpHold) {
+				t.Fatalf("held until %d, now %d: want within %v", w.Deadline, now, udpHold)
+			}
+			want := santaSantaMcUdpWrite{Deadline: w.Deadline, Domain: uint32(m.svc), Slot: mcSlot([]byte("k"), m.svc), State: udpLive}
 			if !ok || w != want {
 				t.Fatalf("held %v %+v, want %+v", ok, w, want)
 			}
@@ -171,7 +174,7 @@ func TestMemcachedUDPWriteHeldUntilReply(t *testing.T) {
 // (SANTA_MC_UDP_HOLD_MS), whatever replies leave, then released with a
 // bump.
 func TestMemcachedUDPHeldToDeadline(t *testing.T) {
-	const hold = time.Duration(santaSantaMcLayoutSANTA_MC_UDP_HOLD_MS) * time.Millisecond
+	const hold = udpHold
 	for _, c := range []struct {
 		write  string
 		domain bool // held domain-wide
@@ -281,7 +284,7 @@ func TestMemcachedUDPDuplicateID(t *testing.T) {
 // released (its deadline: OK is also a read's reply) and then for its
 // delay and memcached's clock slack; the domain is bumped then.
 func TestMemcachedUDPDelayedFlush(t *testing.T) {
-	const hold = time.Duration(santaSantaMcLayoutSANTA_MC_UDP_HOLD_MS) * time.Millisecond
+	const hold = udpHold
 	const slack = time.Duration(santaSantaMcLayoutSANTA_MC_CLOCK_SLACK_MS) * time.Millisecond
 	m := newMcUDP(t)
 	cl := newMcUDPClient(t)
