@@ -12,12 +12,10 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/cilium/ebpf"
-	"golang.org/x/sys/unix"
 
 	"github.com/santa-offload/santa/internal/model"
 )
@@ -68,25 +66,7 @@ func (c *mcUDPConn) expect(t testing.TB, id uint16, want string) {
 func TestMemcachedUDPInFlight(t *testing.T) {
 	m := newMcTCP(t)
 	c := m.udpClient(t)
-	if err := m.proc.Signal(syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
-	c.send(t, 9, "set k 0 0 3\r\nnew\r\n")
-	if !eventually(time.Second, time.Millisecond, func() bool { return m.generation(t, "k").InFlight }) {
-		t.Fatal("the set is not in flight")
-	}
-	during := m.generation(t, "k")
-	m.guard(t, "k", "old", during)
-	m.get(t, "k", "")
-	if err := m.proc.Signal(syscall.SIGCONT); err != nil {
-		t.Fatal(err)
-	}
-	c.expect(t, 9, "STORED\r\n")
-	after := m.generation(t, "k")
-	if after.InFlight || after.Gen == during.Gen {
-		t.Fatalf("after STORED: %+v, during %+v", after, during)
-	}
-	m.get(t, "k", "")
+	m.inFlightWindow(t, func() { c.send(t, 9, "set k 0 0 3\r\nnew\r\n") }, func() { c.expect(t, 9, "STORED\r\n") })
 	s, err := m.d.MemcachedStats(m.tcp)
 	if err != nil {
 		t.Fatal(err)
@@ -270,47 +250,20 @@ func BenchmarkMemcachedUDPReplies(b *testing.B) {
 	for _, parsed := range []bool{false, true} {
 		name := map[bool]string{false: "plain", true: "memcached"}[parsed]
 		b.Run(name, func(b *testing.B) {
-			m := startMcTCPIn(b, ownCgroup(b))
-			if parsed {
-				for _, id := range []model.ServiceID{m.tcp, m.svc} {
-					if err := m.d.SetParser(id, model.Parser{Kind: model.ParserMemcached, Domain: m.tcp}); err != nil {
-						b.Fatal(err)
-					}
-				}
-			}
+			m := startMcBench(b, ownCgroup(b), parsed, func(m *mcTCP) []model.ServiceID { return []model.ServiceID{m.tcp, m.svc} })
 			c := m.udpClient(b)
-			stats, err := ebpf.EnableStats(uint32(unix.BPF_STATS_RUN_TIME))
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer stats.Close()
 			progs := map[string]*ebpf.Program{"egress": m.d.objs.SantaMcUdpReply, "xdp": m.d.objs.SantaUdp}
 			for _, phase := range []struct{ name, cmd, reply string }{
 				{"set", "set key:0001 0 0 16\r\n0123456789abcdef\r\n", "STORED\r\n"},
 				{"get", "get key:0001\r\n", "VALUE key:0001 0 16\r\n0123456789abcdef\r\nEND\r\n"},
 			} {
-				before := map[string]*ebpf.ProgramStats{}
-				for n, p := range progs {
-					if before[n], err = p.Stats(); err != nil {
-						b.Fatal(err)
+				label := func(prog string) string { return "memcached_udp_replies/" + phase.name + "/" + prog + "/" + name }
+				printRunTimes(b, progs, label, func() {
+					for i := range b.N {
+						c.send(b, uint16(i), phase.cmd)
+						c.expect(b, uint16(i), phase.reply)
 					}
-				}
-				for i := range b.N {
-					c.send(b, uint16(i), phase.cmd)
-					c.expect(b, uint16(i), phase.reply)
-				}
-				for n, p := range progs {
-					after, err := p.Stats()
-					if err != nil {
-						b.Fatal(err)
-					}
-					runs := after.RunCount - before[n].RunCount
-					if runs == 0 || b.N == 1 {
-						continue
-					}
-					per := float64(after.Runtime-before[n].Runtime) / float64(runs)
-					fmt.Printf("RESULT name=memcached_udp_replies/%s/%s/%s value=%.0f unit=ns/run runs=%d\n", phase.name, n, name, per, runs)
-				}
+				})
 			}
 		})
 	}
