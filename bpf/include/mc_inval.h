@@ -251,12 +251,14 @@ static void mc_event(void *user, const struct mc_event *ev)
 		santa_mc_bump_domain(domain);
 		break;
 	case MC_EV_CMD: {
-		__u32 slot = (ev->flags & MC_CF_ALL) ? SANTA_MC_NO_SLOT : santa_mc_slot_of(ev->hash, domain);
-		__s32 *delay = u->conn ? &u->conn->all_delay : &u->delay;
+		__s32 *delay;
+		__u32 slot;
 
 		u->cmds++;
 		if (!(ev->flags & MC_CF_WRITE))
 			break;
+		slot = (ev->flags & MC_CF_ALL) ? SANTA_MC_NO_SLOT : santa_mc_slot_of(ev->hash, domain);
+		delay = u->conn ? &u->conn->all_delay : &u->delay;
 		santa_mc_count(domain, SANTA_MC_WRITES);
 		if (ev->cmd == MC_CMD_FLUSH_ALL && ev->arg > *delay)
 			*delay = ev->arg;
