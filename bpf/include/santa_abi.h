@@ -443,7 +443,8 @@ enum santa_tcp_path {
  * memcached invalidation (docs/memcached.md, "Invalidation"). A service
  * whose parser is SANTA_PARSER_MEMCACHED has every request it receives
  * parsed (TCP: the verdict, all connections, every state; UDP: XDP, or TC
- * when XDP did not see it), and every reply of its TCP connections (sk_msg).
+ * when XDP did not see it), and every reply of its TCP connections (sk_msg)
+ * and of its UDP socket (cgroup egress, mc_udp.h).
  * A write bumps its key's slot generation when it arrives and again when
  * memcached's reply to it leaves; in between the slot is in flight. A rule
  * with a guard answers only while its slot and its domain have the
