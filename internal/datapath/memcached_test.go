@@ -41,9 +41,12 @@ type mcUDP struct {
 	svc model.ServiceID
 }
 
-func newMcUDP(t testing.TB) *mcUDP {
+func newMcUDP(t testing.TB) *mcUDP { return newMcUDPOn(t, "127.0.0.1:0") }
+
+// newMcUDPOn is newMcUDP with its socket bound to addr.
+func newMcUDPOn(t testing.TB, addr string) *mcUDP {
 	t.Helper()
-	m := &mcUDP{d: openTest(t), c: boundUDP(t, "127.0.0.1:0")}
+	m := &mcUDP{d: openTest(t), c: boundUDP(t, addr)}
 	m.svc = register(t, m.d, m.c)
 	if err := m.d.SetParser(m.svc, model.Parser{Kind: model.ParserMemcached, Domain: m.svc}); err != nil {
 		t.Fatal(err)

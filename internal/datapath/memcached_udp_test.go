@@ -23,9 +23,12 @@ type mcUDPClient struct {
 	addr netip.AddrPort
 }
 
-func newMcUDPClient(t testing.TB) *mcUDPClient {
+func newMcUDPClient(t testing.TB) *mcUDPClient { return newMcUDPClientOn(t, "127.0.0.2:0") }
+
+// newMcUDPClientOn is a client bound to addr.
+func newMcUDPClientOn(t testing.TB, addr string) *mcUDPClient {
 	t.Helper()
-	c := boundUDP(t, "127.0.0.2:0")
+	c := boundUDP(t, addr)
 	return &mcUDPClient{c: c, addr: local(c)}
 }
 
@@ -166,6 +169,24 @@ func TestMemcachedUDPWriteHeldUntilReply(t *testing.T) {
 				t.Fatalf("counters %+v", s)
 			}
 		})
+	}
+}
+
+// Over IPv6 too: the write is held under the client's full address, and
+// its reply names it by its destination.
+func TestMemcachedUDPWriteHeldIPv6(t *testing.T) {
+	m := newMcUDPOn(t, "[::1]:0")
+	cl := newMcUDPClientOn(t, "[::1]:0")
+	m.write(t, cl, 0x0102, "delete k\r\n")
+	if w, ok := m.held(t, cl, 0x0102); !ok || w.State != udpLive || w.Slot != mcSlot([]byte("k"), m.svc) {
+		t.Fatalf("held %v %+v", ok, w)
+	}
+	m.reply(t, cl, mcReplyFrame(0x0102, 0, 1, "DELETED\r\n"))
+	if _, ok := m.held(t, cl, 0x0102); ok {
+		t.Fatal("still held after its reply")
+	}
+	if s := m.slotOf(t, "k"); s.Inflight != 0 || s.Gen != 2 {
+		t.Fatalf("slot %+v: want bumped twice, not in flight", s)
 	}
 }
 
