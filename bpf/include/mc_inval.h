@@ -238,6 +238,20 @@ static __always_inline void santa_mc_complete(struct santa_mc_conn *mc)
 	}
 }
 
+/* A UDP datagram that lost sync: memcached may read writes in it that the
+ * parser did not see (it answers an unknown command with ERROR and goes
+ * on with the next line). The domain is bumped now and held as long as a
+ * write of it would be (mc_udp.h), then bumped again. */
+static __always_inline void santa_mc_datagram_lost(__u32 domain)
+{
+	struct santa_mc_domain *dom = santa_mc_domain_of(domain);
+
+	santa_mc_bump_domain(domain);
+	santa_mc_count(domain, SANTA_MC_LOST);
+	if (dom)
+		santa_mc_hold(dom, bpf_ktime_get_ns() + SANTA_MC_UDP_HOLD_MS * 1000000ULL);
+}
+
 static void mc_event(void *user, const struct mc_event *ev)
 {
 	struct santa_mc_user *u = user;
@@ -276,8 +290,7 @@ static void mc_event(void *user, const struct mc_event *ev)
 		if (u->conn) {
 			santa_mc_conn_lose(u->conn);
 		} else {
-			santa_mc_bump_domain(domain);
-			santa_mc_count(domain, SANTA_MC_LOST);
+			santa_mc_datagram_lost(domain);
 		}
 		break;
 	}

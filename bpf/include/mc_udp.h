@@ -244,7 +244,7 @@ __noinline int santa_mc_udp_hold(const struct santa_mc_user *u, const struct san
 /* A UDP request of a memcached service, read into s: parsed from a fresh
  * state after its 8-byte frame header; its writes held. A datagram that
  * does not end between commands counts as lost sync (docs/memcached.md,
- * "UDP"). */
+ * "UDP"): its domain is held. */
 static __always_inline void santa_mc_datagram(const struct santa_service *svc, const struct santa_pkt *pkt,
 					      struct santa_scratch *s)
 {
@@ -256,10 +256,8 @@ static __always_inline void santa_mc_datagram(const struct santa_service *svc, c
 	if (!st || !s || plen <= 8 || plen > SANTA_MAX_UDP_REQUEST)
 		return;
 	__builtin_memset(st, 0, sizeof(*st));
-	if (mc_req_parse_at(st, s->buf, 8, plen - 8, &user) == 0 && !mc_req_idle(st)) {
-		santa_mc_bump_domain(user.domain);
-		santa_mc_count(user.domain, SANTA_MC_LOST);
-	}
+	if (mc_req_parse_at(st, s->buf, 8, plen - 8, &user) == 0 && !mc_req_idle(st))
+		santa_mc_datagram_lost(user.domain);
 	if (user.writes)
 		santa_mc_udp_hold(&user, pkt, *(__u16 *)s->buf);
 }

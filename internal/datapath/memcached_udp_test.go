@@ -9,6 +9,7 @@ package datapath
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"net"
 	"net/netip"
 	"testing"
@@ -187,6 +188,29 @@ func TestMemcachedUDPWriteHeldIPv6(t *testing.T) {
 	}
 	if s := m.slotOf(t, "k"); s.Inflight != 0 || s.Gen != 2 {
 		t.Fatalf("slot %+v: want bumped twice, not in flight", s)
+	}
+}
+
+// A datagram that loses sync may hold writes memcached does (it answers
+// an unknown command with ERROR and goes on): its domain is held as a
+// write would be, then bumped.
+func TestMemcachedUDPLostHolds(t *testing.T) {
+	for _, w := range []string{"bogus\r\nset k 0 0 1\r\nB\r\n", "\x80\x01\x00\x01", "set k 0 0 5\r\nAB"} {
+		t.Run(fmt.Sprintf("%q", w), func(t *testing.T) {
+			m := newMcUDP(t)
+			cl := newMcUDPClient(t)
+			m.write(t, cl, 1, w)
+			if d := m.domainState(t); d.HoldUntil == 0 || d.Gen != 1 {
+				t.Fatalf("domain %+v: want bumped and held", d)
+			}
+			m.guarded(t, "k", "old", time.Time{})
+			m.expectGet(t, "k", "")
+			m.settled(t, 5*time.Second)
+			m.expectGet(t, "k", "")
+			if d := m.domainState(t); d.HoldUntil != 0 || d.Gen != 2 {
+				t.Fatalf("domain %+v: want bumped again, not held", d)
+			}
+		})
 	}
 }
 
