@@ -185,6 +185,20 @@ static __always_inline void santa_mc_end_domain(__u32 domain)
 	santa_mc_count(domain, SANTA_MC_DOMAIN_BUMPS);
 }
 
+/* memcached reads a flush_all delay above 30 days as a unix time
+ * (realtime()); one of 9 digits (the most the parser takes, as a delay) is
+ * then before memcached started, which makes oldest_live 0: no flush. */
+#define SANTA_MC_REALTIME_MAXDELTA (60 * 60 * 24 * 30)
+
+/* How long (ns) a domain is held after a flush_all with delay (seconds)
+ * is done: 0 if it flushes at once or never. */
+static __always_inline __u64 santa_mc_flush_hold(__s32 delay)
+{
+	if (delay <= 0 || delay > SANTA_MC_REALTIME_MAXDELTA)
+		return 0;
+	return ((__u64)delay * 1000 + SANTA_MC_CLOCK_SLACK_MS) * 1000000ULL;
+}
+
 /* memcached has done a flush_all with a delay of delay seconds (if
  * positive): it sets oldest_live to its clock plus delay, less 1, and
  * items stored until then are flushed when its clock, which ticks once a
@@ -196,13 +210,14 @@ static __always_inline void santa_mc_end_domain(__u32 domain)
 static __always_inline void santa_mc_flush_later(__u32 domain, __s32 delay)
 {
 	struct santa_mc_domain *dom;
+	__u64 hold = santa_mc_flush_hold(delay);
 
-	if (delay <= 0)
+	if (!hold)
 		return;
 	dom = santa_mc_domain_of(domain);
 	if (!dom)
 		return;
-	santa_mc_hold(dom, bpf_ktime_get_ns() + ((__u64)delay * 1000 + SANTA_MC_CLOCK_SLACK_MS) * 1000000ULL);
+	santa_mc_hold(dom, bpf_ktime_get_ns() + hold);
 	santa_mc_count(domain, SANTA_MC_DELAYED_FLUSH);
 }
 

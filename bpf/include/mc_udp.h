@@ -235,7 +235,7 @@ __noinline int santa_mc_udp_hold(const struct santa_mc_user *u, const struct san
 	 * then bumped (santa_mc_settle). */
 	dom = santa_mc_domain_of(w.domain);
 	if (dom)
-		santa_mc_hold(dom, w.deadline + (w.delay > 0 ? w.delay * 1000 * SANTA_MS + SANTA_MC_CLOCK_SLACK_MS * SANTA_MS : 0));
+		santa_mc_hold(dom, w.deadline + santa_mc_flush_hold(w.delay));
 	santa_mc_udp_end(w.domain, w.slot, 0);
 	santa_mc_count(w.domain, SANTA_MC_UDP_DOMAIN);
 	return 0;

@@ -354,3 +354,20 @@ func TestMemcachedUDPDelayedFlush(t *testing.T) {
 		t.Fatalf("counters %+v", s)
 	}
 }
+
+// A delay above 30 days is a unix time to memcached, and one of 9 digits
+// is before it started: no flush, nothing held after the write's release.
+func TestMemcachedUDPFlushUnixTime(t *testing.T) {
+	m := newMcUDP(t)
+	cl := newMcUDPClient(t)
+	m.write(t, cl, 4, "flush_all 2592001\r\n")
+	if !eventually(udpHold+2*time.Second, 5*time.Millisecond, func() bool { _, ok := m.held(t, cl, 4); return !ok }) {
+		t.Fatal("not released at its deadline")
+	}
+	if d := m.domainState(t); d.HoldUntil != 0 || d.Inflight != 0 {
+		t.Fatalf("domain %+v: want neither held nor in flight", d)
+	}
+	if s := m.stats(t); s.DelayedFlush != 0 {
+		t.Fatalf("counters %+v", s)
+	}
+}
