@@ -245,6 +245,33 @@ func TestMemcachedTCPInFlight(t *testing.T) {
 	m.inFlightWindow(t, func() { c.send(t, "set k 0 0 1\r\nB\r\n") }, func() { c.expect(t, "STORED") })
 }
 
+// stop stops memcached and waits until each of its threads has: a signal
+// takes effect when a thread next leaves the kernel, and a thread woken
+// meanwhile would do a write that should find it stopped.
+func (m *mcTCP) stop(t *testing.T) {
+	t.Helper()
+	if err := m.proc.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	task := fmt.Sprintf("/proc/%d/task", m.proc.Pid)
+	if !eventually(2*time.Second, time.Millisecond, func() bool {
+		threads, err := os.ReadDir(task)
+		if err != nil {
+			return false
+		}
+		for _, th := range threads {
+			stat, err := os.ReadFile(task + "/" + th.Name() + "/stat")
+			// The state follows the command's closing parenthesis.
+			if i := strings.LastIndexByte(string(stat), ')'); err != nil || i < 0 || !strings.HasPrefix(string(stat[i:]), ") T") {
+				return false
+			}
+		}
+		return true
+	}) {
+		t.Fatal("memcached did not stop")
+	}
+}
+
 // inFlightWindow opens the window a write's second bump closes: with
 // memcached stopped, write sends a write of key k, and a rule for k is
 // built at the generation read while it is in flight; once memcached
@@ -252,9 +279,7 @@ func TestMemcachedTCPInFlight(t *testing.T) {
 // does not answer and the generation has moved.
 func (m *mcTCP) inFlightWindow(t *testing.T, write, replied func()) {
 	t.Helper()
-	if err := m.proc.Signal(syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
+	m.stop(t)
 	write()
 	if !eventually(time.Second, time.Millisecond, func() bool { return m.generation(t, "k").InFlight }) {
 		t.Fatal("the write is not in flight")
