@@ -8,7 +8,10 @@
  *    cannot verify, replies that do not fit the XDP frame, devices without
  *    XDP, a veth peer that cannot receive XDP frames) by growing the skb
  *    and redirecting it back out of the device it came in on;
- *  - santa_sock_release (cgroup) retires the service of a closed socket.
+ *  - santa_sock_release (cgroup) retires the service of a closed socket;
+ *  - santa_mc_udp_reply (cgroup egress) sees memcached's UDP replies, and
+ *    santa_mc_settle_domain ends a domain's hold for user space (mc_udp.h,
+ *    guard.h).
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -25,7 +28,7 @@
 #include "deliver.h"
 #include "learn.h"
 #include "veth.h"
-#include "mc_inval.h"
+#include "mc_udp.h"
 
 #define TC_ACT_OK 0
 #define TC_ACT_SHOT 2
@@ -140,7 +143,7 @@ int santa_udp(struct xdp_md *ctx)
 	s = santa_scratch();
 	read = santa_read_payload(ctx, 1, &pkt, s);
 	if (read && svc->parser == SANTA_PARSER_MEMCACHED)
-		santa_mc_datagram(svc, s, pkt.plen);
+		santa_mc_datagram(svc, &pkt, s);
 	rule = read ? santa_answering_rule(s, svc, pkt.plen) : NULL;
 	if (!rule) {
 		if (read)
@@ -251,7 +254,7 @@ int santa_udp_tc(struct __sk_buff *skb)
 	s = santa_scratch();
 	read = santa_read_payload(skb, 0, &pkt, s);
 	if (read && !verdict && svc->parser == SANTA_PARSER_MEMCACHED)
-		santa_mc_datagram(svc, s, pkt.plen);
+		santa_mc_datagram(svc, &pkt, s);
 	rule = read ? santa_answering_rule(s, svc, pkt.plen) : NULL;
 	if (!rule) {
 		/* A request XDP saw it counted there already, if it passed. */
@@ -316,6 +319,86 @@ int santa_sock_release(struct bpf_sock *sk)
 	return 1; /* sock_release cannot veto; 1 is "continue" */
 }
 
+/* Bytes of a UDP reply read: the frame header and a write's reply line. */
+#define SANTA_MC_REPLY_HEAD 20
+
+/* A packet a socket of the cgroup sends: if it is a reply of a memcached
+ * UDP service, the write it answers is done (mc_udp.h), before the reply
+ * leaves. On the cgroup's egress, not on a device's: every reply of the
+ * socket passes here, in memcached's sending thread, whatever the device
+ * it leaves by; a device Santa is not attached to would leave its writes
+ * held to their deadline. Other sockets pay a load and a lookup. */
+SEC("cgroup_skb/egress")
+int santa_mc_udp_reply(struct __sk_buff *skb)
+{
+	struct sk_buff *kskb = bpf_cast_to_kern_ctx(skb);
+	__u8 head[SANTA_MC_REPLY_HEAD];
+	struct santa_service *svc;
+	struct udphdr udp;
+	struct sock *sk;
+	__u32 addr[4], off, n;
+	__u64 cookie;
+	int ipv6;
+
+	if (!kskb->sk)
+		return 1;
+	sk = bpf_rdonly_cast(kskb->sk, bpf_core_type_id_kernel(struct sock));
+	if (sk->sk_protocol != IPPROTO_UDP)
+		return 1;
+	cookie = sk->__sk_common.skc_cookie.counter;
+	svc = bpf_map_lookup_elem(&services, &cookie);
+	if (!svc || svc->parser != SANTA_PARSER_MEMCACHED)
+		return 1;
+	ipv6 = skb->protocol == bpf_htons(ETH_P_IPV6);
+	if (ipv6) {
+		struct ipv6hdr ip6;
+
+		if (bpf_skb_load_bytes(skb, 0, &ip6, sizeof(ip6)) || ip6.nexthdr != IPPROTO_UDP)
+			return 1;
+		__builtin_memcpy(addr, &ip6.daddr, sizeof(addr));
+		off = sizeof(ip6);
+	} else {
+		struct iphdr ip;
+
+		if (bpf_skb_load_bytes(skb, 0, &ip, sizeof(ip)) || ip.protocol != IPPROTO_UDP)
+			return 1;
+		addr[0] = ip.daddr;
+		off = ip.ihl * 4;
+	}
+	if (bpf_skb_load_bytes(skb, off, &udp, sizeof(udp)))
+		return 1;
+	off += sizeof(udp);
+	n = skb->len;
+	if (n < off + 8 + 3) /* a frame header and at least "1\r\n" */
+		return 1;
+	n -= off;
+	if (n > sizeof(head))
+		n = sizeof(head);
+	if (n < 11 || bpf_skb_load_bytes(skb, off, head, n))
+		return 1;
+	santa_mc_udp_reply_frame(svc->mc_domain, ipv6, addr, udp.dest, head, n);
+	return 1;
+}
+
+/* What user space passes santa_mc_settle_domain. */
+struct santa_mc_settle_args {
+	__u32 domain;
+};
+
+/* Ends the hold of a domain whose time has passed (guard.h,
+ * santa_mc_settle), for user space: Generation runs it (a test run) when
+ * it finds a hold past, so that a domain no guard was read of since does
+ * not stay held. */
+SEC("syscall")
+int santa_mc_settle_domain(struct santa_mc_settle_args *args)
+{
+	struct santa_mc_domain *dom = santa_mc_domain_of(args->domain);
+
+	if (dom)
+		santa_mc_settle(dom, args->domain);
+	return 0;
+}
+
 /* Keep the enums in BTF, so bpf2go generates their Go constants. */
 const enum santa_path *unused_santa_path __attribute__((unused));
 const enum santa_service_counter *unused_santa_service_counter __attribute__((unused));
@@ -331,5 +414,6 @@ const struct santa_learn_sample *unused_santa_learn_sample __attribute__((unused
 const enum santa_default_capacity *unused_santa_default_capacity __attribute__((unused));
 /* santa_tcp's, but every object shares santa_abi.h and one Go file has them all. */
 const enum santa_sockopt *unused_santa_sockopt __attribute__((unused));
+const struct santa_mc_settle_args *unused_santa_mc_settle_args __attribute__((unused));
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";

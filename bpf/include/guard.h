@@ -68,6 +68,40 @@ static __always_inline void santa_mc_count(__u32 domain, __u32 counter)
 		santa_add(st->n[counter], 1);
 }
 
+/* The domain's hold (santa_mc_domain.hold_until): 0 if none or if it
+ * just ended, -1 while it lasts. One that has ended bumps the domain
+ * first, then is cleared: a reader that sees no hold sees the new
+ * generation. Two readers may both bump: more invalidation, never less. */
+static __always_inline int santa_mc_settle(struct santa_mc_domain *dom, __u32 domain)
+{
+	__u64 until = *(volatile __u64 *)&dom->hold_until;
+
+	if (!until)
+		return 0;
+	if (bpf_ktime_get_ns() < until)
+		return -1;
+	__sync_fetch_and_add(&dom->gen, 1);
+	santa_mc_count(domain, SANTA_MC_DOMAIN_BUMPS);
+	/* A hold raised meanwhile stays. */
+	__sync_val_compare_and_swap(&dom->hold_until, until, 0);
+	return 0;
+}
+
+/* Nothing of the domain answers until at least until (bpf_ktime_get_ns),
+ * then its generation is bumped. The hold only grows: a later, shorter
+ * one does not shorten it. */
+static __always_inline void santa_mc_hold(struct santa_mc_domain *dom, __u64 until)
+{
+	/* A swap fails only if another CPU changed the hold between our
+	 * load and our swap: 32 times in a row does not happen. */
+	for (int i = 0; i < 32; i++) {
+		__u64 was = *(volatile __u64 *)&dom->hold_until;
+
+		if (was >= until || __sync_val_compare_and_swap(&dom->hold_until, was, until) == was)
+			return;
+	}
+}
+
 /* Whether the guard of the rule in slot lets it answer now; a refusal is
  * counted. Its guard ends its class's reply area. A global function: the
  * verifier checks it once. */
@@ -87,6 +121,11 @@ __noinline int santa_guard_check(__u32 slot)
 	dom = bpf_map_lookup_elem(&mc_domains, &g->domain);
 	if (!live || !dom)
 		return 0;
+	/* The hold first: once it ends, the domain's generation has moved. */
+	if (santa_mc_settle(dom, g->domain)) {
+		refused = SANTA_MC_GUARD_INFLIGHT;
+		goto refuse;
+	}
 	if (*(volatile __u32 *)live != g->epoch || *(volatile __u32 *)&dom->gen != g->domain_gen) {
 		refused = SANTA_MC_GUARD_STALE;
 		goto refuse;

@@ -19,6 +19,9 @@
  * - When a connection ends (its socket released by memcached, or closed
  *   before memcached ever had it), what it has in flight is released:
  *   bumped and no longer counted.
+ * - A flush_all with a delay holds its domain, once done, until memcached
+ *   has flushed (santa_mc_flush_later).
+ * - UDP writes: mc_udp.h.
  *
  * The including program defines nothing more: mc_event is here. The
  * TCP programs' parts are mc_tcp.h.
@@ -50,7 +53,7 @@ struct santa_mc_conn {
 	__u32 all_seq; /* the newest domain-wide write's seq, while SANTA_MC_CONN_ALL */
 	__u32 head;    /* the oldest one-key write in flight (free-running) */
 	__u32 tail;    /* past the newest */
-	__u32 pad;
+	__s32 all_delay; /* the longest flush_all delay (seconds) among the domain-wide writes in flight */
 	struct santa_mc_pending ring[SANTA_MC_RING];
 };
 
@@ -78,7 +81,14 @@ struct {
 struct santa_mc_user {
 	struct santa_mc_conn *conn; /* NULL: a UDP datagram */
 	__u32 domain;
-	__u32 pad;
+	/* A UDP datagram's commands (mc_udp.h): */
+	__u32 cmds;   /* how many */
+	__u32 writes; /* how many write */
+	__u32 slot;   /* the last write's slot, SANTA_MC_NO_SLOT if its keys are unknown */
+	__u8 cmd;     /* the last write: enum mc_cmd */
+	__u8 reply;   /* and enum mc_reply */
+	__u16 pad;
+	__s32 delay;  /* the longest flush_all delay among them, seconds */
 };
 
 static __always_inline struct santa_mc_domain *santa_mc_domain_of(__u32 domain)
@@ -163,17 +173,61 @@ static __always_inline void santa_mc_end_slot(__u32 domain, __u32 slot)
 	santa_mc_count(domain, SANTA_MC_KEY_BUMPS);
 }
 
-/* mc's domain-wide writes are no longer in flight. */
-static __always_inline void santa_mc_end_all(struct santa_mc_conn *mc)
+/* A domain-wide write is no longer in flight: bumped first, as a slot's. */
+static __always_inline void santa_mc_end_domain(__u32 domain)
 {
-	struct santa_mc_domain *dom = santa_mc_domain_of(mc->domain);
+	struct santa_mc_domain *dom = santa_mc_domain_of(domain);
 
-	mc->flags &= ~SANTA_MC_CONN_ALL;
 	if (!dom)
 		return;
 	__sync_fetch_and_add(&dom->gen, 1);
 	__sync_fetch_and_sub(&dom->inflight, 1);
-	santa_mc_count(mc->domain, SANTA_MC_DOMAIN_BUMPS);
+	santa_mc_count(domain, SANTA_MC_DOMAIN_BUMPS);
+}
+
+/* memcached reads a flush_all delay above 30 days as a unix time
+ * (realtime()); one of 9 digits (the most the parser takes, as a delay) is
+ * then before memcached started, which makes oldest_live 0: no flush. */
+#define SANTA_MC_REALTIME_MAXDELTA (60 * 60 * 24 * 30)
+
+/* How long (ns) a domain is held after a flush_all with delay (seconds)
+ * is done: 0 if it flushes at once or never. */
+static __always_inline __u64 santa_mc_flush_hold(__s32 delay)
+{
+	if (delay <= 0 || delay > SANTA_MC_REALTIME_MAXDELTA)
+		return 0;
+	return ((__u64)delay * 1000 + SANTA_MC_CLOCK_SLACK_MS) * 1000000ULL;
+}
+
+/* memcached has done a flush_all with a delay of delay seconds (if
+ * positive): it sets oldest_live to its clock plus delay, less 1, and
+ * items stored until then are flushed when its clock, which ticks once a
+ * second, gets there. Nothing of the domain answers until the delay and
+ * the clock's slack have passed, and then the domain is bumped: no rule
+ * built before outlives the flush. memcached keeps only its last
+ * flush_all's time; holding until the latest of them is safe whichever
+ * came last. */
+static __always_inline void santa_mc_flush_later(__u32 domain, __s32 delay)
+{
+	struct santa_mc_domain *dom;
+	__u64 hold = santa_mc_flush_hold(delay);
+
+	if (!hold)
+		return;
+	dom = santa_mc_domain_of(domain);
+	if (!dom)
+		return;
+	santa_mc_hold(dom, bpf_ktime_get_ns() + hold);
+	santa_mc_count(domain, SANTA_MC_DELAYED_FLUSH);
+}
+
+/* mc's domain-wide writes are no longer in flight. */
+static __always_inline void santa_mc_end_all(struct santa_mc_conn *mc)
+{
+	mc->flags &= ~SANTA_MC_CONN_ALL;
+	santa_mc_end_domain(mc->domain);
+	santa_mc_flush_later(mc->domain, mc->all_delay);
+	mc->all_delay = 0;
 }
 
 /* The writes of mc that its replies so far answered are done. */
@@ -199,6 +253,20 @@ static __always_inline void santa_mc_complete(struct santa_mc_conn *mc)
 	}
 }
 
+/* A UDP datagram that lost sync: memcached may read writes in it that the
+ * parser did not see (it answers an unknown command with ERROR and goes
+ * on with the next line). The domain is bumped now and held as long as a
+ * write of it would be (mc_udp.h), then bumped again. */
+static __always_inline void santa_mc_datagram_lost(__u32 domain)
+{
+	struct santa_mc_domain *dom = santa_mc_domain_of(domain);
+
+	santa_mc_bump_domain(domain);
+	santa_mc_count(domain, SANTA_MC_LOST);
+	if (dom)
+		santa_mc_hold(dom, bpf_ktime_get_ns() + SANTA_MC_UDP_HOLD_MS * 1000000ULL);
+}
+
 static void mc_event(void *user, const struct mc_event *ev)
 {
 	struct santa_mc_user *u = user;
@@ -211,20 +279,33 @@ static void mc_event(void *user, const struct mc_event *ev)
 	case MC_EV_ALL:
 		santa_mc_bump_domain(domain);
 		break;
-	case MC_EV_CMD:
+	case MC_EV_CMD: {
+		__s32 *delay;
+		__u32 slot;
+
+		u->cmds++;
 		if (!(ev->flags & MC_CF_WRITE))
 			break;
+		slot = (ev->flags & MC_CF_ALL) ? SANTA_MC_NO_SLOT : santa_mc_slot_of(ev->hash, domain);
+		delay = u->conn ? &u->conn->all_delay : &u->delay;
 		santa_mc_count(domain, SANTA_MC_WRITES);
-		if (u->conn)
-			santa_mc_in_flight(u->conn, ev->seq,
-					   (ev->flags & MC_CF_ALL) ? SANTA_MC_NO_SLOT : santa_mc_slot_of(ev->hash, domain));
+		if (ev->cmd == MC_CMD_FLUSH_ALL && ev->arg > *delay)
+			*delay = ev->arg;
+		if (u->conn) {
+			santa_mc_in_flight(u->conn, ev->seq, slot);
+		} else {
+			u->writes++;
+			u->slot = slot;
+			u->cmd = ev->cmd;
+			u->reply = ev->reply;
+		}
 		break;
+	}
 	case MC_EV_LOST:
 		if (u->conn) {
 			santa_mc_conn_lose(u->conn);
 		} else {
-			santa_mc_bump_domain(domain);
-			santa_mc_count(domain, SANTA_MC_LOST);
+			santa_mc_datagram_lost(domain);
 		}
 		break;
 	}
@@ -297,25 +378,6 @@ static __always_inline void santa_mc_release(__u64 cookie)
 			__sync_fetch_and_sub(&dom->unsynced, 1);
 		/* Its writes were never followed: whatever it changed. */
 		santa_mc_bump_domain(mc->domain);
-	}
-}
-
-/* A UDP request of a memcached service, read into s: parsed from a fresh
- * state after its 8-byte frame header. A datagram that does not end
- * between commands counts as lost sync (docs/memcached.md, "UDP"). */
-static __always_inline void santa_mc_datagram(const struct santa_service *svc, struct santa_scratch *s, __u32 plen)
-{
-	struct santa_mc_user user = { .domain = svc->mc_domain };
-	struct mc_req_state *st;
-	__u32 zero = 0;
-
-	st = bpf_map_lookup_elem(&mc_udp_state, &zero);
-	if (!st || !s || plen <= 8 || plen > SANTA_MAX_UDP_REQUEST)
-		return;
-	__builtin_memset(st, 0, sizeof(*st));
-	if (mc_req_parse_at(st, s->buf, 8, plen - 8, &user) == 0 && !mc_req_idle(st)) {
-		santa_mc_bump_domain(user.domain);
-		santa_mc_count(user.domain, SANTA_MC_LOST);
 	}
 }
 

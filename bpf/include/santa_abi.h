@@ -443,7 +443,8 @@ enum santa_tcp_path {
  * memcached invalidation (docs/memcached.md, "Invalidation"). A service
  * whose parser is SANTA_PARSER_MEMCACHED has every request it receives
  * parsed (TCP: the verdict, all connections, every state; UDP: XDP, or TC
- * when XDP did not see it), and every reply of its TCP connections (sk_msg).
+ * when XDP did not see it), and every reply of its TCP connections (sk_msg)
+ * and of its UDP socket (cgroup egress, mc_udp.h).
  * A write bumps its key's slot generation when it arrives and again when
  * memcached's reply to it leaves; in between the slot is in flight. A rule
  * with a guard answers only while its slot and its domain have the
@@ -463,6 +464,9 @@ enum santa_mc_layout {
 	SANTA_MC_SLOTS = 1 << 20,   /* generation slots of all domains: 8 MiB */
 	SANTA_MC_RING = 16,         /* one-key writes of a connection in flight; more count domain-wide */
 	SANTA_MC_NO_SLOT = 0xffffffffu, /* a guard of the domain alone */
+	SANTA_MC_UDP_WRITES = 8192,     /* UDP writes held at once (mc_udp.h); more hold their domain */
+	SANTA_MC_UDP_HOLD_MS = 1000,    /* a UDP write with no reply seen is released this long after its arrival */
+	SANTA_MC_CLOCK_SLACK_MS = 1000, /* memcached's clock ticks once a second: a delayed flush_all may come this late */
 };
 
 /* A key's generation slot: slot = santa_mc_slot_of(FNV-1a 32 of the key, domain). */
@@ -478,6 +482,11 @@ struct santa_mc_domain {
 	__u32 inflight; /* such writes received and not yet answered */
 	__u32 unsynced; /* connections whose writes cannot be followed, alive: nothing of the domain answers */
 	__u32 pad;
+	/* bpf_ktime_get_ns until which nothing of the domain answers (a
+	 * delayed flush_all pending, UDP writes that could not be held one
+	 * by one); 0: none. Whoever first sees it past bumps gen, then clears
+	 * it (guard.h, santa_mc_settle). */
+	__u64 hold_until;
 };
 
 /* What a guarded rule keeps at the end of its class's reply area (rules
@@ -504,6 +513,10 @@ enum santa_mc_counter {
 	SANTA_MC_GUARD_STALE,     /* a guarded rule matched at an older generation: passed */
 	SANTA_MC_GUARD_INFLIGHT,  /* a guarded rule matched while a write was in flight or a connection unsynced: passed */
 	SANTA_MC_GUARD_EXPIRED,   /* a guarded rule matched past its deadline: passed */
+	SANTA_MC_UDP_HELD,        /* UDP writes held until their reply or SANTA_MC_UDP_HOLD_MS */
+	SANTA_MC_UDP_TIMED_OUT,   /* UDP writes released at SANTA_MC_UDP_HOLD_MS: no reply of theirs seen */
+	SANTA_MC_UDP_DOMAIN,      /* UDP writes that held their whole domain: table full, a request id in flight */
+	SANTA_MC_DELAYED_FLUSH,   /* flush_all with a delay: the domain held until it happened */
 	SANTA_MC_NCOUNTERS,
 };
 

@@ -89,6 +89,10 @@ var memcachedFamilies = []struct {
 	{counter("santa_memcached_released_total", "Writes in flight when their connection ended.", "domain"), func(s model.MemcachedStats) uint64 { return s.Released }},
 	{counter("santa_memcached_overflow_total", "One-key writes beyond a connection's ring, held domain-wide.", "domain"), func(s model.MemcachedStats) uint64 { return s.Overflow }},
 	{counter("santa_memcached_lost_total", "Streams (connections, datagrams) whose parsing lost sync.", "domain"), func(s model.MemcachedStats) uint64 { return s.Lost }},
+	{counter("santa_memcached_udp_held_total", "UDP writes held one by one until their reply or their deadline.", "domain"), func(s model.MemcachedStats) uint64 { return s.UDPHeld }},
+	{counter("santa_memcached_udp_timed_out_total", "UDP writes released at their deadline, no reply of theirs seen.", "domain"), func(s model.MemcachedStats) uint64 { return s.UDPTimedOut }},
+	{counter("santa_memcached_udp_domain_total", "UDP writes that held their whole domain: table full, request id in flight.", "domain"), func(s model.MemcachedStats) uint64 { return s.UDPDomain }},
+	{counter("santa_memcached_delayed_flush_total", "flush_all with a delay, their domain held until memcached flushed.", "domain"), func(s model.MemcachedStats) uint64 { return s.DelayedFlush }},
 }
 
 func (c stateCollector) Describe(ch chan<- *prometheus.Desc) {

@@ -278,7 +278,7 @@ func (f *fakeDP) MemcachedStats(id model.ServiceID) (model.MemcachedStats, error
 	if _, err := f.domainOf(id); err != nil {
 		return model.MemcachedStats{}, err
 	}
-	return model.MemcachedStats{Writes: uint64(f.services[id].parser.Domain), GuardStale: 2}, nil
+	return model.MemcachedStats{Writes: uint64(f.services[id].parser.Domain), GuardStale: 2, UDPTimedOut: 3}, nil
 }
 
 // domainOf is the service that started the domain of memcached service id.

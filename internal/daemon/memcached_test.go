@@ -216,6 +216,7 @@ func TestMemcachedMetrics(t *testing.T) {
 	for _, want := range []string{
 		"\nsanta_memcached_writes_total{domain=\"" + d + "\"} " + d + "\n",
 		"\nsanta_memcached_lost_total{domain=\"" + d + "\"} 0\n",
+		"\nsanta_memcached_udp_timed_out_total{domain=\"" + d + "\"} 3\n",
 		"\nsanta_memcached_guard_refused_total{domain=\"" + d + "\",reason=\"stale\"} 2\n",
 		"\nsanta_memcached_guard_refused_total{domain=\"" + d + "\",reason=\"expired\"} 0\n",
 	} {

@@ -70,14 +70,15 @@ type Options struct {
 // the pin path's. The interfaces' lock is taken alone, and callbacks
 // (WatchSockets' closed) run with no lock held.
 type Datapath struct {
-	objs    santaObjects // the programs and the maps they share
-	pins    *pins
-	ifaces  *ifaceLinks
-	store   *store
-	tcp     *tcpPlane
-	restore *restoring
-	addrs   *localAddrs // the host's addresses, followed from Open to Close
-	netns   netnsID     // the namespace Open ran in, whose addresses addrs are
+	objs      santaObjects // the programs and the maps they share
+	pins      *pins
+	ifaces    *ifaceLinks
+	store     *store
+	tcp       *tcpPlane
+	restore   *restoring
+	addrs     *localAddrs // the host's addresses, followed from Open to Close
+	mcReplies *mcReplies  // memcached's UDP replies (memcached.go)
+	netns     netnsID     // the namespace Open ran in, whose addresses addrs are
 
 	watchMu sync.Mutex
 	watcher *socketWatcher // nil until WatchSockets
@@ -120,6 +121,7 @@ func Open(opts Options) (*Datapath, error) {
 	}
 	d := &Datapath{objs: l.udp, pins: &pins{}}
 	d.ifaces = newIfaceLinks(&d.objs, d.pins)
+	d.mcReplies = &mcReplies{prog: d.objs.SantaMcUdpReply, pins: d.pins, cgroupPath: opts.CgroupPath}
 	d.tcp = newTCPPlane(l.tcp, d.objs.Services, d.pins, opts.CgroupPath)
 	if d.store, err = newStore(&d.objs, d.tcp, l.index, l.chunks, opts.MaxServices, opts.MaxRules); err != nil {
 		d.tcp.close()
@@ -183,6 +185,7 @@ func (d *Datapath) Close() error {
 	d.store.learn.close()
 	errs := []error{d.store.close()}
 	d.ifaces.close()
+	d.mcReplies.close()
 	errs = append(errs, d.tcp.close(), d.objs.Close())
 	return errors.Join(errs...)
 }

@@ -4,9 +4,12 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/fnv"
+	"sync"
 	"time"
 	"unsafe"
 
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
 
 	"github.com/santa-offload/santa/internal/model"
@@ -42,8 +45,64 @@ func mcSlot(key []byte, domain model.ServiceID) uint32 {
 // started it; services that joined a domain stay in its next lives. A service that stops being parsed (ParserNone, or another
 // domain) ends its domain's life. Connections its listener accepted
 // before are lost sync while they live (docs/memcached.md).
+//
+// A UDP service marked memcached's has its replies seen on the cgroup
+// hierarchy's egress (santa_mc_udp_reply, attached then, once), so that
+// its writes are in flight until answered.
 func (d *Datapath) SetParser(id model.ServiceID, p model.Parser) error {
+	if p.Kind == model.ParserMemcached {
+		info, err := d.store.service(id)
+		if err != nil {
+			return err
+		}
+		if info.Protocol == unix.IPPROTO_UDP {
+			if err := d.mcReplies.attach(); err != nil {
+				return err
+			}
+		}
+	}
 	return d.store.setParser(id, p)
+}
+
+// mcReplies is the hook that sees memcached's UDP replies: the egress of
+// the cgroup hierarchy whose sockets Santa serves, attached once, before
+// the first UDP service is marked memcached's (docs/memcached.md, "UDP
+// writes in flight", says why there and not on devices).
+type mcReplies struct {
+	prog       *ebpf.Program
+	pins       *pins
+	cgroupPath string
+
+	mu   sync.Mutex
+	link link.Link // nil until attach
+}
+
+func (r *mcReplies) attach() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.link != nil {
+		return nil
+	}
+	root, err := cgroup2Root(r.cgroupPath)
+	if err != nil {
+		return err
+	}
+	l, err := r.pins.attachToCgroup(root, "link_mc_udp_reply", ebpf.AttachCGroupInetEgress, r.prog)
+	if err != nil {
+		return fmt.Errorf("seeing memcached's UDP replies: %w", err)
+	}
+	r.link = l
+	return nil
+}
+
+// close releases this process's link; a pinned one stays attached.
+func (r *mcReplies) close() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.link != nil {
+		r.link.Close()
+		r.link = nil
+	}
 }
 
 func (st *store) setParser(id model.ServiceID, p model.Parser) error {
@@ -115,14 +174,35 @@ func (d *Datapath) Generation(id model.ServiceID, key []byte) (model.Generation,
 	if err := d.objs.McLive.Lookup(uint32(domain), &epoch); err != nil {
 		return model.Generation{}, fmt.Errorf("reading domain %d: %w", domain, err)
 	}
-	if err := d.objs.McDomains.Lookup(uint32(domain), &dom); err != nil {
-		return model.Generation{}, fmt.Errorf("reading domain %d: %w", domain, err)
+	if err := d.readDomain(domain, &dom); err != nil {
+		return model.Generation{}, err
 	}
 	if err := d.objs.McSlots.Lookup(mcSlot(key, domain), &slot); err != nil {
 		return model.Generation{}, fmt.Errorf("reading a generation: %w", err)
 	}
 	return model.Generation{Gen: slot.Gen, DomainGen: dom.Gen, Epoch: epoch,
-		InFlight: slot.Inflight != 0 || dom.Inflight != 0 || dom.Unsynced != 0}, nil
+		InFlight: slot.Inflight != 0 || dom.Inflight != 0 || dom.Unsynced != 0 || dom.HoldUntil != 0}, nil
+}
+
+// readDomain reads a domain's state into dom. A hold whose time has
+// passed is ended first (santa_mc_settle_domain bumps the domain, then
+// clears it), as a guard read in the kernel would: a domain no request
+// reads does not stay held.
+func (d *Datapath) readDomain(domain model.ServiceID, dom *santaSantaMcDomain) error {
+	if err := d.objs.McDomains.Lookup(uint32(domain), dom); err != nil {
+		return fmt.Errorf("reading domain %d: %w", domain, err)
+	}
+	if dom.HoldUntil == 0 || monotonicNow() < dom.HoldUntil {
+		return nil
+	}
+	args := santaSantaMcSettleArgs{Domain: uint32(domain)}
+	if _, err := d.objs.SantaMcSettleDomain.Run(&ebpf.RunOptions{Context: args}); err != nil {
+		return fmt.Errorf("ending the hold of domain %d: %w", domain, err)
+	}
+	if err := d.objs.McDomains.Lookup(uint32(domain), dom); err != nil {
+		return fmt.Errorf("reading domain %d: %w", domain, err)
+	}
+	return nil
 }
 
 // domainOf is the domain of memcached service id.
@@ -161,6 +241,10 @@ func (d *Datapath) MemcachedStats(id model.ServiceID) (model.MemcachedStats, err
 		s.GuardStale += c.N[santaSantaMcCounterSANTA_MC_GUARD_STALE]
 		s.GuardInFlight += c.N[santaSantaMcCounterSANTA_MC_GUARD_INFLIGHT]
 		s.GuardExpired += c.N[santaSantaMcCounterSANTA_MC_GUARD_EXPIRED]
+		s.UDPHeld += c.N[santaSantaMcCounterSANTA_MC_UDP_HELD]
+		s.UDPTimedOut += c.N[santaSantaMcCounterSANTA_MC_UDP_TIMED_OUT]
+		s.UDPDomain += c.N[santaSantaMcCounterSANTA_MC_UDP_DOMAIN]
+		s.DelayedFlush += c.N[santaSantaMcCounterSANTA_MC_DELAYED_FLUSH]
 	}
 	return s, nil
 }
@@ -197,10 +281,15 @@ func (st *store) guardOf(svc *service, g *model.Guard) (*santaSantaGuard, error)
 // monotonicAt is t on CLOCK_MONOTONIC in nanoseconds (bpf_ktime_get_ns's
 // clock), at least 1: a deadline already past.
 func monotonicAt(t time.Time) uint64 {
+	at := int64(monotonicNow()) + int64(time.Until(t))
+	return uint64(max(at, 1))
+}
+
+// monotonicNow is bpf_ktime_get_ns's clock now.
+func monotonicNow() uint64 {
 	var now unix.Timespec
 	unix.ClockGettime(unix.CLOCK_MONOTONIC, &now)
-	at := now.Nano() + int64(time.Until(t))
-	return uint64(max(at, 1))
+	return uint64(now.Nano())
 }
 
 // putGuard writes g at the end of a body's reply area.

@@ -50,7 +50,11 @@ func newMcTCP(t testing.TB) *mcTCP {
 
 // startMcTCP starts memcached in a new network namespace, which the test's
 // thread stays in, and registers its sockets as plain services.
-func startMcTCP(t testing.TB) *mcTCP {
+func startMcTCP(t testing.TB) *mcTCP { return startMcTCPIn(t, "") }
+
+// startMcTCPIn is startMcTCP with memcached in the cgroup v2 directory
+// cgroup, the data plane's hooks attached there ("": the host's).
+func startMcTCPIn(t testing.TB, cgroup string) *mcTCP {
 	t.Helper()
 	if _, err := osexec.LookPath("memcached"); err != nil {
 		t.Fatal("memcached is not installed (make test-deps)")
@@ -61,11 +65,18 @@ func startMcTCP(t testing.TB) *mcTCP {
 		t.Fatal(err)
 	}
 	const port = 11311
-	m := &mcTCP{mcUDP: &mcUDP{d: openTest(t)}, addr: "127.0.0.1:" + strconv.Itoa(port)}
+	opts := Options{MaxRules: 1 << 14, MaxServices: 256, CgroupPath: cgroup}
+	m := &mcTCP{mcUDP: &mcUDP{d: openTestWith(t, opts)}, addr: "127.0.0.1:" + strconv.Itoa(port)}
 	// One worker thread: memcached answers a connection's commands in
 	// order anyway; two threads make no difference to what is tested.
-	cmd := osexec.Command("memcached", "-U", strconv.Itoa(port), "-p", strconv.Itoa(port), "-l", "127.0.0.1",
-		"-m", "16", "-c", "64", "-t", "2", "-u", "root")
+	args := []string{"memcached", "-U", strconv.Itoa(port), "-p", strconv.Itoa(port), "-l", "127.0.0.1",
+		"-m", "16", "-c", "64", "-t", "2", "-u", "root"}
+	if cgroup != "" {
+		// In the cgroup before its sockets are made: a socket belongs to
+		// the cgroup it was made in.
+		args = append([]string{"sh", "-c", `echo $$ > "$0"/cgroup.procs && exec "$@"`, cgroup}, args...)
+	}
+	cmd := osexec.Command(args[0], args[1:]...)
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -231,12 +242,47 @@ func TestMemcachedTCPSetInvalidates(t *testing.T) {
 func TestMemcachedTCPInFlight(t *testing.T) {
 	m := newMcTCP(t)
 	c := m.client(t)
+	m.inFlightWindow(t, func() { c.send(t, "set k 0 0 1\r\nB\r\n") }, func() { c.expect(t, "STORED") })
+}
+
+// stop stops memcached and waits until each of its threads has: a signal
+// takes effect when a thread next leaves the kernel, and a thread woken
+// meanwhile would do a write that should find it stopped.
+func (m *mcTCP) stop(t *testing.T) {
+	t.Helper()
 	if err := m.proc.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
-	c.send(t, "set k 0 0 1\r\nB\r\n")
+	task := fmt.Sprintf("/proc/%d/task", m.proc.Pid)
+	if !eventually(2*time.Second, time.Millisecond, func() bool {
+		threads, err := os.ReadDir(task)
+		if err != nil {
+			return false
+		}
+		for _, th := range threads {
+			stat, err := os.ReadFile(task + "/" + th.Name() + "/stat")
+			// The state follows the command's closing parenthesis.
+			if i := strings.LastIndexByte(string(stat), ')'); err != nil || i < 0 || !strings.HasPrefix(string(stat[i:]), ") T") {
+				return false
+			}
+		}
+		return true
+	}) {
+		t.Fatal("memcached did not stop")
+	}
+}
+
+// inFlightWindow opens the window a write's second bump closes: with
+// memcached stopped, write sends a write of key k, and a rule for k is
+// built at the generation read while it is in flight; once memcached
+// goes on and the write's reply is received (replied), the rule still
+// does not answer and the generation has moved.
+func (m *mcTCP) inFlightWindow(t *testing.T, write, replied func()) {
+	t.Helper()
+	m.stop(t)
+	write()
 	if !eventually(time.Second, time.Millisecond, func() bool { return m.generation(t, "k").InFlight }) {
-		t.Fatal("the set is not in flight")
+		t.Fatal("the write is not in flight")
 	}
 	during := m.generation(t, "k")
 	m.guard(t, "k", "old", during)
@@ -244,12 +290,12 @@ func TestMemcachedTCPInFlight(t *testing.T) {
 	if err := m.proc.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
-	c.expect(t, "STORED")
-	m.get(t, "k", "")
+	replied()
 	after := m.generation(t, "k")
 	if after.InFlight || after.Gen == during.Gen {
-		t.Fatalf("after STORED: %+v, during %+v", after, during)
+		t.Fatalf("after the reply: %+v, during %+v", after, during)
 	}
+	m.get(t, "k", "")
 }
 
 // A noreply write stays in flight until a later command's reply (here an
@@ -359,41 +405,64 @@ func BenchmarkMemcachedTCP(b *testing.B) {
 	for _, parsed := range []bool{false, true} {
 		name := map[bool]string{false: "plain", true: "memcached"}[parsed]
 		b.Run(name, func(b *testing.B) {
-			m := startMcTCP(b)
-			if parsed {
-				if err := m.d.SetParser(m.tcp, model.Parser{Kind: model.ParserMemcached, Domain: m.tcp}); err != nil {
-					b.Fatal(err)
-				}
-			}
+			m := startMcBench(b, "", parsed, func(m *mcTCP) []model.ServiceID { return []model.ServiceID{m.tcp} })
 			c := m.client(b)
-			stats, err := ebpf.EnableStats(uint32(unix.BPF_STATS_RUN_TIME))
-			if err != nil {
+			progs := map[string]*ebpf.Program{"verdict": m.d.tcp.objs.SantaTcpVerdict, "reply": m.d.tcp.objs.SantaTcpReply}
+			printRunTimes(b, progs, func(prog string) string { return "memcached_tcp/" + prog + "/" + name }, func() {
+				for i := range b.N {
+					c.send(b, fmt.Sprintf("set key:%06d 0 0 16\r\n0123456789abcdef\r\n", i%1000))
+					c.expect(b, "STORED")
+				}
+			})
+		})
+	}
+}
+
+// startMcBench starts memcached for a benchmark (in cgroup: see
+// startMcTCPIn), marks the services mark names memcached's, in the
+// listener's domain, if parsed, and turns BPF run-time statistics on
+// until the benchmark ends.
+func startMcBench(b *testing.B, cgroup string, parsed bool, mark func(*mcTCP) []model.ServiceID) *mcTCP {
+	b.Helper()
+	m := startMcTCPIn(b, cgroup)
+	if parsed {
+		for _, id := range mark(m) {
+			if err := m.d.SetParser(id, model.Parser{Kind: model.ParserMemcached, Domain: m.tcp}); err != nil {
 				b.Fatal(err)
 			}
-			defer stats.Close()
-			progs := map[string]*ebpf.Program{"verdict": m.d.tcp.objs.SantaTcpVerdict, "reply": m.d.tcp.objs.SantaTcpReply}
-			before := map[string]*ebpf.ProgramStats{}
-			for n, p := range progs {
-				if before[n], err = p.Stats(); err != nil {
-					b.Fatal(err)
-				}
-			}
-			for i := range b.N {
-				c.send(b, fmt.Sprintf("set key:%06d 0 0 16\r\n0123456789abcdef\r\n", i%1000))
-				c.expect(b, "STORED")
-			}
-			for n, p := range progs {
-				after, err := p.Stats()
-				if err != nil {
-					b.Fatal(err)
-				}
-				runs := after.RunCount - before[n].RunCount
-				if runs == 0 || b.N == 1 {
-					continue
-				}
-				per := float64(after.Runtime-before[n].Runtime) / float64(runs)
-				fmt.Printf("RESULT name=memcached_tcp/%s/%s value=%.0f unit=ns/run runs=%d\n", n, name, per, runs)
-			}
-		})
+		}
+	}
+	stats, err := ebpf.EnableStats(uint32(unix.BPF_STATS_RUN_TIME))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { stats.Close() })
+	return m
+}
+
+// printRunTimes runs work and prints, for each of progs that ran, its
+// kernel time per run meanwhile (BPF run-time statistics, which the
+// caller enables) as a RESULT line named name(its key in progs).
+func printRunTimes(b *testing.B, progs map[string]*ebpf.Program, name func(string) string, work func()) {
+	b.Helper()
+	before := map[string]*ebpf.ProgramStats{}
+	for n, p := range progs {
+		var err error
+		if before[n], err = p.Stats(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	work()
+	for n, p := range progs {
+		after, err := p.Stats()
+		if err != nil {
+			b.Fatal(err)
+		}
+		runs := after.RunCount - before[n].RunCount
+		if runs == 0 || b.N == 1 {
+			continue
+		}
+		per := float64(after.Runtime-before[n].Runtime) / float64(runs)
+		fmt.Printf("RESULT name=%s value=%.0f unit=ns/run runs=%d\n", name(n), per, runs)
 	}
 }

@@ -54,8 +54,10 @@ type Generation struct {
 	// and no guard of it lets a rule answer.
 	Epoch uint32
 	// InFlight: a write to the key's slot, or to the whole domain, is in
-	// flight, or a connection of the domain lost sync: a rule built now
-	// does not answer until that ends, and then its generations are old.
+	// flight, a connection of the domain lost sync, or the domain is held
+	// (a delayed flush_all pending, UDP writes held domain-wide): a rule
+	// built now does not answer until that ends, and then its generations
+	// are old.
 	InFlight bool
 }
 
@@ -71,6 +73,10 @@ type MemcachedStats struct {
 	GuardStale    uint64 // answers refused: a generation moved
 	GuardInFlight uint64 // answers refused: a write in flight, or a connection lost sync
 	GuardExpired  uint64 // answers refused: past the deadline
+	UDPHeld       uint64 // UDP writes held one by one until their reply (or their deadline)
+	UDPTimedOut   uint64 // UDP writes released at their deadline: no reply of theirs seen
+	UDPDomain     uint64 // UDP writes that held the whole domain: table full, request id in flight
+	DelayedFlush  uint64 // flush_all with a delay: the domain held until it happened
 }
 
 // MaxMemcachedKey is memcached's longest key (KEY_MAX_LENGTH).
