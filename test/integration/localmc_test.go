@@ -26,10 +26,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-const (
-	mcPort = 11211
-	mcKeys = 100 // stored, one rule each; localRequests GETs ask them in turn
-)
+// localMcKeys are stored, one rule each; localRequests GETs ask them in
+// turn. memcached listens on mcPort (mcagent_test.go).
+const localMcKeys = 100
 
 // TestLocalClientsMemcached: Debian's memcached, with a rule per key on
 // its UDP socket (the GET from byte 2 on; memcached's reply with the
@@ -95,7 +94,7 @@ type localMemcached struct {
 	svc     model.ServiceID
 }
 
-// startMemcached runs memcached in ns on addr, stores mcKeys keys from
+// startMemcached runs memcached in ns on addr, stores localMcKeys keys from
 // clientNS and captures its replies; cleanup stops it.
 func startMemcached(t *testing.T, ns, clientNS string, addr netip.Addr) *localMemcached {
 	t.Helper()
@@ -118,10 +117,10 @@ func startMemcached(t *testing.T, ns, clientNS string, addr netip.Addr) *localMe
 	}
 	t.Cleanup(func() { proc.Stop() })
 	conn.SetDeadline(time.Now().Add(10 * time.Second))
-	if err := mcitems.Store(conn, mcKeys); err != nil {
+	if err := mcitems.Store(conn, localMcKeys); err != nil {
 		t.Fatal(err)
 	}
-	items := make([]int, mcKeys)
+	items := make([]int, localMcKeys)
 	for i := range items {
 		items[i] = i
 	}
@@ -181,7 +180,7 @@ func (m *localMemcached) offload(t *testing.T, dev string) {
 		t.Fatal(err)
 	}
 	err = inNetns(m.ns, func() error {
-		d, err := datapath.Open(datapath.Options{NoPin: true, MaxRules: 4 * mcKeys, MaxServices: 4})
+		d, err := datapath.Open(datapath.Options{NoPin: true, MaxRules: 4 * localMcKeys, MaxServices: 4})
 		if err != nil {
 			return err
 		}
@@ -190,7 +189,7 @@ func (m *localMemcached) offload(t *testing.T, dev string) {
 		if m.svc, err = d.AddSocket(fd); err != nil {
 			return err
 		}
-		rules := make([]rule.Rule, mcKeys)
+		rules := make([]rule.Rule, localMcKeys)
 		for i := range rules {
 			rules[i] = scenario.Rule(mcitems.Request, i, m.replies[i])
 		}
@@ -221,7 +220,7 @@ func (m *localMemcached) ask(t *testing.T, clientNS string, full bool) {
 	sent, got := 0, 0
 	for got < localRequests {
 		for sent < localRequests && sent-got < localWindow {
-			req := mcitems.Request(uint16(sent), sent%mcKeys)
+			req := mcitems.Request(uint16(sent), sent%localMcKeys)
 			var err error
 			if full {
 				err = udpask.WriteFullChecksum(conn, req)
@@ -241,7 +240,7 @@ func (m *localMemcached) ask(t *testing.T, clientNS string, full bool) {
 			t.Fatalf("%d of %d GETs to %v answered, then: %v", got, localRequests, m.at, err)
 		}
 		id := binary.BigEndian.Uint16(buf)
-		want := bytes.Clone(m.replies[int(id)%mcKeys])
+		want := bytes.Clone(m.replies[int(id)%localMcKeys])
 		binary.BigEndian.PutUint16(want, id)
 		if int(id) >= sent || !bytes.Equal(buf[:k], want) {
 			t.Fatalf("reply %d: %q, want %q (request id %d)", got, abbrev(buf[:k]), abbrev(want), id)

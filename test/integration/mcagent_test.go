@@ -31,7 +31,7 @@ import (
 // After every acknowledged write the next get must see it, whoever
 // answers.
 const (
-	mcPort      = 11211
+	mcPort      = 11211                  // memcached's TCP and UDP port in every memcached test here
 	mcKeys      = 200                    // keys stored
 	mcMaxRules  = 50                     // the agent's top N
 	mcWindow    = "200ms"                // the agent's window: short, to race writes with re-learning
