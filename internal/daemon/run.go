@@ -168,7 +168,7 @@ func releaseLeft(ctx context.Context, dp Plane, log *slog.Logger) {
 // lockState makes sure one santad at a time uses a state directory: two
 // would write one journal.
 func lockState(dir string) (unlock func(), err error) {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if err := mkdirs(dir, stateDirMode); err != nil {
 		return nil, fmt.Errorf("creating state directory: %w", err)
 	}
 	f, err := os.OpenFile(filepath.Join(dir, "lock"), os.O_CREATE|os.O_RDWR, 0o600)
