@@ -97,3 +97,41 @@ func TestOpenRemovesOldPins(t *testing.T) {
 		}
 	}
 }
+
+// lo has no native XDP: santad attaches it in generic mode. After a
+// restart, the generic link it pinned is taken over, and Attach says so
+// (the native attempt failing first must not hide it).
+func TestRestartKeepsGenericXDP(t *testing.T) {
+	ns := enterNewNetns(t)
+	defer ns()
+	dir := filepath.Join(t.TempDir(), "bpffs", "santa")
+	first, err := Open(Options{PinPath: dir, MaxRules: 64, MaxServices: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Unmount(filepath.Dir(dir), 0)
+	if att, err := first.Attach("lo"); err != nil || att.XDP != model.XDPGeneric {
+		t.Fatalf("first Attach(lo): %+v, %v; want generic XDP", att, err)
+	}
+	first.Close() // santad stops: the pins stay
+
+	second, err := Open(Options{PinPath: dir, MaxRules: 64, MaxServices: 4, KeepLinks: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer second.Close()
+	defer second.Unpin()
+	att, err := second.Attach("lo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if att.XDP != model.XDPGeneric {
+		t.Errorf("after a restart, Attach(lo) reports XDP %q; want generic", att.XDP)
+	}
+	if err := second.DetachStale(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "link_xdp_generic_lo")); err != nil {
+		t.Errorf("the generic XDP link is not pinned any more: %v", err)
+	}
+}
