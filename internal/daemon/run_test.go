@@ -84,3 +84,23 @@ func TestSocketGroupReachesSocket(t *testing.T) {
 		}
 	}
 }
+
+// A second santad on the state directory of one that runs is refused,
+// naming the first's pid.
+func TestStateDirLocked(t *testing.T) {
+	dir := t.TempDir()
+	cfg := DefaultConfig()
+	cfg.Socket = filepath.Join(dir, "santa.sock")
+	cfg.StateDir = filepath.Join(dir, "state")
+	cfg.Interfaces = []string{"lo"}
+	runFake(t, cfg)
+	cfg.Socket = filepath.Join(dir, "other.sock")
+	err := Run(context.Background(), cfg, func(bool) (Plane, error) {
+		t.Error("the second santad opened the data plane")
+		return fakePlane{newFakeDP()}, nil
+	}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	want := "the state directory " + cfg.StateDir + " is in use by process " + strconv.Itoa(os.Getpid()) + ", another santad"
+	if err == nil || err.Error() != want {
+		t.Errorf("second Run: %v; want %q", err, want)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"sync"
 
 	"github.com/cilium/ebpf"
@@ -72,6 +73,7 @@ type Options struct {
 type Datapath struct {
 	objs    santaObjects // the programs and the maps they share
 	pins    *pins
+	pinLock *os.File // the pin path, locked from Open to Close (lockPinPath)
 	ifaces  *ifaceLinks
 	store   *store
 	tcp     *tcpPlane
@@ -155,6 +157,10 @@ func (d *Datapath) pin(dir string, keepLinks bool) error {
 	if err := prepare(dir); err != nil {
 		return err
 	}
+	var err error
+	if d.pinLock, err = lockPinPath(dir); err != nil {
+		return err
+	}
 	d.tcp.keepPrevious(dir)
 	if keepLinks {
 		d.restore.keepPrevious(dir)
@@ -184,6 +190,9 @@ func (d *Datapath) Close() error {
 	errs := []error{d.store.close()}
 	d.ifaces.close()
 	errs = append(errs, d.tcp.close(), d.objs.Close())
+	if d.pinLock != nil {
+		d.pinLock.Close()
+	}
 	return errors.Join(errs...)
 }
 

@@ -2,9 +2,11 @@ package datapath
 
 import (
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/cilium/ebpf"
@@ -134,4 +136,43 @@ func TestRestartKeepsGenericXDP(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "link_xdp_generic_lo")); err != nil {
 		t.Errorf("the generic XDP link is not pinned any more: %v", err)
 	}
+}
+
+// A second data plane on the pin path of one that is open (a second santad
+// with another state directory) is refused, naming the first's pid, and
+// leaves the first's links attached.
+func TestPinPathLocked(t *testing.T) {
+	ns := enterNewNetns(t)
+	defer ns()
+	dir := filepath.Join(t.TempDir(), "bpffs", "santa")
+	first, err := Open(Options{PinPath: dir, MaxRules: 64, MaxServices: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Unmount(filepath.Dir(dir), 0)
+	defer first.Unpin()
+	if _, err := first.Attach("lo"); err != nil {
+		t.Fatal(err)
+	}
+	for _, keepLinks := range []bool{false, true} {
+		second, err := Open(Options{PinPath: dir, MaxRules: 64, MaxServices: 4, KeepLinks: keepLinks})
+		if err == nil {
+			second.Close()
+			t.Fatalf("a second Open of %s (KeepLinks %t) succeeded", dir, keepLinks)
+		}
+		if want := fmt.Sprintf("in use by process %d", os.Getpid()); !strings.Contains(err.Error(), want) {
+			t.Errorf("second Open: %v; want it to say %q", err, want)
+		}
+	}
+	for _, pin := range []string{"link_xdp_generic_lo", "link_tc_lo", "services"} {
+		if _, err := os.Stat(filepath.Join(dir, pin)); err != nil {
+			t.Errorf("the first data plane's %s: %v", pin, err)
+		}
+	}
+	first.Close()
+	third, err := Open(Options{PinPath: dir, MaxRules: 64, MaxServices: 4, KeepLinks: true})
+	if err != nil {
+		t.Fatalf("Open once the first is closed: %v", err)
+	}
+	third.Close()
 }
