@@ -36,6 +36,7 @@ var overrides = []struct {
 		func(c *daemon.Config, v string) { c.Interfaces = splitList(v) }},
 	{"state-dir", "`directory` of the journal", func(c *daemon.Config, v string) { c.StateDir = v }},
 	{"pin-path", "bpffs `directory` of the data plane's pins", func(c *daemon.Config, v string) { c.PinPath = v }},
+	{"cgroup-path", "cgroup v2 `hierarchy` whose sockets are watched and served", func(c *daemon.Config, v string) { c.CgroupPath = v }},
 	{"metrics-addr", "serve Prometheus metrics at http://`addr`/metrics", func(c *daemon.Config, v string) { c.MetricsAddr = v }},
 }
 
@@ -101,7 +102,7 @@ func run(ctx context.Context, cfg config) error {
 // openDatapath opens the data plane with the configuration's settings.
 func openDatapath(cfg daemon.Config, log *slog.Logger) daemon.OpenPlane {
 	return func(keepLinks bool) (daemon.Plane, error) {
-		dp, err := datapath.Open(datapath.Options{PinPath: cfg.PinPath, MaxRules: cfg.MaxRules,
+		dp, err := datapath.Open(datapath.Options{PinPath: cfg.PinPath, CgroupPath: cfg.CgroupPath, MaxRules: cfg.MaxRules,
 			MaxServices: cfg.MaxServices, ReplyTTL: cfg.ReplyTTL, KeepLinks: keepLinks, Log: log})
 		if err != nil {
 			return nil, err // not a nil *Datapath in a non-nil Plane
