@@ -24,6 +24,7 @@ import (
 	"syscall"
 
 	"github.com/santa-offload/santa/internal/offload/agent"
+	"github.com/santa-offload/santa/internal/version"
 )
 
 // usages describe the configuration keys as flags.
@@ -53,6 +54,7 @@ var usages = map[string]string{
 }
 
 func main() {
+	version.Handle("santa-offload", os.Args[1:])
 	if len(os.Args) < 2 || os.Args[1] != "dns" {
 		fmt.Fprintln(os.Stderr, "usage: santa-offload dns [-config FILE] [flags]  (santa-offload dns -h lists the flags)")
 		os.Exit(2)

@@ -3,6 +3,7 @@
 // Unix socket (docs/protocol.md). It runs in the foreground:
 //
 //	santad [-config FILE] [-socket PATH] [-interfaces lo,eth0] [-metrics-addr :9477] ...
+//	santad --version
 //
 // Settings come from the JSON file given by -config (docs/operations.md
 // names every key), then from the flags, which override the file. SIGINT
@@ -22,6 +23,7 @@ import (
 
 	"github.com/santa-offload/santa/internal/daemon"
 	"github.com/santa-offload/santa/internal/datapath"
+	"github.com/santa-offload/santa/internal/version"
 )
 
 // overrides are the flags that override a configuration key, by flag name.
@@ -47,6 +49,7 @@ type config struct {
 }
 
 func main() {
+	version.Handle("santad", os.Args[1:])
 	cfg, err := parseFlags(flag.CommandLine, os.Args[1:])
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "santad: %v\n", err)
