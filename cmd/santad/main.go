@@ -99,6 +99,9 @@ func run(ctx context.Context, cfg config) error {
 		level = slog.LevelDebug
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	if err := datapath.RequireCapabilities(); err != nil {
+		return err
+	}
 	return daemon.Run(ctx, cfg.daemon, openDatapath(cfg.daemon, log), log)
 }
 

@@ -86,8 +86,17 @@ type Datapath struct {
 }
 
 // Open loads the data plane. Pinned maps of an earlier run are replaced: a
-// new Datapath starts with no services and no rules.
+// new Datapath starts with no services and no rules. Without the
+// capabilities it needs, its error says which.
 func Open(opts Options) (*Datapath, error) {
+	d, err := open(opts)
+	if err != nil {
+		return nil, explainCaps(err)
+	}
+	return d, nil
+}
+
+func open(opts Options) (*Datapath, error) {
 	if err := rlimit.RemoveMemlock(); err != nil {
 		return nil, fmt.Errorf("removing memlock limit: %w", err)
 	}

@@ -154,9 +154,9 @@ type Santad struct {
 	// Interfaces are what santad attaches to (-interfaces): lo unless
 	// changed before Start.
 	Interfaces []string
-	// IPNetnsExec starts santad with Netns.IPNetnsExec rather than
-	// Netns.Command.
-	IPNetnsExec bool
+	// Launch, if set, makes santad's command in place of Netns.Command
+	// (Netns.IPNetnsExec, say).
+	Launch func(ctx context.Context, name string, args ...string) *exec.Cmd
 
 	bin  string
 	ns   *Netns
@@ -181,11 +181,11 @@ func New(bin string, ns *Netns, dir, pinPath string, args ...string) *Santad {
 func (s *Santad) Start() error {
 	args := append([]string{"-socket", s.Socket, "-state-dir", s.StateDir, "-pin-path", s.PinPath,
 		"-interfaces", strings.Join(s.Interfaces, ",")}, s.args...)
-	start := s.ns.Command
-	if s.IPNetnsExec {
-		start = s.ns.IPNetnsExec
+	launch := s.ns.Command
+	if s.Launch != nil {
+		launch = s.Launch
 	}
-	cmd := start(context.Background(), s.bin, args...)
+	cmd := launch(context.Background(), s.bin, args...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		return err

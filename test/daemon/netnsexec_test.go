@@ -26,14 +26,14 @@ func TestIPNetnsExec(t *testing.T) {
 	}
 	t.Cleanup(func() { unix.Unmount(bpffs, unix.MNT_DETACH) })
 	e := prepareEnv(t, "x", "")
-	e.d.IPNetnsExec = true
+	e.d.Launch = e.ns.IPNetnsExec
 	nsenter := "nsenter --net=/run/netns/" + e.ns.Name
 	for _, c := range []struct{ pinPath, cgroupPath, want string }{
 		{e.d.PinPath, "/sys/fs/cgroup", "a bpffs mounted at /sys/fs/bpf would vanish with santad"},
 		{filepath.Join(bpffs, "santa"), "/sys/fs/cgroup/unified", "cgroup_path /sys/fs/cgroup/unified does not exist there"},
 	} {
 		refused := santadtest.New(e.d.Bin(), e.ns, t.TempDir(), c.pinPath, "-cgroup-path", c.cgroupPath)
-		refused.IPNetnsExec = true
+		refused.Launch = e.ns.IPNetnsExec
 		err := refused.Start()
 		refused.Kill()
 		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), nsenter) {
