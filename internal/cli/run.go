@@ -35,7 +35,7 @@ type globalOptions struct {
 func (g *globalOptions) flags(fs *flag.FlagSet) {
 	// The defaults are the values so far, so that an option given before
 	// the command survives the command's own flag set.
-	fs.StringVar(&g.socket, "socket", g.socket, "santad's `PATH`")
+	fs.StringVar(&g.socket, "socket", g.socket, "santad's `PATH` ($SANTA_SOCKET sets the default)")
 	fs.BoolVar(&g.json, "json", g.json, "print one JSON document instead of tables")
 }
 
@@ -45,7 +45,7 @@ func (g *globalOptions) flags(fs *flag.FlagSet) {
 // gives the exit status for the error.
 func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return run(ctx, args, &env{
-		global:   globalOptions{socket: client.DefaultSocket},
+		global:   globalOptions{socket: client.DefaultPath()},
 		stdin:    os.Stdin,
 		stdout:   stdout,
 		stderr:   stderr,

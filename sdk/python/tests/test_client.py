@@ -6,8 +6,9 @@ import os
 import socket
 import tempfile
 import unittest
+from unittest import mock
 
-from santa import NO_INDEX, Client, Guard, Put, Rule, RuleEntry, SantaError, encode
+from santa import NO_INDEX, SOCKET_ENV, Client, Guard, Put, Rule, RuleEntry, SantaError, encode
 from santa.messages import (
     AbortRequest, AddRulesRequest, AttachRequest, BeginReply, BeginRequest, CommitRequest,
     DeleteRulesRequest, ErrorReply, HelloReply, HelloRequest, ListRulesRequest, StatusReply,
@@ -172,6 +173,20 @@ class ConnectTest(unittest.TestCase):
             finally:
                 fake.stop()
         self.assertEqual(fake.requests[0], HelloRequest(1, 2, "by-path"))
+
+    def test_connect_by_environment(self) -> None:
+        """Without a path, connect() uses $SANTA_SOCKET."""
+        fake = FakeSanta()
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "santa.sock")
+            fake.listen(path)
+            try:
+                with mock.patch.dict(os.environ, {SOCKET_ENV: path}):
+                    with Client.connect(name="by-env") as client:
+                        self.assertEqual(client.status().daemon, "fake santad")
+            finally:
+                fake.stop()
+        self.assertEqual(fake.requests[0], HelloRequest(1, 2, "by-env"))
 
     def test_version_mismatch(self) -> None:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
