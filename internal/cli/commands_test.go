@@ -318,7 +318,7 @@ func TestRefusals(t *testing.T) {
 		{[]string{"rules", "9"}, "santactl: rules: no service 9 (ENOENT)\n"},
 		{[]string{"rules", "7", "9"}, "santactl: rules: service 7 has no rule 9\n"},
 		{[]string{"stats", "8"}, "santactl: stats: no service 8 (ENOENT)\n"},
-		{[]string{"-socket", path + ".none", "status"}, "santactl: status: dial santad: dial unixpacket " + path + ".none: connect: no such file or directory\n"},
+		{[]string{"-socket", path + ".none", "status"}, "santactl: status: dial santad: dial unixpacket " + path + ".none: connect: no such file or directory; is santad running, with its socket there? ($SANTA_SOCKET names another socket)\n"},
 	} {
 		stdout, stderr, code := santactl(t, path, tt.args...)
 		if stdout != "" || stderr != tt.stderr || code != 1 {
