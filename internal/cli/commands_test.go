@@ -248,12 +248,12 @@ fallback      1
   no xdp      0
 bad checksum  0
 rules         3
-rule bytes    93
+rule bytes    93 B
 
-RULE  HITS  BYTES  OFFSET  PATTERN                                                   LENGTH
-1     120   5040   0       "Hello"                                                   any
-3     30    1260   0       "Hi"                                                      any
-2     0     0      2       "\x01\x00\x00\x01\x00\x00\x00\x00\x00\x00"... (27 bytes)  29
+RULE  HITS  BYTES    OFFSET  PATTERN                                                   LENGTH
+1     120   4.9 KiB  0       "Hello"                                                   any
+3     30    1.2 KiB  0       "Hi"                                                      any
+2     0     0 B      2       "\x01\x00\x00\x01\x00\x00\x00\x00\x00\x00"... (27 bytes)  29
 `},
 		{[]string{"stats", "-json", "-top", "1", "7"}, `{
   "service_id": 7,

@@ -62,9 +62,9 @@ write in flight    true
   "in_flight": true
 }
 `},
-		{[]string{"rules", fmt.Sprint(udp)}, `ID  OFFSET  PATTERN       LENGTH  REPLY  PROCESSORS         GUARD
-1   8       "get k1\r\n"  any     9      put "V" at 8       key "k1" gen 5, domain gen 2, life 1, 1.500 s left
-2   0       "Hello"       any     6      put "COMSYS" at 0  -
+		{[]string{"rules", fmt.Sprint(udp)}, `ID  OFFSET  PATTERN  LENGTH  REPLY  PROCESSORS         GUARD
+1   8       get k1   any     9      put "V" at 8       key "k1" gen 5, domain gen 2, life 1, 1.500 s left
+2   0       "Hello"  any     6      put "COMSYS" at 0  -
 `},
 	}
 	for _, tt := range tests {

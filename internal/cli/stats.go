@@ -40,7 +40,11 @@ func (o *statsOptions) run(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	v := statsView{
+	p, err := serviceProto(c, service)
+	if err != nil {
+		return err
+	}
+	v := statsView{proto: p,
 		ServiceID: service, Matched: s.Matched, Passed: s.Passed, Fallback: s.Fallback,
 		TCChecksum: s.TCChecksum, TCTooLong: s.TCTooLong, TCNoXDP: s.TCNoXDP,
 		BadCsum: s.BadCsum, Rules: s.Rules, RuleBytes: s.RuleBytes, Memcached: mc,
@@ -84,6 +88,8 @@ type statsView struct {
 	// it has one.
 	Memcached    *memcachedView     `json:"memcached,omitempty"`
 	RuleCounters []ruleCountersView `json:"rule_counters"` // most hits first
+
+	proto proto // how the table shows patterns
 }
 
 func (v statsView) table(w io.Writer) error {
@@ -97,7 +103,7 @@ func (v statsView) table(w io.Writer) error {
 	t.row("  no xdp", v.TCNoXDP)
 	t.row("bad checksum", v.BadCsum)
 	t.row("rules", v.Rules)
-	t.row("rule bytes", v.RuleBytes)
+	t.row("rule bytes", bytesCell(v.RuleBytes))
 	if v.Memcached != nil {
 		v.Memcached.rows(t)
 	}
@@ -107,8 +113,8 @@ func (v statsView) table(w io.Writer) error {
 	fmt.Fprintln(w)
 	t = newTable(w, "RULE", "HITS", "BYTES", "OFFSET", "PATTERN", "LENGTH")
 	for _, rc := range v.RuleCounters {
-		off, pattern, length := rc.conditionCells()
-		t.row(rc.ID, rc.Hits, rc.Bytes, off, pattern, length)
+		off, pattern, length := rc.conditionCells(v.proto)
+		t.row(rc.ID, rc.Hits, bytesCell(rc.Bytes), off, pattern, length)
 	}
 	return t.flush()
 }
