@@ -19,8 +19,10 @@ type env struct {
 	stdin    io.Reader
 	stdout   io.Writer
 	stderr   io.Writer
-	terminal bool             // stdout is a terminal: top redraws in place
-	clock    func() time.Time // when top samples, so tests can fix the rates
+	terminal bool // stdout is a terminal: top redraws in place
+	// errTerminal: stderr is a terminal, where long batches show progress.
+	errTerminal bool
+	clock       func() time.Time // when top samples, so tests can fix the rates
 
 	conn    *client.Client // dialed by the first command that needs it
 	unwatch func() bool    // stops closing conn at an interrupt
@@ -45,12 +47,13 @@ func (g *globalOptions) flags(fs *flag.FlagSet) {
 // gives the exit status for the error.
 func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return run(ctx, args, &env{
-		global:   globalOptions{socket: client.DefaultPath()},
-		stdin:    os.Stdin,
-		stdout:   stdout,
-		stderr:   stderr,
-		terminal: isTerminal(stdout),
-		clock:    time.Now,
+		global:      globalOptions{socket: client.DefaultPath()},
+		stdin:       os.Stdin,
+		stdout:      stdout,
+		stderr:      stderr,
+		terminal:    isTerminal(stdout),
+		errTerminal: isTerminal(stderr),
+		clock:       time.Now,
 	})
 }
 
