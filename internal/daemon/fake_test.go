@@ -187,7 +187,7 @@ func (f *fakeDP) RuleStats(id model.RuleID) (model.RuleStats, error) {
 }
 
 func (f *fakeDP) PathStats() (model.PathStats, error) {
-	return model.PathStats{"answered": 3}, nil
+	return model.PathStats{"answered": 3, "tcp_fin": 2, "passed": 0}, nil
 }
 
 // rulesOf is what the fake data plane runs for a service.
