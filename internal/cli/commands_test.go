@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"fmt"
 	"testing"
 
 	"github.com/santa-offload/santa/client"
@@ -13,10 +12,7 @@ func TestCommands(t *testing.T) {
 	f, path := withService(t)
 	f.setCounters(7, client.RuleCounters{RuleID: 1, Hits: 120, Bytes: 5040})
 	f.setCounters(7, client.RuleCounters{RuleID: 3, Hits: 30, Bytes: 1260})
-	tests := []struct {
-		args []string
-		want string
-	}{
+	tests := []output{
 		{[]string{"status"}, `daemon    santad test
 protocol  2
 client    uid 1000, gid 100, pid 4242
@@ -281,13 +277,7 @@ RULE  HITS  BYTES    OFFSET  PATTERN                                            
 }
 `},
 	}
-	for _, tt := range tests {
-		stdout, stderr, code := santactl(t, path, tt.args...)
-		if code != 0 || stderr != "" {
-			t.Errorf("%q: exit status %d, stderr %q", tt.args, code, stderr)
-		}
-		check(t, fmt.Sprint(tt.args), stdout, tt.want)
-	}
+	checkOutputs(t, path, tests)
 }
 
 func TestDetach(t *testing.T) {

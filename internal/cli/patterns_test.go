@@ -41,10 +41,7 @@ func TestProtocolPatterns(t *testing.T) {
 		memcachedGet(0, "mg user:42 v f\r\n"), memcachedGet(0, "get a\x01b\r\n"))
 	f.setCounters(dnsByPort, client.RuleCounters{RuleID: 1, Hits: 3000, Bytes: 3 << 20})
 
-	tests := []struct {
-		args []string
-		want string
-	}{
+	tests := []output{
 		{[]string{"rules", fmt.Sprint(dnsByPort)}, `ID  OFFSET  PATTERN                LENGTH  REPLY  PROCESSORS
 1   2       www.example.com. AAAA  33      33     put "\x84\x00\x00\x01"... (31 bytes) at 2, copy 2 bytes from 0 to 0
 2   2       example.com. A +EDNS   40      40     put "\x84\x00\x00\x01"... (38 bytes) at 2, copy 2 bytes from 0 to 0
@@ -111,13 +108,7 @@ RULE  HITS  BYTES    OFFSET  PATTERN                LENGTH
 }
 `},
 	}
-	for _, tt := range tests {
-		stdout, stderr, code := santactl(t, path, tt.args...)
-		if code != 0 || stderr != "" {
-			t.Errorf("%q: exit status %d, stderr %q", tt.args, code, stderr)
-		}
-		check(t, fmt.Sprint(tt.args), stdout, tt.want)
-	}
+	checkOutputs(t, path, tests)
 	stdout, _, _ := santactl(t, path, "rules", "show", fmt.Sprint(dnsByPort), "2")
 	if want := "\nrequest    example.com. A +EDNS\nlength     requests of 40 bytes\n"; !strings.Contains(stdout, want) {
 		t.Errorf("rules show: no %q in\n%s", want, stdout)

@@ -104,17 +104,8 @@ func TestOpenRemovesOldPins(t *testing.T) {
 // restart, the generic link it pinned is taken over, and Attach says so
 // (the native attempt failing first must not hide it).
 func TestRestartKeepsGenericXDP(t *testing.T) {
-	ns := enterNewNetns(t)
-	defer ns()
-	dir := filepath.Join(t.TempDir(), "bpffs", "santa")
-	first, err := Open(Options{PinPath: dir, MaxRules: 64, MaxServices: 4})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Unmount(filepath.Dir(dir), 0)
-	if att, err := first.Attach("lo"); err != nil || att.XDP != model.XDPGeneric {
-		t.Fatalf("first Attach(lo): %+v, %v; want generic XDP", att, err)
-	}
+	first, dir, back := pinnedOnLo(t)
+	defer back()
 	first.Close() // santad stops: the pins stay
 
 	second, err := Open(Options{PinPath: dir, MaxRules: 64, MaxServices: 4, KeepLinks: true})
@@ -142,18 +133,9 @@ func TestRestartKeepsGenericXDP(t *testing.T) {
 // with another state directory) is refused, naming the first's pid, and
 // leaves the first's links attached.
 func TestPinPathLocked(t *testing.T) {
-	ns := enterNewNetns(t)
-	defer ns()
-	dir := filepath.Join(t.TempDir(), "bpffs", "santa")
-	first, err := Open(Options{PinPath: dir, MaxRules: 64, MaxServices: 4})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Unmount(filepath.Dir(dir), 0)
+	first, dir, back := pinnedOnLo(t)
+	defer back()
 	defer first.Unpin()
-	if _, err := first.Attach("lo"); err != nil {
-		t.Fatal(err)
-	}
 	for _, keepLinks := range []bool{false, true} {
 		second, err := Open(Options{PinPath: dir, MaxRules: 64, MaxServices: 4, KeepLinks: keepLinks})
 		if err == nil {
@@ -175,4 +157,24 @@ func TestPinPathLocked(t *testing.T) {
 		t.Fatalf("Open once the first is closed: %v", err)
 	}
 	third.Close()
+}
+
+// pinnedOnLo enters a new network namespace (back leaves it) and opens a
+// data plane pinned on a bpffs of the test's own, attached to lo, which
+// has no native XDP: in generic mode.
+func pinnedOnLo(t *testing.T) (d *Datapath, dir string, back func()) {
+	t.Helper()
+	back = enterNewNetns(t)
+	dir = filepath.Join(t.TempDir(), "bpffs", "santa")
+	d, err := Open(Options{PinPath: dir, MaxRules: 64, MaxServices: 4})
+	if err != nil {
+		back()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Unmount(filepath.Dir(dir), 0) })
+	if att, err := d.Attach("lo"); err != nil || att.XDP != model.XDPGeneric {
+		back()
+		t.Fatalf("Attach(lo): %+v, %v; want generic XDP", att, err)
+	}
+	return d, dir, back
 }
