@@ -74,12 +74,15 @@ type Datapath struct {
 	objs    santaObjects // the programs and the maps they share
 	pins    *pins
 	pinLock *os.File // the pin path, locked from Open to Close (lockPinPath)
-	ifaces  *ifaceLinks
-	store   *store
-	tcp     *tcpPlane
-	restore *restoring
-	addrs   *localAddrs // the host's addresses, followed from Open to Close
-	netns   netnsID     // the namespace Open ran in, whose addresses addrs are
+	// hostBPFFS is the pin path's parent under ip netns exec, held open
+	// from Open to Close: the pin path is named through it (hostPinPath).
+	hostBPFFS *os.File
+	ifaces    *ifaceLinks
+	store     *store
+	tcp       *tcpPlane
+	restore   *restoring
+	addrs     *localAddrs // the host's addresses, followed from Open to Close
+	netns     netnsID     // the namespace Open ran in, whose addresses addrs are
 
 	watchMu sync.Mutex
 	watcher *socketWatcher // nil until WatchSockets
@@ -152,7 +155,7 @@ func open(opts Options) (*Datapath, error) {
 		return nil, fmt.Errorf("reading the host's addresses: %w", err)
 	}
 	if !opts.NoPin {
-		if err := d.pin(opts.PinPath, opts.KeepLinks); err != nil {
+		if err := d.pin(opts.PinPath, opts.KeepLinks, opts.Log); err != nil {
 			d.Close()
 			return nil, err
 		}
@@ -162,11 +165,15 @@ func open(opts Options) (*Datapath, error) {
 
 // pin makes maps and programs outlive this process, replacing older pins,
 // after holding on to what the parts take over from an earlier process.
-func (d *Datapath) pin(dir string, keepLinks bool) error {
+func (d *Datapath) pin(dir string, keepLinks bool, log *slog.Logger) error {
+	dir, held, err := hostPinPath(dir, log)
+	if err != nil {
+		return err
+	}
+	d.hostBPFFS = held
 	if err := prepare(dir); err != nil {
 		return err
 	}
-	var err error
 	if d.pinLock, err = lockPinPath(dir); err != nil {
 		return err
 	}
@@ -199,8 +206,10 @@ func (d *Datapath) Close() error {
 	errs := []error{d.store.close()}
 	d.ifaces.close()
 	errs = append(errs, d.tcp.close(), d.objs.Close())
-	if d.pinLock != nil {
-		d.pinLock.Close()
+	for _, f := range []*os.File{d.pinLock, d.hostBPFFS} {
+		if f != nil {
+			f.Close()
+		}
 	}
 	return errors.Join(errs...)
 }

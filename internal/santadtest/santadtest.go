@@ -57,8 +57,8 @@ func (n *Netns) Do(f func() error) error { return netns.Run(n.path(), f) }
 // Command runs name in the namespace. nsenter joins the network namespace
 // only, so the process shares the host's mounts, /sys/fs/bpf among them:
 // what a santad started so pins outlives it, as it must for a restart.
-// (ip netns exec would give it a private /sys, hence a bpffs of its own
-// that vanishes with it.)
+// (ip netns exec gives it a /sys of its own: santad then pins through its
+// parent's view, IPNetnsExec.)
 func (n *Netns) Command(ctx context.Context, name string, args ...string) *exec.Cmd {
 	return exec.CommandContext(ctx, "nsenter", append([]string{"--net=" + n.path(), "--", name}, args...)...)
 }

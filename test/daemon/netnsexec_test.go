@@ -1,48 +1,52 @@
 package daemon
 
 import (
+	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/santa-offload/santa/internal/santadtest"
 	"github.com/santa-offload/santa/rule"
 )
 
 // `ip netns exec NS santad` gives santad a mount namespace of its own with
-// NS's sysfs over /sys and no bpffs below it. santad refuses to pin on a
-// bpffs it would mount there (gone with santad, and the data plane with
-// it), saying to use nsenter --net; with its pins on a bpffs the host
-// mounted, it works as under nsenter: the data plane outlives santad and
-// the next santad takes it over, rules and all.
+// NS's sysfs over /sys and no bpffs below it. santad pins on the bpffs of
+// the namespace the command was typed in, as under nsenter: the data plane
+// outlives santad and the next santad takes it over, rules and all. Where
+// that namespace has no bpffs there either, or cgroup_path names what the
+// fresh /sys has not, santad refuses, saying to use nsenter --net.
 func TestIPNetnsExec(t *testing.T) {
-	bpffs := t.TempDir()
-	if err := unix.Mount("bpf", bpffs, "bpf", 0, ""); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { unix.Unmount(bpffs, unix.MNT_DETACH) })
 	e := prepareEnv(t, "x", "")
-	e.d.Launch = e.ns.IPNetnsExec
 	nsenter := "nsenter --net=/run/netns/" + e.ns.Name
-	for _, c := range []struct{ pinPath, cgroupPath, want string }{
-		{e.d.PinPath, "/sys/fs/cgroup", "a bpffs mounted at /sys/fs/bpf would vanish with santad"},
-		{filepath.Join(bpffs, "santa"), "/sys/fs/cgroup/unified", "cgroup_path /sys/fs/cgroup/unified does not exist there"},
+	for _, c := range []struct {
+		name   string
+		launch func(context.Context, string, ...string) *exec.Cmd
+		args   []string
+		want   string
+	}{
+		{"typed where /sys/fs/bpf is no bpffs", func(ctx context.Context, name string, args ...string) *exec.Cmd {
+			// sh runs ip netns exec in a mount namespace without bpffs, and
+			// stays santad's parent (the exit keeps it from exec'ing ip).
+			script := `umount -l /sys/fs/bpf && ip netns exec "$0" "$@"; exit $?`
+			return exec.CommandContext(ctx, "unshare", append([]string{"--mount", "--propagation", "private", "sh", "-c", script, e.ns.Name, name}, args...)...)
+		}, nil, "a bpffs mounted at /sys/fs/bpf would vanish with santad"},
+		{"cgroup_path missing from the fresh /sys", e.ns.IPNetnsExec, []string{"-cgroup-path", "/sys/fs/cgroup/unified"},
+			"cgroup_path /sys/fs/cgroup/unified does not exist there"},
 	} {
-		refused := santadtest.New(e.d.Bin(), e.ns, t.TempDir(), c.pinPath, "-cgroup-path", c.cgroupPath)
-		refused.Launch = e.ns.IPNetnsExec
+		refused := santadtest.New(e.d.Bin(), e.ns, t.TempDir(), e.d.PinPath, c.args...)
+		refused.Launch = c.launch
 		err := refused.Start()
 		refused.Kill()
 		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), nsenter) {
-			t.Errorf("santad under ip netns exec with pins at %s and cgroup_path %s: %v; want it refused: %q, and %q",
-				c.pinPath, c.cgroupPath, err, c.want, nsenter)
+			t.Errorf("%s: %v; want it refused: %q, and %q", c.name, err, c.want, nsenter)
 		}
 	}
 
-	e.d.PinPath = filepath.Join(bpffs, "santa")
+	e.d.Launch = e.ns.IPNetnsExec
 	if err := e.d.Start(); err != nil {
 		t.Fatal(err)
 	}
