@@ -14,9 +14,6 @@ import (
 	"github.com/santa-offload/santa/internal/protocol"
 )
 
-// DefaultSocket is where santad listens unless configured otherwise.
-const DefaultSocket = "/run/santa/santa.sock"
-
 // Client is a connection to santad. Its methods may be called from several
 // goroutines; requests are then sent one at a time.
 type Client struct {
@@ -29,7 +26,8 @@ type Client struct {
 	buf []byte // one datagram
 }
 
-// Dial connects to santad at path and introduces the client with HELLO,
+// Dial connects to santad at path ("": DefaultPath, $SANTA_SOCKET or
+// DefaultSocket) and introduces the client with HELLO,
 // named after the program, which agrees on the newest protocol version
 // both speak. A daemon that speaks only version 1 is served too, but
 // refuses what version 1 cannot carry (a rule's length condition,
@@ -41,9 +39,12 @@ func Dial(path string) (*Client, error) { return DialAs(path, programName()) }
 // learns on (an agent names itself, e.g. "santa-offload dns"). At most
 // protocol.MaxClientName bytes of UTF-8.
 func DialAs(path, name string) (*Client, error) {
+	if path == "" {
+		path = DefaultPath()
+	}
 	conn, err := net.DialUnix("unixpacket", nil, &net.UnixAddr{Name: path, Net: "unixpacket"})
 	if err != nil {
-		return nil, fmt.Errorf("dial santad: %w", err)
+		return nil, fmt.Errorf("dial santad: %w", explainDial(path, err))
 	}
 	// HELLO goes in version 1, which every daemon reads; its reply comes in
 	// the version agreed on.

@@ -1,7 +1,7 @@
 // Package client talks to santad, the daemon that installs Santa rules, over
 // its Unix socket (docs/protocol.md). santactl and Go applications use it:
 //
-//	c, err := client.Dial(client.DefaultSocket)
+//	c, err := client.Dial("") // $SANTA_SOCKET, else /run/santa/santa.sock
 //	svc, err := c.Attach(udpConn)
 //	ids, err := c.AddRules(svc.ServiceID, []rule.Rule{r})
 //

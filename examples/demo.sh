@@ -41,9 +41,10 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 # "${SRV[@]}" CMD...: runs CMD in the server's namespace. nsenter joins the
-# network namespace only (`ip netns exec` would remount /sys, and santad's
-# pins would land on a bpffs private to it), and execs CMD in place: $! of a
-# background "${SRV[@]}" CMD is CMD itself, and signals reach it.
+# network namespace only (`ip netns exec` would remount /sys, and santad
+# would pin through its parent's view: docs/operations.md), and execs CMD
+# in place: $! of a background "${SRV[@]}" CMD is CMD itself, and signals
+# reach it.
 SRV=(nsenter --net="/run/netns/$RIG-srv" --)
 
 # wait_for FILE PATTERN PID WHAT: until FILE holds PATTERN (10 s at most).

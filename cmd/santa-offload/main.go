@@ -28,6 +28,7 @@ import (
 	"github.com/santa-offload/santa/internal/offload/agent"
 	"github.com/santa-offload/santa/internal/offload/config"
 	"github.com/santa-offload/santa/internal/offload/mcagent"
+	"github.com/santa-offload/santa/internal/version"
 )
 
 // dnsUsages describe the DNS agent's configuration keys as flags.
@@ -109,6 +110,7 @@ var commands = []command{
 }
 
 func main() {
+	version.Handle("santa-offload", os.Args[1:])
 	var cmd *command
 	for i := range commands {
 		if len(os.Args) >= 2 && os.Args[1] == commands[i].name {

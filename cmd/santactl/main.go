@@ -11,9 +11,11 @@ import (
 	"os/signal"
 
 	"github.com/santa-offload/santa/internal/cli"
+	"github.com/santa-offload/santa/internal/version"
 )
 
 func main() {
+	version.Handle("santactl", os.Args[1:])
 	// An interrupt ends top, and a wait for the daemon, through ctx.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	err := cli.Run(ctx, os.Args[1:], os.Stdout, os.Stderr)

@@ -3,6 +3,7 @@
 // Unix socket (docs/protocol.md). It runs in the foreground:
 //
 //	santad [-config FILE] [-socket PATH] [-interfaces lo,eth0] [-metrics-addr :9477] ...
+//	santad --version
 //
 // Settings come from the JSON file given by -config (docs/operations.md
 // names every key), then from the flags, which override the file. SIGHUP
@@ -23,6 +24,7 @@ import (
 
 	"github.com/santa-offload/santa/internal/daemon"
 	"github.com/santa-offload/santa/internal/datapath"
+	"github.com/santa-offload/santa/internal/version"
 )
 
 // overrides are the flags that override a configuration key, by flag name.
@@ -37,6 +39,7 @@ var overrides = []struct {
 		func(c *daemon.Config, v string) { c.Interfaces = splitList(v) }},
 	{"state-dir", "`directory` of the journal", func(c *daemon.Config, v string) { c.StateDir = v }},
 	{"pin-path", "bpffs `directory` of the data plane's pins", func(c *daemon.Config, v string) { c.PinPath = v }},
+	{"cgroup-path", "cgroup v2 `hierarchy` whose sockets are watched and served", func(c *daemon.Config, v string) { c.CgroupPath = v }},
 	{"metrics-addr", "serve Prometheus metrics at http://`addr`/metrics", func(c *daemon.Config, v string) { c.MetricsAddr = v }},
 }
 
@@ -47,6 +50,7 @@ type config struct {
 }
 
 func main() {
+	version.Handle("santad", os.Args[1:])
 	cfg, err := parseFlags(flag.CommandLine, os.Args[1:])
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "santad: %v\n", err)
@@ -102,13 +106,16 @@ func run(ctx context.Context, cfg config, reload daemon.Reload) error {
 		level = slog.LevelDebug
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	if err := datapath.RequireCapabilities(); err != nil {
+		return err
+	}
 	return daemon.Run(ctx, cfg.daemon, openDatapath(cfg.daemon, log), log, reload)
 }
 
 // openDatapath opens the data plane with the configuration's settings.
 func openDatapath(cfg daemon.Config, log *slog.Logger) daemon.OpenPlane {
 	return func(keepLinks bool) (daemon.Plane, error) {
-		dp, err := datapath.Open(datapath.Options{PinPath: cfg.PinPath, MaxRules: cfg.MaxRules,
+		dp, err := datapath.Open(datapath.Options{PinPath: cfg.PinPath, CgroupPath: cfg.CgroupPath, MaxRules: cfg.MaxRules,
 			MaxServices: cfg.MaxServices, ReplyTTL: cfg.ReplyTTL, KeepLinks: keepLinks, Log: log})
 		if err != nil {
 			return nil, err // not a nil *Datapath in a non-nil Plane

@@ -19,6 +19,9 @@ func (*addOptions) run(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
+	p := e.progress()
+	defer p.done()
+	p.show(true, "reading %s", fileName(args[1]))
 	rs, err := e.readRuleFile(args[1])
 	if err != nil {
 		return err
@@ -30,13 +33,15 @@ func (*addOptions) run(ctx context.Context, e *env, args []string) error {
 		if _, err := rule.Compile(r); err != nil {
 			return fmt.Errorf("%s: rule %d: %w", fileName(args[1]), i, err)
 		}
+		p.show(false, "checked %d of %d rules", i+1, len(rs))
 	}
 	c, err := e.connect(ctx)
 	if err != nil {
 		return err
 	}
 	ids, err := inTxn(c, service, rs, ruleSize, (*client.Txn).AddRules,
-		func(i int) string { return fmt.Sprintf("rule %d", i) })
+		func(i int) string { return fmt.Sprintf("rule %d", i) }, p)
+	p.done()
 	if err != nil {
 		return err
 	}

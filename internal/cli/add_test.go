@@ -155,3 +155,34 @@ func rulesOnly(entries []client.RuleEntry) []rule.Rule {
 	}
 	return rs
 }
+
+// On a terminal, a batch of many messages shows on stderr how far it is,
+// on one line rewritten in place and cleared at the end; elsewhere stderr
+// stays empty.
+func TestAddProgress(t *testing.T) {
+	_, path := withService(t)
+	file := writeFile(t, ruleFileOf(t, patterned(300)))
+	e := testEnv(path, "", nil)
+	e.errTerminal = true
+	stdout, stderr, code := runEnv(t, e, "add", "7", file)
+	if code != 0 || !strings.HasPrefix(stdout, "RULE  ID\n") {
+		t.Fatalf("add: status %d, stdout %q", code, stdout)
+	}
+	// The tests' clock moves a second at each reading: every step shows.
+	const clear = "\r\x1b[K"
+	var want strings.Builder
+	want.WriteString(clear + "reading " + file)
+	for i := range 300 {
+		fmt.Fprintf(&want, "%schecked %d of 300 rules", clear, i+1)
+	}
+	// 78 rules of 256 + 1400 bytes and their headers to a message.
+	for _, sent := range []int{78, 156, 234, 300} {
+		fmt.Fprintf(&want, "%ssent %d of 300", clear, sent)
+	}
+	want.WriteString(clear + "sent 300, committing: santad applies them all" + clear)
+	check(t, "add's progress", stderr, want.String())
+
+	if _, stderr, _ := santactl(t, path, "delete", "7", "-f", file); stderr != "" {
+		t.Errorf("delete, stderr no terminal: %q", stderr)
+	}
+}

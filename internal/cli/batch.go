@@ -48,8 +48,9 @@ func batches[T any](items []T, size func(T) int) iter.Seq2[int, []T] {
 // in items; COMMIT's index is taken to count the items the same way, as
 // the transaction holds them in that order. It returns the rule ids send
 // was given for the batches (those of added rules), once COMMIT lands them.
+// p shows how many were sent, then the commit, which applies them all.
 func inTxn[T any](c *client.Client, service uint32, items []T, size func(T) int,
-	send func(*client.Txn, []T) ([]uint32, error), name func(index int) string) ([]uint32, error) {
+	send func(*client.Txn, []T) ([]uint32, error), name func(index int) string, p *progress) ([]uint32, error) {
 	txn, err := c.Begin(service)
 	if err != nil {
 		return nil, err
@@ -64,7 +65,9 @@ func inTxn[T any](c *client.Client, service uint32, items []T, size func(T) int,
 			return nil, refused(err, func(i int) string { return name(start + i) })
 		}
 		ids = append(ids, got...)
+		p.show(false, "sent %d of %d", start+len(batch), len(items))
 	}
+	p.show(true, "sent %d, committing: santad applies them all", len(items))
 	if _, err := txn.Commit(); err != nil {
 		return nil, refused(err, name)
 	}

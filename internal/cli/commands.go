@@ -94,7 +94,7 @@ func writeUsage(w io.Writer) error {
 	tw.Flush()
 	fmt.Fprintf(w, "\nglobal options, before the command or among its own:\n")
 	fs := newFlagSet()
-	(&globalOptions{socket: client.DefaultSocket}).flags(fs)
+	(&globalOptions{socket: client.DefaultPath()}).flags(fs)
 	fs.SetOutput(w)
 	fs.PrintDefaults()
 	fmt.Fprintf(w, "\n\"santactl COMMAND -h\" describes a command; docs/santactl.md, all of them.\n"+
@@ -109,7 +109,7 @@ func help(w io.Writer, args []string) error {
 		return writeUsage(w)
 	case 1:
 		if c, ok := lookup(args[0]); ok {
-			return c.writeHelp(w, c.flagSet(&globalOptions{socket: client.DefaultSocket}, c.options()))
+			return c.writeHelp(w, c.flagSet(&globalOptions{socket: client.DefaultPath()}, c.options()))
 		}
 		return &usageError{cmd: "help", msg: fmt.Sprintf("unknown command %q", args[0]), synopsis: "santactl help [COMMAND]"}
 	}

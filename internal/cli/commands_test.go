@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"fmt"
 	"testing"
 
 	"github.com/santa-offload/santa/client"
@@ -13,10 +12,7 @@ func TestCommands(t *testing.T) {
 	f, path := withService(t)
 	f.setCounters(7, client.RuleCounters{RuleID: 1, Hits: 120, Bytes: 5040})
 	f.setCounters(7, client.RuleCounters{RuleID: 3, Hits: 30, Bytes: 1260})
-	tests := []struct {
-		args []string
-		want string
-	}{
+	tests := []output{
 		{[]string{"status"}, `daemon    santad test
 protocol  2
 client    uid 1000, gid 100, pid 4242
@@ -248,12 +244,12 @@ fallback      1
   no xdp      0
 bad checksum  0
 rules         3
-rule bytes    93
+rule bytes    93 B
 
-RULE  HITS  BYTES  OFFSET  PATTERN                                                   LENGTH
-1     120   5040   0       "Hello"                                                   any
-3     30    1260   0       "Hi"                                                      any
-2     0     0      2       "\x01\x00\x00\x01\x00\x00\x00\x00\x00\x00"... (27 bytes)  29
+RULE  HITS  BYTES    OFFSET  PATTERN                                                   LENGTH
+1     120   4.9 KiB  0       "Hello"                                                   any
+3     30    1.2 KiB  0       "Hi"                                                      any
+2     0     0 B      2       "\x01\x00\x00\x01\x00\x00\x00\x00\x00\x00"... (27 bytes)  29
 `},
 		{[]string{"stats", "-json", "-top", "1", "7"}, `{
   "service_id": 7,
@@ -281,13 +277,7 @@ RULE  HITS  BYTES  OFFSET  PATTERN                                              
 }
 `},
 	}
-	for _, tt := range tests {
-		stdout, stderr, code := santactl(t, path, tt.args...)
-		if code != 0 || stderr != "" {
-			t.Errorf("%q: exit status %d, stderr %q", tt.args, code, stderr)
-		}
-		check(t, fmt.Sprint(tt.args), stdout, tt.want)
-	}
+	checkOutputs(t, path, tests)
 }
 
 func TestDetach(t *testing.T) {
@@ -318,7 +308,7 @@ func TestRefusals(t *testing.T) {
 		{[]string{"rules", "9"}, "santactl: rules: no service 9 (ENOENT)\n"},
 		{[]string{"rules", "7", "9"}, "santactl: rules: service 7 has no rule 9\n"},
 		{[]string{"stats", "8"}, "santactl: stats: no service 8 (ENOENT)\n"},
-		{[]string{"-socket", path + ".none", "status"}, "santactl: status: dial santad: dial unixpacket " + path + ".none: connect: no such file or directory\n"},
+		{[]string{"-socket", path + ".none", "status"}, "santactl: status: dial santad: dial unixpacket " + path + ".none: connect: no such file or directory; is santad running, with its socket there? ($SANTA_SOCKET names another socket)\n"},
 	} {
 		stdout, stderr, code := santactl(t, path, tt.args...)
 		if stdout != "" || stderr != tt.stderr || code != 1 {

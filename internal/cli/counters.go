@@ -64,10 +64,10 @@ func byHits(a, b ruleCountersView) int {
 }
 
 // conditionCells are the table cells of the rule's condition: offset,
-// pattern, length.
-func (v ruleCountersView) conditionCells() (any, string, string) {
+// pattern (as p shows it), length.
+func (v ruleCountersView) conditionCells(p proto) (any, string, string) {
 	if v.cond == nil {
 		return "-", "(deleted)", "-"
 	}
-	return v.cond.Offset, quoteUpTo(v.cond.Pattern, patternWidth), lengthCell(*v.cond)
+	return v.cond.Offset, p.patternCell(*v.cond, patternWidth), lengthCell(*v.cond)
 }

@@ -51,8 +51,10 @@ func (o *deleteOptions) run(ctx context.Context, e *env, args []string) error {
 		}
 	}
 	deleteBatch := func(t *client.Txn, ids []uint32) ([]uint32, error) { return nil, t.DeleteRules(ids) }
+	p := e.progress()
 	_, err = inTxn(c, service, ids, idSize, deleteBatch,
-		func(i int) string { return fmt.Sprintf("rule id %d", ids[i]) })
+		func(i int) string { return fmt.Sprintf("rule id %d", ids[i]) }, p)
+	p.done()
 	if err != nil {
 		return err
 	}

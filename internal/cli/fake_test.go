@@ -27,6 +27,8 @@ type fake struct {
 	cookies     []uint64 // SO_COOKIE of each socket attached
 	addRequests int      // ADD_RULES requests received
 	client      string   // the name HELLO gave
+	// paths are PATH_STATS' reply; nil: refused, as an older santad does.
+	paths []protocol.PathCount
 }
 
 type fakeService struct {
@@ -221,6 +223,10 @@ func (f *fake) handle(req protocol.Body, fds []int) protocol.Body {
 		stats := s.stats
 		stats.Rules = uint32(len(s.rules))
 		return &stats
+	case *protocol.PathStats:
+		if f.paths != nil {
+			return &protocol.PathStatsReply{Paths: f.paths}
+		}
 	case *protocol.Status:
 		return &protocol.StatusReply{Daemon: "santad test", Rules: 3, Capacity: 1048576, Services: uint32(len(f.services)),
 			Interfaces: []client.Interface{{Ifindex: 1, Name: "lo", XDP: "generic"}, {Ifindex: 4, Name: "eth0", XDP: "native", TC: true}}}

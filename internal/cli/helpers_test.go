@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -43,6 +44,25 @@ func runEnv(t *testing.T, e *env, args ...string) (stdout, stderr string, code i
 	t.Helper()
 	err := run(context.Background(), append([]string{"-socket", e.global.socket}, args...), e)
 	return e.stdout.(*bytes.Buffer).String(), e.stderr.(*bytes.Buffer).String(), ExitCode(err)
+}
+
+// output is what santactl with args writes, successfully.
+type output struct {
+	args []string
+	want string
+}
+
+// checkOutputs runs santactl against the daemon at socket with each
+// output's args, and compares what it writes with the want.
+func checkOutputs(t *testing.T, socket string, outputs []output) {
+	t.Helper()
+	for _, o := range outputs {
+		stdout, stderr, code := santactl(t, socket, o.args...)
+		if code != 0 || stderr != "" {
+			t.Errorf("%q: exit status %d, stderr %q", o.args, code, stderr)
+		}
+		check(t, fmt.Sprint(o.args), stdout, o.want)
+	}
 }
 
 // check compares what santactl wrote with what it should have.

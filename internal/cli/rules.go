@@ -56,6 +56,9 @@ func listRules(ctx context.Context, e *env, service uint32) error {
 		return err
 	}
 	v := ruleList{ruleFile: ruleFile{Rules: []jsonRule{}}}
+	if v.proto, err = serviceProto(c, service); err != nil {
+		return err
+	}
 	for entry, err := range c.Rules(service) {
 		if err != nil {
 			return err
@@ -70,6 +73,7 @@ func listRules(ctx context.Context, e *env, service uint32) error {
 type ruleList struct {
 	ruleFile
 	entries []client.RuleEntry
+	proto   proto // how the table shows patterns
 }
 
 // table has a GUARD column if a rule has a guard.
@@ -86,7 +90,7 @@ func (v ruleList) table(w io.Writer) error {
 			procs = append(procs, describe(p, putWidth))
 		}
 		c := e.Rule.Condition
-		cells := []any{e.RuleID, c.Offset, quoteUpTo(c.Pattern, patternWidth), lengthCell(c), e.Rule.ReplyLen, strings.Join(procs, ", ")}
+		cells := []any{e.RuleID, c.Offset, v.proto.patternCell(c, patternWidth), lengthCell(c), e.Rule.ReplyLen, strings.Join(procs, ", ")}
 		if guarded {
 			cells = append(cells, describeGuard(e.Guard))
 		}

@@ -19,8 +19,10 @@ type env struct {
 	stdin    io.Reader
 	stdout   io.Writer
 	stderr   io.Writer
-	terminal bool             // stdout is a terminal: top redraws in place
-	clock    func() time.Time // when top samples, so tests can fix the rates
+	terminal bool // stdout is a terminal: top redraws in place
+	// errTerminal: stderr is a terminal, where long batches show progress.
+	errTerminal bool
+	clock       func() time.Time // when top samples, so tests can fix the rates
 
 	conn    *client.Client // dialed by the first command that needs it
 	unwatch func() bool    // stops closing conn at an interrupt
@@ -35,7 +37,7 @@ type globalOptions struct {
 func (g *globalOptions) flags(fs *flag.FlagSet) {
 	// The defaults are the values so far, so that an option given before
 	// the command survives the command's own flag set.
-	fs.StringVar(&g.socket, "socket", g.socket, "santad's `PATH`")
+	fs.StringVar(&g.socket, "socket", g.socket, "santad's `PATH` ($SANTA_SOCKET sets the default)")
 	fs.BoolVar(&g.json, "json", g.json, "print one JSON document instead of tables")
 }
 
@@ -45,12 +47,13 @@ func (g *globalOptions) flags(fs *flag.FlagSet) {
 // gives the exit status for the error.
 func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return run(ctx, args, &env{
-		global:   globalOptions{socket: client.DefaultSocket},
-		stdin:    os.Stdin,
-		stdout:   stdout,
-		stderr:   stderr,
-		terminal: isTerminal(stdout),
-		clock:    time.Now,
+		global:      globalOptions{socket: client.DefaultPath()},
+		stdin:       os.Stdin,
+		stdout:      stdout,
+		stderr:      stderr,
+		terminal:    isTerminal(stdout),
+		errTerminal: isTerminal(stderr),
+		clock:       time.Now,
 	})
 }
 

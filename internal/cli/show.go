@@ -16,6 +16,10 @@ func showRule(ctx context.Context, e *env, service, id uint32) error {
 	if err != nil {
 		return err
 	}
+	p, err := serviceProto(c, service)
+	if err != nil {
+		return err
+	}
 	// Without a request for one rule, its page is found by walking them.
 	for entry, err := range c.Rules(service) {
 		if err != nil {
@@ -26,7 +30,9 @@ func showRule(ctx context.Context, e *env, service, id uint32) error {
 			if err != nil {
 				return fmt.Errorf("rule %d: %w", id, err)
 			}
-			return e.show(newRuleDetail(service, entry, compiled))
+			v := newRuleDetail(service, entry, compiled)
+			v.request = p.decode(entry.Rule.Condition)
+			return e.show(v)
 		}
 	}
 	return fmt.Errorf("service %d has no rule %d", service, id)
@@ -42,6 +48,7 @@ type ruleDetail struct {
 
 	entry    client.RuleEntry
 	compiled rule.Compiled
+	request  string // the condition decoded (patterns.go), if it is
 }
 
 func newRuleDetail(service uint32, entry client.RuleEntry, compiled rule.Compiled) ruleDetail {
@@ -64,6 +71,9 @@ func (v ruleDetail) table(w io.Writer) error {
 	fmt.Fprintf(w, "service %d, rule %d\n\n", v.ServiceID, v.entry.RuleID)
 	fmt.Fprintf(w, "condition  %d bytes at offset %d: %s\n", len(r.Condition.Pattern), r.Condition.Offset, quote(r.Condition.Pattern))
 	hexdump(w, "  ", r.Condition.Pattern, nil)
+	if v.request != "" {
+		fmt.Fprintf(w, "request    %s\n", v.request)
+	}
 	if r.Condition.HasLength() {
 		fmt.Fprintf(w, "length     %s\n", describeLength(r.Condition))
 	}

@@ -2,10 +2,14 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"slices"
+	"syscall"
+
+	"github.com/santa-offload/santa/client"
 )
 
 type statsOptions struct {
@@ -40,7 +44,11 @@ func (o *statsOptions) run(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	v := statsView{
+	p, err := serviceProto(c, service)
+	if err != nil {
+		return err
+	}
+	v := statsView{proto: p,
 		ServiceID: service, Matched: s.Matched, Passed: s.Passed, Fallback: s.Fallback,
 		TCChecksum: s.TCChecksum, TCTooLong: s.TCTooLong, TCNoXDP: s.TCNoXDP,
 		BadCsum: s.BadCsum, Rules: s.Rules, RuleBytes: s.RuleBytes, Memcached: mc,
@@ -66,6 +74,23 @@ func (o *statsOptions) run(ctx context.Context, e *env, args []string) error {
 			v.RuleCounters[i].setCondition(cond)
 		}
 	}
+	// Last: a santad older than PATH_STATS refuses it and closes the
+	// connection; then there are no path counters to show.
+	paths, err := c.PathStats()
+	var old *client.Error
+	switch {
+	case errors.As(err, &old) && old.Code == syscall.EPROTO:
+	case err != nil:
+		return err
+	default:
+		v.Paths = map[string]uint64{}
+		for _, p := range paths {
+			v.Paths[p.Name] = p.Count
+			if p.Count > 0 {
+				v.paths = append(v.paths, p)
+			}
+		}
+	}
 	return e.show(v)
 }
 
@@ -84,6 +109,12 @@ type statsView struct {
 	// it has one.
 	Memcached    *memcachedView     `json:"memcached,omitempty"`
 	RuleCounters []ruleCountersView `json:"rule_counters"` // most hits first
+	// Paths are the host's path counters, every service's (none from a
+	// santad older than PATH_STATS).
+	Paths map[string]uint64 `json:"paths,omitempty"`
+
+	proto proto              // how the table shows patterns
+	paths []client.PathCount // those not 0, by name, for the table
 }
 
 func (v statsView) table(w io.Writer) error {
@@ -97,7 +128,7 @@ func (v statsView) table(w io.Writer) error {
 	t.row("  no xdp", v.TCNoXDP)
 	t.row("bad checksum", v.BadCsum)
 	t.row("rules", v.Rules)
-	t.row("rule bytes", v.RuleBytes)
+	t.row("rule bytes", bytesCell(v.RuleBytes))
 	if v.Memcached != nil {
 		v.Memcached.rows(t)
 	}
@@ -107,8 +138,16 @@ func (v statsView) table(w io.Writer) error {
 	fmt.Fprintln(w)
 	t = newTable(w, "RULE", "HITS", "BYTES", "OFFSET", "PATTERN", "LENGTH")
 	for _, rc := range v.RuleCounters {
-		off, pattern, length := rc.conditionCells()
-		t.row(rc.ID, rc.Hits, rc.Bytes, off, pattern, length)
+		off, pattern, length := rc.conditionCells(v.proto)
+		t.row(rc.ID, rc.Hits, bytesCell(rc.Bytes), off, pattern, length)
+	}
+	if err := t.flush(); err != nil || len(v.paths) == 0 {
+		return err
+	}
+	fmt.Fprintln(w)
+	t = newTable(w, "PATH (HOST)", "PACKETS")
+	for _, p := range v.paths {
+		t.row(p.Name, p.Count)
 	}
 	return t.flush()
 }

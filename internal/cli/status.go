@@ -78,7 +78,7 @@ func (v statusView) table(w io.Writer) error {
 	t.row("daemon", v.Daemon)
 	t.row("protocol", v.Protocol)
 	t.row("client", who)
-	t.row("quota", fmt.Sprintf("%s rules, %s bytes", quota(uint64(v.Client.QuotaRules)), quota(v.Client.QuotaBytes)))
+	t.row("quota", fmt.Sprintf("%s rules, %s", quota(uint64(v.Client.QuotaRules)), quotaBytes(v.Client.QuotaBytes)))
 	t.row("rules", fmt.Sprintf("%d of %d", v.Rules, v.Capacity))
 	t.row("services", v.Services)
 	if err := t.flush(); err != nil {
@@ -92,12 +92,19 @@ func (v statusView) table(w io.Writer) error {
 	return t.flush()
 }
 
-// quota is a quota for people: 0 means none.
+// quota and quotaBytes are quotas for people: 0 means none.
 func quota(n uint64) string {
 	if n == 0 {
 		return "unlimited"
 	}
 	return fmt.Sprint(n)
+}
+
+func quotaBytes(n uint64) string {
+	if n == 0 {
+		return "unlimited bytes"
+	}
+	return bytesCell(n)
 }
 
 func yesNo(b bool) string {

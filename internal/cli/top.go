@@ -98,19 +98,25 @@ type watcher struct {
 	last     map[ruleKey]client.RuleCounters
 	lastTime time.Time
 	conds    map[ruleKey]rule.Condition
+	protos   map[uint32]proto // of the services, as of the last refresh
 }
 
+// services lists the services to sample, and notes their protocols.
 func (w *watcher) services() ([]uint32, error) {
-	if !w.all {
-		return []uint32{w.service}, nil
-	}
 	services, err := w.c.Services()
 	if err != nil {
 		return nil, err
 	}
+	w.protos = map[uint32]proto{}
 	var ids []uint32
 	for _, s := range services {
-		ids = append(ids, s.ServiceID)
+		if w.all || s.ServiceID == w.service {
+			ids = append(ids, s.ServiceID)
+			w.protos[s.ServiceID] = protoOf(s)
+		}
+	}
+	if !w.all {
+		return []uint32{w.service}, nil // not listed: its counters say why
 	}
 	return ids, nil
 }
@@ -173,7 +179,7 @@ func (w *watcher) frame(clock func() time.Time, o *topOptions) (topFrame, error)
 			rows[i].setCondition(cond)
 		}
 	}
-	return topFrame{Time: now, Services: len(services), Rules: len(sample), Top: rows, sortedBy: o.sort}, nil
+	return topFrame{Time: now, Services: len(services), Rules: len(sample), Top: rows, sortedBy: o.sort, protos: w.protos}, nil
 }
 
 // readConditions reads the conditions of the rows' rules that it has not
@@ -217,6 +223,7 @@ type topFrame struct {
 	Top      []topRow  `json:"top"`
 
 	sortedBy string
+	protos   map[uint32]proto // how the table shows patterns, by service
 }
 
 // topRow is a rule's counters and their rates since the last refresh
@@ -232,15 +239,8 @@ func (f topFrame) table(w io.Writer) error {
 	fmt.Fprintf(w, "%s  services %d, rules %d, by %s\n", f.Time.Format(time.TimeOnly), f.Services, f.Rules, f.sortedBy)
 	t := newTable(w, "SERVICE", "RULE", "HITS", "HITS/S", "BYTES", "BYTES/S", "OFFSET", "PATTERN", "LENGTH")
 	for _, r := range f.Top {
-		off, pattern, length := r.conditionCells()
-		t.row(r.ServiceID, r.ID, r.Hits, formatRate(r.HitsPerS), r.Bytes, formatRate(r.BytesPerS), off, pattern, length)
+		off, pattern, length := r.conditionCells(f.protos[r.ServiceID])
+		t.row(r.ServiceID, r.ID, r.Hits, countRateCell(r.HitsPerS), bytesCell(r.Bytes), byteRateCell(r.BytesPerS), off, pattern, length)
 	}
 	return t.flush()
-}
-
-func formatRate(r *float64) string {
-	if r == nil {
-		return "-"
-	}
-	return fmt.Sprintf("%.1f", *r)
 }

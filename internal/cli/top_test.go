@@ -33,28 +33,28 @@ func TestTop(t *testing.T) {
 	}{
 		{"one service, plain blocks", []string{"top", "-iterations", "2", "-interval", "1ms", "-n", "2", "7"}, false,
 			`12:00:00  services 1, rules 3, by hits
-SERVICE  RULE  HITS  HITS/S  BYTES  BYTES/S  OFFSET  PATTERN  LENGTH
-7        1     120   -       5040   -        0       "Hello"  any
-7        3     30    -       1260   -        0       "Hi"     any
+SERVICE  RULE  HITS  HITS/S  BYTES    BYTES/S  OFFSET  PATTERN  LENGTH
+7        1     120   -       4.9 KiB  -        0       "Hello"  any
+7        3     30    -       1.2 KiB  -        0       "Hi"     any
 
 12:00:01  services 1, rules 3, by hits
-SERVICE  RULE  HITS  HITS/S  BYTES  BYTES/S  OFFSET  PATTERN  LENGTH
-7        1     130   10.0    5460   420.0    0       "Hello"  any
-7        3     80    50.0    3360   2100.0   0       "Hi"     any
+SERVICE  RULE  HITS  HITS/S  BYTES    BYTES/S  OFFSET  PATTERN  LENGTH
+7        1     130   10.0    5.3 KiB  420 B    0       "Hello"  any
+7        3     80    50.0    3.3 KiB  2.1 KiB  0       "Hi"     any
 `},
 		{"every service by rate, on a terminal", []string{"top", "-iterations", "2", "-interval", "1ms", "-sort", "rate"}, true,
 			clearScreen + `12:00:00  services 2, rules 4, by rate
-SERVICE  RULE  HITS  HITS/S  BYTES  BYTES/S  OFFSET  PATTERN                                                   LENGTH
-7        1     120   -       5040   -        0       "Hello"                                                   any
-8        4     40    -       160    -        0       "ping"                                                    any
-7        3     30    -       1260   -        0       "Hi"                                                      any
-7        2     0     -       0      -        2       "\x01\x00\x00\x01\x00\x00\x00\x00\x00\x00"... (27 bytes)  29
+SERVICE  RULE  HITS  HITS/S  BYTES    BYTES/S  OFFSET  PATTERN                                                   LENGTH
+7        1     120   -       4.9 KiB  -        0       "Hello"                                                   any
+8        4     40    -       160 B    -        0       "ping"                                                    any
+7        3     30    -       1.2 KiB  -        0       "Hi"                                                      any
+7        2     0     -       0 B      -        2       "\x01\x00\x00\x01\x00\x00\x00\x00\x00\x00"... (27 bytes)  29
 ` + clearScreen + `12:00:01  services 2, rules 4, by rate
-SERVICE  RULE  HITS  HITS/S  BYTES  BYTES/S  OFFSET  PATTERN                                                   LENGTH
-7        3     80    50.0    3360   2100.0   0       "Hi"                                                      any
-7        1     130   10.0    5460   420.0    0       "Hello"                                                   any
-8        4     45    5.0     180    20.0     0       "ping"                                                    any
-7        2     0     0.0     0      0.0      2       "\x01\x00\x00\x01\x00\x00\x00\x00\x00\x00"... (27 bytes)  29
+SERVICE  RULE  HITS  HITS/S  BYTES    BYTES/S  OFFSET  PATTERN                                                   LENGTH
+7        3     80    50.0    3.3 KiB  2.1 KiB  0       "Hi"                                                      any
+7        1     130   10.0    5.3 KiB  420 B    0       "Hello"                                                   any
+8        4     45    5.0     180 B    20 B     0       "ping"                                                    any
+7        2     0     0.0     0 B      0 B      2       "\x01\x00\x00\x01\x00\x00\x00\x00\x00\x00"... (27 bytes)  29
 `},
 		{"JSON, one document per refresh", []string{"-json", "top", "-iterations", "2", "-interval", "1ms", "-n", "1", "7"}, true,
 			`{

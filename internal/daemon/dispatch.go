@@ -47,6 +47,8 @@ func (s *Server) handle(sess *session, req protocol.Body, fds []int) protocol.Bo
 		return s.generation(sess, req)
 	case *protocol.MemcachedStats:
 		return s.memcachedStats(sess, req)
+	case *protocol.PathStats:
+		return s.pathStats()
 	}
 	return protocol.Errorf(syscall.EPROTO, "%v is not a request", req.Type())
 }

@@ -187,7 +187,7 @@ func (f *fakeDP) RuleStats(id model.RuleID) (model.RuleStats, error) {
 }
 
 func (f *fakeDP) PathStats() (model.PathStats, error) {
-	return model.PathStats{"answered": 3}, nil
+	return model.PathStats{"answered": 3, "tcp_fin": 2, "passed": 0}, nil
 }
 
 // rulesOf is what the fake data plane runs for a service.
@@ -314,3 +314,17 @@ func (f *fakeDP) guardsOf(id model.ServiceID) map[model.RuleID]*model.Guard {
 	defer f.mu.Unlock()
 	return maps.Clone(f.services[id].guards)
 }
+
+// fakePlane is fakeDP as the whole Plane Run needs: every interface
+// attaches with generic XDP, and nothing is pinned or watched.
+type fakePlane struct{ *fakeDP }
+
+func (fakePlane) WatchSockets(string, func(model.ServiceID, model.SocketInfo)) error { return nil }
+func (fakePlane) Attach(ifname string) (model.Attachment, error) {
+	return model.Attachment{Interface: ifname, XDP: model.XDPGeneric, TC: true}, nil
+}
+func (fakePlane) DetachStale() error                              { return nil }
+func (fakePlane) EndRestore() []model.ServiceID                   { return nil }
+func (fakePlane) HandOverConnections() (model.HandOver, error)    { return model.HandOver{}, nil }
+func (fakePlane) ReleaseLeftConnections() (model.HandOver, error) { return model.HandOver{}, nil }
+func (fakePlane) Close() error                                    { return nil }

@@ -26,7 +26,7 @@ func listen(cfg Config) (*net.UnixListener, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(filepath.Dir(cfg.Socket), 0o755); err != nil {
+	if err := mkdirs(filepath.Dir(cfg.Socket), publicDirMode); err != nil {
 		return nil, fmt.Errorf("creating socket directory: %w", err)
 	}
 	if c, err := net.Dial("unixpacket", cfg.Socket); err == nil {

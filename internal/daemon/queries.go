@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"errors"
+	"maps"
 	"slices"
 	"syscall"
 	"time"
@@ -131,6 +132,19 @@ func (s *Server) status() protocol.Body {
 		Interfaces: s.ifaces}
 	for _, sv := range s.st.services {
 		r.Rules += uint32(len(sv.Rules))
+	}
+	return r
+}
+
+// pathStats reads the host's path counters, by name.
+func (s *Server) pathStats() protocol.Body {
+	paths, err := s.dp.PathStats()
+	if err != nil {
+		return protocol.Errorf(syscall.EIO, "reading the path counters: %v", err)
+	}
+	r := &protocol.PathStatsReply{Paths: make([]protocol.PathCount, 0, len(paths))}
+	for _, name := range slices.Sorted(maps.Keys(paths)) {
+		r.Paths = append(r.Paths, protocol.PathCount{Name: name, Count: paths[name]})
 	}
 	return r
 }

@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/santa-offload/santa/internal/daemon/journal"
+	"github.com/santa-offload/santa/internal/flock"
 	"github.com/santa-offload/santa/internal/model"
 	"github.com/santa-offload/santa/internal/protocol"
 	"github.com/santa-offload/santa/internal/sdnotify"
@@ -169,19 +170,19 @@ func releaseLeft(ctx context.Context, dp Plane, log *slog.Logger) {
 // lockState makes sure one santad at a time uses a state directory: two
 // would write one journal.
 func lockState(dir string) (unlock func(), err error) {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if err := mkdirs(dir, stateDirMode); err != nil {
 		return nil, fmt.Errorf("creating state directory: %w", err)
 	}
 	f, err := os.OpenFile(filepath.Join(dir, "lock"), os.O_CREATE|os.O_RDWR, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("opening lock file: %w", err)
 	}
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+	if err := flock.Lock(f); err != nil {
 		f.Close()
-		if errors.Is(err, unix.EWOULDBLOCK) {
-			return nil, fmt.Errorf("another santad uses the state directory %s", dir)
+		if held := (*flock.HeldError)(nil); errors.As(err, &held) {
+			return nil, fmt.Errorf("the state directory %s is in use by %s", dir, held.Holder("another santad"))
 		}
-		return nil, fmt.Errorf("locking state directory: %w", err)
+		return nil, err
 	}
 	return func() { f.Close() }, nil
 }

@@ -68,23 +68,17 @@ func (a *ifaceLinks) attach(ifname string) (model.Attachment, error) {
 		return nil
 	}
 
-	for _, mode := range []struct {
-		name  model.XDPMode
-		flags link.XDPAttachFlags
-	}{{model.XDPNative, link.XDPDriverMode}, {model.XDPGeneric, link.XDPGenericMode}} {
+	for _, mode := range xdpModes {
 		hook := "xdp_" + string(mode.name)
-		l := a.pins.takeOver(linkPin(ifname, hook), a.xdp)
-		pinned := l != nil
-		if !pinned {
-			l, err = link.AttachXDP(link.XDPOptions{Program: a.xdp, Interface: iface.Index, Flags: mode.flags})
+		l, pinned, err := a.xdpLink(ifname, iface.Index, hook, mode.flags)
+		if err != nil {
+			continue // not in this mode (lo has no native XDP): the next
 		}
-		if l != nil && err == nil {
-			att.XDP = mode.name
-			if err := keep(l, hook, pinned); err != nil {
-				return model.Attachment{}, err
-			}
-			break
+		att.XDP = mode.name
+		if err := keep(l, hook, pinned); err != nil {
+			return model.Attachment{}, err
 		}
+		break
 	}
 	tc := a.pins.takeOver(linkPin(ifname, "tc"), a.tc)
 	tcPinned := tc != nil
@@ -104,6 +98,22 @@ func (a *ifaceLinks) attach(ifname string) (model.Attachment, error) {
 	a.byName[ifname] = links
 	a.mu.Unlock()
 	return att, nil
+}
+
+// xdpModes are the XDP modes Attach tries, best first.
+var xdpModes = []struct {
+	name  model.XDPMode
+	flags link.XDPAttachFlags
+}{{model.XDPNative, link.XDPDriverMode}, {model.XDPGeneric, link.XDPGenericMode}}
+
+// xdpLink is the interface's XDP link in one mode: the one an earlier
+// process pinned for hook, taken over (pinned), or a new one.
+func (a *ifaceLinks) xdpLink(ifname string, index int, hook string, flags link.XDPAttachFlags) (l link.Link, pinned bool, err error) {
+	if l := a.pins.takeOver(linkPin(ifname, hook), a.xdp); l != nil {
+		return l, true, nil
+	}
+	l, err = link.AttachXDP(link.XDPOptions{Program: a.xdp, Interface: index, Flags: flags})
+	return l, false, err
 }
 
 func (a *ifaceLinks) detach(ifname string) error {

@@ -19,6 +19,9 @@ func mountBPFFS(dir string) error { return mountFS(dir, "bpf", unix.BPF_FS_MAGIC
 // rely on. Only where dir is no mount of its own (`ip netns exec` gives a
 // process a fresh /sys without cgroups) is cgroup2 mounted there.
 func cgroup2Root(dir string) (string, error) {
+	if err := checkCgroupPath(dir); err != nil {
+		return "", err
+	}
 	var st unix.Statfs_t
 	if err := unix.Statfs(dir, &st); err == nil && st.Type == unix.CGROUP2_SUPER_MAGIC {
 		return dir, nil

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"sync"
 
 	"github.com/cilium/ebpf"
@@ -72,12 +73,16 @@ type Options struct {
 type Datapath struct {
 	objs      santaObjects // the programs and the maps they share
 	pins      *pins
+	mcReplies *mcReplies // memcached's UDP replies (memcached.go)
+	pinLock   *os.File   // the pin path, locked from Open to Close (lockPinPath)
+	// hostBPFFS is the pin path's parent under ip netns exec, held open
+	// from Open to Close: the pin path is named through it (hostPinPath).
+	hostBPFFS *os.File
 	ifaces    *ifaceLinks
 	store     *store
 	tcp       *tcpPlane
 	restore   *restoring
 	addrs     *localAddrs // the host's addresses, followed from Open to Close
-	mcReplies *mcReplies  // memcached's UDP replies (memcached.go)
 	netns     netnsID     // the namespace Open ran in, whose addresses addrs are
 
 	watchMu sync.Mutex
@@ -85,8 +90,17 @@ type Datapath struct {
 }
 
 // Open loads the data plane. Pinned maps of an earlier run are replaced: a
-// new Datapath starts with no services and no rules.
+// new Datapath starts with no services and no rules. Without the
+// capabilities it needs, its error says which.
 func Open(opts Options) (*Datapath, error) {
+	d, err := open(opts)
+	if err != nil {
+		return nil, explainCaps(err)
+	}
+	return d, nil
+}
+
+func open(opts Options) (*Datapath, error) {
 	if err := rlimit.RemoveMemlock(); err != nil {
 		return nil, fmt.Errorf("removing memlock limit: %w", err)
 	}
@@ -143,7 +157,7 @@ func Open(opts Options) (*Datapath, error) {
 		return nil, fmt.Errorf("reading the host's addresses: %w", err)
 	}
 	if !opts.NoPin {
-		if err := d.pin(opts.PinPath, opts.KeepLinks); err != nil {
+		if err := d.pin(opts.PinPath, opts.KeepLinks, opts.Log); err != nil {
 			d.Close()
 			return nil, err
 		}
@@ -153,8 +167,16 @@ func Open(opts Options) (*Datapath, error) {
 
 // pin makes maps and programs outlive this process, replacing older pins,
 // after holding on to what the parts take over from an earlier process.
-func (d *Datapath) pin(dir string, keepLinks bool) error {
+func (d *Datapath) pin(dir string, keepLinks bool, log *slog.Logger) error {
+	dir, held, err := hostPinPath(dir, log)
+	if err != nil {
+		return err
+	}
+	d.hostBPFFS = held
 	if err := prepare(dir); err != nil {
+		return err
+	}
+	if d.pinLock, err = lockPinPath(dir); err != nil {
 		return err
 	}
 	d.tcp.keepPrevious(dir)
@@ -187,6 +209,11 @@ func (d *Datapath) Close() error {
 	d.ifaces.close()
 	d.mcReplies.close()
 	errs = append(errs, d.tcp.close(), d.objs.Close())
+	for _, f := range []*os.File{d.pinLock, d.hostBPFFS} {
+		if f != nil {
+			f.Close()
+		}
+	}
 	return errors.Join(errs...)
 }
 

@@ -2,9 +2,11 @@ package datapath
 
 import (
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/cilium/ebpf"
@@ -96,4 +98,83 @@ func TestOpenRemovesOldPins(t *testing.T) {
 			t.Errorf("pin %s: %v", name, err)
 		}
 	}
+}
+
+// lo has no native XDP: santad attaches it in generic mode. After a
+// restart, the generic link it pinned is taken over, and Attach says so
+// (the native attempt failing first must not hide it).
+func TestRestartKeepsGenericXDP(t *testing.T) {
+	first, dir, back := pinnedOnLo(t)
+	defer back()
+	first.Close() // santad stops: the pins stay
+
+	second, err := Open(Options{PinPath: dir, MaxRules: 64, MaxServices: 4, KeepLinks: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer second.Close()
+	defer second.Unpin()
+	att, err := second.Attach("lo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if att.XDP != model.XDPGeneric {
+		t.Errorf("after a restart, Attach(lo) reports XDP %q; want generic", att.XDP)
+	}
+	if err := second.DetachStale(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "link_xdp_generic_lo")); err != nil {
+		t.Errorf("the generic XDP link is not pinned any more: %v", err)
+	}
+}
+
+// A second data plane on the pin path of one that is open (a second santad
+// with another state directory) is refused, naming the first's pid, and
+// leaves the first's links attached.
+func TestPinPathLocked(t *testing.T) {
+	first, dir, back := pinnedOnLo(t)
+	defer back()
+	defer first.Unpin()
+	for _, keepLinks := range []bool{false, true} {
+		second, err := Open(Options{PinPath: dir, MaxRules: 64, MaxServices: 4, KeepLinks: keepLinks})
+		if err == nil {
+			second.Close()
+			t.Fatalf("a second Open of %s (KeepLinks %t) succeeded", dir, keepLinks)
+		}
+		if want := fmt.Sprintf("in use by process %d", os.Getpid()); !strings.Contains(err.Error(), want) {
+			t.Errorf("second Open: %v; want it to say %q", err, want)
+		}
+	}
+	for _, pin := range []string{"link_xdp_generic_lo", "link_tc_lo", "services"} {
+		if _, err := os.Stat(filepath.Join(dir, pin)); err != nil {
+			t.Errorf("the first data plane's %s: %v", pin, err)
+		}
+	}
+	first.Close()
+	third, err := Open(Options{PinPath: dir, MaxRules: 64, MaxServices: 4, KeepLinks: true})
+	if err != nil {
+		t.Fatalf("Open once the first is closed: %v", err)
+	}
+	third.Close()
+}
+
+// pinnedOnLo enters a new network namespace (back leaves it) and opens a
+// data plane pinned on a bpffs of the test's own, attached to lo, which
+// has no native XDP: in generic mode.
+func pinnedOnLo(t *testing.T) (d *Datapath, dir string, back func()) {
+	t.Helper()
+	back = enterNewNetns(t)
+	dir = filepath.Join(t.TempDir(), "bpffs", "santa")
+	d, err := Open(Options{PinPath: dir, MaxRules: 64, MaxServices: 4})
+	if err != nil {
+		back()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Unmount(filepath.Dir(dir), 0) })
+	if att, err := d.Attach("lo"); err != nil || att.XDP != model.XDPGeneric {
+		back()
+		t.Fatalf("Attach(lo): %+v, %v; want generic XDP", att, err)
+	}
+	return d, dir, back
 }

@@ -9,6 +9,8 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
+
+	"github.com/santa-offload/santa/internal/flock"
 )
 
 // pins is the directory on bpffs where the data plane outlives this
@@ -45,6 +47,26 @@ func prepare(dir string) error {
 		return fmt.Errorf("creating pin directory: %w", err)
 	}
 	return nil
+}
+
+// lockPinPath locks dir for as long as the returned file is open: a second
+// santad with the same pin path (and another state directory, which has a
+// lock of its own) would take over, or detach, what the first pinned while
+// the first goes on as if it were attached.
+func lockPinPath(dir string) (*os.File, error) {
+	f, err := os.Open(dir)
+	if err != nil {
+		return nil, fmt.Errorf("opening the pin path: %w", err)
+	}
+	if err := flock.Lock(f); err != nil {
+		f.Close()
+		var held *flock.HeldError
+		if !errors.As(err, &held) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("the pin path %s is in use by %s: each santad needs a pin path of its own (pin_path)", dir, held.Holder("another santad"))
+	}
+	return f, nil
 }
 
 // pinObjects pins the maps and programs in dir, replacing older pins, and

@@ -30,6 +30,9 @@ var v2Messages = []struct {
 	{"generation", &Generation{ServiceID: 3, Key: []byte("k1")}, "03000000" + "0200" + "6b31"},
 	{"generation reply", &GenerationReply{Gen: 5, DomainGen: 2, Epoch: 1, InFlight: true}, "05000000" + "02000000" + "01000000" + "01"},
 	{"memcached stats", &MemcachedStats{ServiceID: 3}, "03000000"},
+	{"path stats", &PathStats{}, ""},
+	{"path stats reply", &PathStatsReply{Paths: []PathCount{{Name: "answered", Count: 5}, {Name: "tcp_fin", Count: 256}}},
+		"0200" + "0800" + "616e737765726564" + "0500000000000000" + "0700" + "7463705f66696e" + "0001000000000000"},
 	{"memcached stats reply", &MemcachedStatsReply{Domain: 2, Writes: 1, KeyBumps: 2, DomainBumps: 3, Completed: 4, Released: 5,
 		Overflow: 6, Lost: 7, GuardStale: 8, GuardInFlight: 9, GuardExpired: 10},
 		"02000000" + "0100000000000000" + "0200000000000000" + "0300000000000000" + "0400000000000000" + "0500000000000000" +

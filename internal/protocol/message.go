@@ -136,6 +136,10 @@ func newBody(t Type) Body {
 		return &MemcachedStats{}
 	case TypeMemcachedStats | ReplyBit:
 		return &MemcachedStatsReply{}
+	case TypePathStats:
+		return &PathStats{}
+	case TypePathStats | ReplyBit:
+		return &PathStatsReply{}
 	case TypeError:
 		return &Error{}
 	}

@@ -113,7 +113,8 @@ func TestType(t *testing.T) {
 		{0, false, false, "type 0x0000"},
 		{TypeHot.Reply(), true, true, "HOT reply"},
 		{TypeMemcachedStats, true, false, "MEMCACHED_STATS"},
-		{20, false, false, "type 0x0014"},
+		{TypePathStats.Reply(), true, true, "PATH_STATS reply"},
+		{21, false, false, "type 0x0015"},
 		{ReplyBit, false, true, "type 0x8000"},
 		{0x7fff, false, false, "type 0x7fff"},
 	}

@@ -27,6 +27,7 @@ const (
 	TypeParser         Type = 17 // version 2
 	TypeGeneration     Type = 18 // version 2
 	TypeMemcachedStats Type = 19 // version 2
+	TypePathStats      Type = 20 // version 2
 
 	// TypeError is the reply to any failed request.
 	TypeError Type = 0xffff
@@ -56,6 +57,7 @@ var typeNames = [...]string{
 	TypeParser:         "PARSER",
 	TypeGeneration:     "GENERATION",
 	TypeMemcachedStats: "MEMCACHED_STATS",
+	TypePathStats:      "PATH_STATS",
 }
 
 // IsReply reports whether t is a reply (ERROR included).

@@ -12,6 +12,7 @@ var since = map[Type]uint16{
 	TypeParser:         Version2,
 	TypeGeneration:     Version2,
 	TypeMemcachedStats: Version2,
+	TypePathStats:      Version2,
 }
 
 // Since is the protocol version that introduced the request type t is or

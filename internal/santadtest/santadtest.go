@@ -57,10 +57,17 @@ func (n *Netns) Do(f func() error) error { return netns.Run(n.path(), f) }
 // Command runs name in the namespace. nsenter joins the network namespace
 // only, so the process shares the host's mounts, /sys/fs/bpf among them:
 // what a santad started so pins outlives it, as it must for a restart.
-// (ip netns exec would give it a private /sys, hence a bpffs of its own
-// that vanishes with it.)
+// (ip netns exec gives it a /sys of its own: santad then pins through its
+// parent's view, IPNetnsExec.)
 func (n *Netns) Command(ctx context.Context, name string, args ...string) *exec.Cmd {
 	return exec.CommandContext(ctx, "nsenter", append([]string{"--net=" + n.path(), "--", name}, args...)...)
+}
+
+// IPNetnsExec runs name in the namespace as an operator may type it, with
+// `ip netns exec`: in a mount namespace of its own, with the network
+// namespace's sysfs mounted over /sys. ip execs name in place.
+func (n *Netns) IPNetnsExec(ctx context.Context, name string, args ...string) *exec.Cmd {
+	return exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", n.Name, name}, args...)...)
 }
 
 // command runs a short command to completion.
@@ -147,6 +154,9 @@ type Santad struct {
 	// Interfaces are what santad attaches to (-interfaces): lo unless
 	// changed before Start.
 	Interfaces []string
+	// Launch, if set, makes santad's command in place of Netns.Command
+	// (Netns.IPNetnsExec, say).
+	Launch func(ctx context.Context, name string, args ...string) *exec.Cmd
 
 	bin  string
 	ns   *Netns
@@ -171,7 +181,11 @@ func New(bin string, ns *Netns, dir, pinPath string, args ...string) *Santad {
 func (s *Santad) Start() error {
 	args := append([]string{"-socket", s.Socket, "-state-dir", s.StateDir, "-pin-path", s.PinPath,
 		"-interfaces", strings.Join(s.Interfaces, ",")}, s.args...)
-	cmd := s.ns.Command(context.Background(), s.bin, args...)
+	launch := s.ns.Command
+	if s.Launch != nil {
+		launch = s.Launch
+	}
+	cmd := launch(context.Background(), s.bin, args...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		return err
@@ -219,7 +233,10 @@ func (s *Santad) Start() error {
 	}
 }
 
-// PID is santad's process id (nsenter execs it in place).
+// Bin is the santad binary it runs.
+func (s *Santad) Bin() string { return s.bin }
+
+// PID is santad's process id (nsenter and ip netns exec exec it in place).
 func (s *Santad) PID() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -102,6 +102,16 @@ type env struct {
 // pins and the files.
 func newEnv(t *testing.T, suffix, config string, args ...string) *env {
 	t.Helper()
+	e := prepareEnv(t, suffix, config, args...)
+	if err := e.d.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// prepareEnv is newEnv without starting santad.
+func prepareEnv(t *testing.T, suffix, config string, args ...string) *env {
+	t.Helper()
 	requireRoot(t)
 	ns, err := santadtest.NewNetns(santadtest.NetnsName(suffix))
 	if err != nil {
@@ -136,9 +146,6 @@ func newEnv(t *testing.T, suffix, config string, args ...string) *env {
 			t.Logf("santad's log:\n%s", d.Log())
 		}
 	})
-	if err := d.Start(); err != nil {
-		t.Fatal(err)
-	}
 	return &env{ns: ns, d: d}
 }
 

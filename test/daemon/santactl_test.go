@@ -73,10 +73,16 @@ func TestSantactl(t *testing.T) {
 			ID   uint32 `json:"id"`
 			Hits uint64 `json:"hits"`
 		} `json:"rule_counters"`
+		Paths map[string]uint64 `json:"paths"`
 	}
 	ctl(&stats, "stats", id)
 	if stats.Matched != 4 || len(stats.Counters) != 2 || stats.Counters[0].ID != added.RuleIDs[0] || stats.Counters[0].Hits != 3 || stats.Counters[1].Hits != 1 {
 		t.Errorf("stats: matched %d, rules %+v; want 4 matched, rule %d 3 hits, the other 1", stats.Matched, stats.Counters, added.RuleIDs[0])
+	}
+	// The host's path counters: this santad's own netns and pins, so its
+	// four answers are all there are; TCP's are listed, at 0.
+	if n, ok := stats.Paths["tcp_answered"]; stats.Paths["answered"] != 4 || !ok || n != 0 {
+		t.Errorf("stats: paths %v; want answered 4, tcp_answered 0", stats.Paths)
 	}
 
 	var status struct {

@@ -304,7 +304,11 @@ int santa_client__connect(const char *path, const char *name, struct santa_clien
 	*out = NULL;
 	if (name && strlen(name) > SANTA_CLIENT_NAME_MAX)
 		return -EINVAL; /* before santad sees a connection */
+	/* secure_getenv: a setuid program must not send its sockets to a
+	 * daemon its caller chose. */
 	if (!path)
+		path = secure_getenv(SANTA_SOCKET_ENV);
+	if (!path || !*path)
 		path = SANTA_DEFAULT_SOCKET;
 	if (strlen(path) >= sizeof(sa.sun_path))
 		return -ENAMETOOLONG;

@@ -111,11 +111,18 @@ static void test_connect(void)
 	snprintf(path, sizeof(path), "%s/nothing.sock", dir);
 	err = santa_client__connect(path, NULL, &c);
 	CHECK(err == -ENOENT && !c, "no socket: %d", err);
+	snprintf(path, sizeof(path), "%s/santa.sock", dir);
+	setenv(SANTA_SOCKET_ENV, path, 1); /* NULL path: the environment's */
+	err = santa_client__connect(NULL, "from_env", &c);
+	CHECK(err == 0, "connect to $SANTA_SOCKET: %s", santa_strerror(err));
+	santa_client__free(c);
+	c = NULL;
+	unsetenv(SANTA_SOCKET_ENV);
 	memset(longpath, 'x', sizeof(longpath) - 1);
 	longpath[sizeof(longpath) - 1] = '\0';
 	err = santa_client__connect(longpath, NULL, &c);
 	CHECK(err == -ENAMETOOLONG, "long path: %d", err);
-	CHECK(fake_stats(d).connections == 1, "connections %u", fake_stats(d).connections);
+	CHECK(fake_stats(d).connections == 2, "connections %u", fake_stats(d).connections);
 	fake_free(d);
 	rmdir(dir);
 }

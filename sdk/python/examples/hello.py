@@ -38,7 +38,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description="Listing 1: santad answers Hello, we the rest.")
     parser.add_argument("address", nargs="?", default="127.0.0.1:7777")
     parser.add_argument("--seconds", type=float, help="stop after this long")
-    parser.add_argument("--socket", default=santa.DEFAULT_PATH, help="santad's socket")
+    parser.add_argument("--socket", default=santa.default_path(), help="santad's socket (default: $SANTA_SOCKET, else /run/santa/santa.sock)")
     args = parser.parse_args()
 
     stopping = False

@@ -1,6 +1,6 @@
 """Python SDK for santad: offload replies to frequent UDP requests into the kernel."""
 
-from .client import DEFAULT_PATH, Client, Transaction
+from .client import DEFAULT_PATH, SOCKET_ENV, Client, Transaction, default_path
 from .errors import NO_INDEX, SantaError
 from .messages import (
     LAST_PAGE,
@@ -22,6 +22,7 @@ __all__ = [
     "LAST_PAGE",
     "MAX_MESSAGE",
     "NO_INDEX",
+    "SOCKET_ENV",
     "VERSION",
     "Client",
     "Copy",
@@ -42,5 +43,6 @@ __all__ = [
     "Transaction",
     "accepted",
     "decode",
+    "default_path",
     "encode",
 ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import os
 import socket
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -49,6 +50,13 @@ from .rules import RULE, Rule
 from .wire import U32, Struct
 
 DEFAULT_PATH = "/run/santa/santa.sock"
+SOCKET_ENV = "SANTA_SOCKET"
+
+
+def default_path() -> str:
+    """The socket connect() uses without a path: $SANTA_SOCKET if set, else
+    DEFAULT_PATH."""
+    return os.environ.get(SOCKET_ENV) or DEFAULT_PATH
 
 R = TypeVar("R")
 T = TypeVar("T")
@@ -87,10 +95,11 @@ class Client:
             raise
 
     @classmethod
-    def connect(cls, path: str = DEFAULT_PATH, name: str = "santa-python") -> Client:
+    def connect(cls, path: str | None = None, name: str = "santa-python") -> Client:
+        """Connects to santad at path (None: default_path()) and says HELLO."""
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
-            sock.connect(path)
+            sock.connect(path if path is not None else default_path())
         except BaseException:
             sock.close()
             raise

@@ -6,8 +6,10 @@ import os
 import socket
 import tempfile
 import unittest
+from collections.abc import Callable
+from unittest import mock
 
-from santa import NO_INDEX, Client, Guard, Put, Rule, RuleEntry, SantaError, encode
+from santa import NO_INDEX, SOCKET_ENV, Client, Guard, Put, Rule, RuleEntry, SantaError, encode
 from santa.messages import (
     AbortRequest, AddRulesRequest, AttachRequest, BeginReply, BeginRequest, CommitRequest,
     DeleteRulesRequest, ErrorReply, HelloReply, HelloRequest, ListRulesRequest, StatusReply,
@@ -162,16 +164,32 @@ class ClientTest(unittest.TestCase):
 
 class ConnectTest(unittest.TestCase):
     def test_connect_by_path(self) -> None:
+        fake = self._connect_to_fake(lambda path: Client.connect(path, name="by-path"))
+        self.assertEqual(fake.requests[0], HelloRequest(1, 2, "by-path"))
+
+    def test_connect_by_environment(self) -> None:
+        """Without a path, connect() uses $SANTA_SOCKET."""
+
+        def connect(path: str) -> Client:
+            with mock.patch.dict(os.environ, {SOCKET_ENV: path}):
+                return Client.connect(name="by-env")
+
+        fake = self._connect_to_fake(connect)
+        self.assertEqual(fake.requests[0], HelloRequest(1, 2, "by-env"))
+
+    def _connect_to_fake(self, connect: Callable[[str], Client]) -> FakeSanta:
+        """Serves a fake santad at a fresh path and asks its STATUS over
+        the client connect(path) makes."""
         fake = FakeSanta()
         with tempfile.TemporaryDirectory() as tmp:
             path = os.path.join(tmp, "santa.sock")
             fake.listen(path)
             try:
-                with Client.connect(path, name="by-path") as client:
+                with connect(path) as client:
                     self.assertEqual(client.status().daemon, "fake santad")
             finally:
                 fake.stop()
-        self.assertEqual(fake.requests[0], HelloRequest(1, 2, "by-path"))
+        return fake
 
     def test_version_mismatch(self) -> None:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)

@@ -32,6 +32,7 @@ extern "C" {
 #define SANTA_PROTOCOL_VERSION 2     /* the newest version the library speaks */
 #define SANTA_PROTOCOL_VERSION_MIN 1 /* the oldest: a daemon of version 1 is served too */
 #define SANTA_DEFAULT_SOCKET "/run/santa/santa.sock"
+#define SANTA_SOCKET_ENV "SANTA_SOCKET" /* names the socket when path is NULL */
 #define SANTA_MSG_MAX 131072       /* one message, header included */
 #define SANTA_NO_INDEX 0xffffffffu /* santa_error.index when no item is named */
 
@@ -124,7 +125,9 @@ SANTA_API const char *santa_strerror(int err);
 
 /* ---- client ---- */
 
-/* Connects to santad at path (NULL: SANTA_DEFAULT_SOCKET) and says HELLO;
+/* Connects to santad at path and says HELLO. path NULL: $SANTA_SOCKET if set
+ * (ignored in a setuid or setgid program: secure_getenv), else
+ * SANTA_DEFAULT_SOCKET;
  * name (NULL: "libsanta", at most 64 bytes) appears in the daemon's logs. */
 SANTA_API int santa_client__connect(const char *path, const char *name,
 				    struct santa_client **out);
