@@ -43,7 +43,7 @@ type Config struct {
 func DefaultConfig() Config {
 	return Config{
 		Port:          53,
-		Offload:       config.DefaultOffload(client.DefaultSocket),
+		Offload:       config.DefaultOffload(client.DefaultPath()),
 		ZonePoll:      Duration(200 * time.Millisecond),
 		RecheckBudget: Duration(250 * time.Millisecond),
 		Sweep:         Duration(30 * time.Second),

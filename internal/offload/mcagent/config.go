@@ -45,7 +45,7 @@ type Config struct {
 func DefaultConfig() Config {
 	c := Config{
 		Port:         11211,
-		Offload:      config.DefaultOffload(client.DefaultSocket),
+		Offload:      config.DefaultOffload(client.DefaultPath()),
 		MaxAge:       config.Duration(30 * time.Second),
 		ExpiryMargin: config.Duration(100 * time.Millisecond),
 	}
