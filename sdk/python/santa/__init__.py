@@ -4,14 +4,17 @@ from .client import DEFAULT_PATH, Client, Transaction
 from .errors import NO_INDEX, SantaError
 from .messages import (
     LAST_PAGE,
+    Family,
     HelloReply,
     Interface,
     MsgType,
+    Protocol,
     RuleCounters,
     RuleEntry,
     Service,
     ServiceStatsReply,
     StatusReply,
+    XDPMode,
 )
 from .protocol import MAX_MESSAGE, VERSION, Header, decode, encode
 from .rules import Copy, Guard, Processor, Put, Rule
@@ -25,12 +28,14 @@ __all__ = [
     "VERSION",
     "Client",
     "Copy",
+    "Family",
     "Guard",
     "Header",
     "HelloReply",
     "Interface",
     "MsgType",
     "Processor",
+    "Protocol",
     "Put",
     "Rule",
     "RuleCounters",
@@ -40,6 +45,7 @@ __all__ = [
     "ServiceStatsReply",
     "StatusReply",
     "Transaction",
+    "XDPMode",
     "accepted",
     "decode",
     "encode",

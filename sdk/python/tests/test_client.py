@@ -2,12 +2,13 @@
 
 import dataclasses
 import errno
+import ipaddress
 import os
 import socket
 import tempfile
 import unittest
 
-from santa import NO_INDEX, Client, Guard, Put, Rule, RuleEntry, SantaError, encode
+from santa import NO_INDEX, Client, Guard, Protocol, Put, Rule, RuleEntry, SantaError, encode
 from santa.messages import (
     AbortRequest, AddRulesRequest, AttachRequest, BeginReply, BeginRequest, CommitRequest,
     DeleteRulesRequest, ErrorReply, HelloReply, HelloRequest, ListRulesRequest, StatusReply,
@@ -56,7 +57,8 @@ class ClientTest(unittest.TestCase):
         self.assertEqual(self.fake.cookies, [cookie(self.udp)])
         self.assertEqual(service.cookie, cookie(self.udp))
         self.assertEqual(service.port, self.udp.getsockname()[1])
-        self.assertEqual(service.addr, bytes([127, 0, 0, 1]) + bytes(12))
+        self.assertEqual(service.addr, ipaddress.IPv4Address("127.0.0.1"))
+        self.assertIs(service.protocol, Protocol.UDP)
         self.assertEqual(service.manager, "test")  # our HELLO name
         self.assertEqual(self.requests(AttachRequest), [AttachRequest(0)])
 
