@@ -71,7 +71,7 @@ def _value(tp: Any, v: Any, version: int) -> Any:
     if tp is bytes:
         return bytes.fromhex(v)
     if tp is Rule:
-        return _rule(v)
+        return rule(v)
     if typing.get_origin(tp) is list:
         (item,) = typing.get_args(tp)
         return [_value(item, x, version) for x in v]
@@ -90,7 +90,7 @@ def _union(members: tuple[Any, ...], v: Any) -> Any:
     return value
 
 
-def _rule(obj: dict[str, Any]) -> Rule:
+def rule(obj: dict[str, Any]) -> Rule:
     """A rule; its flags are what the SDK writes for its length condition
     and its guard."""
     keys = ["cond_off", "pattern", "reply_len", "flags", "processors"]
