@@ -18,6 +18,7 @@ from .messages import (
 )
 from .protocol import MAX_MESSAGE, VERSION, Header, decode, encode
 from .rules import Copy, Guard, Processor, Put, Rule
+from . import rulefile
 from .tcp import accepted
 
 __all__ = [
@@ -49,4 +50,5 @@ __all__ = [
     "accepted",
     "decode",
     "encode",
+    "rulefile",
 ]
