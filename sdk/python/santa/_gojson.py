@@ -10,8 +10,12 @@ read as U+FFFD, numbers kept as written, values kept as written for a
 json.RawMessage, and the nesting limit of 10000.
 
 Values are decoded into a schema (`Struct`, `Ptr`, `Slice`, `Uint`, `Str`,
-`Raw`: the Go types of the rule file) into plain Python values: a dict per
-struct, None for a nil pointer or slice.
+`Raw`: the Go types of the rule file) as plain Python values: a dict per
+struct, a list per slice, None for a nil pointer or slice, the Node itself
+for a json.RawMessage.
+
+Python's json module reads a good file many times faster; `quick_value`
+uses it, and a caller words an error by reading again with `first_value`.
 """
 
 from __future__ import annotations
@@ -136,12 +140,16 @@ class _Scanner:
         c = self.data[self.i]
         return JSONError(f"{_position(self.data, self.i)}: invalid character {quote_char(c)} {context}")
 
-    def next_byte(self) -> int:
-        """The byte at the cursor after any space; the value cannot end here."""
-        self.i = _SPACE.match(self.data, self.i).end()  # type: ignore[union-attr]
+    def here(self) -> int:
+        """The byte at the cursor, where the value cannot end."""
         if self.i >= len(self.data):
             raise JSONError("the JSON value ends early")
         return self.data[self.i]
+
+    def next_byte(self) -> int:
+        """The byte at the cursor after any space, where the value cannot end."""
+        self.i = _SPACE.match(self.data, self.i).end()  # type: ignore[union-attr]
+        return self.here()
 
     def top(self) -> tuple[Node, int]:
         self.i = _SPACE.match(self.data).end()  # type: ignore[union-attr]
@@ -216,9 +224,7 @@ class _Scanner:
             word, value = _LITERALS[c]
             for want in word[1:]:
                 self.i += 1
-                if self.i >= len(self.data):
-                    raise JSONError("the JSON value ends early")
-                if self.data[self.i] != want:
+                if self.here() != want:
                     raise self.fail(f"in literal {word.decode()} (expecting {quote_char(want)})")
             self.i += 1
             return Node("null" if value is None else "bool", value, word)
@@ -226,9 +232,7 @@ class _Scanner:
 
     def digit(self, context: str) -> None:
         """At least one digit, then any more."""
-        if self.i >= len(self.data):
-            raise JSONError("the JSON value ends early")
-        if not 0x30 <= self.data[self.i] <= 0x39:
+        if not 0x30 <= self.here() <= 0x39:
             raise self.fail(context)
         self.i = _DIGITS.match(self.data, self.i + 1).end()  # type: ignore[union-attr]
 
@@ -236,9 +240,7 @@ class _Scanner:
         d = self.data
         if d[self.i] == ord("-"):
             self.i += 1
-            if self.i >= len(d):
-                raise JSONError("the JSON value ends early")
-            if not 0x30 <= d[self.i] <= 0x39:
+            if not 0x30 <= self.here() <= 0x39:
                 raise self.fail("in numeric literal")
         # A leading 0 stands alone: what follows it ends the number.
         self.i = self.i + 1 if d[self.i] == ord("0") else _DIGITS.match(d, self.i).end()  # type: ignore[union-attr]
@@ -258,24 +260,18 @@ class _Scanner:
         self.i = start
         while True:
             self.i = _PLAIN.match(d, self.i).end()  # type: ignore[union-attr]
-            if self.i >= len(d):
-                raise JSONError("the JSON value ends early")
-            c = d[self.i]
+            c = self.here()
             if c == ord('"'):
                 self.i += 1
                 return _unquote(d[start : self.i - 1])
             if c < 0x20:
                 raise self.fail("in string literal")
             self.i += 1  # a backslash
-            if self.i >= len(d):
-                raise JSONError("the JSON value ends early")
-            c = d[self.i]
+            c = self.here()
             if c == ord("u"):
                 for _ in range(4):
                     self.i += 1
-                    if self.i >= len(d):
-                        raise JSONError("the JSON value ends early")
-                    if d[self.i] not in _HEX:
+                    if self.here() not in _HEX:
                         raise self.fail("in \\u hexadecimal character escape")
             elif c not in b'"\\/bfnrt':
                 raise self.fail("in string escape code")
