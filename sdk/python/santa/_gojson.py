@@ -24,6 +24,7 @@ import codecs
 import json
 import re
 from dataclasses import dataclass, field
+from collections.abc import Iterable
 from typing import Any
 
 MAX_DEPTH = 10000  # encoding/json's maxNestingDepth
@@ -348,13 +349,28 @@ def quote_char(c: int) -> str:
     return "'" + go_quote(chr(c))[1:-1] + "'"
 
 
-# Decoding: encoding/json's Unmarshal into the rule file's Go types.
+# Decoding: encoding/json's Unmarshal into the rule file's Go types. Each
+# schema decodes a Node into the value a field holds so far (`current`):
+# null leaves it be, but for a pointer or slice, which it resets, and a
+# json.RawMessage, which holds it.
+
+_UINT = re.compile("[0-9]+")
+
 
 class Schema:
     kind_name: str  # what the rule file's messages say the field takes
 
     def zero(self) -> Any:
         return None
+
+    def into(self, current: Any, node: Node, path: tuple[str, ...]) -> Any:
+        raise NotImplementedError
+
+    def wrong(self, what: str, path: tuple[str, ...]) -> JSONError:
+        """The type error of a `what` (a kind of value) here, in santactl's
+        words (jsonerr.go)."""
+        where = ".".join(path)
+        return JSONError(f"{where + ': ' if where else ''}want {self.kind_name}, not {what}")
 
 
 @dataclass
@@ -368,12 +384,28 @@ class Uint(Schema):
     def zero(self) -> int:
         return 0
 
+    def into(self, current: Any, node: Node, path: tuple[str, ...]) -> Any:
+        if node.kind == "null":
+            return current
+        if node.kind != "number":
+            raise self.wrong(node.kind, path)
+        if _UINT.fullmatch(node.value) and int(node.value) <= self.max:
+            return int(node.value)
+        raise self.wrong("number " + node.value, path)  # Go names it by its literal
+
 
 class Str(Schema):
     kind_name = "a string"
 
     def zero(self) -> str:
         return ""
+
+    def into(self, current: Any, node: Node, path: tuple[str, ...]) -> Any:
+        if node.kind == "string":
+            return node.value
+        if node.kind == "null":
+            return current
+        raise self.wrong(node.kind, path)
 
 
 class Raw(Schema):
@@ -382,20 +414,48 @@ class Raw(Schema):
 
     kind_name = "raw JSON"
 
+    def into(self, current: Any, node: Node, path: tuple[str, ...]) -> Any:
+        return node
+
 
 @dataclass
 class Ptr(Schema):
     elem: Schema
 
-    @property
-    def kind_name(self) -> str:  # type: ignore[override]
-        return self.elem.kind_name
+    def into(self, current: Any, node: Node, path: tuple[str, ...]) -> Any:
+        if node.kind == "null":
+            return None
+        return self.elem.into(self.elem.zero() if current is None else current, node, path)
+
+
+class GoSlice(list):  # type: ignore[type-arg]
+    """A Go slice's elements, and in `stale` those its array holds beyond
+    its length: encoding/json decodes a later list into them."""
+
+    def __init__(self, items: Iterable[Any] = (), stale: Iterable[Any] = ()) -> None:
+        super().__init__(items)
+        self.stale = list(stale)
 
 
 @dataclass
 class Slice(Schema):
     elem: Schema
     kind_name = "a list"
+
+    def into(self, current: Any, node: Node, path: tuple[str, ...]) -> Any:
+        if node.kind == "null":
+            return None
+        if node.kind != "array":
+            raise self.wrong(node.kind, path)
+        if not node.value:
+            return GoSlice()  # a new, empty array
+        backing = [] if current is None else list(current) + current.stale
+        for i, child in enumerate(node.value):
+            if i == len(backing):
+                backing.append(self.elem.zero())
+            backing[i] = self.elem.into(backing[i], child, path)
+        n = len(node.value)
+        return GoSlice(backing[:n], backing[n:])
 
 
 @dataclass
@@ -412,31 +472,24 @@ class Struct(Schema):
     def zero(self) -> dict[str, Any]:
         return {name: s.zero() for name, (s, _) in self.fields.items()}
 
-
-@dataclass
-class _SliceValue:
-    """A Go slice: its length, and every element its array holds, beyond the
-    length too: encoding/json decodes an array into those it reuses."""
-
-    backing: list[Any]
-    length: int
-
-    def items(self) -> list[Any]:
-        return self.backing[: self.length]
+    def into(self, current: Any, node: Node, path: tuple[str, ...]) -> Any:
+        if node.kind == "null":
+            return current
+        if node.kind != "object":
+            raise self.wrong(node.kind, path)
+        for key, child in node.value:
+            name = key if key in self.fields else self.folded.get(_fold(key))
+            if name is None:
+                raise JSONError(f"unknown field {go_quote(key)}")
+            schema, go_path = self.fields[name]
+            current[name] = schema.into(current[name], child, path + (go_path,))
+        return current
 
 
 def decode(schema: Schema, node: Node) -> Any:
-    """`node` decoded into a zero value of `schema`; the first error is
-    raised, as Unmarshal returns the first it saves."""
-    return _plain(_into(schema, schema.zero(), node, []))
-
-
-def _plain(v: Any) -> Any:
-    if isinstance(v, _SliceValue):
-        return [_plain(x) for x in v.items()]
-    if isinstance(v, dict):
-        return {k: _plain(x) for k, x in v.items()}
-    return v
+    """`node` decoded into a zero value of `schema` (a GoSlice is a list);
+    the first error is raised, as Unmarshal returns the first it saves."""
+    return schema.into(schema.zero(), node, ())
 
 
 def _fold(key: str) -> str:
@@ -444,53 +497,3 @@ def _fold(key: str) -> str:
     # outside ASCII that fold to an ASCII letter are the Kelvin sign and
     # the long s.
     return "".join(ch.upper() if "a" <= ch <= "z" else ch for ch in key.replace("\u212a", "K").replace("\u017f", "S"))
-
-
-def _wrong(schema: Schema, node: Node, path: list[str]) -> JSONError:
-    what = node.kind
-    if node.kind == "number" and isinstance(schema, Uint):
-        what = "number " + node.value
-    where = ".".join(path)
-    return JSONError(f"{where + ': ' if where else ''}want {schema.kind_name}, not {what}")
-
-
-def _into(schema: Schema, current: Any, node: Node, path: list[str]) -> Any:
-    if isinstance(schema, Raw):
-        return node
-    if node.kind == "null":  # a pointer or slice is reset; anything else kept
-        return None if isinstance(schema, (Ptr, Slice)) else current
-    if isinstance(schema, Ptr):
-        return _into(schema.elem, schema.elem.zero() if current is None else current, node, path)
-    if isinstance(schema, Struct) and node.kind == "object":
-        return _into_struct(schema, current, node, path)
-    if isinstance(schema, Slice) and node.kind == "array":
-        return _into_slice(schema, current, node, path)
-    if isinstance(schema, Str) and node.kind == "string":
-        return node.value
-    if isinstance(schema, Uint) and node.kind == "number" and re.fullmatch(r"[0-9]+", node.value):
-        if int(node.value) <= schema.max:
-            return int(node.value)
-    raise _wrong(schema, node, path)
-
-
-def _into_struct(schema: Struct, current: dict[str, Any], node: Node, path: list[str]) -> dict[str, Any]:
-    for key, child in node.value:
-        name = key if key in schema.fields else schema.folded.get(_fold(key))
-        if name is None:
-            raise JSONError(f"unknown field {go_quote(key)}")
-        field_schema, go_path = schema.fields[name]
-        current[name] = _into(field_schema, current[name], child, path + [go_path])
-    return current
-
-
-def _into_slice(schema: Slice, current: _SliceValue | None, node: Node, path: list[str]) -> _SliceValue:
-    s = current or _SliceValue([], 0)
-    for i, child in enumerate(node.value):
-        if i == len(s.backing):
-            s.backing.append(schema.elem.zero())
-        s.length = max(s.length, i + 1)
-        s.backing[i] = _into(schema.elem, s.backing[i], child, path)
-    if not node.value:
-        return _SliceValue([], 0)
-    s.length = len(node.value)
-    return s
