@@ -12,6 +12,7 @@ import gc
 import math
 import os
 import re
+from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
@@ -70,12 +71,12 @@ def loads(data: str | bytes) -> list[Rule]:
 def _parse(data: bytes) -> list[Rule]:
     # The cyclic collector, run again and again over the many objects a big
     # file makes (none of them in a cycle), would take most of the time.
-    paused = gc.isenabled()
+    was_enabled = gc.isenabled()
     gc.disable()
     try:
         return _parse_json(data)
     finally:
-        if paused:
+        if was_enabled:
             gc.enable()
 
 
@@ -93,7 +94,7 @@ def _parse_json(data: bytes) -> list[Rule]:
     return _read(node, lambda: gj.after_value(data, end))
 
 
-def _read(node: gj.Node, check_end: Any = None) -> list[Rule]:
+def _read(node: gj.Node, check_end: Callable[[], None] | None = None) -> list[Rule]:
     """The rules of a file's JSON value, in santactl's order of checks:
     the file's shape, what follows the value (`check_end`), then each rule."""
     try:
@@ -173,7 +174,7 @@ def _bytes(s: dict[str, Any]) -> bytes:
     if hexdigits == "":
         if text == "":
             raise _Refused('give "text" or "hex"')
-        return bytes(text.encode())
+        return text.encode()
     b = _hex(_GO_SPACE.sub("", hexdigits).encode())
     if text != "" and text.encode() != b:
         raise _Refused(f"text {_quote(text.encode())} and hex {_quote(b)} differ")
