@@ -20,6 +20,9 @@ func jsonError(data []byte, err error) error {
 		line, col := position(data, syntax.Offset-1) // Offset is just past the bad byte
 		return fmt.Errorf("line %d, column %d: %v", line, col, syntax)
 	case errors.As(err, &typ):
+		if typ.Field == "" { // the whole file, or a whole rule
+			return fmt.Errorf("want %s, not %s", kindName(typ.Type), typ.Value)
+		}
 		return fmt.Errorf("%s: want %s, not %s", typ.Field, kindName(typ.Type), typ.Value)
 	case errors.Is(err, io.EOF):
 		return errors.New("no JSON value")

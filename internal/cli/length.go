@@ -19,8 +19,8 @@ const lengthForms = `34, "34", "30-40" or "30-" (request payload bytes)`
 // parseLength reads the "length" of a condition into c.
 func parseLength(raw json.RawMessage, c *rule.Condition) error {
 	var v any
-	if err := json.Unmarshal(raw, &v); err != nil {
-		return err
+	if err := json.Unmarshal(raw, &v); err != nil { // a number beyond float64's range
+		return fmt.Errorf("want %s, not %s", lengthForms, raw)
 	}
 	var text string
 	switch v := v.(type) {

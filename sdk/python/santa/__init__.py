@@ -4,17 +4,21 @@ from .client import DEFAULT_PATH, SOCKET_ENV, Client, Transaction, default_path
 from .errors import NO_INDEX, SantaError
 from .messages import (
     LAST_PAGE,
+    Family,
     HelloReply,
     Interface,
     MsgType,
+    Protocol,
     RuleCounters,
     RuleEntry,
     Service,
     ServiceStatsReply,
     StatusReply,
+    XDPMode,
 )
 from .protocol import MAX_MESSAGE, VERSION, Header, decode, encode
 from .rules import Copy, Guard, Processor, Put, Rule
+from . import rulefile
 from .tcp import accepted
 
 __all__ = [
@@ -26,12 +30,14 @@ __all__ = [
     "VERSION",
     "Client",
     "Copy",
+    "Family",
     "Guard",
     "Header",
     "HelloReply",
     "Interface",
     "MsgType",
     "Processor",
+    "Protocol",
     "Put",
     "Rule",
     "RuleCounters",
@@ -41,8 +47,10 @@ __all__ = [
     "ServiceStatsReply",
     "StatusReply",
     "Transaction",
+    "XDPMode",
     "accepted",
     "decode",
     "default_path",
     "encode",
+    "rulefile",
 ]

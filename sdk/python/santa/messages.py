@@ -8,11 +8,26 @@ says which (type, reply) each class is.
 from __future__ import annotations
 
 import enum
+import ipaddress
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Annotated, Any, Union
 
 from .rules import RULE, Rule
-from .wire import FLAG, U8, U16, U32, U64, Codec, Fixed, ListOf, PageOf, Since, String16, Struct
+from .wire import (
+    ADDR16,
+    FLAG,
+    U8,
+    U16,
+    U32,
+    U64,
+    Codec,
+    EnumOf,
+    ListOf,
+    PageOf,
+    Since,
+    String16,
+    Struct,
+)
 
 #: The `next` of the last page of LIST_RULES and RULE_STATS.
 LAST_PAGE = 0xFFFFFFFF
@@ -36,6 +51,48 @@ class MsgType(enum.IntEnum):
     ERROR = 0xFFFF
 
 
+class Protocol(enum.IntEnum):
+    """A service's transport protocol: its IPPROTO_ number."""
+
+    TCP = 6
+    UDP = 17
+
+
+class Family(enum.IntEnum):
+    """A service's address family, as the protocol numbers it."""
+
+    IPV4 = 4
+    IPV6 = 6
+
+
+class XDPMode(enum.StrEnum):
+    """How XDP is attached to an interface (`Interface.xdp`)."""
+
+    NATIVE = "native"
+    GENERIC = "generic"
+    NONE = "none"
+
+
+Address = Union[ipaddress.IPv4Address, ipaddress.IPv6Address]
+
+
+def service_address(family: int, addr: Address | bytes) -> Address:
+    """`addr` as its `family` makes it: from the wire's 16 bytes, an IPv4
+    address (family 4: the first 4 bytes; the other 12 are zeros, written
+    as such and ignored on reading) or an IPv6 address (any other family).
+    An IPv4-mapped IPv6 address stays IPv6, as santactl shows it
+    (`.ipv4_mapped` gives the IPv4 one)."""
+    if isinstance(addr, (bytes, bytearray, memoryview)):
+        raw = bytes(addr)
+        if len(raw) != 16:
+            raise ValueError(f"an address of {len(raw)} bytes; the protocol's take 16")
+        return ipaddress.IPv4Address(raw[:4]) if family == 4 else ipaddress.IPv6Address(raw)
+    want = 4 if family == 4 else 6
+    if addr.version != want:
+        raise ValueError(f"an IPv{addr.version} address for a service of family {family}")
+    return addr
+
+
 UInt8 = Annotated[int, U8]
 UInt16 = Annotated[int, U16]
 UInt32 = Annotated[int, U32]
@@ -48,20 +105,26 @@ UInt32List = Annotated[list[int], ListOf(U32)]
 
 @dataclass(frozen=True)
 class Service:
-    """A registered socket. `manager` (protocol version 2; "" in version 1)
+    """A registered socket: `protocol` a Protocol, `family` a Family (a
+    number this SDK does not name stays an int), `addr` an IPv4Address or
+    IPv6Address (service_address), `port` an int. `manager` (protocol
+    version 2; "" in version 1)
     is the HELLO name of the client that attached it or last set its
     learning: "" if neither happened since santad started."""
 
     service_id: UInt32
-    protocol: UInt8
-    family: UInt8
+    protocol: Annotated[Protocol | int, EnumOf(Protocol, U8)]
+    family: Annotated[Family | int, EnumOf(Family, U8)]
     port: UInt16
-    addr: Annotated[bytes, Fixed(16)]
+    addr: Annotated[Address, ADDR16]  # 16 bytes are accepted too: service_address
     cookie: UInt64
     netns_cookie: UInt64
     owner_uid: UInt32
     rules: UInt32
     manager: Annotated[str, Since(2, String16(64), "")]
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "addr", service_address(self.family, self.addr))
 
 
 @dataclass(frozen=True)
@@ -83,8 +146,8 @@ class RuleCounters:
 class Interface:
     ifindex: UInt32
     name: Annotated[str, String16()]
-    xdp: Annotated[str, String16()]
-    tc: Annotated[int, FLAG]
+    xdp: Annotated[XDPMode | str, EnumOf(XDPMode, String16())]
+    tc: Annotated[bool, FLAG]  # the TC program is attached
 
 
 # Bodies that share a shape share a base; each message still has its own
@@ -130,7 +193,7 @@ class HelloReply:
     uid: UInt32
     gid: UInt32
     pid: UInt32
-    admin: Annotated[int, FLAG]
+    admin: Annotated[bool, FLAG]  # may manage every service
     quota_rules: UInt32
     quota_bytes: UInt64
     daemon: Annotated[str, String16()]

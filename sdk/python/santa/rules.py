@@ -7,7 +7,7 @@ limit in its error, so the limits live in one place.
 from __future__ import annotations
 
 import errno
-from dataclasses import dataclass, field, replace, replace
+from dataclasses import dataclass, field, replace
 from typing import Union
 
 from .errors import NO_INDEX, SantaError

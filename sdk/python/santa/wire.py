@@ -185,45 +185,72 @@ class Since(Codec[T]):
         return self._codec.size(value)
 
 
-class Fixed(Codec[bytes]):
-    """Exactly `n` bytes, no length prefix (a service's address)."""
+class Addr16(Codec[Any]):
+    """A socket's address in 16 bytes, no length prefix: IPv6, or IPv4 in
+    the first 4 bytes and zeros after. Written from an `ipaddress` address;
+    read as the raw bytes, which the structure holding it turns into an
+    address by its family (messages.service_address)."""
 
-    def __init__(self, n: int) -> None:
-        self.min_size = n
+    min_size = 16
 
-    def write(self, out: Out, value: bytes) -> None:
-        if len(value) != self.min_size:
-            raise SantaError(
-                errno.EINVAL, NO_INDEX, f"{len(value)} bytes where {self.min_size} belong"
-            )
-        out += value
+    def write(self, out: Out, value: Any) -> None:
+        out += value.packed.ljust(16, b"\0")
 
     def read(self, r: Reader) -> bytes:
-        return bytes(r.take(self.min_size))
+        return bytes(r.take(16))
 
-    def size(self, value: bytes) -> int:
-        return self.min_size
+    def size(self, value: Any) -> int:
+        return 16
 
 
-class Flag(Codec[int]):
-    """A u8 that is 0 or 1: numbers on the wire and in the vectors, not bools."""
+ADDR16 = Addr16()
+
+
+class EnumOf(Codec[Any]):
+    """A value of `codec` read as the member of `enum_cls` it names; one this
+    SDK does not name (a newer santad's) stays a plain value rather than
+    failing the whole message. Written as its plain value: the enum is an
+    IntEnum or a StrEnum."""
+
+    def __init__(self, enum_cls: type[Any], codec: Codec[Any]) -> None:
+        self._enum = enum_cls
+        self._codec = codec
+        self.min_size = codec.min_size
+
+    def write(self, out: Out, value: Any) -> None:
+        self._codec.write(out, value)
+
+    def read(self, r: Reader) -> Any:
+        value = self._codec.read(r)
+        try:
+            return self._enum(value)
+        except ValueError:
+            return value
+
+    def size(self, value: Any) -> int:
+        return self._codec.size(value)
+
+
+class Flag(Codec[bool]):
+    """A u8 that is 0 or 1, read as a bool (numbers on the wire and in the
+    vectors); 0, 1, False and True are written."""
 
     min_size = 1
 
-    def write(self, out: Out, value: int) -> None:
+    def write(self, out: Out, value: bool) -> None:
         U8.write(out, self._check(value))
 
-    def read(self, r: Reader) -> int:
-        return self._check(U8.read(r))
+    def read(self, r: Reader) -> bool:
+        return bool(self._check(U8.read(r)))
 
-    def size(self, value: int) -> int:
+    def size(self, value: bool) -> int:
         return 1
 
     @staticmethod
     def _check(value: int) -> int:
         if value not in (0, 1):
             raise SantaError(errno.EINVAL, NO_INDEX, f"a flag is {value}, not 0 or 1")
-        return value
+        return int(value)
 
 
 FLAG = Flag()

@@ -2,6 +2,7 @@
 
 import dataclasses
 import errno
+import ipaddress
 import os
 import socket
 import tempfile
@@ -9,7 +10,7 @@ import unittest
 from collections.abc import Callable
 from unittest import mock
 
-from santa import NO_INDEX, SOCKET_ENV, Client, Guard, Put, Rule, RuleEntry, SantaError, encode
+from santa import NO_INDEX, SOCKET_ENV, Client, Guard, Protocol, Put, Rule, RuleEntry, SantaError, encode
 from santa.messages import (
     AbortRequest, AddRulesRequest, AttachRequest, BeginReply, BeginRequest, CommitRequest,
     DeleteRulesRequest, ErrorReply, HelloReply, HelloRequest, ListRulesRequest, StatusReply,
@@ -58,7 +59,8 @@ class ClientTest(unittest.TestCase):
         self.assertEqual(self.fake.cookies, [cookie(self.udp)])
         self.assertEqual(service.cookie, cookie(self.udp))
         self.assertEqual(service.port, self.udp.getsockname()[1])
-        self.assertEqual(service.addr, bytes([127, 0, 0, 1]) + bytes(12))
+        self.assertEqual(service.addr, ipaddress.IPv4Address("127.0.0.1"))
+        self.assertIs(service.protocol, Protocol.UDP)
         self.assertEqual(service.manager, "test")  # our HELLO name
         self.assertEqual(self.requests(AttachRequest), [AttachRequest(0)])
 

@@ -196,7 +196,7 @@ class RefusalTest(unittest.TestCase):
             DetachRequest(1 << 32),
             DetachRequest(-1),
             AddRulesRequest(7, 0, [Rule(0, b"x" * 65536, 1)]),
-            Service(1, 17, 4, 1, bytes(4), 0, 0, 0, 0, ""),
+            replace(SERVICE, protocol=256),
         ):
             with self.subTest(body):
                 with self.assertRaises(SantaError) as caught:

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
+import enum
+import ipaddress
 import json
+import types
 import typing
 from pathlib import Path
 from typing import Any
@@ -55,6 +58,12 @@ def _int(v: Any) -> int:
 def _value(tp: Any, v: Any, version: int) -> Any:
     if tp is int:
         return _int(v)
+    if tp is bool:  # a flag: 0 or 1 in the vectors
+        if _int(v) not in (0, 1):
+            raise TypeError(f"flag {v!r} is not 0 or 1")
+        return bool(v)
+    if typing.get_origin(tp) in (typing.Union, types.UnionType):
+        return _union(typing.get_args(tp), v)
     if tp is str:
         if not isinstance(v, str):
             raise TypeError(f"{v!r} is not a string")
@@ -62,14 +71,26 @@ def _value(tp: Any, v: Any, version: int) -> Any:
     if tp is bytes:
         return bytes.fromhex(v)
     if tp is Rule:
-        return _rule(v)
+        return rule(v)
     if typing.get_origin(tp) is list:
         (item,) = typing.get_args(tp)
         return [_value(item, x, version) for x in v]
     return from_json(tp, v, version)
 
 
-def _rule(obj: dict[str, Any]) -> Rule:
+def _union(members: tuple[Any, ...], v: Any) -> Any:
+    """A field that is an enum or a plain value (Service.protocol), or an
+    address, which the vectors give as the wire's 16 bytes in hex."""
+    if ipaddress.IPv4Address in members:
+        return bytes.fromhex(v)  # Service makes it an address by its family
+    (kind,) = (m for m in members if isinstance(m, type) and issubclass(m, enum.Enum))
+    value = kind(v)  # a value the SDK does not name is a mismatch here
+    if type(value.value) is not type(v):
+        raise TypeError(f"{v!r} is not a {kind.__name__}")
+    return value
+
+
+def rule(obj: dict[str, Any]) -> Rule:
     """A rule; its flags are what the SDK writes for its length condition
     and its guard."""
     keys = ["cond_off", "pattern", "reply_len", "flags", "processors"]
