@@ -260,18 +260,18 @@ type sample struct {
 	answered uint64          // by Santa
 }
 
-func (s sample) lost() int { return max(0, s.res.Timeouts-s.res.Unexpected) }
+func (s sample) lost() int { return max(0, s.res.Timeouts-s.res.Late) }
 
 func (s sample) perSec() float64 { return float64(s.res.Replies) / s.res.Elapsed.Seconds() }
 
 // usPerReply counts late replies too: the server side did their work.
 func (s sample) usPerReply() float64 {
-	return float64(s.serverNS) / 1e3 / float64(max(1, s.res.Replies+s.res.Unexpected))
+	return float64(s.serverNS) / 1e3 / float64(max(1, s.res.Replies+s.res.Late))
 }
 
 func (s sample) String() string {
-	str := fmt.Sprintf("%8.0f replies/s  %5.2f µs/reply  lost %d of %d (%d timeouts, %d late or unexpected, %d mismatches)",
-		s.perSec(), s.usPerReply(), s.lost(), s.res.Sent, s.res.Timeouts,
+	str := fmt.Sprintf("%8.0f replies/s  %5.2f µs/reply  lost %d of %d (%d timeouts, %d late, %d unexpected, %d mismatches)",
+		s.perSec(), s.usPerReply(), s.lost(), s.res.Sent, s.res.Timeouts, s.res.Late,
 		s.res.Unexpected, s.res.Mismatches)
 	if s.paths != nil {
 		str += "  santa answered " + fmt.Sprint(s.answered) + ", paths: " + nonZero(s.paths)

@@ -216,8 +216,8 @@ func TestLoadChecksEveryReply(t *testing.T) {
 	}
 }
 
-// A reply that comes after its query timed out counts as late
-// (Unexpected), not lost, even when that query was the run's last.
+// A reply that comes after its query timed out counts as late, not lost
+// nor unexpected, even when that query was the run's last.
 func TestLoadCountsALateLastReply(t *testing.T) {
 	forms := testForms(1)
 	var asked atomic.Int64
@@ -233,8 +233,8 @@ func TestLoadCountsALateLastReply(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Replies != 9 || res.Timeouts != 1 || res.Unexpected != 1 {
-		t.Errorf("%d replies, %d timeouts, %d late; want 9, 1 and 1", res.Replies, res.Timeouts, res.Unexpected)
+	if res.Replies != 9 || res.Timeouts != 1 || res.Late != 1 || res.Unexpected != 0 {
+		t.Errorf("%d replies, %d timeouts, %d late, %d unexpected; want 9, 1, 1 and 0", res.Replies, res.Timeouts, res.Late, res.Unexpected)
 	}
 }
 

@@ -288,6 +288,7 @@ type slot struct {
 	seq   uint64
 	form  int32
 	live  bool      // a query with this id waits for its reply
+	late  bool      // it timed out and no reply has come yet
 	sent  time.Time // when
 	until time.Time // quarantined until then after a timeout
 }
@@ -353,13 +354,13 @@ func (l *Load) run(ctx context.Context) error {
 		if len(fifo) == 0 {
 			if !sending {
 				l.res.Elapsed = time.Since(start)
-				return l.readLate(c.Timeout, buf, oob)
+				return l.readLate(c.Timeout, slots, buf, oob)
 			}
 			continue
 		}
 		oldest := &slots[fifo[0].txid]
 		if expiry := oldest.sent.Add(c.Timeout); !now.Before(expiry) {
-			oldest.live, oldest.until = false, now.Add(quarantine)
+			oldest.live, oldest.late, oldest.until = false, true, now.Add(quarantine)
 			outstanding--
 			l.res.Timeouts++
 			l.res.PerForm[oldest.form].Timeouts++
@@ -380,7 +381,7 @@ func (l *Load) run(ctx context.Context) error {
 		}
 		s := &slots[binary.BigEndian.Uint16(buf)]
 		if !s.live {
-			l.res.Unexpected++
+			l.countStray(s)
 			continue
 		}
 		s.live = false
@@ -397,22 +398,38 @@ func (l *Load) run(ctx context.Context) error {
 	}
 }
 
+// countStray counts a reply to a query that does not wait: the first
+// reply to one that timed out is late; any other (a second reply to one
+// query: two answerers) is unexpected.
+func (l *Load) countStray(s *slot) {
+	if s.late {
+		s.late = false
+		l.res.Late++
+		return
+	}
+	l.res.Unexpected++
+}
+
 // readLate reads the late replies to queries that timed out at the end of
-// the run, for at most lateWait (or the timeout, if longer) or until there
-// are as many late replies as timeouts, and counts them as Unexpected:
-// else a reply that came late but came would look like a lost one
-// (Timeouts - Unexpected).
-func (l *Load) readLate(timeout time.Duration, buf, oob []byte) error {
+// the run, for at most lateWait (or the timeout, if longer) or until every
+// query that timed out has had its reply: else a reply that came late but
+// came would look like a lost one (Timeouts - Late).
+func (l *Load) readLate(timeout time.Duration, slots []slot, buf, oob []byte) error {
 	if err := l.conn.SetReadDeadline(time.Now().Add(max(timeout, lateWait))); err != nil {
 		return err
 	}
-	for l.res.Timeouts > l.res.Unexpected {
-		if _, _, err := l.read(buf, oob); errors.Is(err, os.ErrDeadlineExceeded) {
+	for l.res.Timeouts > l.res.Late {
+		n, _, err := l.read(buf, oob)
+		if errors.Is(err, os.ErrDeadlineExceeded) {
 			return nil
 		} else if err != nil {
 			return err
 		}
-		l.res.Unexpected++
+		if n < 2 {
+			l.res.Unexpected++
+			continue
+		}
+		l.countStray(&slots[binary.BigEndian.Uint16(buf)])
 	}
 	return nil
 }

@@ -10,9 +10,10 @@ import (
 // Result is what a load saw.
 type Result struct {
 	Sent, Replies, Timeouts int
-	// Unexpected replies answer no query that waits: a second reply to
-	// one query (two answerers), or one after its timeout.
-	Unexpected int
+	// Late replies came after their query's timeout (the first reply to
+	// it); Unexpected ones answer no query at all: a second reply to one
+	// query (two answerers), or one without an id.
+	Late, Unexpected int
 	// Mismatches are replies that match neither the expected reply nor,
 	// after a change, the one from before it.
 	Mismatches int
@@ -41,8 +42,8 @@ type Mismatch struct {
 // timeouts or stale replies, and hex dumps of the first mismatches.
 func (r Result) Report(forms []Form) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%d sent, %d replies, %d timeouts, %d unexpected, %d mismatches, %d old (%d stale) in %v\n",
-		r.Sent, r.Replies, r.Timeouts, r.Unexpected, r.Mismatches, r.OldReplies, r.Stale, r.Elapsed.Round(time.Millisecond))
+	fmt.Fprintf(&b, "%d sent, %d replies, %d timeouts (%d replied late), %d unexpected, %d mismatches, %d old (%d stale) in %v\n",
+		r.Sent, r.Replies, r.Timeouts, r.Late, r.Unexpected, r.Mismatches, r.OldReplies, r.Stale, r.Elapsed.Round(time.Millisecond))
 	for i, c := range r.PerForm {
 		if c.Mismatches+c.Timeouts+c.Stale > 0 && i < len(forms) {
 			fmt.Fprintf(&b, "  %v: %d sent, %d replies, %d timeouts, %d mismatches, %d stale\n",

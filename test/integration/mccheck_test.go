@@ -30,6 +30,7 @@ const (
 	mcCheckKeys       = 64
 	mcCheckInstallers = 4
 	mcCheckWritePause = 2 * time.Millisecond
+	mcAgentRuns       = 4 // checks at most, until the agent has offloaded something
 )
 
 func TestMemcachedLinearizable(t *testing.T) {
@@ -140,20 +141,28 @@ func TestMemcachedLinearizableAgent(t *testing.T) {
 	if err := waitAgentAttached(r, 10*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	rep, err := mccheck.Run(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
+	// The agent learns from the readers' traffic, so on a loaded machine
+	// the first run may end before it has offloaded anything: the check
+	// runs again, up to mcAgentRuns times in all, until the kernel has
+	// answered some gets; every run must be free of violations.
+	var kernel uint64
+	for run := 1; run <= mcAgentRuns && kernel == 0; run++ {
+		rep, err := mccheck.Run(context.Background(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("run %d: checker: %s", run, rep)
+		t.Logf("run %d: kernel share of UDP gets: %.1f %%", run, 100*rep.KernelShare())
+		if rep.Ops < 100_000 {
+			t.Errorf("%d operations in %v, want at least 100000", rep.Ops, rep.Elapsed)
+		}
+		if len(rep.Violations) != 0 {
+			t.Fatalf("%d violations (the first above)", len(rep.Violations))
+		}
+		kernel += rep.KernelAnswered
 	}
-	t.Logf("checker: %s", rep)
-	t.Logf("kernel share of UDP gets: %.1f %%", 100*rep.KernelShare())
-	if rep.Ops < 100_000 {
-		t.Errorf("%d operations in %v, want at least 100000", rep.Ops, rep.Elapsed)
-	}
-	if rep.KernelAnswered == 0 {
-		t.Errorf("the kernel answered no get: the agent offloaded nothing")
-	}
-	if len(rep.Violations) != 0 {
-		t.Errorf("%d violations (the first above)", len(rep.Violations))
+	if kernel == 0 {
+		t.Errorf("the kernel answered no get in %d runs: the agent offloaded nothing", mcAgentRuns)
 	}
 }
 
