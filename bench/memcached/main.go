@@ -45,8 +45,9 @@ func main() {
 	share := flag.Float64("set-share", 0, "share of SETs among the operations served, over TCP beside the generator's GETs (0: GETs only)")
 	agentArgs := flag.String("agent-flags", "", "more flags for santa-offload memcached, space-separated")
 	agentLogs := flag.String("agent-logs", "", "keep each agent run's and its santad's logs in this directory")
+	setCost := flag.Duration("set-cost", 0, "the write path's added cost: a SET load over TCP for this long per run, memcached alone and with the agent (0: not measured)")
 	flag.Parse()
-	c, err := config(f, af, *keys, *share)
+	c, err := config(f, af, *keys, *share, *setCost)
 	if err == nil {
 		err = c.Rig.Run("memcached", c.ServerCPU, c.ClientCPU, func(ctx context.Context, tmp string) error {
 			return run(ctx, c, tmp, strings.Fields(*agentArgs), *agentLogs)
@@ -61,14 +62,19 @@ func main() {
 // setup is what is measured.
 type setup struct {
 	scenario.Config
-	agent scenario.AgentConfig
-	mix   *mixWriter // nil: GETs only
+	agent   scenario.AgentConfig
+	mix     *mixWriter               // nil: GETs only
+	setCost time.Duration            // per run of the SET load (0: none)
+	dialTCP func() (net.Conn, error) // to memcached from the client namespace
 }
 
-func config(f *scenario.Flags, af *scenario.AgentFlags, keys int, share float64) (setup, error) {
+func config(f *scenario.Flags, af *scenario.AgentFlags, keys int, share float64, setCost time.Duration) (setup, error) {
 	var c setup
 	if keys < 1 || keys > 1<<20 {
 		return c, fmt.Errorf("-keys %d: want 1 to %d", keys, 1<<20)
+	}
+	if setCost < 0 {
+		return c, fmt.Errorf("-set-cost %v: want a duration, or 0", setCost)
 	}
 	if share < 0 || share >= 1 {
 		return c, fmt.Errorf("-set-share %v: want a share in [0, 1)", share)
@@ -79,8 +85,10 @@ func config(f *scenario.Flags, af *scenario.AgentFlags, keys int, share float64)
 	}
 	c.Check = mcitems.CheckReply
 	c.LearnKeyOffset = 2 // a request's bytes after its UDP frame's request id
+	c.setCost = setCost
+	c.dialTCP = func() (net.Conn, error) { return c.Rig.Dial("tcp", port) }
 	if share > 0 {
-		c.mix = &mixWriter{dial: func() (net.Conn, error) { return c.Rig.Dial("tcp", port) }, items: keys, share: share}
+		c.mix = &mixWriter{conn: &mixConn{dial: c.dialTCP}, items: keys, share: share}
 		c.Beside = c.mix.run
 	}
 	c.agent, err = af.Config(keys)
@@ -133,7 +141,7 @@ func run(ctx context.Context, c setup, tmp string, agentArgs []string, agentLogs
 		id += fmt.Sprintf("/set_share=%g", c.mix.share)
 		defer func() { fmt.Printf("RESULT name=%s/sets value=%d unit=sets\n", id, c.mix.sets.Load()) }()
 	}
-	if err := b.Run(ctx, id); err != nil || c.agent.Levels == nil {
+	if err := b.Run(ctx, id); err != nil || (c.agent.Levels == nil && c.setCost == 0) {
 		return err
 	}
 	if agentLogs != "" {
@@ -146,10 +154,20 @@ func run(ctx context.Context, c setup, tmp string, agentArgs []string, agentLogs
 		return err
 	}
 	a.Sockets = b.Sockets() + 1 // and the TCP listener, which writes come through
+	var agent scenario.Agent = a
+	if c.mix != nil {
+		agent = mixAgent{a, c.mix}
+	}
 	for _, pop := range c.Popularities {
-		if err := b.AgentSweep(ctx, id+"/popularity="+pop.String(), pop, a, c.agent, nil); err != nil {
+		if c.agent.Levels == nil {
+			break
+		}
+		if err := b.AgentSweep(ctx, id+"/popularity="+pop.String(), pop, agent, c.agent, nil); err != nil {
 			return err
 		}
 	}
-	return nil
+	if c.setCost == 0 {
+		return nil
+	}
+	return setCost(ctx, c, a, id, c.setCost)
 }

@@ -2,17 +2,12 @@ package integration
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/santa-offload/santa/internal/mccheck"
 	"github.com/santa-offload/santa/internal/mcrig"
-	"github.com/santa-offload/santa/internal/netns"
-	"github.com/santa-offload/santa/internal/offload/config"
-	"github.com/santa-offload/santa/internal/offload/mcagent"
 )
 
 // The linearizability check (internal/mccheck) of a real memcached from
@@ -117,16 +112,14 @@ func TestMemcachedLinearizableAgent(t *testing.T) {
 			t.Error(err)
 		}
 	})
-	acfg := mcagent.DefaultConfig()
-	acfg.Port, acfg.Netns, acfg.Socket = mcrig.Addr.Port(), netns.Named(r.NS.Name), r.Santad.Socket
-	acfg.Window, acfg.Scan = config.Duration(250*time.Millisecond), config.Duration(50*time.Millisecond)
-	acfg.Log = slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
 	ctx, stop := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mcagent.Run(ctx, acfg) }()
+	wait, err := r.Agent(ctx, slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn})))
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer func() {
 		stop()
-		if err := <-done; err != nil {
+		if err := wait(); err != nil {
 			t.Errorf("agent: %v", err)
 		}
 	}()
@@ -137,9 +130,6 @@ func TestMemcachedLinearizableAgent(t *testing.T) {
 	// offload them (it reads the hot set every window).
 	cfg.Keys, cfg.Ops, cfg.Deadline, cfg.WritePause = 1024, mcCheckOps, mcCheckDeadline, 20*time.Millisecond
 	cfg.UDPWriters = 1
-	if err := waitAgentAttached(r, 10*time.Second); err != nil {
-		t.Fatal(err)
-	}
 	rep, err := mccheck.Run(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -155,20 +145,4 @@ func TestMemcachedLinearizableAgent(t *testing.T) {
 	if len(rep.Violations) != 0 {
 		t.Errorf("%d violations (the first above)", len(rep.Violations))
 	}
-}
-
-// waitAgentAttached waits until the agent manages memcached's UDP socket.
-func waitAgentAttached(r *mcrig.Rig, within time.Duration) error {
-	for deadline := time.Now().Add(within); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		svcs, err := r.Client.Services()
-		if err != nil {
-			return err
-		}
-		for _, s := range svcs {
-			if s.Protocol == syscall.IPPROTO_UDP && s.Port == mcrig.Addr.Port() && s.Manager == mcagent.ClientName {
-				return nil
-			}
-		}
-	}
-	return fmt.Errorf("the agent did not attach memcached's UDP socket within %v", within)
 }
