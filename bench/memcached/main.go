@@ -45,9 +45,11 @@ func main() {
 	share := flag.Float64("set-share", 0, "share of SETs among the operations served, over TCP beside the generator's GETs (0: GETs only)")
 	agentArgs := flag.String("agent-flags", "", "more flags for santa-offload memcached, space-separated")
 	agentLogs := flag.String("agent-logs", "", "keep each agent run's and its santad's logs in this directory")
+	client := flag.Duration("client", 0, "with -agent: a socket client with full checksums runs this long against memcached alone, the oracle and the agent at each level (0: none)")
 	setCost := flag.Duration("set-cost", 0, "the write path's added cost: a SET load over TCP for this long per run, memcached alone and with the agent (0: not measured)")
 	flag.Parse()
 	c, err := config(f, af, *keys, *share, *setCost)
+	c.client = *client
 	if err == nil {
 		err = c.Rig.Run("memcached", c.ServerCPU, c.ClientCPU, func(ctx context.Context, tmp string) error {
 			return run(ctx, c, tmp, strings.Fields(*agentArgs), *agentLogs)
@@ -65,6 +67,7 @@ type setup struct {
 	agent   scenario.AgentConfig
 	mix     *mixWriter               // nil: GETs only
 	setCost time.Duration            // per run of the SET load (0: none)
+	client  time.Duration            // per run of the socket client (0: none)
 	dialTCP func() (net.Conn, error) // to memcached from the client namespace
 }
 
@@ -158,11 +161,17 @@ func run(ctx context.Context, c setup, tmp string, agentArgs []string, agentLogs
 	if c.mix != nil {
 		agent = mixAgent{a, c.mix}
 	}
+	var cl *scenario.Client
+	if c.client > 0 && c.agent.Levels != nil {
+		if cl, err = socketClient(c, c.client); err != nil {
+			return err
+		}
+	}
 	for _, pop := range c.Popularities {
 		if c.agent.Levels == nil {
 			break
 		}
-		if err := b.AgentSweep(ctx, id+"/popularity="+pop.String(), pop, agent, c.agent, nil); err != nil {
+		if err := b.AgentSweep(ctx, id+"/popularity="+pop.String(), pop, agent, c.agent, cl); err != nil {
 			return err
 		}
 	}
