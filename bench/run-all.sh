@@ -103,7 +103,7 @@ veth_duration=${VETH_DURATION:-4s}
 if [ "$quick" = 1 ]; then mcj_keys=${MCJ_KEYS:-100000}; else mcj_keys=${MCJ_KEYS:-1000000}; fi
 mcj_levels=${MCJ_LEVELS:-10000,100000}
 mcj_rounds=${MCJ_ROUNDS:-3}
-mcj_converge=${MCJ_CONVERGE:-15s}
+mcj_converge=${MCJ_CONVERGE:-10s}
 mcj_agent_flags=${MCJ_AGENT_FLAGS:--hot-max 10000}
 
 # bounded LIMIT CMD...: CMD under timeout LIMIT (killed 30 s after the
@@ -238,12 +238,12 @@ if part j; then
 		setcost=0
 		if [ "$share" = 0 ]; then setcost=2s; fi
 		bash bench/rig.sh down "$rig" 2>/dev/null || true
-		bounded 8m "$bin/memcached" -rig "$rig" -keys "$mcj_keys" -popularity zipf:1 -offload "0,$mcj_levels" \
+		bounded 6m "$bin/memcached" -rig "$rig" -keys "$mcj_keys" -popularity zipf:1 -offload "0,$mcj_levels" \
 			-agent "$mcj_levels" -rates 0 -rounds "$mcj_rounds" -agent-converge "$mcj_converge" \
 			-agent-flags "$mcj_agent_flags" -client 2s -set-share "$share" -set-cost "$setcost" \
 			-server-cpu "$server_cpu" -client-cpu "$client_cpu"
 	done
-	bounded 5m "$bin/mccheck" -agent -ops 1000000 -keys 1024 -write-pause 20ms
+	bounded 3m "$bin/mccheck" -agent -ops 1000000 -keys 1024 -write-pause 20ms
 fi
 
 echo "# run-all took $(($(date +%s) - start)) s" >&2
