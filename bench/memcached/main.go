@@ -139,7 +139,11 @@ func run(ctx context.Context, c setup, tmp string, agentArgs []string, agentLogs
 		return err
 	}
 	defer b.Close()
+	// (f)'s names are the oracle's sweep alone, which bench/report tables.
 	id := "memcached/keys=" + dp.Human(c.Items)
+	if c.agent.Levels != nil || c.setCost > 0 || c.mix != nil {
+		id = "memcached-agent/keys=" + dp.Human(c.Items)
+	}
 	if c.mix != nil {
 		id += fmt.Sprintf("/set_share=%g", c.mix.share)
 		defer func() { fmt.Printf("RESULT name=%s/sets value=%d unit=sets\n", id, c.mix.sets.Load()) }()
