@@ -151,6 +151,12 @@ func run(ctx context.Context, c setup, tmp string, agentArgs []string, agentLogs
 	if err := b.Run(ctx, id); err != nil || (c.agent.Levels == nil && c.setCost == 0) {
 		return err
 	}
+	return runAgent(ctx, c, b, id, tmp, agentArgs, agentLogs)
+}
+
+// runAgent runs the agent's sweep, if asked for, and the SET load, if
+// asked for, with santad and santa-offload memcached built into tmp.
+func runAgent(ctx context.Context, c setup, b *scenario.Bench, id, tmp string, agentArgs []string, agentLogs string) error {
 	if agentLogs != "" {
 		if err := os.MkdirAll(agentLogs, 0o755); err != nil {
 			return err
