@@ -30,6 +30,12 @@
 #       local clients (a veth with its default offloads; loopback), against
 #       a closed-loop socket client, with the client's checksums full and
 #       partial (a local client's), interleaved (about 7 minutes).
+#   (j) bench/memcached -agent: santa-offload memcached choosing the keys
+#       (guarded rules) against the oracle's top N and memcached alone,
+#       GETs only and a 95/5 GET/SET mix, the XDP generator and a socket
+#       client with full checksums; the write path's added cost per SET;
+#       then bench/mccheck -agent, 10^6 operations checked for staleness
+#       (issue 23; about 12 minutes).
 #
 # Environment:
 #   BENCH_QUICK=1     skip the 1M-rule and 1M-name sets, shorten (b) and
@@ -44,6 +50,8 @@
 #   AGENT_SERVERS, AGENT_NAMES, AGENT_ROUNDS, AGENT_CONVERGE, AGENT_DNSPERF
 #                                                  override (h)
 #   VETH_SERVERS, VETH_ROUNDS, VETH_DURATION       override (i)
+#   MCJ_KEYS, MCJ_LEVELS, MCJ_ROUNDS, MCJ_CONVERGE, MCJ_AGENT_FLAGS
+#                                                  override (j)
 #   SERVER_CPU (1), CLIENT_CPU (0)
 set -euo pipefail
 
@@ -92,6 +100,11 @@ agent_dnsperf=${AGENT_DNSPERF:-5s}
 veth_servers=${VETH_SERVERS:-bind,memcached}
 veth_rounds=${VETH_ROUNDS:-5}
 veth_duration=${VETH_DURATION:-4s}
+if [ "$quick" = 1 ]; then mcj_keys=${MCJ_KEYS:-100000}; else mcj_keys=${MCJ_KEYS:-1000000}; fi
+mcj_levels=${MCJ_LEVELS:-10000,100000}
+mcj_rounds=${MCJ_ROUNDS:-3}
+mcj_converge=${MCJ_CONVERGE:-10s}
+mcj_agent_flags=${MCJ_AGENT_FLAGS:--hot-max 10000}
 
 # bounded LIMIT CMD...: CMD under timeout LIMIT (killed 30 s after the
 # TERM if a wait of its own outlasts it). Its command line goes to
@@ -123,13 +136,14 @@ go build -o "$bin/dns" ./bench/dns
 go build -o "$bin/memcached" ./bench/memcached
 go build -o "$bin/http" ./bench/http
 go build -o "$bin/defaultveth" ./bench/defaultveth
+go build -o "$bin/mccheck" ./bench/mccheck
 
 start=$(date +%s)
 {
 	echo "# $(date -u +%Y-%m-%dT%H:%M:%SZ) $(uname -r) $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) CPUs, $(awk '/MemTotal/ {printf "%.1f GiB", $2/1048576}' /proc/meminfo)"
 	echo "# commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD 2>/dev/null || echo ' (with uncommitted changes)')"
 	echo "# command: BENCH_QUICK=$quick BENCH_ONLY=$only bash bench/run-all.sh"
-	echo "# quick=$quick dp_rules=$dp_rules dp_sizes=$dp_sizes dp_rounds=$dp_rounds dp_k=$dp_k e2e_rules=$e2e_rules e2e_sizes=$e2e_sizes e2e_rounds=$e2e_rounds e2e_duration=$e2e_duration dns_servers=$dns_servers dns_names=$dns_names dns_rounds=$dns_rounds mc_keys=$mc_keys mc_offload=$mc_offload mc_rounds=$mc_rounds http_sizes=$http_sizes http_rounds=$http_rounds http_duration=$http_duration agent_servers=$agent_servers agent_names=$agent_names agent_rounds=$agent_rounds agent_converge=$agent_converge agent_dnsperf=$agent_dnsperf veth_servers=$veth_servers veth_rounds=$veth_rounds veth_duration=$veth_duration"
+	echo "# quick=$quick dp_rules=$dp_rules dp_sizes=$dp_sizes dp_rounds=$dp_rounds dp_k=$dp_k e2e_rules=$e2e_rules e2e_sizes=$e2e_sizes e2e_rounds=$e2e_rounds e2e_duration=$e2e_duration dns_servers=$dns_servers dns_names=$dns_names dns_rounds=$dns_rounds mc_keys=$mc_keys mc_offload=$mc_offload mc_rounds=$mc_rounds http_sizes=$http_sizes http_rounds=$http_rounds http_duration=$http_duration agent_servers=$agent_servers agent_names=$agent_names agent_rounds=$agent_rounds agent_converge=$agent_converge agent_dnsperf=$agent_dnsperf veth_servers=$veth_servers veth_rounds=$veth_rounds veth_duration=$veth_duration mcj_keys=$mcj_keys mcj_levels=$mcj_levels mcj_rounds=$mcj_rounds mcj_converge=$mcj_converge mcj_agent_flags=$mcj_agent_flags"
 } | tee /dev/stderr
 
 if part a; then
@@ -215,6 +229,21 @@ if part i; then
 		bounded 30m "$bin/defaultveth" -rig "$rig" -server "$srv" -rounds "$veth_rounds" -duration "$veth_duration" \
 			-server-cpu "$server_cpu" -client-cpu "$client_cpu"
 	done
+fi
+
+if part j; then
+	echo "== (j) memcached with the offload agent" >&2
+	# GETs only, with the cost per SET; then 5 % SETs over TCP.
+	for share in 0 0.05; do
+		setcost=0
+		if [ "$share" = 0 ]; then setcost=2s; fi
+		bash bench/rig.sh down "$rig" 2>/dev/null || true
+		bounded 6m "$bin/memcached" -rig "$rig" -keys "$mcj_keys" -popularity zipf:1 -offload "0,$mcj_levels" \
+			-agent "$mcj_levels" -rates 0 -rounds "$mcj_rounds" -agent-converge "$mcj_converge" \
+			-agent-flags "$mcj_agent_flags" -client 2s -set-share "$share" -set-cost "$setcost" \
+			-server-cpu "$server_cpu" -client-cpu "$client_cpu"
+	done
+	bounded 3m "$bin/mccheck" -agent -ops 1000000 -keys 1024 -write-pause 20ms
 fi
 
 echo "# run-all took $(($(date +%s) - start)) s" >&2

@@ -77,11 +77,7 @@ func startMemcached(c config, tmp string) (*server, error) {
 		proc.Stop()
 		return nil, err
 	}
-	forms := make([]dnsload.Form, c.items)
-	for i := range forms {
-		forms[i] = dnsload.Form{Question: dnsload.Question{Name: mcitems.Key(i)}, Bytes: mcitems.Request(0, i)[2:]}
-	}
-	return &server{name: "memcached", port: port, forms: forms,
+	return &server{name: "memcached", port: port, forms: mcitems.Forms(c.items),
 		rule: func(i int, reply []byte) rule.Rule { return scenario.Rule(mcitems.Request, i, reply) },
 		pids: proc.Pids, stop: func() { proc.Stop() }}, nil
 }

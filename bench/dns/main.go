@@ -32,6 +32,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -121,7 +122,7 @@ func parseFlags() (config, error) {
 // runAll runs every server; the agent's binaries are built first if it
 // is measured.
 func runAll(ctx context.Context, c config, tmp string) error {
-	var agent *offloadAgent
+	var agent *scenario.OffloadAgent
 	if c.agent.Levels != nil {
 		if c.agentLogs != "" {
 			if err := os.MkdirAll(c.agentLogs, 0o755); err != nil {
@@ -129,7 +130,7 @@ func runAll(ctx context.Context, c config, tmp string) error {
 			}
 		}
 		var err error
-		if agent, err = newOffloadAgent(c.Rig, c.ServerCPU, tmp, c.agentLogs, c.agentArgs); err != nil {
+		if agent, err = scenario.NewOffloadAgent(c.Rig, c.ServerCPU, tmp, c.agentLogs, agentCommand(c.agentArgs)); err != nil {
 			return err
 		}
 	}
@@ -151,7 +152,7 @@ func runAll(ctx context.Context, c config, tmp string) error {
 // rule-count sweep if asked for, and the agent's sweep if asked for (then
 // Knot in XDP mode gets dnsperf's runs with the popularity too; it is
 // always measured alone).
-func runServer(ctx context.Context, c config, sv server, agent *offloadAgent, tmp string) error {
+func runServer(ctx context.Context, c config, sv server, agent *scenario.OffloadAgent, tmp string) error {
 	s := c.setup
 	dir, err := os.MkdirTemp(tmp, sv.String()+"-")
 	if err != nil {
@@ -207,7 +208,7 @@ func runServer(ctx context.Context, c config, sv server, agent *offloadAgent, tm
 	}
 	var a scenario.Agent
 	if s.agent.Levels != nil {
-		agent.sockets = b.Sockets()
+		agent.Sockets = b.Sockets()
 		a = agent
 	}
 	for _, pop := range s.Popularities {
@@ -216,6 +217,17 @@ func runServer(ctx context.Context, c config, sv server, agent *offloadAgent, tm
 		}
 	}
 	return nil
+}
+
+// agentCommand is the one place that knows the agent's command line:
+// `santa-offload dns` offloading the query forms of the server on port 53
+// (the bench's servers answer every client alike: -uniform-answers), with
+// args after.
+func agentCommand(args []string) scenario.AgentCommand {
+	return func(socket string, maxRules int) []string {
+		return append([]string{"dns", "-socket", socket, "-port", "53", "-uniform-answers",
+			"-max-rules", strconv.Itoa(maxRules)}, args...)
+	}
 }
 
 // rssMiB is the resident memory of processes pids (VmRSS), in MiB.

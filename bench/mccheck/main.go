@@ -2,7 +2,9 @@
 // length: Debian's memcached behind the real santad in a network
 // namespace of its own, installers racing the writers by the agent's
 // protocol (internal/mcrig), and the checker's writers and readers, for
-// -ops operations (10^6 by default). It prints RESULT lines (operations,
+// -ops operations (10^6 by default). With -agent, santa-offload memcached
+// (in this process) attaches memcached and offloads what the readers make
+// hot in place of the installers, as an operator runs it. It prints RESULT lines (operations,
 // violations, the kernel's share of UDP gets, operations per second) and
 // exits 1 if a violation was found.
 //
@@ -15,6 +17,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
@@ -33,10 +36,14 @@ func main() {
 	readers := flag.Int("readers", def.Readers, "readers over UDP")
 	tcpReaders := flag.Int("tcp-readers", def.TCPReaders, "readers over TCP")
 	installers := flag.Int("installers", 4, "rule installers racing the writers")
+	agent := flag.Bool("agent", false, "santa-offload memcached chooses and installs the rules, not the installers")
 	pause := flag.Duration("write-pause", 2*time.Millisecond, "each writer's pause between batches")
 	deadline := flag.Duration("deadline", 10*time.Minute, "bound on the run's time")
 	seed := flag.Uint64("seed", def.Seed, "seed of the checker's choices")
 	flag.Parse()
+	if *agent {
+		*installers = 0
+	}
 	violations, err := run(*ops, *keys, *writers, *udpWriters, *readers, *tcpReaders, *installers, *pause, *deadline, *seed)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "mccheck:", err)
@@ -47,14 +54,15 @@ func main() {
 	}
 }
 
-// run runs the check and returns how many violations it found.
+// run runs the check and returns how many violations it found; with no
+// installers, the agent installs.
 func run(ops, keys, writers, udpWriters, readers, tcpReaders, installers int, pause, deadline time.Duration, seed uint64) (int, error) {
 	dir, err := os.MkdirTemp("", "mccheck")
 	if err != nil {
 		return 0, err
 	}
 	defer os.RemoveAll(dir)
-	r, err := mcrig.Start(dir, "mcbench", true)
+	r, err := mcrig.Start(dir, "mcbench", installers > 0)
 	if err != nil {
 		return 0, err
 	}
@@ -70,7 +78,16 @@ func run(ops, keys, writers, udpWriters, readers, tcpReaders, installers int, pa
 	defer stop()
 	ictx, stopInstallers := context.WithCancel(ctx)
 	defer stopInstallers()
-	wait, err := r.Installers(ictx, cfg, installers, mcrig.GenerationFirst)
+	name := "mccheck"
+	wait := func() (mcrig.InstallStats, error) { return mcrig.InstallStats{}, nil }
+	if installers > 0 {
+		wait, err = r.Installers(ictx, cfg, installers, mcrig.GenerationFirst)
+	} else {
+		name += "/agent"
+		var agentDone func() error
+		agentDone, err = r.Agent(ictx, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+		wait = func() (mcrig.InstallStats, error) { return mcrig.InstallStats{}, agentDone() }
+	}
 	if err != nil {
 		return 0, err
 	}
@@ -83,15 +100,20 @@ func run(ops, keys, writers, udpWriters, readers, tcpReaders, installers int, pa
 	if ierr != nil {
 		return 0, ierr
 	}
-	fmt.Fprintf(os.Stderr, "installers: %s\n%s", inst, rep)
-	result := func(name string, v float64, unit string) {
-		fmt.Printf("RESULT name=mccheck/%s value=%.3f unit=%s\n", name, v, unit)
+	if installers > 0 {
+		fmt.Fprintf(os.Stderr, "installers: %s\n", inst)
+	}
+	fmt.Fprint(os.Stderr, rep)
+	result := func(what string, v float64, unit string) {
+		fmt.Printf("RESULT name=%s/%s value=%.3f unit=%s\n", name, what, v, unit)
 	}
 	result("ops", float64(rep.Ops), "ops")
 	result("violations", float64(len(rep.Violations)), "reads")
 	result("kernel_share", 100*rep.KernelShare(), "%")
 	result("ops_per_s", float64(rep.Ops)/rep.Elapsed.Seconds(), "ops/s")
 	result("udp_timeouts", float64(rep.UDPTimeouts), "requests")
-	result("rules_installed", float64(inst.Installed), "rules")
+	if installers > 0 {
+		result("rules_installed", float64(inst.Installed), "rules")
+	}
 	return len(rep.Violations), nil
 }

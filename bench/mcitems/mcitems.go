@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"io"
 	"net"
+
+	"github.com/santa-offload/santa/internal/dnsload"
 )
 
 // Key i is like those of Facebook's USR pool (Atikoglu et al., SIGMETRICS
@@ -28,6 +30,16 @@ func Value(i int) string { return fmt.Sprintf("%02d", i%100) }
 // the text command.
 func Request(id uint16, i int) []byte {
 	return append([]byte{byte(id >> 8), byte(id), 0, 0, 0, 1, 0, 0}, "get "+Key(i)+"\r\n"...)
+}
+
+// Forms are the UDP GETs of keys 0 to items-1 as forms of the socket
+// client (internal/dnsload), whose id is memcached's request id.
+func Forms(items int) []dnsload.Form {
+	forms := make([]dnsload.Form, items)
+	for i := range forms {
+		forms[i] = dnsload.Form{Question: dnsload.Question{Name: Key(i)}, Bytes: Request(0, i)[2:]}
+	}
+	return forms
 }
 
 // Store sets keys 0 to items-1 over conn (TCP, pipelined, noreply) and

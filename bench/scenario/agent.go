@@ -2,6 +2,7 @@ package scenario
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -81,12 +82,12 @@ type agentRuns struct {
 // no agent), only the server alone. RESULT lines are
 // named id/agent=N/..., and the client's id/offload=N/client=NAME/...
 // and id/agent=N/client=NAME/....
-func (b *Bench) AgentSweep(ctx context.Context, id string, pop popularity.Popularity, a Agent, ac AgentConfig, cl *Client) error {
-	g, err := b.openGenerator(b.c.Items, pop)
+func (b *Bench) AgentSweep(ctx context.Context, id string, pop popularity.Popularity, a Agent, ac AgentConfig, cl *Client) (err error) {
+	g, done, err := b.sweepGenerator(ctx, pop)
 	if err != nil {
 		return err
 	}
-	defer g.Close()
+	defer func() { err = errors.Join(err, done()) }()
 	runs := map[int]*agentRuns{}
 	for _, n := range ac.Levels {
 		runs[n] = &agentRuns{steady: map[float64][]sample{}}

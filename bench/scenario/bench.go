@@ -2,6 +2,7 @@ package scenario
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/netip"
 	"os"
@@ -127,13 +128,13 @@ func (b *Bench) Run(ctx context.Context, id string) error {
 // interleave the offload levels (order reversed every other round). It
 // prints RESULT lines named id/offload=N/rate=R/..., and per offload
 // level the peak over the loads and its ratio to the server alone.
-func (b *Bench) Sweep(ctx context.Context, id string, pop popularity.Popularity) error {
+func (b *Bench) Sweep(ctx context.Context, id string, pop popularity.Popularity) (err error) {
 	c := b.c
-	g, err := b.openGenerator(c.Items, pop)
+	g, done, err := b.sweepGenerator(ctx, pop)
 	if err != nil {
 		return err
 	}
-	defer g.Close()
+	defer func() { err = errors.Join(err, done()) }()
 	peak := map[int]float64{}
 	for _, rate := range c.Rates {
 		got := map[int][]sample{}
@@ -221,6 +222,27 @@ func (b *Bench) openGenerator(n int, pop popularity.Popularity) (*gen.Generator,
 	}
 	return b.c.Rig.OpenGenerator(gen.Config{Requests: rig.Requests(ClientPort, b.c.Port, payloads),
 		ReplyPort: ClientPort, Expected: expected, Popularity: pop, Seed: 1})
+}
+
+// sweepGenerator opens the generator of a sweep over every item with
+// popularity pop and starts c.Beside beside it; done stops Beside, closes
+// the generator and returns Beside's error.
+func (b *Bench) sweepGenerator(ctx context.Context, pop popularity.Popularity) (g *gen.Generator, done func() error, err error) {
+	if g, err = b.openGenerator(b.c.Items, pop); err != nil {
+		return nil, nil, err
+	}
+	if b.c.Beside == nil {
+		return g, g.Close, nil
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	beside := make(chan error, 1)
+	go func() { beside <- b.c.Beside(ctx, g, pop) }()
+	return g, func() error {
+		cancel()
+		err := <-beside
+		g.Close()
+		return err
+	}, nil
 }
 
 // run offloads the top n items and measures one run at rate.

@@ -10,9 +10,11 @@
 package scenario
 
 import (
+	"context"
 	"fmt"
 	"time"
 
+	"github.com/santa-offload/santa/bench/gen"
 	"github.com/santa-offload/santa/bench/rig"
 	"github.com/santa-offload/santa/internal/popularity"
 	"github.com/santa-offload/santa/rule"
@@ -44,6 +46,11 @@ type Config struct {
 	// Check, if set, vets the server's captured reply to item i (with id
 	// 0) before rules are built from it.
 	Check func(i int, reply []byte) error
+	// Beside, if set, runs beside the generator through every Sweep and
+	// AgentSweep, from the generator's opening until ctx ends, e.g. writes
+	// paced on its replies (bench/memcached's GET/SET mix). An error ends
+	// the sweep.
+	Beside func(ctx context.Context, g *gen.Generator, pop popularity.Popularity) error
 	// RcvBuf, if not 0, is forced on the server's sockets
 	// (SO_RCVBUFFORCE), for every measurement alike.
 	RcvBuf               int

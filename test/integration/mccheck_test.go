@@ -2,17 +2,12 @@ package integration
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/santa-offload/santa/internal/mccheck"
 	"github.com/santa-offload/santa/internal/mcrig"
-	"github.com/santa-offload/santa/internal/netns"
-	"github.com/santa-offload/santa/internal/offload/config"
-	"github.com/santa-offload/santa/internal/offload/mcagent"
 )
 
 // The linearizability check (internal/mccheck) of a real memcached from
@@ -118,16 +113,14 @@ func TestMemcachedLinearizableAgent(t *testing.T) {
 			t.Error(err)
 		}
 	})
-	acfg := mcagent.DefaultConfig()
-	acfg.Port, acfg.Netns, acfg.Socket = mcrig.Addr.Port(), netns.Named(r.NS.Name), r.Santad.Socket
-	acfg.Window, acfg.Scan = config.Duration(250*time.Millisecond), config.Duration(50*time.Millisecond)
-	acfg.Log = slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
 	ctx, stop := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mcagent.Run(ctx, acfg) }()
+	wait, err := r.Agent(ctx, slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn})))
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer func() {
 		stop()
-		if err := <-done; err != nil {
+		if err := wait(); err != nil {
 			t.Errorf("agent: %v", err)
 		}
 	}()
@@ -138,9 +131,6 @@ func TestMemcachedLinearizableAgent(t *testing.T) {
 	// offload them (it reads the hot set every window).
 	cfg.Keys, cfg.Ops, cfg.Deadline, cfg.WritePause = 1024, mcCheckOps, mcCheckDeadline, 20*time.Millisecond
 	cfg.UDPWriters = 1
-	if err := waitAgentAttached(r, 10*time.Second); err != nil {
-		t.Fatal(err)
-	}
 	// The agent learns from the readers' traffic, so on a loaded machine
 	// the first run may end before it has offloaded anything: the check
 	// runs again, up to mcAgentRuns times in all, until the kernel has
@@ -164,20 +154,4 @@ func TestMemcachedLinearizableAgent(t *testing.T) {
 	if kernel == 0 {
 		t.Errorf("the kernel answered no get in %d runs: the agent offloaded nothing", mcAgentRuns)
 	}
-}
-
-// waitAgentAttached waits until the agent manages memcached's UDP socket.
-func waitAgentAttached(r *mcrig.Rig, within time.Duration) error {
-	for deadline := time.Now().Add(within); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		svcs, err := r.Client.Services()
-		if err != nil {
-			return err
-		}
-		for _, s := range svcs {
-			if s.Protocol == syscall.IPPROTO_UDP && s.Port == mcrig.Addr.Port() && s.Manager == mcagent.ClientName {
-				return nil
-			}
-		}
-	}
-	return fmt.Errorf("the agent did not attach memcached's UDP socket within %v", within)
 }

@@ -1,4 +1,4 @@
-package main
+package scenario
 
 import (
 	"context"
@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"time"
 
 	"github.com/santa-offload/santa/bench/rig"
@@ -16,20 +15,24 @@ import (
 	"github.com/santa-offload/santa/internal/santadtest"
 )
 
-// offloadAgent is the product under test, as an operator runs it: santad on
-// the rig's server veth and `santa-offload dns` beside the server, both in
-// the server namespace and pinned to the server CPU (their work is the
-// server machine's, so it counts in the server core's µs per reply). Each
-// Start is a fresh santad (new journal, new pins) and agent: no rules, no
-// counts. It is a scenario.Agent.
-type offloadAgent struct {
+// OffloadAgent is the product under test, as an operator runs it: santad
+// on the rig's server veth and an offload agent (santa-offload dns or
+// memcached) beside the server, both in the server namespace and pinned to
+// the server CPU (their work is the server machine's, so it counts in the
+// server core's µs per reply). Each Start is a fresh santad (new journal,
+// new pins) and agent: no rules, no counts. It is an Agent.
+type OffloadAgent struct {
+	// Sockets is how many services the agent must have attached before
+	// Start returns (the server's sockets it offloads, and any listener
+	// it watches); set it before Start.
+	Sockets int
+
 	rig           rig.Rig
 	cpu           int
-	santad, agent string   // binaries
-	args          []string // more flags for the agent
+	santad, agent string // binaries
+	command       AgentCommand
 	dir           string
 	logs          string // where each run's logs are kept ("": nowhere)
-	sockets       int    // the server's sockets, which the agent must attach (set before Start)
 	runs          int
 	runDir        string // this run's files
 
@@ -38,16 +41,20 @@ type offloadAgent struct {
 	proc *netproc.Proc
 }
 
-// newOffloadAgent builds santad and santa-offload into dir. Each run's
-// logs are kept in logs unless it is "".
-func newOffloadAgent(r rig.Rig, cpu int, dir, logs string, args []string) (*offloadAgent, error) {
-	a := &offloadAgent{rig: r, cpu: cpu, dir: dir, logs: logs, args: args}
+// AgentCommand is the agent's command line (after the binary) for at most
+// maxRules items, talking to santad at socket.
+type AgentCommand func(socket string, maxRules int) []string
+
+// NewOffloadAgent builds santad and santa-offload into dir; command is the
+// agent's command line. Each run's logs are kept in logs unless it is "".
+func NewOffloadAgent(r rig.Rig, cpu int, dir, logs string, command AgentCommand) (*OffloadAgent, error) {
+	a := &OffloadAgent{rig: r, cpu: cpu, dir: dir, logs: logs, command: command}
 	var err error
 	if a.santad, err = santadtest.Build(dir); err != nil {
 		return nil, err
 	}
 	if a.agent, err = santadtest.BuildCommand(dir, "santa-offload"); err != nil {
-		return nil, fmt.Errorf("the offload agent (cmd/santa-offload, issue 22) is needed for -agent: %w", err)
+		return nil, fmt.Errorf("the offload agent (cmd/santa-offload) is needed for -agent: %w", err)
 	}
 	return a, nil
 }
@@ -55,14 +62,14 @@ func newOffloadAgent(r rig.Rig, cpu int, dir, logs string, args []string) (*offl
 // Start starts santad, attached to the server veth in native XDP mode,
 // and the agent with at most n rules, and returns once the agent has
 // attached every one of the server's sockets.
-func (a *offloadAgent) Start(ctx context.Context, n int) (err error) {
+func (a *OffloadAgent) Start(ctx context.Context, n int) (err error) {
 	a.runs++
 	dir := filepath.Join(a.dir, fmt.Sprintf("agent-%d-top%d", a.runs, n))
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		return err
 	}
 	a.runDir = dir
-	a.sd = santadtest.New(a.santad, &santadtest.Netns{Name: a.rig.ServerNS()}, dir, santadtest.PinPath("dnsbench"))
+	a.sd = santadtest.New(a.santad, &santadtest.Netns{Name: a.rig.ServerNS()}, dir, santadtest.PinPath("agentbench"))
 	a.sd.Interfaces = []string{a.rig.ServerDev()}
 	defer func() {
 		if err != nil {
@@ -82,23 +89,13 @@ func (a *offloadAgent) Start(ctx context.Context, n int) (err error) {
 		return err
 	}
 	log := filepath.Join(dir, "agent.log")
-	if a.proc, err = startAgent(a.agent, a.sd.Socket, a.rig.ServerNS(), log, a.cpu, n, a.args, a.attached); err != nil {
+	argv := append([]string{a.agent}, a.command(a.sd.Socket, n)...)
+	if a.proc, err = netproc.Start(netproc.Spec{Name: "santa-offload", Argv: argv, Netns: a.rig.ServerNS(), LogPath: log,
+		Pin: true, CPU: a.cpu, Ready: a.attached, ReadyTimeout: agentReadyTimeout}); err != nil {
 		out, _ := os.ReadFile(log)
 		return fmt.Errorf("%w\nthe agent's log:\n%s", err, out)
 	}
 	return nil
-}
-
-// startAgent is the one place that knows the agent's command line: `santa-offload dns`
-// in netns, pinned to cpu, talking to santad at socket, offloading at
-// most maxRules query forms of the server on port 53 (the bench's servers
-// answer every client alike: -uniform-answers), logging to logPath.
-// It returns once ready succeeds.
-func startAgent(bin, socket, netns, logPath string, cpu, maxRules int, args []string, ready func() error) (*netproc.Proc, error) {
-	argv := append([]string{bin, "dns", "-socket", socket, "-port", "53", "-uniform-answers",
-		"-max-rules", strconv.Itoa(maxRules)}, args...)
-	return netproc.Start(netproc.Spec{Name: "santa-offload", Argv: argv, Netns: netns, LogPath: logPath,
-		Pin: true, CPU: cpu, Ready: ready, ReadyTimeout: agentReadyTimeout})
 }
 
 // agentReadyTimeout bounds the agent's start: finding the server's sockets
@@ -111,7 +108,7 @@ const xdpGoneTimeout = 10 * time.Second
 
 // checkNative checks that santad's XDP program is native on the server
 // veth, as the oracle's is.
-func (a *offloadAgent) checkNative() error {
+func (a *OffloadAgent) checkNative() error {
 	st, err := a.cl.Status()
 	if err != nil {
 		return err
@@ -127,15 +124,14 @@ func (a *offloadAgent) checkNative() error {
 	return fmt.Errorf("santad is not attached to %s", a.rig.ServerDev())
 }
 
-// attached succeeds once santad has as many services as the server has
-// sockets.
-func (a *offloadAgent) attached() error {
+// attached succeeds once santad has a.Sockets services.
+func (a *OffloadAgent) attached() error {
 	svcs, err := a.cl.Services()
 	if err != nil {
 		return err
 	}
-	if len(svcs) < a.sockets {
-		return fmt.Errorf("the agent has attached %d of the server's %d sockets", len(svcs), a.sockets)
+	if len(svcs) < a.Sockets {
+		return fmt.Errorf("the agent has attached %d of the server's %d sockets", len(svcs), a.Sockets)
 	}
 	return nil
 }
@@ -143,7 +139,7 @@ func (a *offloadAgent) attached() error {
 // Offloaded sums the requests santad answered on the agent's services;
 // the items are the most rules one service has (the agent installs every
 // form on each socket of a SO_REUSEPORT group).
-func (a *offloadAgent) Offloaded() (answered uint64, items int, err error) {
+func (a *OffloadAgent) Offloaded() (answered uint64, items int, err error) {
 	svcs, err := a.cl.Services()
 	if err != nil {
 		return 0, 0, err
@@ -162,7 +158,7 @@ func (a *offloadAgent) Offloaded() (answered uint64, items int, err error) {
 // Stop stops the agent (which detaches its services), then santad, and
 // removes santad's pins, and waits until the veth is free of its XDP
 // program.
-func (a *offloadAgent) Stop() error {
+func (a *OffloadAgent) Stop() error {
 	var errs []error
 	if a.proc != nil {
 		errs = append(errs, a.proc.Stop())
@@ -181,7 +177,7 @@ func (a *offloadAgent) Stop() error {
 
 // keepLogs copies the run's agent and santad logs into a.logs, named
 // after the run's directory.
-func (a *offloadAgent) keepLogs() error {
+func (a *OffloadAgent) keepLogs() error {
 	if a.logs == "" {
 		return nil
 	}

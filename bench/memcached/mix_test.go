@@ -1,0 +1,85 @@
+package main
+
+import (
+	"bufio"
+	"net"
+	"strings"
+	"testing"
+)
+
+// TestAppendSet: a SET of key i to its own value, in memcached's text
+// protocol.
+func TestAppendSet(t *testing.T) {
+	got := string(appendSet(appendSet(nil, 0), 7))
+	want := "set usr:000000000000 0 0 2\r\n00\r\nset usr:user:000000000007 0 0 2\r\n07\r\n"
+	if got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+}
+
+// fakeMemcached answers each SET it reads (a command line and a data
+// line) with reply, on a loopback listener.
+func fakeMemcached(t *testing.T, reply string) func() (net.Conn, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer conn.Close()
+				r := bufio.NewReader(conn)
+				for {
+					line, err := r.ReadString('\n')
+					if err != nil {
+						return
+					}
+					if strings.HasPrefix(line, "set ") {
+						if _, err := r.ReadString('\n'); err != nil {
+							return
+						}
+						conn.Write([]byte(reply))
+					}
+				}
+			}()
+		}
+	}()
+	return func() (net.Conn, error) { return net.Dial("tcp", ln.Addr().String()) }
+}
+
+// TestMixConn: SETs are exchanged in batches on a connection dialed on
+// demand and again after redial; an answer other than STORED is an error
+// that names it.
+func TestMixConn(t *testing.T) {
+	c := &mixConn{dial: fakeMemcached(t, "STORED\r\n")}
+	defer c.close()
+	var buf []byte
+	for i := range mixBatch {
+		buf = appendSet(buf, i)
+	}
+	if err := c.exchange(buf, mixBatch); err != nil {
+		t.Fatal(err)
+	}
+	first := c.conn
+	if err := c.redial(); err != nil {
+		t.Fatal(err)
+	}
+	if c.conn == first {
+		t.Error("redial kept the connection")
+	}
+	if err := c.exchange(buf, mixBatch); err != nil {
+		t.Fatal(err)
+	}
+
+	bad := &mixConn{dial: fakeMemcached(t, "SERVER_ERROR out of memory\r\n")}
+	defer bad.close()
+	err := bad.exchange(appendSet(nil, 1), 1)
+	if err == nil || !strings.Contains(err.Error(), "SERVER_ERROR out of memory") {
+		t.Errorf("got %v, want the SET's answer named", err)
+	}
+}
