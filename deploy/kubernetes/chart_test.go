@@ -3,6 +3,7 @@ package kubernetes
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -398,6 +399,35 @@ func TestDNSAgent(t *testing.T) {
 	}
 	if cg := hostMount(t, spec, c, "/sys/fs/cgroup/"+cfg.Cgroup); cg.MountPath != "/sys/fs/cgroup" {
 		t.Errorf("the server's cgroup is on %s", cg.MountPath)
+	}
+}
+
+// TestMetrics: with metrics_addr set, santad's pod names its metrics port
+// and carries Prometheus's scrape annotations; without, neither.
+func TestMetrics(t *testing.T) {
+	for _, tc := range []struct {
+		addr string
+		port int32
+	}{{"", 0}, {":9477", 9477}, {"0.0.0.0:9100", 9100}} {
+		r := render(t, map[string]any{"santad": map[string]any{"config": map[string]any{"metrics_addr": tc.addr}}})
+		if got := r.santadConfig().MetricsAddr; got != tc.addr {
+			t.Errorf("metrics_addr %q: santad's configuration has %q", tc.addr, got)
+		}
+		tmpl := find[*appsv1.DaemonSet](r, "r1-santad").Spec.Template
+		c := container(t, tmpl.Spec, "santad")
+		ann := tmpl.Annotations
+		if tc.port == 0 {
+			if len(c.Ports) != 0 || ann["prometheus.io/scrape"] != "" {
+				t.Errorf("no metrics: ports %v, annotations %v", c.Ports, ann)
+			}
+			continue
+		}
+		if len(c.Ports) != 1 || c.Ports[0].Name != "metrics" || c.Ports[0].ContainerPort != tc.port {
+			t.Errorf("metrics_addr %q: ports %v", tc.addr, c.Ports)
+		}
+		if ann["prometheus.io/scrape"] != "true" || ann["prometheus.io/port"] != fmt.Sprint(tc.port) || ann["prometheus.io/path"] != "/metrics" {
+			t.Errorf("metrics_addr %q: annotations %v", tc.addr, ann)
+		}
 	}
 }
 
