@@ -231,6 +231,72 @@ def agent_section(results, imgdir, rel):
     return out
 
 
+def memcached_agent_section(results, imgdir, rel):
+    """bench/memcached -agent (issue 23): memcached alone, the oracle's top
+    N and the agent at max N, GETs only and with SETs, and the agent's
+    first seconds against the oracle."""
+    peaks = defaultdict(dict)   # (keys, set share, popularity) -> {config: {leaf: value}}
+    series = defaultdict(dict)  # (keys, set share, popularity, N) -> {second: replies/s}
+    for name, (v, _, _) in results.items():
+        f = fields(name)
+        if not name.startswith("memcached-agent/") or "popularity" not in f or "client" in f:
+            continue
+        key = (f["keys"], f.get("set_share", "0"), f["popularity"])
+        leaf = name.rsplit("/", 1)[1]
+        config = ("agent", int(f["agent"])) if "agent" in f else ("offload", int(f.get("offload", 0)))
+        if "second" in f:
+            if leaf == "replies_per_s":
+                series[key + (config[1],)][int(f["second"])] = v
+        elif "rate" in f:
+            if f["rate"] == "open":
+                peaks[key].setdefault(config, {})["open_" + leaf] = v
+        else:
+            peaks[key].setdefault(config, {})[leaf] = v
+    if not peaks:
+        return []
+    out = ["### memcached with the offload agent (`bench/memcached -agent`)", "",
+           "memcached alone, the oracle's top N (unguarded rules) and `santa-offload memcached` at max N; "
+           "open loop; SETs over TCP beside the GETs when the set share is not 0.", "",
+           "| keys | set share | popularity | configuration | peak replies/s | server µs/reply | by Santa % "
+           "| × alone | agent / oracle | s to 90 % of the oracle |",
+           "|---|---|---|---|---|---|---|---|---|---|"]
+    for key in sorted(peaks):
+        for config in sorted(peaks[key], key=lambda c: (c[1], c[0] == "agent")):
+            d = peaks[key][config]
+            what = "memcached alone" if config == ("offload", 0) else f"{'agent, max' if config[0] == 'agent' else 'oracle, top'} {config[1]}"
+            t90 = d.get("seconds_to_90pct_of_oracle")
+            out.append(f"| {key[0]} | {key[1]} | {key[2]} | {what} | {human(d.get('peak_replies_per_s', 0))} | "
+                       f"{d.get('open_server_us_per_reply', 0):.2f} | {d.get('open_answered_by_santa', 0):.0f} | "
+                       + (f"{d['peak_vs_server_alone']:.2f}x" if "peak_vs_server_alone" in d else "—") + " | "
+                       + (f"{d['peak_vs_oracle']:.2f}" if "peak_vs_oracle" in d else "") + " | "
+                       + ("" if t90 is None else "not reached" if t90 == float("inf") else f"{t90:.1f}") + " |")
+    out.append("")
+    if series:
+        keys = sorted({k[:3] for k in series})
+        fig, axes = plt.subplots(1, len(keys), figsize=(5 * len(keys), 3.6), squeeze=False)
+        for ax, key in zip(axes[0], keys):
+            for skey in sorted(k for k in series if k[:3] == key):
+                secs = sorted(series[skey])
+                line, = ax.plot(secs, [series[skey][x] / 1e3 for x in secs], marker=".", label=f"agent, max {skey[3]}")
+                ref = peaks[key].get(("agent", skey[3]), {}).get("oracle_replies_per_s")
+                if ref:
+                    ax.axhline(ref / 1e3, linestyle="--", color=line.get_color(), label=f"oracle, top {skey[3]}")
+            alone = peaks[key].get(("offload", 0), {}).get("peak_replies_per_s")
+            if alone:
+                ax.axhline(alone / 1e3, linestyle=":", color="grey", label="memcached alone")
+            ax.set_title(f"{key[0]} keys, {key[2]}, set share {key[1]}", fontsize=9)
+            ax.set_xlabel("seconds since the agent started")
+            ax.set_ylabel("good replies/s (thousands)")
+            ax.set_ylim(bottom=0)
+            ax.grid(alpha=0.3)
+            ax.legend(fontsize=7)
+        fig.tight_layout()
+        fig.savefig(os.path.join(imgdir, "memcached-agent.png"), dpi=100)
+        plt.close(fig)
+        out += [f"![memcached: the agent's first seconds against the oracle]({rel}/memcached-agent.png)", ""]
+    return out
+
+
 def targets(steady, agent):
     """Issue 22's targets from the runs: Knot + Santa (the agent, at a load
     where it answers >= 95 % of the replies) at most 1/2 of Knot's XDP mode
@@ -441,6 +507,7 @@ def main():
     if memcached:
         out += ["### memcached UDP GETs alone and with Santa (`bench/memcached`, the paper's Figure 7b)", ""]
         out += memcached
+    out += memcached_agent_section(results, imgdir, rel)
     out += rules_section(results, imgdir, rel)
     out += http_section(results, imgdir, rel)
     out.append(END)

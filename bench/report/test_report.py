@@ -38,6 +38,24 @@ RESULT name=dns/server=bind/names=1k/popularity=zipf:1/agent=1000/second=2/repli
 RESULT name=dns/server=bind/names=1k/popularity=zipf:1/agent=1000/seconds_to_90pct_of_oracle value=2.1 unit=s range=2.0..+Inf runs=3
 RESULT name=dns/server=bind/names=1k/popularity=zipf:1/agent=1000/rate=open/replies_per_s value=1000000 unit=replies/s range=1..2 runs=3
 RESULT name=dns/server=bind/names=1k/popularity=zipf:1/agent=1000/rate=open/server_us_per_reply value=1.0 unit=us/reply range=1..2 runs=3
+RESULT name=memcached-agent/keys=1M/popularity=zipf:1/offload=0/rate=open/server_us_per_reply value=9.6 unit=us/reply range=1..2 runs=3
+RESULT name=memcached-agent/keys=1M/popularity=zipf:1/offload=0/peak_replies_per_s value=100000 unit=replies/s
+RESULT name=memcached-agent/keys=1M/popularity=zipf:1/offload=10000/rate=open/server_us_per_reply value=1.9 unit=us/reply range=1..2 runs=3
+RESULT name=memcached-agent/keys=1M/popularity=zipf:1/offload=10000/rate=open/answered_by_santa value=86 unit=% range=1..2 runs=3
+RESULT name=memcached-agent/keys=1M/popularity=zipf:1/offload=10000/peak_replies_per_s value=520000 unit=replies/s
+RESULT name=memcached-agent/keys=1M/popularity=zipf:1/offload=10000/peak_vs_server_alone value=5.2 unit=ratio
+RESULT name=memcached-agent/keys=1M/popularity=zipf:1/agent=10000/oracle_replies_per_s value=560000 unit=replies/s
+RESULT name=memcached-agent/keys=1M/popularity=zipf:1/agent=10000/second=1/replies_per_s value=100000 unit=replies/s range=1..2 runs=3
+RESULT name=memcached-agent/keys=1M/popularity=zipf:1/agent=10000/second=2/replies_per_s value=330000 unit=replies/s range=1..2 runs=3
+RESULT name=memcached-agent/keys=1M/popularity=zipf:1/agent=10000/seconds_to_90pct_of_oracle value=+Inf unit=s range=+Inf..+Inf runs=3
+RESULT name=memcached-agent/keys=1M/popularity=zipf:1/agent=10000/rate=open/server_us_per_reply value=2.95 unit=us/reply range=1..2 runs=3
+RESULT name=memcached-agent/keys=1M/popularity=zipf:1/agent=10000/rate=open/answered_by_santa value=76.5 unit=% range=1..2 runs=3
+RESULT name=memcached-agent/keys=1M/popularity=zipf:1/agent=10000/peak_replies_per_s value=340000 unit=replies/s
+RESULT name=memcached-agent/keys=1M/popularity=zipf:1/agent=10000/peak_vs_oracle value=0.64 unit=ratio
+RESULT name=memcached-agent/keys=1M/popularity=zipf:1/agent=10000/peak_vs_server_alone value=3.34 unit=ratio
+RESULT name=memcached-agent/keys=1M/popularity=zipf:1/agent=10000/client=socket/replies_per_s value=109000 unit=replies/s range=1..2 runs=3
+RESULT name=memcached-agent/keys=1M/set_share=0.05/popularity=zipf:1/agent=10000/peak_replies_per_s value=129000 unit=replies/s
+RESULT name=memcached-agent/keys=1M/set_share=0.05/popularity=zipf:1/agent=10000/peak_vs_server_alone value=1.03 unit=ratio
 RESULT name=dns/server=bind/names=1k/popularity=zipf:1/agent=1000/rate=open/answered_by_santa value=99 unit=% range=1..2 runs=3
 RESULT name=dns/server=bind/names=1k/popularity=zipf:1/agent=1000/peak_replies_per_s value=1000000 unit=replies/s
 RESULT name=dns/server=bind/names=1k/popularity=zipf:1/agent=1000/peak_vs_oracle value=0.833 unit=ratio
@@ -112,6 +130,11 @@ class ReportTest(unittest.TestCase):
             "| dns | bind | 1k | zipf:1 | 56 k (50 k–60 k) | 55 k (50 k–60 k) | 54 k (50 k–60 k) | 0.964 | "
             "18.00, 18.20, 18.50 |",
             "| nginx, sendfile | 64 | 58 k |",
+            # memcached with the agent: alone, the oracle, the agent, GETs only and with SETs.
+            "| 1M | 0 | zipf:1 | memcached alone | 100 k | 9.60 | 0 | — |  |  |",
+            "| 1M | 0 | zipf:1 | oracle, top 10000 | 520 k | 1.90 | 86 | 5.20x |  |  |",
+            "| 1M | 0 | zipf:1 | agent, max 10000 | 340 k | 2.95 | 76 | 3.34x | 0.64 | not reached |",
+            "| 1M | 0.05 | zipf:1 | agent, max 10000 | 129 k | 0.00 | 0 | 1.03x |  |  |",
             # The agent: against the oracle, its time to 90 %, dnsperf, the targets.
             "| bind | 1k | zipf:1 | 1000 | 1.10 M | 1.00 M | 0.83 | 2.1 |",
             "| knot | 1k | zipf:1 | 1000 | 0 | 0 | 0.00 | not reached |",
@@ -132,6 +155,7 @@ class ReportTest(unittest.TestCase):
 
     def test_plots(self):
         for png in ["dns-offload.png", "dns-load.png", "dns-agent.png", "memcached-offload.png", "memcached-load.png",
+                    "memcached-agent.png",
                     "rules.png", "http.png"]:
             path = os.path.join(self.img, png)
             self.assertIn(f"(img/{png})", self.out)
