@@ -123,12 +123,13 @@ func TestDaemonRestartReleasesLeftConnections(t *testing.T) {
 	if _, err := c.Attach(ln); err != nil {
 		t.Fatal(err)
 	}
-	read, served := make(chan struct{}), make(chan string, 1)
+	read, served, accepted := make(chan struct{}), make(chan string, 1), make(chan struct{})
 	go func() {
 		app, err := ln.Accept()
 		if err != nil {
 			return
 		}
+		close(accepted)
 		defer app.Close()
 		<-read
 		line, _ := bufio.NewReader(app).ReadString('\n')
@@ -156,8 +157,20 @@ func TestDaemonRestartReleasesLeftConnections(t *testing.T) {
 		t.Fatalf("the connection was not left in the earlier data plane:\n%s", log)
 	}
 	close(read)
-	if line := <-served; line != "unread\n" {
-		t.Fatalf("the application read %q", line)
+	// Bounded: a connection that never reached the application (reset
+	// before it was accepted) must fail the test, not hang it.
+	select {
+	case line := <-served:
+		if line != "unread\n" {
+			t.Fatalf("the application read %q", line)
+		}
+	case <-time.After(20 * time.Second):
+		select {
+		case <-accepted:
+			t.Fatalf("the application accepted the connection but read nothing in 20 s:\n%s", e.d.Log())
+		default:
+			t.Fatalf("the application never accepted the connection:\n%s", e.d.Log())
+		}
 	}
 	defer close(served)
 	for deadline := time.Now().Add(25 * time.Second); !strings.Contains(e.d.Log(), "released=1 still_left=0"); {
