@@ -107,8 +107,13 @@ func TestSantadWithTheChartsCapabilities(t *testing.T) {
 	if _, err := cl.Attach(listener); err != nil {
 		t.Fatal(err)
 	}
-	if !regexp.MustCompile(`msg="connections adopted" .* adopted=1 skipped=0`).MatchString(sd.Log()) {
-		t.Fatalf("santad did not take over the accepted connection:\n%s", sd.Log())
+	// santad's log reaches the test through a pipe: the line may come
+	// after ATTACH's reply.
+	adopted := regexp.MustCompile(`msg="connections adopted" .* adopted=1 skipped=0`)
+	for deadline := time.Now().Add(5 * time.Second); !adopted.MatchString(sd.Log()); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("santad did not take over the accepted connection:\n%s", sd.Log())
+		}
 	}
 
 	// A restart takes the pins and the connection over.
