@@ -195,24 +195,9 @@ def agent_section(results, imgdir, rel):
                        f"{'not reached' if t90 == float('inf') else f'{t90:.1f}'} |")
     out.append("")
     if series:
-        keys = sorted({k[:3] for k in series})
-        fig, axes = plt.subplots(1, len(keys), figsize=(5 * len(keys), 3.6), squeeze=False)
-        for ax, key in zip(axes[0], keys):
-            for skey in sorted(k for k in series if k[:3] == key):
-                secs = sorted(series[skey])
-                line, = ax.plot(secs, [series[skey][x] / 1e3 for x in secs], marker=".", label=f"agent, top {skey[3]}")
-                ref = agent[key].get(skey[3], {}).get("oracle_replies_per_s")
-                if ref:
-                    ax.axhline(ref / 1e3, linestyle="--", color=line.get_color(), label=f"oracle, top {skey[3]}")
-            ax.set_title(f"{key[0]}, {key[1]} names, {key[2]}", fontsize=9)
-            ax.set_xlabel("seconds since the traffic and the agent started")
-            ax.set_ylabel("good replies/s (thousands)")
-            ax.set_ylim(bottom=0)
-            ax.grid(alpha=0.3)
-            ax.legend(fontsize=7)
-        fig.tight_layout()
-        fig.savefig(os.path.join(imgdir, "dns-agent.png"), dpi=100)
-        plt.close(fig)
+        agent_plot(series, lambda key, n: agent[key].get(n, {}).get("oracle_replies_per_s"), lambda key: None,
+                   lambda key: f"{key[0]}, {key[1]} names, {key[2]}", "seconds since the traffic and the agent started",
+                   "top", os.path.join(imgdir, "dns-agent.png"))
         out += [f"![DNS: the agent's first seconds against the oracle]({rel}/dns-agent.png)", ""]
     if dnsperf:
         # The server alone, then by N the oracle's top N and the agent's.
@@ -229,6 +214,34 @@ def agent_section(results, imgdir, rel):
         out.append("")
     out += targets(steady, agent)
     return out
+
+
+def agent_plot(series, oracle, alone, title, xlabel, bound, path, server="server"):
+    """An offload agent's first seconds: for each run (a key and the agent's
+    N: series maps it to {second: replies/s}), one panel per key with the
+    agent's good replies/s, the oracle's top N (oracle(key, N)) dashed and
+    the server alone (alone(key), if known) dotted, named server."""
+    keys = sorted({k[:-1] for k in series})
+    fig, axes = plt.subplots(1, len(keys), figsize=(5 * len(keys), 3.6), squeeze=False)
+    for ax, key in zip(axes[0], keys):
+        for skey in sorted(k for k in series if k[:-1] == key):
+            secs = sorted(series[skey])
+            line, = ax.plot(secs, [series[skey][x] / 1e3 for x in secs], marker=".", label=f"agent, {bound} {skey[-1]}")
+            ref = oracle(key, skey[-1])
+            if ref:
+                ax.axhline(ref / 1e3, linestyle="--", color=line.get_color(), label=f"oracle, top {skey[-1]}")
+        base = alone(key)
+        if base:
+            ax.axhline(base / 1e3, linestyle=":", color="grey", label=f"{server} alone")
+        ax.set_title(title(key), fontsize=9)
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel("good replies/s (thousands)")
+        ax.set_ylim(bottom=0)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
 
 
 def memcached_agent_section(results, imgdir, rel):
@@ -272,27 +285,10 @@ def memcached_agent_section(results, imgdir, rel):
                        + ("" if t90 is None else "not reached" if t90 == float("inf") else f"{t90:.1f}") + " |")
     out.append("")
     if series:
-        keys = sorted({k[:3] for k in series})
-        fig, axes = plt.subplots(1, len(keys), figsize=(5 * len(keys), 3.6), squeeze=False)
-        for ax, key in zip(axes[0], keys):
-            for skey in sorted(k for k in series if k[:3] == key):
-                secs = sorted(series[skey])
-                line, = ax.plot(secs, [series[skey][x] / 1e3 for x in secs], marker=".", label=f"agent, max {skey[3]}")
-                ref = peaks[key].get(("agent", skey[3]), {}).get("oracle_replies_per_s")
-                if ref:
-                    ax.axhline(ref / 1e3, linestyle="--", color=line.get_color(), label=f"oracle, top {skey[3]}")
-            alone = peaks[key].get(("offload", 0), {}).get("peak_replies_per_s")
-            if alone:
-                ax.axhline(alone / 1e3, linestyle=":", color="grey", label="memcached alone")
-            ax.set_title(f"{key[0]} keys, {key[2]}, set share {key[1]}", fontsize=9)
-            ax.set_xlabel("seconds since the agent started")
-            ax.set_ylabel("good replies/s (thousands)")
-            ax.set_ylim(bottom=0)
-            ax.grid(alpha=0.3)
-            ax.legend(fontsize=7)
-        fig.tight_layout()
-        fig.savefig(os.path.join(imgdir, "memcached-agent.png"), dpi=100)
-        plt.close(fig)
+        agent_plot(series, lambda key, n: peaks[key].get(("agent", n), {}).get("oracle_replies_per_s"),
+                   lambda key: peaks[key].get(("offload", 0), {}).get("peak_replies_per_s"),
+                   lambda key: f"{key[0]} keys, {key[2]}, set share {key[1]}", "seconds since the agent started",
+                   "max", os.path.join(imgdir, "memcached-agent.png"), server="memcached")
         out += [f"![memcached: the agent's first seconds against the oracle]({rel}/memcached-agent.png)", ""]
     return out
 
