@@ -51,31 +51,24 @@ func NewServer(t testing.TB, addr string) *Server { return NewReusePortServer(t,
 // TCP at the same address.
 func NewReusePortServer(t testing.TB, addr string, n int) *Server {
 	s := &Server{zones: map[string]Zone{}, rotated: map[string]int{}, tcpConns: map[net.Conn]bool{}}
-	lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
-		var err error
-		c.Control(func(fd uintptr) { err = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_REUSEPORT, 1) })
-		return err
-	}}
+	conns, l, err := listenUDPAndTCP(addr, n)
+	for try := 0; err != nil && strings.HasSuffix(addr, ":0") && try < 20; try++ {
+		// The port the kernel chose for UDP can be taken on TCP by another
+		// test: choose again.
+		conns, l, err = listenUDPAndTCP(addr, n)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.conns, s.tcp = conns, l
 	var done sync.WaitGroup
-	for range n {
-		c, err := lc.ListenPacket(context.Background(), "udp", addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		conn := c.(*net.UDPConn)
-		addr = conn.LocalAddr().String()
-		s.conns = append(s.conns, conn)
+	for _, conn := range conns {
 		done.Add(1)
 		go func() {
 			defer done.Done()
 			s.serve(conn)
 		}()
 	}
-	l, err := net.Listen("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.tcp = l
 	done.Add(1)
 	go func() {
 		defer done.Done()
@@ -89,6 +82,39 @@ func NewReusePortServer(t testing.TB, addr string, n int) *Server {
 		done.Wait()
 	})
 	return s
+}
+
+// listenUDPAndTCP opens n SO_REUSEPORT UDP sockets on addr (port 0: one
+// chosen for the first) and a TCP listener on the same address; on an
+// error it closes what it opened.
+func listenUDPAndTCP(addr string, n int) ([]*net.UDPConn, net.Listener, error) {
+	lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
+		var err error
+		c.Control(func(fd uintptr) { err = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_REUSEPORT, 1) })
+		return err
+	}}
+	var conns []*net.UDPConn
+	closeAll := func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}
+	for range n {
+		c, err := lc.ListenPacket(context.Background(), "udp", addr)
+		if err != nil {
+			closeAll()
+			return nil, nil, err
+		}
+		conn := c.(*net.UDPConn)
+		addr = conn.LocalAddr().String()
+		conns = append(conns, conn)
+	}
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		closeAll()
+		return nil, nil, err
+	}
+	return conns, l, nil
 }
 
 // CloseTCP stops serving TCP: connections are refused, open ones closed.
