@@ -2,11 +2,11 @@
 /*
  * Learning what a service's clients ask (santa_abi.h, "Learning"): the UDP
  * programs count each passed request of a service with learning on by its
- * key, payload[learn_off:], in a count-min sketch of two rows per CPU, and
- * sample the bytes of a key the first time its estimate on a CPU reaches
- * the threshold. User space (internal/datapath/learn.go) flips the epoch
- * once per window, reads the finished epoch's counters of the keys it was
- * given, and zeroes them.
+ * key, payload[learn_off:], exactly, in an LRU hash from the key's hash to
+ * its passes, and sample the bytes of a key when its count reaches the
+ * threshold and at each doubling after. User space
+ * (internal/datapath/learn.go) reads every count once per window and
+ * starts the next window, which renews each CPU's sample budget.
  */
 #ifndef SANTA_LEARN_H
 #define SANTA_LEARN_H
@@ -15,7 +15,7 @@
 #include "maps.h"
 #include "parse.h"
 
-/* Written by user space: the current epoch, the threshold, the budget. */
+/* Written by user space: the window, the threshold, the budget. */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, 1);
@@ -23,30 +23,29 @@ struct {
 	__type(value, struct santa_learn_config);
 } learn_config SEC(".maps");
 
-struct santa_learn_row {
-	__u32 cells[SANTA_LEARN_WIDTH];
-};
+/* Each key's passes, by its hash. An LRU, so that a flood of keys seen
+ * once evicts the keys not seen for longest, never the busy ones; one
+ * list for every CPU (not BPF_F_NO_COMMON_LRU, which would give a CPU
+ * that receives all the traffic a share of the entries only). */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, SANTA_DEFAULT_LEARN_ENTRIES); /* load time: the learn_entries option */
+	__type(key, __u64);
+	__type(value, __u64);
+} learn_counts SEC(".maps");
 
-/* The sketch: row r of epoch e under key 2e + r, one per CPU, so that a
- * count is a plain add to a line no other CPU writes. */
+/* Samples emitted by each CPU in the window it last sampled in. */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 2 * SANTA_LEARN_ROWS);
+	__uint(max_entries, 1);
 	__type(key, __u32);
-	__type(value, struct santa_learn_row);
-} learn_sketch SEC(".maps");
-
-/* Samples emitted per CPU in each epoch, against the budget. */
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 2);
-	__type(key, __u32);
-	__type(value, __u32);
+	__type(value, struct santa_learn_emitted);
 } learn_emitted SEC(".maps");
 
-/* Keys whose estimate reached the threshold: each record is a struct
- * santa_learn_sample cut after its key, rounded up to 8 bytes, so that a
- * DNS query's sample takes about 80 bytes of the ring rather than 280. */
+/* Keys whose count reached the threshold or doubled: each record is a
+ * struct santa_learn_sample cut after its key, rounded up to 8 bytes, so
+ * that a DNS query's sample takes about 80 bytes of the ring rather than
+ * 280. */
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 1 << 16); /* load time: room for two windows' budget of every CPU */
@@ -95,26 +94,32 @@ static __always_inline __u64 santa_learn_hash(struct santa_scratch *s, __u32 lea
 	return h;
 }
 
-/* Puts the key on the ring, within this CPU's budget for the epoch: a
+/* Puts the key on the ring, within this CPU's budget for the window: a
  * record of the sample's header and its key's 8-byte words. */
-static __always_inline void santa_learn_sample(struct santa_scratch *s, struct santa_learn_config *cfg, __u32 epoch,
-					       __u32 learn, __u32 c0, __u32 c1, __u32 off, __u32 len)
+static __always_inline void santa_learn_sample(struct santa_scratch *s, const struct santa_learn_config *cfg,
+					       __u32 learn, __u64 hash, __u64 passes, __u32 off, __u32 len)
 {
 	struct santa_learn_sample *smp;
+	struct santa_learn_emitted *emitted;
 	__u32 zero = 0, size;
-	__u32 *emitted = bpf_map_lookup_elem(&learn_emitted, &epoch);
 
-	if (!emitted || *emitted >= cfg->budget)
+	emitted = bpf_map_lookup_elem(&learn_emitted, &zero);
+	if (!emitted)
+		return;
+	if (emitted->window != cfg->window) {
+		emitted->window = cfg->window;
+		emitted->samples = 0;
+	}
+	if (emitted->samples >= cfg->budget)
 		return;
 	smp = bpf_map_lookup_elem(&learn_sample_buf, &zero);
 	if (!smp)
 		return;
-	*emitted += 1;
+	emitted->samples++;
+	smp->hash = hash;
+	smp->passes = passes;
 	smp->learn = learn;
-	smp->cells[0] = c0;
-	smp->cells[1] = c1;
 	smp->len = len;
-	smp->epoch = epoch;
 	smp->pad = 0;
 	off &= SANTA_LEARN_MAX_OFF;
 	for (__u32 at = 0; at < SANTA_LEARN_MAX_KEY; at += 8) {
@@ -129,37 +134,36 @@ static __always_inline void santa_learn_sample(struct santa_scratch *s, struct s
 	bpf_ringbuf_output(&learn_samples, smp, size, 0);
 }
 
+/* Whether passes brings a sample: the threshold (a power of two) and each
+ * doubling after it. A key is sampled a few times in its life, and again
+ * after user space lost it (the budget, the ring, a service restarted)
+ * once its count doubles. */
+static __always_inline int santa_learn_due(__u64 passes, __u32 threshold)
+{
+	return passes >= threshold && (passes & (passes - 1)) == 0;
+}
+
 /* Counts the key payload[off, off + len) in s for the service learning
- * under learn. The estimate (the smaller of its two cells) grows by one
- * with each count, so it reaches the threshold exactly once per epoch: a
- * key is sampled at most once per CPU and epoch. A global function: the
- * verifier checks it once. */
+ * under learn. A global function: the verifier checks it once. */
 __noinline int santa_learn_count(struct santa_scratch *s, __u32 learn, __u32 off, __u32 len)
 {
-	struct santa_learn_row *row0, *row1;
 	struct santa_learn_config *cfg;
-	__u32 zero = 0, epoch, key, c0, c1, n0, n1;
-	__u64 h;
+	__u64 h, passes = 1, *count;
+	__u32 zero = 0;
 
 	if (!s || len == 0 || len > SANTA_LEARN_MAX_KEY)
 		return 0;
 	cfg = bpf_map_lookup_elem(&learn_config, &zero);
 	if (!cfg)
 		return 0;
-	epoch = cfg->epoch & 1;
-	key = epoch * SANTA_LEARN_ROWS;
-	row0 = bpf_map_lookup_elem(&learn_sketch, &key);
-	key++;
-	row1 = bpf_map_lookup_elem(&learn_sketch, &key);
-	if (!row0 || !row1)
-		return 0;
 	h = santa_learn_hash(s, learn, off, len);
-	c0 = h & (SANTA_LEARN_WIDTH - 1);
-	c1 = (h >> 32) & (SANTA_LEARN_WIDTH - 1);
-	n0 = ++row0->cells[c0];
-	n1 = ++row1->cells[c1];
-	if ((n0 < n1 ? n0 : n1) == cfg->threshold)
-		santa_learn_sample(s, cfg, epoch, learn, c0, c1, off, len);
+	count = bpf_map_lookup_elem(&learn_counts, &h);
+	if (count)
+		passes = __sync_fetch_and_add(count, 1) + 1;
+	else if (bpf_map_update_elem(&learn_counts, &h, &passes, BPF_NOEXIST) != 0)
+		return 0; /* another CPU added it first: this pass is not counted */
+	if (santa_learn_due(passes, cfg->threshold))
+		santa_learn_sample(s, cfg, learn, h, passes, off, len);
 	return 0;
 }
 

@@ -52,6 +52,7 @@ enum santa_default_capacity {
 	SANTA_DEFAULT_MAX_RULES = 1 << 20,
 	SANTA_DEFAULT_MAX_SERVICES = 4096,
 	SANTA_DEFAULT_MAX_CONNS = 65536, /* TCP connections under registered listeners */
+	SANTA_DEFAULT_LEARN_ENTRIES = 1 << 18, /* keys counted by learning, every service together */
 };
 
 /* Room for 16k close events (8-byte cookie + 8-byte ring header) between two
@@ -249,35 +250,40 @@ struct santa_rule_stats {
 
 /*
  * Learning (learn.h): a UDP service with learning on counts the requests it
- * passes (no rule answered) by their key, payload[learn_off:], in a
- * count-min sketch per CPU. Two epochs: user space flips the current one
- * once per window, reads the other and zeroes it. The first time a key's
- * estimate on a CPU reaches the epoch's threshold, a sample with its bytes
- * goes to the learn_samples ring (at most budget per CPU and epoch), so
- * that user space knows which keys to read the counts of.
+ * passes (no rule answered) by their key, payload[learn_off:], exactly: in
+ * learn_counts, an LRU hash from the key's 64-bit hash (seeded, with the
+ * service's learn id and the key's length) to its passes. When a key's
+ * count reaches the threshold, and at each doubling after, a sample with
+ * its bytes goes to the learn_samples ring (at most budget per CPU and
+ * window), so that user space knows which key a hash stands for. User
+ * space reads every count once per window.
  */
 enum santa_learn_layout {
-	SANTA_LEARN_ROWS = 2,
-	SANTA_LEARN_WIDTH = 8192,     /* counters per row: one row is one 32 KiB per-CPU value */
 	SANTA_LEARN_MAX_KEY = 256,    /* longer keys are not counted */
 	SANTA_LEARN_MAX_OFF = 1023,   /* the largest learn_off */
 };
 
 /* The one entry of learn_config, written by user space. */
 struct santa_learn_config {
-	__u32 epoch;     /* 0 or 1: where this window counts */
-	__u32 threshold; /* a key's estimate on one CPU that brings a sample */
-	__u32 budget;    /* samples per CPU and epoch */
+	__u32 window;    /* counts the windows: each CPU's budget starts anew in each */
+	__u32 threshold; /* a power of two: the count that brings a sample, and each doubling */
+	__u32 budget;    /* samples per CPU and window */
 	__u32 pad;
 };
 
-/* A key whose estimate reached the threshold (learn_samples). */
+/* A CPU's samples in a window (learn_emitted, per CPU). */
+struct santa_learn_emitted {
+	__u32 window;
+	__u32 samples;
+};
+
+/* A key whose count reached the threshold or doubled (learn_samples). */
 struct santa_learn_sample {
+	__u64 hash;   /* its key in learn_counts */
+	__u64 passes; /* its count then */
 	__u32 learn;  /* the service's santa_service.learn */
-	__u32 cells[SANTA_LEARN_ROWS]; /* its counter in each row */
 	__u16 len;    /* bytes of key */
-	__u8 epoch;
-	__u8 pad;
+	__u16 pad;
 	__u8 key[SANTA_LEARN_MAX_KEY];
 };
 

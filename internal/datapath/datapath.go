@@ -142,7 +142,7 @@ func open(opts Options) (*Datapath, error) {
 		d.objs.Close()
 		return nil, err
 	}
-	if d.store.learn, err = newLearner(&d.objs, d.store.barrier, opts.Log); err != nil {
+	if d.store.learn, err = newLearner(&d.objs, opts.Log); err != nil {
 		d.store.close()
 		d.tcp.close()
 		d.objs.Close()

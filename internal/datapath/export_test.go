@@ -68,7 +68,7 @@ func (d *Datapath) learnByHand() { d.store.learn.every = 0 }
 func (d *Datapath) learnStep() error { return d.store.learn.step() }
 
 // learnConfig sets the data plane's learning threshold and budget, in
-// epoch 0.
+// window 0.
 func (d *Datapath) learnConfig(threshold, budget uint32) error {
 	return d.objs.LearnConfig.Put(uint32(0), santaSantaLearnConfig{Threshold: threshold, Budget: budget})
 }
@@ -94,25 +94,15 @@ func (d *Datapath) learnRecords() ([][]byte, error) {
 // learnSamples takes the samples on the ring.
 func (d *Datapath) learnSamples() ([]santaSantaLearnSample, error) { return d.store.learn.drain() }
 
-// learnCells are the counters of epoch's sketch that are not zero, summed
-// over the CPUs, by row and cell.
-func (d *Datapath) learnCells(epoch uint32) ([2]map[uint32]uint64, error) {
-	var out [2]map[uint32]uint64
-	for r := range out {
-		var per []santaSantaLearnRow
-		if err := d.objs.LearnSketch.Lookup(epoch*2+uint32(r), &per); err != nil {
-			return out, err
-		}
-		out[r] = map[uint32]uint64{}
-		for _, row := range per {
-			for c, n := range row.Cells {
-				if n != 0 {
-					out[r][uint32(c)] += uint64(n)
-				}
-			}
-		}
+// learnCounts is every key's count in learn_counts, by its hash.
+func (d *Datapath) learnCounts() (map[uint64]uint64, error) {
+	out := map[uint64]uint64{}
+	var h, n uint64
+	it := d.objs.LearnCounts.Iterate()
+	for it.Next(&h, &n) {
+		out[h] = n
 	}
-	return out, nil
+	return out, it.Err()
 }
 
 // learnID is the id service id learns under, 0 if it does not.

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 	"os"
 	"slices"
 	"sync"
@@ -22,30 +21,27 @@ import (
 
 // Learning the hot requests (docs/architecture.md, "Learning the hot
 // requests"). The UDP programs count each passed request of a learning
-// service by its key in a per-CPU count-min sketch with two epochs
-// (bpf/include/learn.h), and put a key on the learn_samples ring the first
-// time its estimate on a CPU reaches the threshold. Once per window the
-// learner flips the epoch, waits until no program counts in the old one,
-// takes the samples as candidates, reads the old epoch's counts of every
-// candidate and zeroes it. A service's hot set is its candidates by count.
+// service by its key, exactly, in the learn_counts LRU hash
+// (bpf/include/learn.h), and put a key on the learn_samples ring when its
+// count reaches the threshold and at each doubling after. Once per window
+// the learner starts the next window (which renews the sample budgets),
+// takes the samples as candidates, reads every count, and makes each
+// service's hot set: its candidates by their passes since the last read.
 
 const (
 	learnWindow       = time.Second
-	learnBudget       = 2048    // samples per CPU and epoch
-	learnMinThreshold = 4       // a key's count on a CPU that brings a sample, at least
-	learnMaxThreshold = 1 << 24 // and at most
+	learnBudget       = 4096    // samples per CPU and window
+	learnMinThreshold = 2       // a key's passes that bring its first sample, at least
+	learnMaxThreshold = 1 << 24 // and at most; both powers of two
 	// The ring is sized for the budget of learnRingCPUs CPUs at most, with
 	// keys of learnRingKey bytes: a sample takes its header and its key
 	// rounded up to 8 bytes, so longer keys, or more CPUs sampling at
-	// once, fill it sooner, and a sample that finds it full is lost. That
-	// many samples a window are more than an agent learns anyway.
+	// once, fill it sooner, and a sample that finds it full is lost until
+	// its key's count doubles.
 	learnRingKey  = 64
 	learnRingCPUs = 4
-	// maxCandidates bounds a service's candidates (keys whose counts are
-	// read each window): at most this many samples are kept.
-	maxCandidates = 4096
-	learnWidth    = int(santaSantaLearnLayoutSANTA_LEARN_WIDTH)
-	learnRows     = int(santaSantaLearnLayoutSANTA_LEARN_ROWS)
+	// learnReadBatch is how many counts one syscall reads.
+	learnReadBatch = 4096
 )
 
 // sampleHeader is the size of a learn_samples record without its key:
@@ -72,22 +68,22 @@ func learnRingBytes(cpus int) uint32 {
 // start and stop learning, with the store's lock held: the lock order is
 // store, then learner.
 type learner struct {
-	objs    *santaObjects
-	barrier *barrier
-	ring    *ringbuf.Reader
-	log     *slog.Logger
-	every   time.Duration // the window; 0: step is called by hand (tests)
+	objs  *santaObjects
+	ring  *ringbuf.Reader
+	log   *slog.Logger
+	every time.Duration // the window; 0: step is called by hand (tests)
 
 	stepMu    sync.Mutex // one step at a time; guards the fields below it
-	epoch     uint32
+	window    uint32
 	threshold uint32
 	started   time.Time // of the current window
-	dirty     bool      // the sketch may hold counts: one more step clears it
-	rows      [][]santaSantaLearnRow
+	hashes    []uint64  // read buffers
+	passes    []uint64
 
 	mu      sync.Mutex
 	byLearn map[uint32]*learning
 	bySvc   map[model.ServiceID]uint32
+	byHash  map[uint64]*candidate // every service's candidates
 	lastID  uint32
 	running bool
 	stop    chan struct{}
@@ -97,26 +93,27 @@ type learner struct {
 // learning is one service's: its candidates and its last hot set.
 type learning struct {
 	service    model.ServiceID
-	candidates map[string]*candidate
+	candidates map[uint64]*candidate
 	hot        model.HotSet
 }
 
-// candidate is a key a sample brought: its cells in the sketch, and
-// whether it was sampled in the epoch now running (its count there is
-// not read yet, so it is not dropped for a low one in the epoch before).
+// candidate is a key a sample brought, under its hash in learn_counts.
 type candidate struct {
-	cells  [2]uint32
-	recent bool
+	key  string
+	of   *learning
+	read uint64 // its count at the last read; 0 before the first
+	seen bool   // found in the table by the read under way
 }
 
-func newLearner(objs *santaObjects, b *barrier, log *slog.Logger) (*learner, error) {
+func newLearner(objs *santaObjects, log *slog.Logger) (*learner, error) {
 	ring, err := ringbuf.NewReader(objs.LearnSamples)
 	if err != nil {
 		return nil, fmt.Errorf("reading learning samples: %w", err)
 	}
-	l := &learner{objs: objs, barrier: b, ring: ring, log: log, every: learnWindow,
+	l := &learner{objs: objs, ring: ring, log: log, every: learnWindow,
 		threshold: learnMinThreshold, started: time.Now(),
-		byLearn: map[uint32]*learning{}, bySvc: map[model.ServiceID]uint32{}}
+		hashes: make([]uint64, learnReadBatch), passes: make([]uint64, learnReadBatch),
+		byLearn: map[uint32]*learning{}, bySvc: map[model.ServiceID]uint32{}, byHash: map[uint64]*candidate{}}
 	if err := l.writeConfig(); err != nil {
 		ring.Close()
 		return nil, err
@@ -125,7 +122,7 @@ func newLearner(objs *santaObjects, b *barrier, log *slog.Logger) (*learner, err
 }
 
 func (l *learner) writeConfig() error {
-	cfg := santaSantaLearnConfig{Epoch: l.epoch, Threshold: l.threshold, Budget: learnBudget}
+	cfg := santaSantaLearnConfig{Window: l.window, Threshold: l.threshold, Budget: learnBudget}
 	if err := l.objs.LearnConfig.Put(uint32(0), cfg); err != nil {
 		return fmt.Errorf("writing the learning configuration: %w", err)
 	}
@@ -156,7 +153,7 @@ func (l *learner) start(service model.ServiceID) uint32 {
 	if l.lastID == 0 { // after 2^32 starts: 0 means off
 		l.lastID++
 	}
-	l.byLearn[l.lastID] = &learning{service: service, candidates: map[string]*candidate{}}
+	l.byLearn[l.lastID] = &learning{service: service, candidates: map[uint64]*candidate{}}
 	l.bySvc[service] = l.lastID
 	if !l.running && l.every > 0 {
 		l.running, l.stop, l.done = true, make(chan struct{}), make(chan struct{})
@@ -172,6 +169,9 @@ func (l *learner) end(id uint32) {
 	if lr, ok := l.byLearn[id]; ok {
 		delete(l.byLearn, id)
 		delete(l.bySvc, lr.service)
+		for h := range lr.candidates {
+			delete(l.byHash, h)
+		}
 	}
 }
 
@@ -211,25 +211,24 @@ func (l *learner) active() bool {
 	return len(l.byLearn) > 0
 }
 
-// step ends the window: the epoch flips, the samples become candidates,
-// the finished epoch's counts make each learning service's hot set, and
-// the threshold follows the load.
+// step ends the window: the next one starts, the samples become
+// candidates, the counts make each learning service's hot set, and the
+// threshold follows the samples.
 func (l *learner) step() error {
 	l.stepMu.Lock()
 	defer l.stepMu.Unlock()
-	active := l.active()
-	if !active && !l.dirty {
+	if !l.active() {
 		l.started = time.Now()
 		return nil
 	}
-	l.dirty = active
-	finished := l.epoch
-	l.epoch ^= 1
-	if err := l.writeConfig(); err != nil {
+	// Read before the next window starts: a CPU that samples in it
+	// forgets its count of this one.
+	busiest, err := l.busiestSampler(l.window)
+	if err != nil {
 		return err
 	}
-	// No program counts in the finished epoch after this.
-	if err := l.barrier.Wait(); err != nil {
+	l.window++
+	if err := l.writeConfig(); err != nil {
 		return err
 	}
 	now := time.Now()
@@ -239,15 +238,17 @@ func (l *learner) step() error {
 	if err != nil {
 		return err
 	}
-	if err := l.readEpoch(finished); err != nil {
-		return err
-	}
 	l.mu.Lock()
 	l.merge(samples)
-	l.count(window)
-	known := l.candidateCells()
+	err = l.readCounts()
+	if err == nil {
+		l.makeHotSets(window)
+	}
 	l.mu.Unlock()
-	l.adapt(known)
+	if err != nil {
+		return err
+	}
+	l.adapt(busiest)
 	return l.writeConfig()
 }
 
@@ -285,137 +286,113 @@ func decodeSample(raw []byte) (santaSantaLearnSample, bool) {
 	return s, true
 }
 
-// readEpoch reads both rows of epoch into l.rows, and zeroes them and
-// the epoch's sample counts.
-func (l *learner) readEpoch(epoch uint32) error {
-	cpus := ebpf.MustPossibleCPU()
-	if l.rows == nil {
-		l.rows = make([][]santaSantaLearnRow, learnRows)
-	}
-	zero := make([]santaSantaLearnRow, cpus)
-	for r := range learnRows {
-		key := epoch*uint32(learnRows) + uint32(r)
-		if err := l.objs.LearnSketch.Lookup(key, &l.rows[r]); err != nil {
-			return fmt.Errorf("reading the learning sketch: %w", err)
-		}
-		if err := l.objs.LearnSketch.Put(key, zero); err != nil {
-			return fmt.Errorf("zeroing the learning sketch: %w", err)
-		}
-	}
-	if err := l.objs.LearnEmitted.Put(epoch, make([]uint32, cpus)); err != nil {
-		return fmt.Errorf("zeroing learning samples emitted: %w", err)
-	}
-	return nil
-}
-
-// merge makes the samples of learning services candidates. Called with
-// l.mu held.
+// merge makes the samples of learning services candidates, as many as
+// the table has entries. Called with l.mu held.
 func (l *learner) merge(samples []santaSantaLearnSample) {
+	room := int(l.objs.LearnCounts.MaxEntries())
 	for i := range samples {
 		s := &samples[i]
 		lr, ok := l.byLearn[s.Learn]
 		if !ok {
 			continue // its service stopped learning
 		}
-		key := string(s.Key[:s.Len])
-		recent := uint32(s.Epoch) == l.epoch
-		if c, ok := lr.candidates[key]; ok {
-			c.recent = c.recent || recent
+		if _, ok := l.byHash[s.Hash]; ok || len(l.byHash) >= room {
 			continue
 		}
-		if len(lr.candidates) < maxCandidates {
-			lr.candidates[key] = &candidate{cells: s.Cells, recent: recent}
-		}
+		c := &candidate{key: string(s.Key[:s.Len]), of: lr}
+		lr.candidates[s.Hash] = c
+		l.byHash[s.Hash] = c
 	}
 }
 
-// count makes each learning service's hot set from the finished epoch in
-// l.rows, and drops the candidates that fell below the threshold. Called
-// with l.mu held.
-func (l *learner) count(window time.Duration) {
+// readCounts reads every count in learn_counts: a candidate found there
+// gains its passes since the last read; one that is not was evicted and
+// is dropped (a sample brings it back once it passes again). Called with
+// l.mu held.
+func (l *learner) readCounts() error {
 	for _, lr := range l.byLearn {
-		hot := model.HotSet{Window: window, Requests: make([]model.HotRequest, 0, len(lr.candidates))}
-		for key, c := range lr.candidates {
-			n := l.estimate(c.cells)
-			if n < uint64(l.threshold) && !c.recent {
-				delete(lr.candidates, key)
-				continue
-			}
-			c.recent = false
-			if n > 0 {
-				hot.Requests = append(hot.Requests, model.HotRequest{Passes: uint32(min(n, 1<<32-1)), Key: []byte(key)})
-			}
+		lr.hot = model.HotSet{}
+	}
+	var cursor ebpf.MapBatchCursor
+	for {
+		n, err := l.objs.LearnCounts.BatchLookup(&cursor, l.hashes, l.passes, nil)
+		for i := range n {
+			l.countPasses(l.hashes[i], l.passes[i])
 		}
-		slices.SortFunc(hot.Requests, func(a, b model.HotRequest) int {
+		if errors.Is(err, ebpf.ErrKeyNotExist) {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("reading the learning counts: %w", err)
+		}
+	}
+	for h, c := range l.byHash {
+		if !c.seen {
+			delete(l.byHash, h)
+			delete(c.of.candidates, h)
+		}
+		c.seen = false
+	}
+	return nil
+}
+
+// countPasses adds a key's passes since the last read to its service's
+// hot set, if it is a candidate. Called with l.mu held.
+func (l *learner) countPasses(hash, passes uint64) {
+	c := l.byHash[hash]
+	if c == nil {
+		return
+	}
+	c.seen = true
+	n := passes - c.read
+	if passes < c.read { // evicted and counted again since
+		n = passes
+	}
+	c.read = passes
+	if n > 0 {
+		c.of.hot.Requests = append(c.of.hot.Requests, model.HotRequest{Passes: uint32(min(n, 1<<32-1)), Key: []byte(c.key)})
+	}
+}
+
+// makeHotSets sorts each learning service's hot set, most passes first.
+// Called with l.mu held.
+func (l *learner) makeHotSets(window time.Duration) {
+	for _, lr := range l.byLearn {
+		lr.hot.Window = window
+		slices.SortFunc(lr.hot.Requests, func(a, b model.HotRequest) int {
 			if c := cmp.Compare(b.Passes, a.Passes); c != 0 {
 				return c
 			}
 			return bytes.Compare(a.Key, b.Key)
 		})
-		lr.hot = hot
 	}
 }
 
-// estimate is a key's count: the smaller of its cells, each summed over
-// the CPUs.
-func (l *learner) estimate(cells [2]uint32) uint64 {
-	var best uint64
-	for r := range learnRows {
-		var n uint64
-		for _, row := range l.rows[r] {
-			n += uint64(row.Cells[cells[r]%uint32(learnWidth)])
-		}
-		if r == 0 || n < best {
-			best = n
+// busiestSampler is the most samples a CPU took in window.
+func (l *learner) busiestSampler(window uint32) (uint32, error) {
+	var per []santaSantaLearnEmitted
+	if err := l.objs.LearnEmitted.Lookup(uint32(0), &per); err != nil {
+		return 0, fmt.Errorf("reading learning samples emitted: %w", err)
+	}
+	var most uint32
+	for _, e := range per {
+		if e.Window == window {
+			most = max(most, e.Samples)
 		}
 	}
-	return best
+	return most, nil
 }
 
-// candidateCells are the cells of row 0 that count a candidate. Called
-// with l.mu held.
-func (l *learner) candidateCells() map[uint32]bool {
-	cells := map[uint32]bool{}
-	for _, lr := range l.byLearn {
-		for _, c := range lr.candidates {
-			cells[c.cells[0]%uint32(learnWidth)] = true
-		}
+// adapt doubles the threshold after a window in which a CPU spent its
+// budget, and halves it after one in which every CPU took less than a
+// quarter: the samples stay within the budget, and the threshold stays as
+// low as the load allows, so that a key is known after few passes. A key
+// a spent budget left out comes at its count's next doubling.
+func (l *learner) adapt(busiest uint32) {
+	switch {
+	case busiest >= learnBudget:
+		l.threshold = min(2*l.threshold, learnMaxThreshold)
+	case busiest < learnBudget/4:
+		l.threshold = max(l.threshold/2, learnMinThreshold)
 	}
-	return cells
-}
-
-// adapt sets the next window's threshold just above the sketch's noise:
-// μ + 3√μ + 4, with μ the mean count of a cell of row 0 that counts no
-// candidate (known), on the busiest CPU of the window that ended. A key's
-// estimate is its count plus the others' in its cells: for a key not
-// known yet, the tail's keys, about μ. Above that floor, most samples are
-// keys at least 3√μ above the noise, few are the noise's own.
-//
-// The candidates are left out of μ because the agent offloads them: the
-// next window's tail is what passes then. (The mean of every cell, four
-// times over, set the threshold after a window in which the head still
-// passed: the next one, with the head answered by rules, brought almost
-// no samples.) A CPU that spends its budget has sampled the keys that
-// reached the threshold first, the most frequent; the others come in the
-// next windows, as rules answer the head and μ falls.
-func (l *learner) adapt(known map[uint32]bool) {
-	var busiest, tail uint64
-	for _, row := range l.rows[0] {
-		var all, rest uint64
-		for c, n := range row.Cells {
-			all += uint64(n)
-			if !known[uint32(c)] {
-				rest += uint64(n)
-			}
-		}
-		if all >= busiest {
-			busiest, tail = all, rest
-		}
-	}
-	var mu float64
-	if free := learnWidth - len(known); free > 0 {
-		mu = float64(tail) / float64(free)
-	}
-	t := uint64(mu+3*math.Sqrt(mu)) + learnMinThreshold
-	l.threshold = uint32(min(t, learnMaxThreshold))
 }

@@ -63,44 +63,41 @@ func xdpPasses(t *testing.T, d *Datapath, frame []byte) {
 	}
 }
 
-// cells are the sketch's nonzero counters of epoch 0, checked to be one
-// per row with count n (none if n is 0); returns the two cells.
-func oneCellPerRow(t *testing.T, d *Datapath, n uint64) [2]uint32 {
+// oneCount checks that learn_counts holds one key, counted n times (none
+// if n is 0), and returns its hash.
+func oneCount(t *testing.T, d *Datapath, n uint64) uint64 {
 	t.Helper()
-	rows, err := d.learnCells(0)
+	counts, err := d.learnCounts()
 	if err != nil {
 		t.Fatal(err)
 	}
-	var cells [2]uint32
-	for r, row := range rows {
-		if n == 0 {
-			if len(row) != 0 {
-				t.Fatalf("row %d counts %v; want nothing", r, row)
-			}
-			continue
+	if n == 0 {
+		if len(counts) != 0 {
+			t.Fatalf("counts %v; want none", counts)
 		}
-		if len(row) != 1 {
-			t.Fatalf("row %d counts %v; want one cell of %d", r, row, n)
-		}
-		for c, got := range row {
-			if got != n {
-				t.Fatalf("row %d cell %d counts %d; want %d", r, c, got, n)
-			}
-			cells[r] = c
-		}
+		return 0
 	}
-	return cells
+	if len(counts) != 1 {
+		t.Fatalf("counts %v; want one key counted %d times", counts, n)
+	}
+	for h, got := range counts {
+		if got != n {
+			t.Fatalf("key %x counted %d times; want %d", h, got, n)
+		}
+		return h
+	}
+	return 0
 }
 
-// The data plane counts a learning service's passed requests by their key
-// in the sketch, and samples a key once, when its estimate reaches the
-// threshold; answered requests and probes are not counted, and a probe is
-// never answered.
+// The data plane counts a learning service's passed requests by their key,
+// exactly, and samples a key when its count reaches the threshold and at
+// each doubling after, within the budget; answered requests and probes
+// are not counted, and a probe is never answered.
 func TestLearnFixtures(t *testing.T) {
 	stayOnOneCPU(t) // the budget is per CPU
 	d := openTest(t)
 	s, to := learningService(t, d)
-	if err := d.learnConfig(3, 2); err != nil {
+	if err := d.learnConfig(2, 4); err != nil {
 		t.Fatal(err)
 	}
 	query := func(txid uint16, name string) []byte { return request(to, pkttest.DNSQuery(txid, name)).Bytes() }
@@ -108,19 +105,20 @@ func TestLearnFixtures(t *testing.T) {
 	for i := range 5 {
 		xdpPasses(t, d, query(uint16(i), "www.example.com"))
 	}
-	cells := oneCellPerRow(t, d, 5)
+	hash := oneCount(t, d, 5)
 	samples, err := d.learnSamples()
 	if err != nil {
 		t.Fatal(err)
 	}
 	key := pkttest.DNSQuery(0, "www.example.com")[2:]
-	if len(samples) != 1 {
-		t.Fatalf("%d samples after 5 requests over a threshold of 3; want 1", len(samples))
+	if len(samples) != 2 {
+		t.Fatalf("%d samples after 5 requests over a threshold of 2; want 2 (at 2 and 4)", len(samples))
 	}
-	got := samples[0]
-	if got.Learn != d.learnID(s) || got.Cells != cells || got.Epoch != 0 || !bytes.Equal(got.Key[:got.Len], key) {
-		t.Fatalf("sample learn %d cells %v epoch %d key %x; want %d, %v, 0, %x", got.Learn, got.Cells, got.Epoch,
-			got.Key[:got.Len], d.learnID(s), cells, key)
+	for i, got := range samples {
+		if want := uint64(2 << i); got.Learn != d.learnID(s) || got.Hash != hash || got.Passes != want || !bytes.Equal(got.Key[:got.Len], key) {
+			t.Fatalf("sample %d: learn %d hash %x passes %d key %x; want %d, %x, %d, %x", i, got.Learn, got.Hash, got.Passes,
+				got.Key[:got.Len], d.learnID(s), hash, want, key)
+		}
 	}
 
 	// Answered, or from the probe port: not counted.
@@ -141,39 +139,48 @@ func TestLearnFixtures(t *testing.T) {
 	if after["probe"] != before["probe"]+1 {
 		t.Errorf("path probe counted %d times, want 1 (the probe a rule would have answered)", after["probe"]-before["probe"])
 	}
-	oneCellPerRow(t, d, 5)
+	oneCount(t, d, 5)
 
 	// Not counted: an empty key, a key over the limit. A key at the limit is.
 	xdpPasses(t, d, request(to, []byte{1, 2}).Bytes())
 	xdpPasses(t, d, request(to, make([]byte, 2+model.MaxLearnKey+1)).Bytes())
-	oneCellPerRow(t, d, 5)
+	oneCount(t, d, 5)
 	xdpPasses(t, d, request(to, bytes.Repeat([]byte{7}, 2+model.MaxLearnKey)).Bytes())
-	if rows, _ := d.learnCells(0); len(rows[0]) != 2 || len(rows[1]) != 2 {
-		t.Errorf("a %d-byte key was not counted: %v", model.MaxLearnKey, rows)
+	if counts, _ := d.learnCounts(); len(counts) != 2 {
+		t.Errorf("a %d-byte key was not counted: %v", model.MaxLearnKey, counts)
 	}
 
-	// The budget: one sample more in this epoch, whatever reaches the
-	// threshold.
+	// The budget: two samples more in this window, whatever reaches the
+	// threshold; the next window has a budget of its own.
 	for _, name := range []string{"a.example", "b.example", "c.example"} {
-		for i := range 3 {
+		for i := range 2 {
 			xdpPasses(t, d, query(uint16(i), name))
 		}
 	}
+	if samples, err = d.learnSamples(); err != nil || len(samples) != 2 {
+		t.Fatalf("%d samples (%v) after three more keys reached the threshold; the budget of 4 leaves 2", len(samples), err)
+	}
+	if err := d.objs.LearnConfig.Put(uint32(0), santaSantaLearnConfig{Window: 1, Threshold: 2, Budget: 4}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		xdpPasses(t, d, query(uint16(i), "d.example"))
+	}
 	if samples, err = d.learnSamples(); err != nil || len(samples) != 1 {
-		t.Fatalf("%d samples (%v) after three more keys reached the threshold; the budget of 2 leaves 1", len(samples), err)
+		t.Fatalf("%d samples (%v) in a new window; want 1", len(samples), err)
 	}
 
 	st, err := d.ServiceStats(s)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := (model.ServiceStats{Matched: 1, Passed: 5 + 2 + 3 + 9}); st != want {
+	if want := (model.ServiceStats{Matched: 1, Passed: 5 + 2 + 3 + 6 + 2}); st != want {
 		t.Errorf("service stats %+v, want %+v", st, want)
 	}
 }
 
 // TC counts what XDP did not see (loopback, here): the same key, the same
-// cells.
+// count.
 func TestLearnTC(t *testing.T) {
 	d := openTest(t)
 	_, to := learningService(t, d)
@@ -186,10 +193,10 @@ func TestLearnTC(t *testing.T) {
 			t.Fatalf("TC verdict %d, output %x; want it passed untouched", verdict, out)
 		}
 	}
-	cells := oneCellPerRow(t, d, 2)
+	hash := oneCount(t, d, 2)
 	samples, err := d.learnSamples()
-	if err != nil || len(samples) != 1 || samples[0].Cells != cells {
-		t.Fatalf("samples %+v (%v); want one for cells %v", samples, err, cells)
+	if err != nil || len(samples) != 1 || samples[0].Hash != hash {
+		t.Fatalf("samples %+v (%v); want one for hash %x", samples, err, hash)
 	}
 	probe := fromProbe(request(to, []byte("Hello"))).Bytes()
 	if verdict, out := run(t, d.TCProgram(), probe); verdict != tcActOK || !bytes.Equal(out, probe) {
@@ -205,7 +212,7 @@ func TestLearnOff(t *testing.T) {
 		t.Fatal(err)
 	}
 	xdpPasses(t, d, request(to, pkttest.DNSQuery(1, "off.example")).Bytes())
-	oneCellPerRow(t, d, 0)
+	oneCount(t, d, 0)
 	if _, err := d.Hot(s, 10); !errors.Is(err, model.ErrNotLearning) {
 		t.Errorf("Hot of a service that does not learn: %v, want ErrNotLearning", err)
 	}
@@ -223,7 +230,7 @@ func TestHotWindows(t *testing.T) {
 	}
 	send("a.example", 7)
 	send("b.example", 12)
-	send("c.example", 2) // below the threshold (4): never sampled
+	send("c.example", 1) // below the threshold (2): never sampled
 	if err := d.learnStep(); err != nil {
 		t.Fatal(err)
 	}
@@ -238,8 +245,8 @@ func TestHotWindows(t *testing.T) {
 	if top, _ := d.Hot(s, 1); len(top.Requests) != 1 {
 		t.Errorf("Hot(1) gave %d requests", len(top.Requests))
 	}
-	// The next window: only a.example passes, and the sketch of the
-	// window before was zeroed.
+	// The next window: only a.example passes, and counts as passes since
+	// the window before.
 	send("a.example", 5)
 	if err := d.learnStep(); err != nil {
 		t.Fatal(err)
@@ -253,6 +260,41 @@ func TestHotWindows(t *testing.T) {
 	if _, err := d.Hot(s, 10); !errors.Is(err, model.ErrUnknownService) {
 		t.Errorf("Hot of a removed service: %v", err)
 	}
+}
+
+// A candidate whose count left the table (the LRU evicted it) leaves the
+// hot set, and comes back with its first passes after.
+func TestHotForgetsEvicted(t *testing.T) {
+	d := openTest(t)
+	s, to := learningService(t, d)
+	send := func(n int) {
+		for i := range n {
+			xdpPasses(t, d, request(to, pkttest.DNSQuery(uint16(i), "gone.example")).Bytes())
+		}
+	}
+	hotIs := func(want string) {
+		t.Helper()
+		if err := d.learnStep(); err != nil {
+			t.Fatal(err)
+		}
+		hot, err := d.Hot(s, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := fmt.Sprint(hotNames(hot)); got != want {
+			t.Fatalf("hot %s; want %s", got, want)
+		}
+	}
+	send(3)
+	hotIs("[gone.example:3]")
+	if err := d.objs.LearnCounts.Delete(oneCount(t, d, 3)); err != nil {
+		t.Fatal(err)
+	}
+	hotIs("[]")
+	send(1) // counted from 1 again: not sampled yet
+	hotIs("[]")
+	send(1)
+	hotIs("[gone.example:2]")
 }
 
 // hotNames are a hot set's DNS names with their counts.
@@ -354,54 +396,38 @@ func TestLearnSampleRecordSize(t *testing.T) {
 		t.Fatal("an empty key's record is refused")
 	}
 	bad := make([]byte, sampleHeader+8)
-	binary.NativeEndian.PutUint16(bad[12:], 9) // len
+	binary.NativeEndian.PutUint16(bad[unsafe.Offsetof(santaSantaLearnSample{}.Len):], 9)
 	if _, ok := decodeSample(bad); ok {
 		t.Fatal("a record cut inside its key is taken")
 	}
 }
 
-// The threshold is just above the sketch's noise, μ + 3√μ + 4 (μ the
-// mean count of a cell of the busiest CPU that counts no candidate),
-// within the maximum, whatever it was before.
+// The threshold doubles after a window in which a CPU spent its budget,
+// halves after one in which each took less than a quarter, and stays
+// within its bounds.
 func TestLearnThreshold(t *testing.T) {
-	rows := func(perCell uint32) [][]santaSantaLearnRow {
-		var busy, idle santaSantaLearnRow
-		for i := range busy.Cells {
-			busy.Cells[i] = perCell
-		}
-		return [][]santaSantaLearnRow{{idle, busy}, {idle, busy}}
-	}
 	for _, c := range []struct {
-		before, perCell, want uint32
+		before, busiest, want uint32
 	}{
-		{1000, 0, 4},
-		{4, 100, 100 + 30 + 4},
-		{4, 10000, 10000 + 300 + 4},
-		{4, 1 << 30, learnMaxThreshold},
+		{2, 0, 2},
+		{64, 0, 32},
+		{64, learnBudget/4 - 1, 32},
+		{64, learnBudget / 4, 64},
+		{64, learnBudget - 1, 64},
+		{64, learnBudget, 128},
+		{learnMaxThreshold, learnBudget, learnMaxThreshold},
 	} {
-		l := &learner{threshold: c.before, rows: rows(c.perCell)}
-		l.adapt(nil)
+		l := &learner{threshold: c.before}
+		l.adapt(c.busiest)
 		if l.threshold != c.want {
-			t.Errorf("threshold %d, μ %d: next %d; want %d", c.before, c.perCell, l.threshold, c.want)
+			t.Errorf("threshold %d, busiest CPU's samples %d: next %d; want %d", c.before, c.busiest, l.threshold, c.want)
 		}
-	}
-	// The candidates' cells are not noise: a head of 100 cells counting
-	// 10000 each, over a tail of 100 per cell.
-	l := &learner{threshold: 4, rows: rows(100)}
-	known := map[uint32]bool{}
-	for c := range 100 {
-		l.rows[0][1].Cells[c*7] = 10000
-		known[uint32(c*7)] = true
-	}
-	l.adapt(known)
-	if l.threshold != 100+30+4 {
-		t.Errorf("threshold %d with a head of candidates; want %d", l.threshold, 100+30+4)
 	}
 }
 
 // stayOnOneCPU keeps the test's goroutine on one thread and that thread on
 // the CPU it runs on, until the test ends: BPF_PROG_TEST_RUN runs on the
-// caller's CPU, and the sketch and the sample budget are per CPU.
+// caller's CPU, and the sample budget is per CPU.
 func stayOnOneCPU(t *testing.T) {
 	runtime.LockOSThread()
 	var old, one unix.CPUSet

@@ -3,9 +3,10 @@
 // identical rule sets, one of whose service learns (santactl learn), fed
 // the same requests that no rule answers, interleaved over rounds. The
 // difference of the medians is the cost per passed request. Requests are
-// either all different (every one a new key: the sketch's cells are cold)
-// or one name over and over (a hot key: cells in cache, and the
-// threshold's sample taken once). It prints RESULT lines on stdout and a
+// either all different (every one a new key: an insert into the LRU table
+// of counts, which evicts the oldest once it is full) or one name over and
+// over (a hot key: one lookup and an atomic add, its samples taken at the
+// doublings of its count). It prints RESULT lines on stdout and a
 // table on stderr. Needs root.
 package main
 
@@ -41,7 +42,7 @@ func main() {
 	check(sets[1].D.SetLearning(sets[1].Svc, model.Learning{KeyOffset: 2, Enabled: true}))
 	mem, err := sets[1].KernelMemory()
 	check(err)
-	for _, m := range []string{"learn_sketch", "learn_samples", "learn_emitted", "learn_config"} {
+	for _, m := range []string{"learn_counts", "learn_samples", "learn_emitted", "learn_config"} {
 		fmt.Printf("RESULT name=dataplane/learn/kmem/%s value=%d unit=bytes cpus=%d\n", m, mem[m], runtime.NumCPU())
 	}
 
