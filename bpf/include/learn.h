@@ -2,11 +2,12 @@
 /*
  * Learning what a service's clients ask (santa_abi.h, "Learning"): the UDP
  * programs count each passed request of a service with learning on by its
- * key, payload[learn_off:], exactly, in an LRU hash from the key's hash to
- * its passes, and sample the bytes of a key when its count reaches the
- * threshold and at each doubling after. User space
- * (internal/datapath/learn.go) reads every count once per window and
- * starts the next window, which renews each CPU's sample budget.
+ * key, payload[learn_off:], exactly: a key user space watches in
+ * learn_watch, any other in an LRU hash, where its count brings a sample
+ * of its bytes when it reaches the threshold and at each doubling after.
+ * User space (internal/datapath/learn.go) watches the sampled keys, reads
+ * their counts once per window and starts the next window, which renews
+ * each CPU's sample budget.
  */
 #ifndef SANTA_LEARN_H
 #define SANTA_LEARN_H
@@ -23,7 +24,16 @@ struct {
 	__type(value, struct santa_learn_config);
 } learn_config SEC(".maps");
 
-/* Each key's passes, by its hash. An LRU, so that a flood of keys seen
+/* The passes of the keys user space watches, by hash: user space adds
+ * and removes them, and reads them all once per window. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, SANTA_DEFAULT_LEARN_WATCH);
+	__type(key, __u64);
+	__type(value, __u64);
+} learn_watch SEC(".maps");
+
+/* The passes of the other keys, by hash, until they bring a sample. An LRU, so that a flood of keys seen
  * once evicts the keys not seen for longest, never the busy ones; one
  * list for every CPU (not BPF_F_NO_COMMON_LRU, which would give a CPU
  * that receives all the traffic a share of the entries only). */
@@ -31,7 +41,7 @@ struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, SANTA_DEFAULT_LEARN_ENTRIES); /* load time: the learn_entries option */
 	__type(key, __u64);
-	__type(value, __u64);
+	__type(value, struct santa_learn_entry);
 } learn_counts SEC(".maps");
 
 /* Samples emitted by each CPU in the window it last sampled in. */
@@ -97,7 +107,7 @@ static __always_inline __u64 santa_learn_hash(struct santa_scratch *s, __u32 lea
 /* Puts the key on the ring, within this CPU's budget for the window: a
  * record of the sample's header and its key's 8-byte words. */
 static __always_inline void santa_learn_sample(struct santa_scratch *s, const struct santa_learn_config *cfg,
-					       __u32 learn, __u64 hash, __u64 passes, __u32 off, __u32 len)
+					       __u32 learn, __u64 hash, __u32 passes, __u32 off, __u32 len)
 {
 	struct santa_learn_sample *smp;
 	struct santa_learn_emitted *emitted;
@@ -121,6 +131,7 @@ static __always_inline void santa_learn_sample(struct santa_scratch *s, const st
 	smp->learn = learn;
 	smp->len = len;
 	smp->pad = 0;
+	smp->pad2 = 0;
 	off &= SANTA_LEARN_MAX_OFF;
 	for (__u32 at = 0; at < SANTA_LEARN_MAX_KEY; at += 8) {
 		if (at >= len)
@@ -138,7 +149,7 @@ static __always_inline void santa_learn_sample(struct santa_scratch *s, const st
  * doubling after it. A key is sampled a few times in its life, and again
  * after user space lost it (the budget, the ring, a service restarted)
  * once its count doubles. */
-static __always_inline int santa_learn_due(__u64 passes, __u32 threshold)
+static __always_inline int santa_learn_due(__u32 passes, __u32 threshold)
 {
 	return passes >= threshold && (passes & (passes - 1)) == 0;
 }
@@ -148,7 +159,8 @@ static __always_inline int santa_learn_due(__u64 passes, __u32 threshold)
 __noinline int santa_learn_count(struct santa_scratch *s, __u32 learn, __u32 off, __u32 len)
 {
 	struct santa_learn_config *cfg;
-	__u64 h, passes = 1, *count;
+	struct santa_learn_entry *count, first;
+	__u64 h, *watched;
 	__u32 zero = 0;
 
 	if (!s || len == 0 || len > SANTA_LEARN_MAX_KEY)
@@ -157,13 +169,22 @@ __noinline int santa_learn_count(struct santa_scratch *s, __u32 learn, __u32 off
 	if (!cfg)
 		return 0;
 	h = santa_learn_hash(s, learn, off, len);
+	watched = bpf_map_lookup_elem(&learn_watch, &h);
+	if (watched) {
+		__sync_fetch_and_add(watched, 1);
+		return 0;
+	}
+	first.passes = 1;
+	first.window = cfg->window;
 	count = bpf_map_lookup_elem(&learn_counts, &h);
-	if (count)
-		passes = __sync_fetch_and_add(count, 1) + 1;
-	else if (bpf_map_update_elem(&learn_counts, &h, &passes, BPF_NOEXIST) != 0)
+	if (count) {
+		first.passes = __sync_fetch_and_add(&count->passes, 1) + 1;
+		first.window = count->window;
+	} else if (bpf_map_update_elem(&learn_counts, &h, &first, BPF_NOEXIST) != 0) {
 		return 0; /* another CPU added it first: this pass is not counted */
-	if (santa_learn_due(passes, cfg->threshold))
-		santa_learn_sample(s, cfg, learn, h, passes, off, len);
+	}
+	if (santa_learn_due(first.passes, cfg->threshold))
+		santa_learn_sample(s, cfg, learn, h, first.passes, off, len);
 	return 0;
 }
 

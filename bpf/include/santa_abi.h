@@ -53,6 +53,7 @@ enum santa_default_capacity {
 	SANTA_DEFAULT_MAX_SERVICES = 4096,
 	SANTA_DEFAULT_MAX_CONNS = 65536, /* TCP connections under registered listeners */
 	SANTA_DEFAULT_LEARN_ENTRIES = 1 << 18, /* keys counted by learning, every service together */
+	SANTA_DEFAULT_LEARN_WATCH = 1 << 17,   /* keys user space reads the counts of */
 };
 
 /* Room for 16k close events (8-byte cookie + 8-byte ring header) between two
@@ -250,13 +251,14 @@ struct santa_rule_stats {
 
 /*
  * Learning (learn.h): a UDP service with learning on counts the requests it
- * passes (no rule answered) by their key, payload[learn_off:], exactly: in
- * learn_counts, an LRU hash from the key's 64-bit hash (seeded, with the
- * service's learn id and the key's length) to its passes. When a key's
- * count reaches the threshold, and at each doubling after, a sample with
- * its bytes goes to the learn_samples ring (at most budget per CPU and
- * window), so that user space knows which key a hash stands for. User
- * space reads every count once per window.
+ * passes (no rule answered) by their key, payload[learn_off:], exactly, by
+ * the key's 64-bit hash (seeded, with the service's learn id and the key's
+ * length). A key user space watches (a candidate) is counted in
+ * learn_watch, which user space reads once per window; any other in
+ * learn_counts, an LRU hash: when its count there reaches the threshold,
+ * and at each doubling after, a sample with its bytes goes to the
+ * learn_samples ring (at most budget per CPU and window), and user space
+ * makes it a candidate.
  */
 enum santa_learn_layout {
 	SANTA_LEARN_MAX_KEY = 256,    /* longer keys are not counted */
@@ -277,13 +279,20 @@ struct santa_learn_emitted {
 	__u32 samples;
 };
 
+/* A key's count in learn_counts. */
+struct santa_learn_entry {
+	__u32 passes;
+	__u32 window; /* the window it was first counted in */
+};
+
 /* A key whose count reached the threshold or doubled (learn_samples). */
 struct santa_learn_sample {
-	__u64 hash;   /* its key in learn_counts */
-	__u64 passes; /* its count then */
+	__u64 hash;   /* its key in learn_counts and learn_watch */
+	__u32 passes; /* its count then */
 	__u32 learn;  /* the service's santa_service.learn */
 	__u16 len;    /* bytes of key */
 	__u16 pad;
+	__u32 pad2;
 	__u8 key[SANTA_LEARN_MAX_KEY];
 };
 

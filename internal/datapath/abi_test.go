@@ -43,8 +43,8 @@ func TestABIConstants(t *testing.T) {
 		"SANTA_PARSER_NONE":          {int(santaSantaParserSANTA_PARSER_NONE), int(model.ParserNone)},
 		"SANTA_PARSER_MEMCACHED":     {int(santaSantaParserSANTA_PARSER_MEMCACHED), int(model.ParserMemcached)},
 	}
-	// The learning table's size: user space reads it from the map.
-	dataPlaneOnly := map[string]bool{"SANTA_SCRATCH_LEN": true, "SANTA_DEFAULT_LEARN_ENTRIES": true}
+	// The learning tables' sizes: user space reads them from the maps.
+	dataPlaneOnly := map[string]bool{"SANTA_SCRATCH_LEN": true, "SANTA_DEFAULT_LEARN_ENTRIES": true, "SANTA_DEFAULT_LEARN_WATCH": true}
 	for name, c := range copies {
 		if c.abi != c.copy {
 			t.Errorf("%s: santa_abi.h has %d, Go %d", name, c.abi, c.copy)

@@ -94,13 +94,22 @@ func (d *Datapath) learnRecords() ([][]byte, error) {
 // learnSamples takes the samples on the ring.
 func (d *Datapath) learnSamples() ([]santaSantaLearnSample, error) { return d.store.learn.drain() }
 
-// learnCounts is every key's count in learn_counts, by its hash.
+// learnCounts is every key's count in learn_counts and learn_watch, by
+// its hash.
 func (d *Datapath) learnCounts() (map[uint64]uint64, error) {
 	out := map[uint64]uint64{}
 	var h, n uint64
+	var e santaSantaLearnEntry
 	it := d.objs.LearnCounts.Iterate()
+	for it.Next(&h, &e) {
+		out[h] += uint64(e.Passes)
+	}
+	if err := it.Err(); err != nil {
+		return nil, err
+	}
+	it = d.objs.LearnWatch.Iterate()
 	for it.Next(&h, &n) {
-		out[h] = n
+		out[h] += n
 	}
 	return out, it.Err()
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"slices"
 	"sync"
@@ -21,12 +22,16 @@ import (
 
 // Learning the hot requests (docs/architecture.md, "Learning the hot
 // requests"). The UDP programs count each passed request of a learning
-// service by its key, exactly, in the learn_counts LRU hash
-// (bpf/include/learn.h), and put a key on the learn_samples ring when its
-// count reaches the threshold and at each doubling after. Once per window
-// the learner starts the next window (which renews the sample budgets),
-// takes the samples as candidates, reads every count, and makes each
-// service's hot set: its candidates by their passes since the last read.
+// service by its key, exactly (bpf/include/learn.h): a candidate's in
+// learn_watch, any other key's in the learn_counts LRU hash, which puts
+// the key on the learn_samples ring when its count reaches the threshold
+// and at each doubling after. Once per window the learner starts the next
+// window (which renews the sample budgets), makes the samples candidates
+// (watched from then on), reads the candidates' counts, and makes each
+// service's hot set: its candidates by their passes per window, exact in
+// a key's first window and smoothed after (learnSmoothing). A
+// candidate that has not passed for learnIdleWindows is no longer
+// watched: its key is sampled again if it passes again.
 
 const (
 	learnWindow       = time.Second
@@ -42,6 +47,15 @@ const (
 	learnRingCPUs = 4
 	// learnReadBatch is how many counts one syscall reads.
 	learnReadBatch = 4096
+	// learnIdleWindows is how many windows without a pass a candidate
+	// stays watched: an offloaded one no longer passes, and one that
+	// passes again comes back with a sample.
+	learnIdleWindows = 8
+	// learnSmoothing is the weight of a window's passes in a candidate's
+	// rate after its first window: a key's passes in one window vary by
+	// about their square root, enough to swap a key of the top set with
+	// one twice as rare; smoothed, a displaced key has to be rarer.
+	learnSmoothing = 0.3
 )
 
 // sampleHeader is the size of a learn_samples record without its key:
@@ -83,7 +97,7 @@ type learner struct {
 	mu      sync.Mutex
 	byLearn map[uint32]*learning
 	bySvc   map[model.ServiceID]uint32
-	byHash  map[uint64]*candidate // every service's candidates
+	byHash  map[uint64]*candidate // every service's candidates, as watched
 	lastID  uint32
 	running bool
 	stop    chan struct{}
@@ -97,12 +111,13 @@ type learning struct {
 	hot        model.HotSet
 }
 
-// candidate is a key a sample brought, under its hash in learn_counts.
+// candidate is a key a sample brought, watched under its hash.
 type candidate struct {
 	key  string
 	of   *learning
-	read uint64 // its count at the last read; 0 before the first
-	seen bool   // found in the table by the read under way
+	read uint64  // its count at the last read
+	idle int     // windows since it last passed
+	rate float64 // passes per window, smoothed; -1 before it passed in a read
 }
 
 func newLearner(objs *santaObjects, log *slog.Logger) (*learner, error) {
@@ -166,12 +181,19 @@ func (l *learner) start(service model.ServiceID) uint32 {
 func (l *learner) end(id uint32) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if lr, ok := l.byLearn[id]; ok {
-		delete(l.byLearn, id)
-		delete(l.bySvc, lr.service)
-		for h := range lr.candidates {
-			delete(l.byHash, h)
-		}
+	lr, ok := l.byLearn[id]
+	if !ok {
+		return
+	}
+	delete(l.byLearn, id)
+	delete(l.bySvc, lr.service)
+	gone := make([]uint64, 0, len(lr.candidates))
+	for h := range lr.candidates {
+		delete(l.byHash, h)
+		gone = append(gone, h)
+	}
+	if err := l.unwatch(gone); err != nil {
+		l.log.Warn("learning: forgetting a service's keys", "err", err)
 	}
 }
 
@@ -212,8 +234,8 @@ func (l *learner) active() bool {
 }
 
 // step ends the window: the next one starts, the samples become
-// candidates, the counts make each learning service's hot set, and the
-// threshold follows the samples.
+// candidates, the candidates' counts make each learning service's hot
+// set, and the threshold follows the samples.
 func (l *learner) step() error {
 	l.stepMu.Lock()
 	defer l.stepMu.Unlock()
@@ -239,8 +261,10 @@ func (l *learner) step() error {
 		return err
 	}
 	l.mu.Lock()
-	l.merge(samples)
-	err = l.readCounts()
+	err = l.merge(samples)
+	if err == nil {
+		err = l.readCounts()
+	}
 	if err == nil {
 		l.makeHotSets(window)
 	}
@@ -287,9 +311,10 @@ func decodeSample(raw []byte) (santaSantaLearnSample, bool) {
 }
 
 // merge makes the samples of learning services candidates, as many as
-// the table has entries. Called with l.mu held.
-func (l *learner) merge(samples []santaSantaLearnSample) {
-	room := int(l.objs.LearnCounts.MaxEntries())
+// learn_watch holds, and watches them. Called with l.mu held.
+func (l *learner) merge(samples []santaSantaLearnSample) error {
+	room := int(l.objs.LearnWatch.MaxEntries())
+	var added, seeds []uint64
 	for i := range samples {
 		s := &samples[i]
 		lr, ok := l.byLearn[s.Learn]
@@ -299,23 +324,67 @@ func (l *learner) merge(samples []santaSantaLearnSample) {
 		if _, ok := l.byHash[s.Hash]; ok || len(l.byHash) >= room {
 			continue
 		}
-		c := &candidate{key: string(s.Key[:s.Len]), of: lr}
+		c := &candidate{key: string(s.Key[:s.Len]), of: lr, rate: -1}
 		lr.candidates[s.Hash] = c
 		l.byHash[s.Hash] = c
+		added = append(added, s.Hash)
+		seeds = append(seeds, l.passesSoFar(s.Hash))
+	}
+	if len(added) == 0 {
+		return nil
+	}
+	if _, err := l.objs.LearnWatch.BatchUpdate(added, seeds, nil); err != nil {
+		for _, h := range added {
+			l.forget(h)
+			l.objs.LearnWatch.Delete(h) // if some were added: a watched key is never sampled
+		}
+		return fmt.Errorf("watching learned keys: %w", err)
+	}
+	return nil
+}
+
+// passesSoFar is where a newly watched key's count starts: its passes
+// in learn_counts if it was first counted in the window that just ended
+// or the one that started, which are that window's; otherwise 0, as an
+// older key's passes may span any time, and would rank a slow key above a
+// busy one.
+func (l *learner) passesSoFar(hash uint64) uint64 {
+	var e santaSantaLearnEntry
+	if err := l.objs.LearnCounts.Lookup(hash, &e); err != nil || e.Window+1 < l.window {
+		return 0
+	}
+	return uint64(e.Passes)
+}
+
+// forget drops a candidate. Called with l.mu held.
+func (l *learner) forget(hash uint64) {
+	if c := l.byHash[hash]; c != nil {
+		delete(c.of.candidates, hash)
+		delete(l.byHash, hash)
 	}
 }
 
-// readCounts reads every count in learn_counts: a candidate found there
-// gains its passes since the last read; one that is not was evicted and
-// is dropped (a sample brings it back once it passes again). Called with
-// l.mu held.
+// unwatch stops counting keys in learn_watch.
+func (l *learner) unwatch(hashes []uint64) error {
+	if len(hashes) == 0 {
+		return nil
+	}
+	if _, err := l.objs.LearnWatch.BatchDelete(hashes, nil); err != nil {
+		return fmt.Errorf("unwatching learned keys: %w", err)
+	}
+	return nil
+}
+
+// readCounts reads the candidates' counts: each gains its passes since
+// the last read in its service's hot set; those idle for
+// learnIdleWindows are dropped. Called with l.mu held.
 func (l *learner) readCounts() error {
 	for _, lr := range l.byLearn {
 		lr.hot = model.HotSet{}
 	}
 	var cursor ebpf.MapBatchCursor
 	for {
-		n, err := l.objs.LearnCounts.BatchLookup(&cursor, l.hashes, l.passes, nil)
+		n, err := l.objs.LearnWatch.BatchLookup(&cursor, l.hashes, l.passes, nil)
 		for i := range n {
 			l.countPasses(l.hashes[i], l.passes[i])
 		}
@@ -326,31 +395,41 @@ func (l *learner) readCounts() error {
 			return fmt.Errorf("reading the learning counts: %w", err)
 		}
 	}
+	var idle []uint64
 	for h, c := range l.byHash {
-		if !c.seen {
-			delete(l.byHash, h)
-			delete(c.of.candidates, h)
+		if c.idle++; c.idle > learnIdleWindows {
+			idle = append(idle, h)
+			l.forget(h)
 		}
-		c.seen = false
 	}
-	return nil
+	return l.unwatch(idle)
 }
 
-// countPasses adds a key's passes since the last read to its service's
-// hot set, if it is a candidate. Called with l.mu held.
+// countPasses adds a candidate's passes since the last read to its rate,
+// exactly in its first window, smoothed after, and the candidate to its
+// service's hot set if it passes about once a window or more. Called with
+// l.mu held.
 func (l *learner) countPasses(hash, passes uint64) {
 	c := l.byHash[hash]
 	if c == nil {
 		return
 	}
-	c.seen = true
-	n := passes - c.read
-	if passes < c.read { // evicted and counted again since
-		n = passes
+	n := float64(passes - c.read)
+	if passes < c.read {
+		n = 0
 	}
-	c.read = passes
 	if n > 0 {
-		c.of.hot.Requests = append(c.of.hot.Requests, model.HotRequest{Passes: uint32(min(n, 1<<32-1)), Key: []byte(c.key)})
+		c.read = passes
+		c.idle = -1 // readCounts counts this window
+	}
+	switch {
+	case c.rate >= 0:
+		c.rate += learnSmoothing * (n - c.rate)
+	case n > 0: // its first window with passes
+		c.rate = n
+	}
+	if r := math.Round(c.rate); r >= 1 {
+		c.of.hot.Requests = append(c.of.hot.Requests, model.HotRequest{Passes: uint32(min(r, 1<<32-1)), Key: []byte(c.key)})
 	}
 }
 

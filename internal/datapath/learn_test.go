@@ -115,7 +115,7 @@ func TestLearnFixtures(t *testing.T) {
 		t.Fatalf("%d samples after 5 requests over a threshold of 2; want 2 (at 2 and 4)", len(samples))
 	}
 	for i, got := range samples {
-		if want := uint64(2 << i); got.Learn != d.learnID(s) || got.Hash != hash || got.Passes != want || !bytes.Equal(got.Key[:got.Len], key) {
+		if want := uint32(2 << i); got.Learn != d.learnID(s) || got.Hash != hash || got.Passes != want || !bytes.Equal(got.Key[:got.Len], key) {
 			t.Fatalf("sample %d: learn %d hash %x passes %d key %x; want %d, %x, %d, %x", i, got.Learn, got.Hash, got.Passes,
 				got.Key[:got.Len], d.learnID(s), hash, want, key)
 		}
@@ -218,8 +218,8 @@ func TestLearnOff(t *testing.T) {
 	}
 }
 
-// Hot is the last window's passed requests, most first; a key that stops
-// passing leaves the next window's.
+// Hot is the passed requests per window, most first: exact in a key's
+// first window, smoothed after.
 func TestHotWindows(t *testing.T) {
 	d := openTest(t)
 	s, to := learningService(t, d)
@@ -245,14 +245,14 @@ func TestHotWindows(t *testing.T) {
 	if top, _ := d.Hot(s, 1); len(top.Requests) != 1 {
 		t.Errorf("Hot(1) gave %d requests", len(top.Requests))
 	}
-	// The next window: only a.example passes, and counts as passes since
-	// the window before.
+	// The next window: only a.example passes, 5 times; both rates are
+	// smoothed: a 7 + 0.3 × (5 - 7) = 6.4, b 12 + 0.3 × (0 - 12) = 8.4.
 	send("a.example", 5)
 	if err := d.learnStep(); err != nil {
 		t.Fatal(err)
 	}
-	if hot, _ = d.Hot(s, 10); fmt.Sprint(hotNames(hot)) != "[a.example:5]" {
-		t.Fatalf("second window: %v, want [a.example:5]", hotNames(hot))
+	if hot, _ = d.Hot(s, 10); fmt.Sprint(hotNames(hot)) != "[b.example:8 a.example:6]" {
+		t.Fatalf("second window: %v, want [b.example:8 a.example:6]", hotNames(hot))
 	}
 	if err := d.RemoveService(s); err != nil {
 		t.Fatal(err)
@@ -262,14 +262,15 @@ func TestHotWindows(t *testing.T) {
 	}
 }
 
-// A candidate whose count left the table (the LRU evicted it) leaves the
-// hot set, and comes back with its first passes after.
-func TestHotForgetsEvicted(t *testing.T) {
+// A candidate idle for learnIdleWindows is no longer watched; when it
+// passes again, its count brings a sample at its next doubling, and it
+// counts from the window after (its passes before may span any time).
+func TestHotForgetsIdle(t *testing.T) {
 	d := openTest(t)
 	s, to := learningService(t, d)
 	send := func(n int) {
 		for i := range n {
-			xdpPasses(t, d, request(to, pkttest.DNSQuery(uint16(i), "gone.example")).Bytes())
+			xdpPasses(t, d, request(to, pkttest.DNSQuery(uint16(i), "idle.example")).Bytes())
 		}
 	}
 	hotIs := func(want string) {
@@ -285,16 +286,32 @@ func TestHotForgetsEvicted(t *testing.T) {
 			t.Fatalf("hot %s; want %s", got, want)
 		}
 	}
+	watched := func() int {
+		n := 0
+		var h, c uint64
+		for it := d.objs.LearnWatch.Iterate(); it.Next(&h, &c); {
+			n++
+		}
+		return n
+	}
 	send(3)
-	hotIs("[gone.example:3]")
-	if err := d.objs.LearnCounts.Delete(oneCount(t, d, 3)); err != nil {
-		t.Fatal(err)
+	hotIs("[idle.example:3]")
+	for range learnIdleWindows {
+		if err := d.learnStep(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if watched() != 1 {
+		t.Fatalf("%d keys watched after %d idle windows; want 1", watched(), learnIdleWindows)
 	}
 	hotIs("[]")
-	send(1) // counted from 1 again: not sampled yet
+	if watched() != 0 {
+		t.Fatalf("%d keys watched after %d idle windows; want none", watched(), learnIdleWindows+1)
+	}
+	send(1) // its fourth pass: a sample
 	hotIs("[]")
-	send(1)
-	hotIs("[gone.example:2]")
+	send(2)
+	hotIs("[idle.example:2]")
 }
 
 // hotNames are a hot set's DNS names with their counts.

@@ -274,16 +274,17 @@ func TestTopNWithHysteresis(t *testing.T) {
 	r.d.setHot(1, hot(100, "a.example.com"), hot(80, "b.example.com"), hot(10, "c.example.com"))
 	r.tick()
 	r.wantInstalled("a.example.com", "b.example.com")
-	// a and b are answered by the kernel now: their rates are their hits.
-	// b's 50 per second, boosted by the hysteresis to 75, beats c's 70.
-	for _, c := range []uint32{60, 70} {
+	// a and b are answered by the kernel now: their rates are their hits,
+	// smoothed. b's, from the 80 that chose it towards its 50 per second,
+	// boosted by the hysteresis, beats c's 70 ever after.
+	for _, c := range []uint32{60, 70, 70, 70, 70, 70, 70, 70} {
 		r.d.hit(1, key("a.example.com", TypeA), 100)
 		r.d.hit(1, key("b.example.com", TypeA), 50)
 		r.d.setHot(1, hot(c, "c.example.com"))
 		r.tick()
 		r.wantInstalled("a.example.com", "b.example.com")
 	}
-	// c's 90 beats it: b goes, c comes.
+	// c's 90 beats b's, 50 boosted to 75: b goes, c comes.
 	r.d.hit(1, key("a.example.com", TypeA), 100)
 	r.d.hit(1, key("b.example.com", TypeA), 50)
 	r.d.setHot(1, hot(90, "c.example.com"))

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/santa-offload/santa/client"
+	"github.com/santa-offload/santa/internal/offload/rate"
 )
 
 // window chooses each group's offloaded forms: the top MaxRules by
@@ -97,17 +98,20 @@ func (a *agent) choose(g *group) []string {
 	var cands []candidate
 	boost := 1 + a.cfg.Hysteresis
 	for key, f := range g.forms {
-		rate := passes[key]
+		r := passes[key]
 		if !first && elapsed > 0 {
-			rate += float64(hits[f]) / elapsed
+			r += float64(hits[f]) / elapsed
 		}
 		// A form installed during the last window has not had a whole
-		// window of hits: it keeps the rate that chose it.
+		// window of hits: it keeps the rate that chose it. Others are
+		// smoothed as santad smooths the passes.
 		if now.Sub(f.installed) < time.Duration(a.cfg.Window)+time.Duration(a.cfg.Window)/2 {
-			rate = max(rate, f.rate)
+			r = max(r, f.rate)
+		} else {
+			r = rate.Smooth(f.rate, r)
 		}
-		f.rate = rate
-		cands = append(cands, candidate{key: key, f: f, score: rate * boost})
+		f.rate = r
+		cands = append(cands, candidate{key: key, f: f, score: r * boost})
 	}
 	for key, rate := range passes {
 		k := skipKey{g.local, key}
