@@ -3,8 +3,8 @@
  * Learning what a service's clients ask (santa_abi.h, "Learning"): the UDP
  * programs count each passed request of a service with learning on by its
  * key, payload[learn_off:], exactly: a key user space watches in
- * learn_watch, any other in an LRU hash, where its count brings a sample
- * of its bytes when it reaches the threshold and at each doubling after.
+ * learn_watch, any other in an LRU hash, by window, where its count
+ * brings a sample of its bytes when it reaches the threshold.
  * User space (internal/datapath/learn.go) watches the sampled keys, reads
  * their counts once per window and starts the next window, which renews
  * each CPU's sample budget.
@@ -33,7 +33,8 @@ struct {
 	__type(value, __u64);
 } learn_watch SEC(".maps");
 
-/* The passes of the other keys, by hash, until they bring a sample. An LRU, so that a flood of keys seen
+/* The passes of the other keys in the window they last passed in, by
+ * hash, until they bring a sample. An LRU, so that a flood of keys seen
  * once evicts the keys not seen for longest, never the busy ones; one
  * list for every CPU (not BPF_F_NO_COMMON_LRU, which would give a CPU
  * that receives all the traffic a share of the entries only). */
@@ -52,7 +53,7 @@ struct {
 	__type(value, struct santa_learn_emitted);
 } learn_emitted SEC(".maps");
 
-/* Keys whose count reached the threshold or doubled: each record is a
+/* Keys whose count reached the threshold: each record is a
  * struct santa_learn_sample cut after its key, rounded up to 8 bytes, so
  * that a DNS query's sample takes about 80 bytes of the ring rather than
  * 280. */
@@ -145,15 +146,6 @@ static __always_inline void santa_learn_sample(struct santa_scratch *s, const st
 	bpf_ringbuf_output(&learn_samples, smp, size, 0);
 }
 
-/* Whether passes brings a sample: the threshold (a power of two) and each
- * doubling after it. A key is sampled a few times in its life, and again
- * after user space lost it (the budget, the ring, a service restarted)
- * once its count doubles. */
-static __always_inline int santa_learn_due(__u32 passes, __u32 threshold)
-{
-	return passes >= threshold && (passes & (passes - 1)) == 0;
-}
-
 /* Counts the key payload[off, off + len) in s for the service learning
  * under learn. A global function: the verifier checks it once. */
 __noinline int santa_learn_count(struct santa_scratch *s, __u32 learn, __u32 off, __u32 len)
@@ -178,12 +170,18 @@ __noinline int santa_learn_count(struct santa_scratch *s, __u32 learn, __u32 off
 	first.window = cfg->window;
 	count = bpf_map_lookup_elem(&learn_counts, &h);
 	if (count) {
+		/* A count is the window's: a key is sampled when it passes
+		 * threshold times in one window, whatever it did before. Two
+		 * CPUs may both start it anew: a pass is lost. */
+		if (count->window != cfg->window) {
+			count->window = cfg->window;
+			count->passes = 0;
+		}
 		first.passes = __sync_fetch_and_add(&count->passes, 1) + 1;
-		first.window = count->window;
 	} else if (bpf_map_update_elem(&learn_counts, &h, &first, BPF_NOEXIST) != 0) {
 		return 0; /* another CPU added it first: this pass is not counted */
 	}
-	if (santa_learn_due(first.passes, cfg->threshold))
+	if (first.passes == cfg->threshold)
 		santa_learn_sample(s, cfg, learn, h, first.passes, off, len);
 	return 0;
 }

@@ -255,10 +255,10 @@ struct santa_rule_stats {
  * the key's 64-bit hash (seeded, with the service's learn id and the key's
  * length). A key user space watches (a candidate) is counted in
  * learn_watch, which user space reads once per window; any other in
- * learn_counts, an LRU hash: when its count there reaches the threshold,
- * and at each doubling after, a sample with its bytes goes to the
- * learn_samples ring (at most budget per CPU and window), and user space
- * makes it a candidate.
+ * learn_counts, an LRU hash, by window: when its count in a window reaches
+ * the threshold, a sample with its bytes goes to the learn_samples ring
+ * (at most budget per CPU and window), and user space makes it a
+ * candidate.
  */
 enum santa_learn_layout {
 	SANTA_LEARN_MAX_KEY = 256,    /* longer keys are not counted */
@@ -268,7 +268,7 @@ enum santa_learn_layout {
 /* The one entry of learn_config, written by user space. */
 struct santa_learn_config {
 	__u32 window;    /* counts the windows: each CPU's budget starts anew in each */
-	__u32 threshold; /* a power of two: the count that brings a sample, and each doubling */
+	__u32 threshold; /* a key's passes in a window that bring a sample */
 	__u32 budget;    /* samples per CPU and window */
 	__u32 pad;
 };
@@ -281,11 +281,11 @@ struct santa_learn_emitted {
 
 /* A key's count in learn_counts. */
 struct santa_learn_entry {
-	__u32 passes;
-	__u32 window; /* the window it was first counted in */
+	__u32 passes; /* in window */
+	__u32 window; /* the window it last passed in */
 };
 
-/* A key whose count reached the threshold or doubled (learn_samples). */
+/* A key whose count in a window reached the threshold (learn_samples). */
 struct santa_learn_sample {
 	__u64 hash;   /* its key in learn_counts and learn_watch */
 	__u32 passes; /* its count then */

@@ -23,26 +23,27 @@ import (
 // Learning the hot requests (docs/architecture.md, "Learning the hot
 // requests"). The UDP programs count each passed request of a learning
 // service by its key, exactly (bpf/include/learn.h): a candidate's in
-// learn_watch, any other key's in the learn_counts LRU hash, which puts
-// the key on the learn_samples ring when its count reaches the threshold
-// and at each doubling after. Once per window the learner starts the next
+// learn_watch, any other key's in the learn_counts LRU hash, by window,
+// which puts the key on the learn_samples ring when its count in a window
+// reaches the threshold. Once per window the learner starts the next
 // window (which renews the sample budgets), makes the samples candidates
 // (watched from then on), reads the candidates' counts, and makes each
-// service's hot set: its candidates by their passes per window, exact in
-// a key's first window and smoothed after (learnSmoothing). A
+// service's hot set: its candidates by their passes per window, from
+// their sample on in a key's first window with passes, smoothed in the
+// windows after while it keeps passing (learnSmoothing). A
 // candidate that has not passed for learnIdleWindows is no longer
 // watched: its key is sampled again if it passes again.
 
 const (
 	learnWindow       = time.Second
 	learnBudget       = 4096    // samples per CPU and window
-	learnMinThreshold = 2       // a key's passes that bring its first sample, at least
-	learnMaxThreshold = 1 << 24 // and at most; both powers of two
+	learnMinThreshold = 2       // a key's passes in a window that bring a sample, at least
+	learnMaxThreshold = 1 << 24 // and at most
 	// The ring is sized for the budget of learnRingCPUs CPUs at most, with
 	// keys of learnRingKey bytes: a sample takes its header and its key
 	// rounded up to 8 bytes, so longer keys, or more CPUs sampling at
 	// once, fill it sooner, and a sample that finds it full is lost until
-	// its key's count doubles.
+	// its key reaches the threshold in another window.
 	learnRingKey  = 64
 	learnRingCPUs = 4
 	// learnReadBatch is how many counts one syscall reads.
@@ -328,7 +329,7 @@ func (l *learner) merge(samples []santaSantaLearnSample) error {
 		lr.candidates[s.Hash] = c
 		l.byHash[s.Hash] = c
 		added = append(added, s.Hash)
-		seeds = append(seeds, l.passesSoFar(s.Hash))
+		seeds = append(seeds, l.passesAfter(s))
 	}
 	if len(added) == 0 {
 		return nil
@@ -343,17 +344,18 @@ func (l *learner) merge(samples []santaSantaLearnSample) error {
 	return nil
 }
 
-// passesSoFar is where a newly watched key's count starts: its passes
-// in learn_counts if it was first counted in the window that just ended
-// or the one that started, which are that window's; otherwise 0, as an
-// older key's passes may span any time, and would rank a slow key above a
-// busy one.
-func (l *learner) passesSoFar(hash uint64) uint64 {
+// passesAfter is where a newly watched key's count starts: its passes
+// in learn_counts after its sample s, if they are those of the window
+// that just ended (or of the one that started); 0 if the table forgot it.
+// Not the passes up to the sample: a key is sampled once it passed the
+// threshold's times, so those would rank a rare key that had a lucky
+// window as high as the threshold, above keys of the top set.
+func (l *learner) passesAfter(s *santaSantaLearnSample) uint64 {
 	var e santaSantaLearnEntry
-	if err := l.objs.LearnCounts.Lookup(hash, &e); err != nil || e.Window+1 < l.window {
+	if err := l.objs.LearnCounts.Lookup(s.Hash, &e); err != nil || e.Window+1 < l.window || e.Passes < s.Passes {
 		return 0
 	}
-	return uint64(e.Passes)
+	return uint64(e.Passes - s.Passes)
 }
 
 // forget drops a candidate. Called with l.mu held.
@@ -405,10 +407,10 @@ func (l *learner) readCounts() error {
 	return l.unwatch(idle)
 }
 
-// countPasses adds a candidate's passes since the last read to its rate,
-// exactly in its first window, smoothed after, and the candidate to its
-// service's hot set if it passes about once a window or more. Called with
-// l.mu held.
+// countPasses adds a candidate's passes since the last read to its rate:
+// exactly in its first window with passes, smoothed in the windows after
+// while it keeps passing; and the candidate to its service's hot set if
+// it passes about once a window or more. Called with l.mu held.
 func (l *learner) countPasses(hash, passes uint64) {
 	c := l.byHash[hash]
 	if c == nil {
@@ -423,10 +425,15 @@ func (l *learner) countPasses(hash, passes uint64) {
 		c.idle = -1 // readCounts counts this window
 	}
 	switch {
-	case c.rate >= 0:
-		c.rate += learnSmoothing * (n - c.rate)
-	case n > 0: // its first window with passes
+	case n == 0:
+		// Offloaded (a rule answers it) or gone: either way the hot set
+		// has no use for it, and it would take the place of keys that
+		// still pass.
+		c.rate = -1
+	case c.rate < 0: // its first window with passes
 		c.rate = n
+	default:
+		c.rate += learnSmoothing * (n - c.rate)
 	}
 	if r := math.Round(c.rate); r >= 1 {
 		c.of.hot.Requests = append(c.of.hot.Requests, model.HotRequest{Passes: uint32(min(r, 1<<32-1)), Key: []byte(c.key)})
@@ -466,7 +473,7 @@ func (l *learner) busiestSampler(window uint32) (uint32, error) {
 // budget, and halves it after one in which every CPU took less than a
 // quarter: the samples stay within the budget, and the threshold stays as
 // low as the load allows, so that a key is known after few passes. A key
-// a spent budget left out comes at its count's next doubling.
+// a spent budget left out comes in a later window.
 func (l *learner) adapt(busiest uint32) {
 	switch {
 	case busiest >= learnBudget:

@@ -90,14 +90,14 @@ func oneCount(t *testing.T, d *Datapath, n uint64) uint64 {
 }
 
 // The data plane counts a learning service's passed requests by their key,
-// exactly, and samples a key when its count reaches the threshold and at
-// each doubling after, within the budget; answered requests and probes
-// are not counted, and a probe is never answered.
+// exactly, and samples a key once a window, when its count reaches the
+// threshold, within the budget; answered requests and probes are not
+// counted, and a probe is never answered.
 func TestLearnFixtures(t *testing.T) {
 	stayOnOneCPU(t) // the budget is per CPU
 	d := openTest(t)
 	s, to := learningService(t, d)
-	if err := d.learnConfig(2, 4); err != nil {
+	if err := d.learnConfig(2, 3); err != nil {
 		t.Fatal(err)
 	}
 	query := func(txid uint16, name string) []byte { return request(to, pkttest.DNSQuery(txid, name)).Bytes() }
@@ -111,14 +111,12 @@ func TestLearnFixtures(t *testing.T) {
 		t.Fatal(err)
 	}
 	key := pkttest.DNSQuery(0, "www.example.com")[2:]
-	if len(samples) != 2 {
-		t.Fatalf("%d samples after 5 requests over a threshold of 2; want 2 (at 2 and 4)", len(samples))
+	if len(samples) != 1 {
+		t.Fatalf("%d samples after 5 requests over a threshold of 2; want 1", len(samples))
 	}
-	for i, got := range samples {
-		if want := uint32(2 << i); got.Learn != d.learnID(s) || got.Hash != hash || got.Passes != want || !bytes.Equal(got.Key[:got.Len], key) {
-			t.Fatalf("sample %d: learn %d hash %x passes %d key %x; want %d, %x, %d, %x", i, got.Learn, got.Hash, got.Passes,
-				got.Key[:got.Len], d.learnID(s), hash, want, key)
-		}
+	if got := samples[0]; got.Learn != d.learnID(s) || got.Hash != hash || got.Passes != 2 || !bytes.Equal(got.Key[:got.Len], key) {
+		t.Fatalf("sample: learn %d hash %x passes %d key %x; want %d, %x, 2, %x", got.Learn, got.Hash, got.Passes,
+			got.Key[:got.Len], d.learnID(s), hash, key)
 	}
 
 	// Answered, or from the probe port: not counted.
@@ -158,23 +156,26 @@ func TestLearnFixtures(t *testing.T) {
 		}
 	}
 	if samples, err = d.learnSamples(); err != nil || len(samples) != 2 {
-		t.Fatalf("%d samples (%v) after three more keys reached the threshold; the budget of 4 leaves 2", len(samples), err)
+		t.Fatalf("%d samples (%v) after three more keys reached the threshold; the budget of 3 leaves 2", len(samples), err)
 	}
-	if err := d.objs.LearnConfig.Put(uint32(0), santaSantaLearnConfig{Window: 1, Threshold: 2, Budget: 4}); err != nil {
+	if err := d.objs.LearnConfig.Put(uint32(0), santaSantaLearnConfig{Window: 1, Threshold: 2, Budget: 3}); err != nil {
 		t.Fatal(err)
 	}
+	// In a new window the budget is whole again, and a key's count
+	// starts anew: c.example, left out, and www.example.com come again.
 	for i := range 2 {
-		xdpPasses(t, d, query(uint16(i), "d.example"))
+		xdpPasses(t, d, query(uint16(i), "c.example"))
+		xdpPasses(t, d, query(uint16(i), "www.example.com"))
 	}
-	if samples, err = d.learnSamples(); err != nil || len(samples) != 1 {
-		t.Fatalf("%d samples (%v) in a new window; want 1", len(samples), err)
+	if samples, err = d.learnSamples(); err != nil || len(samples) != 2 {
+		t.Fatalf("%d samples (%v) in a new window; want 2", len(samples), err)
 	}
 
 	st, err := d.ServiceStats(s)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := (model.ServiceStats{Matched: 1, Passed: 5 + 2 + 3 + 6 + 2}); st != want {
+	if want := (model.ServiceStats{Matched: 1, Passed: 5 + 2 + 3 + 6 + 4}); st != want {
 		t.Errorf("service stats %+v, want %+v", st, want)
 	}
 }
@@ -218,8 +219,8 @@ func TestLearnOff(t *testing.T) {
 	}
 }
 
-// Hot is the passed requests per window, most first: exact in a key's
-// first window, smoothed after.
+// Hot is the passed requests per window, most first: from its sample on
+// in a key's first window with passes, smoothed while it keeps passing.
 func TestHotWindows(t *testing.T) {
 	d := openTest(t)
 	s, to := learningService(t, d)
@@ -238,21 +239,30 @@ func TestHotWindows(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"b.example:12", "a.example:7"}
+	// Counted from their samples, at their second pass.
+	want := []string{"b.example:10", "a.example:5"}
 	if got := hotNames(hot); fmt.Sprint(got) != fmt.Sprint(want) || hot.Window <= 0 {
 		t.Fatalf("hot %v over %v; want %v over a window", got, hot.Window, want)
 	}
 	if top, _ := d.Hot(s, 1); len(top.Requests) != 1 {
 		t.Errorf("Hot(1) gave %d requests", len(top.Requests))
 	}
-	// The next window: only a.example passes, 5 times; both rates are
-	// smoothed: a 7 + 0.3 × (5 - 7) = 6.4, b 12 + 0.3 × (0 - 12) = 8.4.
-	send("a.example", 5)
+	// The next window: a.example passes 9 times, smoothed to
+	// 5 + 0.3 × (9 - 5) = 6.2; b.example does not pass, and leaves.
+	send("a.example", 9)
 	if err := d.learnStep(); err != nil {
 		t.Fatal(err)
 	}
-	if hot, _ = d.Hot(s, 10); fmt.Sprint(hotNames(hot)) != "[b.example:8 a.example:6]" {
-		t.Fatalf("second window: %v, want [b.example:8 a.example:6]", hotNames(hot))
+	if hot, _ = d.Hot(s, 10); fmt.Sprint(hotNames(hot)) != "[a.example:6]" {
+		t.Fatalf("second window: %v, want [a.example:6]", hotNames(hot))
+	}
+	// b.example passes again: exact again.
+	send("b.example", 4)
+	if err := d.learnStep(); err != nil {
+		t.Fatal(err)
+	}
+	if hot, _ = d.Hot(s, 10); fmt.Sprint(hotNames(hot)) != "[b.example:4]" {
+		t.Fatalf("third window: %v, want [b.example:4]", hotNames(hot))
 	}
 	if err := d.RemoveService(s); err != nil {
 		t.Fatal(err)
@@ -263,8 +273,7 @@ func TestHotWindows(t *testing.T) {
 }
 
 // A candidate idle for learnIdleWindows is no longer watched; when it
-// passes again, its count brings a sample at its next doubling, and it
-// counts from the window after (its passes before may span any time).
+// passes the threshold's times in a window again, it is a candidate again.
 func TestHotForgetsIdle(t *testing.T) {
 	d := openTest(t)
 	s, to := learningService(t, d)
@@ -294,7 +303,7 @@ func TestHotForgetsIdle(t *testing.T) {
 		}
 		return n
 	}
-	send(3)
+	send(5) // sampled at its second pass
 	hotIs("[idle.example:3]")
 	for range learnIdleWindows {
 		if err := d.learnStep(); err != nil {
@@ -308,9 +317,9 @@ func TestHotForgetsIdle(t *testing.T) {
 	if watched() != 0 {
 		t.Fatalf("%d keys watched after %d idle windows; want none", watched(), learnIdleWindows+1)
 	}
-	send(1) // its fourth pass: a sample
+	send(1) // once in a window: no sample
 	hotIs("[]")
-	send(2)
+	send(4)
 	hotIs("[idle.example:2]")
 }
 
@@ -379,8 +388,8 @@ func TestLearnRealPackets(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := fmt.Sprint(hotNames(hot)); got != "[real.example:9]" {
-		t.Fatalf("hot %s; want [real.example:9]", got)
+	if got := fmt.Sprint(hotNames(hot)); got != "[real.example:7]" { // the 9 after the 2 that brought its sample
+		t.Fatalf("hot %s; want [real.example:7]", got)
 	}
 }
 

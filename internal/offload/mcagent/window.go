@@ -5,6 +5,8 @@ import (
 	"context"
 	"slices"
 	"time"
+
+	"github.com/santa-offload/santa/internal/offload/rate"
 )
 
 // window keeps the offloaded keys the hot ones: it reads the rates (the
@@ -63,17 +65,20 @@ func (a *agent) choose() []want {
 	boost := 1 + a.cfg.Hysteresis
 	var cands []candidate
 	for form, k := range a.keys {
-		rate := passes[form]
+		r := passes[form]
 		if !first && elapsed > 0 {
-			rate += float64(hits[k]) / elapsed
+			r += float64(hits[k]) / elapsed
 		}
 		// A key learned during the last window has not had a whole
-		// window of hits: it keeps the rate that chose it.
+		// window of hits: it keeps the rate that chose it. Others are
+		// smoothed as santad smooths the passes.
 		if now.Sub(k.learned) < time.Duration(a.cfg.Window)*3/2 {
-			rate = max(rate, k.rate)
+			r = max(r, k.rate)
+		} else {
+			r = rate.Smooth(k.rate, r)
 		}
-		k.rate = rate
-		cands = append(cands, candidate{form: form, mkey: k.mkey, k: k, score: rate * boost})
+		k.rate = r
+		cands = append(cands, candidate{form: form, mkey: k.mkey, k: k, score: r * boost})
 	}
 	for form, rate := range passes {
 		if a.keys[form] != nil || now.Before(a.skipped[form]) {
