@@ -76,7 +76,7 @@ func newRig(t *testing.T, config func(*Config)) *rig {
 	t.Cleanup(func() { p.Close() })
 	st := probe.OpenStreams("")
 	t.Cleanup(func() { st.Close() })
-	r.a = newAgent(cfg, r.finder, server.Take, p, st)
+	r.a = newAgent(cfg, r.finder, server.Take, p, st, st)
 	r.a.now = func() time.Time { return time.Unix(1e9, r.clock.Load()) }
 	ctx, cancel := context.WithCancel(context.Background())
 	r.ctx, r.a.zonesCtx = ctx, ctx
