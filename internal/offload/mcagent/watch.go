@@ -1,0 +1,126 @@
+package mcagent
+
+import (
+	"container/heap"
+	"context"
+	"net/netip"
+	"time"
+
+	"github.com/santa-offload/santa/internal/offload/server"
+)
+
+// bumps are a domain's counts of slot and domain bumps (MEMCACHED_STATS):
+// every write that can kill a guard moves one of them.
+type bumps struct{ key, domain uint64 }
+
+// watch brings killed rules back at once, where the window would notice
+// them a window or two later (by their gets passing): when the domain's
+// bumps moved since the last look, it checks the generations of the keys
+// not checked since, at most WatchRate a second, those that lose the most
+// gets while dead first, and reads again the ones a write killed, in one
+// batch, each guarded by the generation its check read before the read
+// (the order learning keeps, so a write racing it leaves the new rule
+// dead, never stale). Keys not written are not read.
+func (a *agent) watch(ctx context.Context) {
+	start := a.now()
+	l, keys, tcpDst, udpDst, ok := a.killed()
+	if !ok || len(keys) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Duration(a.cfg.Window))
+	defer cancel()
+	checked := a.now().Sub(start)
+	l = a.read(ctx, l, keys, tcpDst, udpDst)
+	a.install(l)
+	a.log.Debug("watch", "killed", len(keys), "read", len(l.keys), "checked_in", checked, "took", a.now().Sub(start))
+}
+
+// killed checks the generations of the keys suspected (checked before the
+// domain's bumps last moved) and returns the killed ones with their new
+// generation, and where to ask memcached. Called without a.mu.
+func (a *agent) killed() (l learned, keys []learnedKey, tcpDst, udpDst netip.AddrPort, ok bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	udp := a.udpServices()
+	if a.sd == nil || a.leader == nil || len(udp) == 0 || len(a.keys) == 0 {
+		return l, nil, tcpDst, udpDst, false
+	}
+	now := a.now()
+	st, err := a.sd.MemcachedStats(a.leader.id)
+	if err != nil {
+		a.failed("reading the domain's counters", err)
+		return l, nil, tcpDst, udpDst, false
+	}
+	if b := (bumps{st.KeyBumps, st.DomainBumps}); b != a.bumps {
+		a.bumps, a.bumpedAt = b, now
+	}
+	l.leader = a.leader
+	for _, k := range a.suspects(now) {
+		g, err := a.sd.Generation(a.leader.id, k.mkey)
+		if err != nil {
+			a.failed("reading a generation", err)
+			return l, nil, tcpDst, udpDst, false
+		}
+		a.stats.checks++
+		switch {
+		case g.Epoch == 0:
+			return l, nil, tcpDst, udpDst, false // the domain is dead: the next scan ends it
+		case g == k.gen:
+			k.checked = now // alive
+		case g.InFlight:
+			// Being written: checked again next time, the write done.
+		default:
+			a.stats.killed++ // checked once installed: a failed read is tried again
+			keys = append(keys, learnedKey{want: want{form: k.form, mkey: k.mkey, rate: k.rate, old: k}, gen: g,
+				checked: now, rebuilds: k.rebuilds})
+		}
+	}
+	return l, keys, server.AskAddr(a.leader.local), server.AskAddr(udp[0].local), true
+}
+
+// suspects are the keys not checked since the domain's bumps last moved,
+// at most a watch's share of WatchRate, those with the most gets since
+// their check first: a hot key written is the costliest to leave dead.
+// Called with a.mu held.
+func (a *agent) suspects(now time.Time) []*key {
+	n := max(1, int(float64(a.cfg.WatchRate)*time.Duration(a.cfg.Watch).Seconds()))
+	h := &byLoss{}
+	for _, k := range a.keys {
+		if !k.checked.Before(a.bumpedAt) {
+			continue // checked since: the read came after the bumps seen
+		}
+		s := suspect{k, k.rate * now.Sub(k.checked).Seconds()}
+		switch {
+		case h.Len() < n:
+			heap.Push(h, s)
+		case s.loss > (*h)[0].loss:
+			(*h)[0] = s
+			heap.Fix(h, 0)
+		}
+	}
+	out := make([]*key, h.Len())
+	for i, s := range *h {
+		out[i] = s.k
+	}
+	return out
+}
+
+// suspect is a key and the gets it has had since its check.
+type suspect struct {
+	k    *key
+	loss float64
+}
+
+// byLoss is a min-heap of suspects: the n with the most gets stay.
+type byLoss []suspect
+
+func (h byLoss) Len() int           { return len(h) }
+func (h byLoss) Less(i, j int) bool { return h[i].loss < h[j].loss }
+func (h byLoss) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *byLoss) Push(x any)        { *h = append(*h, x.(suspect)) }
+func (h *byLoss) Pop() any {
+	old := *h
+	s := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return s
+}
