@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -87,6 +88,7 @@ func (w *mixWriter) run(ctx context.Context, g *gen.Generator, pop popularity.Po
 	defer tick.Stop()
 	var sent uint64
 	var buf []byte
+	defer func() { w.report(g, start, sent) }()
 	for {
 		select {
 		case <-ctx.Done():
@@ -110,6 +112,19 @@ func (w *mixWriter) run(ctx context.Context, g *gen.Generator, pop popularity.Po
 			w.sets.Add(n)
 		}
 	}
+}
+
+// report says what share of the operations served since start were SETs:
+// less than asked if memcached answered the SETs slower than the
+// generator's GETs.
+func (w *mixWriter) report(g *gen.Generator, start gen.Counters, sent uint64) {
+	now, err := g.Counters()
+	if err != nil {
+		return
+	}
+	gets := now.ReplyOK - start.ReplyOK
+	fmt.Fprintf(os.Stderr, "  mix: %d SETs beside %d GETs: %.2f %% of the operations (asked: %g %%)\n",
+		sent, gets, 100*float64(sent)/float64(max(1, sent+gets)), 100*w.share)
 }
 
 // exchange sends up to mixInFlight SETs on each connection, of the keys
