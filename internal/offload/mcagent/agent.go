@@ -131,8 +131,11 @@ type key struct {
 	learned  time.Time         // when its item was read
 	deadline time.Time         // the item's earliest expiry; zero: none
 	gen      client.Generation // read before the item: the rule's guard
-	// checked is when its generation was last read (the watch).
-	checked time.Time
+	// checked is when its generation was last read (the watch); checks
+	// and kills count the watch's reads of it and those that found it
+	// written, halved now and then so that they follow its writes.
+	checked       time.Time
+	checks, kills uint32
 	// rebuilds: memcached's UDP reply was udpReply of the item read over
 	// TCP, so that reading it again takes the TCP read alone.
 	rebuilds bool

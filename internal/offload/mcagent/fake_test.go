@@ -32,6 +32,7 @@ type fakeSantad struct {
 	epoch    uint32                       // of the newest domain started
 	gens     map[string]client.Generation // by key; default: gen 1 of the newest epoch
 	bumps    uint64                       // key bumps: one per setGen
+	genReads map[string]int               // GENERATION calls, by key
 	attaches int
 	txns     int
 }
@@ -46,7 +47,7 @@ type fakeService struct {
 }
 
 func newFakeSantad() *fakeSantad {
-	return &fakeSantad{services: map[uint32]*fakeService{}, gens: map[string]client.Generation{}}
+	return &fakeSantad{services: map[uint32]*fakeService{}, gens: map[string]client.Generation{}, genReads: map[string]int{}}
 }
 
 func (d *fakeSantad) conn() *fakeConn { return &fakeConn{d: d} }
@@ -199,6 +200,7 @@ func (c *fakeConn) Generation(id uint32, key []byte) (client.Generation, error) 
 	if s.parser.Kind != client.ParserMemcached {
 		return client.Generation{}, refuse(syscall.EINVAL, "service %d is not memcached's", id)
 	}
+	c.d.genReads[string(key)]++
 	if g, ok := c.d.gens[string(key)]; ok {
 		return g, nil
 	}

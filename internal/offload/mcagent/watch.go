@@ -62,6 +62,7 @@ func (a *agent) killed() (l learned, keys []learnedKey, tcpDst, udpDst netip.Add
 			return l, nil, tcpDst, udpDst, false
 		}
 		a.stats.checks++
+		k.count(g != k.gen && !g.InFlight)
 		switch {
 		case g.Epoch == 0:
 			return l, nil, tcpDst, udpDst, false // the domain is dead: the next scan ends it
@@ -79,9 +80,11 @@ func (a *agent) killed() (l learned, keys []learnedKey, tcpDst, udpDst netip.Add
 }
 
 // suspects are the keys not checked since the domain's bumps last moved,
-// at most a watch's share of WatchRate, those with the most gets since
-// their check first: a hot key written is the costliest to leave dead.
-// Called with a.mu held.
+// at most a watch's share of WatchRate, those likeliest to have lost the
+// most gets first: the gets since their check (a hot key written is the
+// costliest to leave dead) times the share of their checks that found
+// them written (a hot key never written is not worth a check each
+// watch). Called with a.mu held.
 func (a *agent) suspects(now time.Time) []*key {
 	n := max(1, int(float64(a.cfg.WatchRate)*time.Duration(a.cfg.Watch).Seconds()))
 	h := &byLoss{}
@@ -89,7 +92,7 @@ func (a *agent) suspects(now time.Time) []*key {
 		if !k.checked.Before(a.bumpedAt) {
 			continue // checked since: the read came after the bumps seen
 		}
-		s := suspect{k, k.rate * now.Sub(k.checked).Seconds()}
+		s := suspect{k, k.rate * now.Sub(k.checked).Seconds() * k.written()}
 		switch {
 		case h.Len() < n:
 			heap.Push(h, s)
@@ -105,7 +108,26 @@ func (a *agent) suspects(now time.Time) []*key {
 	return out
 }
 
-// suspect is a key and the gets it has had since its check.
+// countHalved is how many checks of a key its counts keep: then they are
+// halved, so that a key's share follows a change of its writes.
+const countHalved = 32
+
+// count counts a check of k, and whether it found k written.
+func (k *key) count(killed bool) {
+	k.checks++
+	if killed {
+		k.kills++
+	}
+	if k.checks >= countHalved {
+		k.checks, k.kills = k.checks/2, k.kills/2
+	}
+}
+
+// written is the share of k's checks that found it written, counting one
+// more check that did and one that did not (a key not yet checked: 1/2).
+func (k *key) written() float64 { return float64(k.kills+1) / float64(k.checks+2) }
+
+// suspect is a key and the gets it is likely to have lost since its check.
 type suspect struct {
 	k    *key
 	loss float64

@@ -161,3 +161,31 @@ func TestWatchUDPWhenNotRebuilt(t *testing.T) {
 		t.Errorf("k1 read again in a dead domain: guard gen %d", g)
 	}
 }
+
+// Of two keys equally hot, the one each check finds written is checked
+// far more often than the one never written, once the watch has seen
+// both: the budget goes where rules die.
+func TestWatchPrefersWrittenKeys(t *testing.T) {
+	r := newRig(t, func(c *Config) { c.Watch, c.WatchRate = config.Duration(50*time.Millisecond), 20 }) // 1 a watch
+	r.scan()
+	_, udp := r.services()
+	for _, k := range []string{"quiet", "written"} {
+		r.mc.set(k, k, -1)
+	}
+	r.d.setHot(udp, map[string]uint32{get("quiet"): 100, get("written"): 100})
+	r.window(time.Second)
+	r.d.setHot(udp, nil)
+	r.d.mu.Lock()
+	clear(r.d.genReads) // those of learning
+	r.d.mu.Unlock()
+	for i := range 40 {
+		r.d.setGen("written", r.gen(uint32(2+i)))
+		r.watch(50 * time.Millisecond)
+	}
+	r.d.mu.Lock()
+	quiet, written := r.d.genReads["quiet"], r.d.genReads["written"]
+	r.d.mu.Unlock()
+	if quiet+written != 40 || written < 3*quiet {
+		t.Errorf("in 40 watches of one check: the written key checked %d times, the quiet one %d; want 40 in all, 3 times as many of the written", written, quiet)
+	}
+}
