@@ -191,20 +191,25 @@ func (c *fakeConn) Hot(id uint32, max int) (client.HotSet, error) {
 	return s.hot, nil
 }
 
-func (c *fakeConn) Generation(id uint32, key []byte) (client.Generation, error) {
+func (c *fakeConn) Generations(id uint32, keys [][]byte) ([]client.Generation, error) {
 	s, err := c.lock(id, true)
 	if err != nil {
-		return client.Generation{}, err
+		return nil, err
 	}
 	defer c.d.mu.Unlock()
 	if s.parser.Kind != client.ParserMemcached {
-		return client.Generation{}, refuse(syscall.EINVAL, "service %d is not memcached's", id)
+		return nil, refuse(syscall.EINVAL, "service %d is not memcached's", id)
 	}
-	c.d.genReads[string(key)]++
-	if g, ok := c.d.gens[string(key)]; ok {
-		return g, nil
+	out := make([]client.Generation, len(keys))
+	for i, key := range keys {
+		c.d.genReads[string(key)]++
+		g, ok := c.d.gens[string(key)]
+		if !ok {
+			g = client.Generation{Gen: 1, DomainGen: 1, Epoch: c.d.epoch}
+		}
+		out[i] = g
 	}
-	return client.Generation{Gen: 1, DomainGen: 1, Epoch: c.d.epoch}, nil
+	return out, nil
 }
 
 func (c *fakeConn) Rules(id uint32) iter.Seq2[client.RuleEntry, error] {

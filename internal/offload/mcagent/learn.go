@@ -115,12 +115,17 @@ func (a *agent) generations(wants []want) (l learned, keys []learnedKey, tcpDst,
 		}
 		a.warnedHeld = held
 	}()
-	for _, w := range wants {
-		g, err := a.sd.Generation(a.leader.id, w.mkey)
-		if err != nil {
-			a.failed("reading a generation", err)
-			return l, nil, tcpDst, udpDst, false
-		}
+	mkeys := make([][]byte, len(wants))
+	for i, w := range wants {
+		mkeys[i] = w.mkey
+	}
+	gens, err := a.sd.Generations(a.leader.id, mkeys)
+	if err != nil {
+		a.failed("reading generations", err)
+		return l, nil, tcpDst, udpDst, false
+	}
+	for i, w := range wants {
+		g := gens[i]
 		switch {
 		case g.Epoch == 0:
 			a.skip(w.form, skipf(skipDead, "the domain's life ended"))

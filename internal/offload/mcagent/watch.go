@@ -55,12 +55,18 @@ func (a *agent) killed() (l learned, keys []learnedKey, tcpDst, udpDst netip.Add
 		a.bumps, a.bumpedAt = b, now
 	}
 	l.leader = a.leader
-	for _, k := range a.suspects(now) {
-		g, err := a.sd.Generation(a.leader.id, k.mkey)
-		if err != nil {
-			a.failed("reading a generation", err)
-			return l, nil, tcpDst, udpDst, false
-		}
+	suspects := a.suspects(now)
+	mkeys := make([][]byte, len(suspects))
+	for i, k := range suspects {
+		mkeys[i] = k.mkey
+	}
+	gens, err := a.sd.Generations(a.leader.id, mkeys)
+	if err != nil {
+		a.failed("reading generations", err)
+		return l, nil, tcpDst, udpDst, false
+	}
+	for i, k := range suspects {
+		g := gens[i]
 		a.stats.checks++
 		k.count(g != k.gen && !g.InFlight)
 		switch {
