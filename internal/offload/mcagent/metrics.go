@@ -32,6 +32,7 @@ type snapshot struct {
 	probes, tcpReads uint64
 	keys             int
 	services         []serviceGauge
+	bumps            bumps // the domain's, as the watch last read them
 }
 
 type serviceGauge struct {
@@ -44,7 +45,7 @@ type serviceGauge struct {
 func (a *agent) snapshot() snapshot {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	s := snapshot{stats: a.stats, probes: a.probe.Sent(), tcpReads: a.items.Sent(), keys: len(a.keys)}
+	s := snapshot{stats: a.stats, probes: a.probe.Sent(), tcpReads: a.items.Sent(), keys: len(a.keys), bumps: a.bumps}
 	s.skipped, s.deleted = maps.Clone(a.stats.skipped), maps.Clone(a.stats.deleted)
 	for _, id := range slices.Sorted(maps.Keys(a.services)) {
 		sv := a.services[id]
@@ -70,7 +71,7 @@ func joined(m map[string]uint64) string {
 func (a *agent) logSummary() {
 	s := a.snapshot()
 	a.log.Info("offload", "services", len(s.services), "keys", s.keys, "probes", s.probes, "tcp_reads", s.tcpReads,
-		"installed", s.installed, "refreshed", s.refreshed, "checks", s.checks, "killed", s.killed,
+		"installed", s.installed, "refreshed", s.refreshed, "checks", s.checks, "killed", s.killed, "key_bumps", s.bumps.key, "domain_bumps", s.bumps.domain,
 		"deleted", joined(s.deleted), "skipped", joined(s.skipped))
 }
 
