@@ -105,6 +105,11 @@ type agent struct {
 	// cannot have been killed by a write.
 	bumps    bumps
 	bumpedAt time.Time
+	// watched is the offloaded keys the watch looks at, hottest first as
+	// of the last window (then those learned since), and tail where it
+	// goes on in the colder ones.
+	watched []*key
+	tail    int
 	fatal    error
 	stats    stats
 }
@@ -204,6 +209,7 @@ func (a *agent) endDomain() {
 	a.sockets, a.services, a.leader = map[uint64]*service{}, map[uint32]*service{}, nil
 	a.keys = map[string]*key{}
 	a.lastRead, a.bumps, a.bumpedAt = time.Time{}, bumps{}, time.Time{}
+	a.watched, a.tail = nil, 0
 }
 
 // detachAll detaches every service, UDP first (a UDP service must not

@@ -53,6 +53,7 @@ func (a *agent) install(l learned) {
 		default:
 			used += k.size()
 			a.keys[k.form] = k
+			a.watched = append(a.watched, k)
 			added = append(added, k)
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"container/heap"
 	"context"
 	"net/netip"
+	"slices"
 	"time"
 
 	"github.com/santa-offload/santa/internal/offload/server"
@@ -85,18 +86,34 @@ func (a *agent) killed() (l learned, keys []learnedKey, tcpDst, udpDst netip.Add
 	return l, keys, server.AskAddr(a.leader.local), server.AskAddr(udp[0].local), true
 }
 
+// scanned is how many keys, per key a watch may check, it weighs: its
+// cost must not grow with max_rules.
+const scanned = 4
+
 // suspects are the keys not checked since the domain's bumps last moved,
 // at most a watch's share of WatchRate, those likeliest to have lost the
 // most gets first: the gets since their check (a hot key written is the
 // costliest to leave dead) times the share of their checks that found
 // them written (a hot key never written is not worth a check each
-// watch). Called with a.mu held.
+// watch). It weighs the hottest keys, scanned per key it may check, and
+// as many of the colder ones in turn. Called with a.mu held.
 func (a *agent) suspects(now time.Time) []*key {
 	n := max(1, int(float64(a.cfg.WatchRate)*time.Duration(a.cfg.Watch).Seconds()))
+	head := min(len(a.watched), scanned*n)
+	weighed := a.watched[:head]
+	if cold := a.watched[head:]; len(cold) > 0 {
+		a.tail %= len(cold)
+		end := min(len(cold), a.tail+scanned*n)
+		weighed = append(slices.Clip(weighed), cold[a.tail:end]...)
+		if rest := scanned*n - (end - a.tail); rest > 0 {
+			weighed = append(weighed, cold[:min(a.tail, rest)]...)
+		}
+		a.tail += scanned * n
+	}
 	h := &byLoss{}
-	for _, k := range a.keys {
-		if !k.checked.Before(a.bumpedAt) {
-			continue // checked since: the read came after the bumps seen
+	for _, k := range weighed {
+		if a.keys[k.form] != k || !k.checked.Before(a.bumpedAt) {
+			continue // deleted, or checked since: the read came after the bumps seen
 		}
 		s := suspect{k, k.rate * now.Sub(k.checked).Seconds() * k.written()}
 		switch {

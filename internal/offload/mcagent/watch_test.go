@@ -2,6 +2,7 @@ package mcagent
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -187,5 +188,28 @@ func TestWatchPrefersWrittenKeys(t *testing.T) {
 	r.d.mu.Unlock()
 	if quiet+written != 40 || written < 3*quiet {
 		t.Errorf("in 40 watches of one check: the written key checked %d times, the quiet one %d; want 40 in all, 3 times as many of the written", written, quiet)
+	}
+}
+
+// The watch weighs the hottest keys and, in turn, as many of the colder
+// ones: with room for one check a watch, a cold key written is read again
+// once every key has had its check, each key checked once.
+func TestWatchTurnsThroughColdKeys(t *testing.T) {
+	r := newRig(t, func(c *Config) { c.Watch, c.WatchRate = config.Duration(50*time.Millisecond), 20 }) // 1 a watch
+	r.scan()
+	_, udp := r.services()
+	var keys []string
+	for i := range 12 {
+		keys = append(keys, fmt.Sprintf("k%02d", i))
+	}
+	r.offload(udp, keys...)
+	r.window(time.Second) // sorts the keys by rate
+	r.mc.set("k11", "new", -1)
+	r.d.setGen("k11", r.gen(2))
+	for range 12 {
+		r.watch(50 * time.Millisecond)
+	}
+	if e := r.d.rules(udp)["k11"]; e.Guard.Gen != 2 || r.a.snapshot().checks != 12 {
+		t.Errorf("the coldest key, written: guard gen %d after %d checks; want 2 after 12, one a key", e.Guard.Gen, r.a.snapshot().checks)
 	}
 }
