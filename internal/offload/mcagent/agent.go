@@ -110,8 +110,8 @@ type agent struct {
 	// goes on in the colder ones.
 	watched []*key
 	tail    int
-	fatal    error
-	stats    stats
+	fatal   error
+	stats   stats
 }
 
 // service is an attached socket: a TCP listener or a UDP socket.

@@ -115,13 +115,8 @@ func (a *agent) generations(wants []want) (l learned, keys []learnedKey, tcpDst,
 		}
 		a.warnedHeld = held
 	}()
-	mkeys := make([][]byte, len(wants))
-	for i, w := range wants {
-		mkeys[i] = w.mkey
-	}
-	gens, err := a.sd.Generations(a.leader.id, mkeys)
-	if err != nil {
-		a.failed("reading generations", err)
+	gens, ok := a.readGenerations(len(wants), func(i int) []byte { return wants[i].mkey })
+	if !ok {
 		return l, nil, tcpDst, udpDst, false
 	}
 	for i, w := range wants {
@@ -142,6 +137,22 @@ func (a *agent) generations(wants []want) (l learned, keys []learnedKey, tcpDst,
 		keys = append(keys, lk)
 	}
 	return l, keys, server.AskAddr(a.leader.local), server.AskAddr(udp[0].local), true
+}
+
+// readGenerations reads the generations of n keys (key(i) the i-th) in
+// the leader's domain, pipelined; an error is handled (failed) and gives
+// false. Called with a.mu held.
+func (a *agent) readGenerations(n int, key func(int) []byte) ([]client.Generation, bool) {
+	mkeys := make([][]byte, n)
+	for i := range mkeys {
+		mkeys[i] = key(i)
+	}
+	gens, err := a.sd.Generations(a.leader.id, mkeys)
+	if err != nil {
+		a.failed("reading generations", err)
+		return nil, false
+	}
+	return gens, true
 }
 
 // capture asks memcached the key's UDP get and checks that the reply is

@@ -57,13 +57,8 @@ func (a *agent) killed() (l learned, keys []learnedKey, tcpDst, udpDst netip.Add
 	}
 	l.leader = a.leader
 	suspects := a.suspects(now)
-	mkeys := make([][]byte, len(suspects))
-	for i, k := range suspects {
-		mkeys[i] = k.mkey
-	}
-	gens, err := a.sd.Generations(a.leader.id, mkeys)
-	if err != nil {
-		a.failed("reading generations", err)
+	gens, ok := a.readGenerations(len(suspects), func(i int) []byte { return suspects[i].mkey })
+	if !ok {
 		return l, nil, tcpDst, udpDst, false
 	}
 	for i, k := range suspects {
