@@ -81,17 +81,31 @@ func (c *Client) Close() error { return c.conn.Close() }
 // must be an R. A refusal is the daemon's *Error, and so is a request this
 // side refuses to encode: the daemon would refuse it the same way.
 func call[R protocol.Body](c *Client, req protocol.Body, oob []byte) (R, error) {
-	var none R
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if err := c.send(req, oob); err != nil {
+		var none R
+		return none, err
+	}
+	return receive[R](c, req, c.seq)
+}
+
+// send sends req with the control message oob, as the next seq. Called
+// with c.mu held.
+func (c *Client) send(req protocol.Body, oob []byte) error {
 	c.seq++
 	msg, err := protocol.Encode(c.version, c.seq, req)
 	if err != nil {
-		return none, err
+		return err
 	}
-	if _, _, err := c.conn.WriteMsgUnix(msg, oob, nil); err != nil {
-		return none, err
-	}
+	_, _, err = c.conn.WriteMsgUnix(msg, oob, nil)
+	return err
+}
+
+// receive reads the reply to req, sent as seq, which must be an R. Called
+// with c.mu held.
+func receive[R protocol.Body](c *Client, req protocol.Body, seq uint32) (R, error) {
+	var none R
 	n, _, flags, _, err := c.conn.ReadMsgUnix(c.buf, nil)
 	switch {
 	case err != nil:
@@ -107,8 +121,8 @@ func call[R protocol.Body](c *Client, req protocol.Body, oob []byte) (R, error) 
 	if err != nil {
 		return none, fmt.Errorf("bad reply to %v: %v", req.Type(), err)
 	}
-	if h.Seq != c.seq {
-		return none, fmt.Errorf("reply with seq %d to request %d", h.Seq, c.seq)
+	if h.Seq != seq {
+		return none, fmt.Errorf("reply with seq %d to request %d", h.Seq, seq)
 	}
 	if hello, ok := body.(*protocol.HelloReply); ok && h.Version != hello.Version {
 		return none, fmt.Errorf("HELLO reply in version %d agrees on version %d", h.Version, hello.Version)

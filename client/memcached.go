@@ -1,6 +1,8 @@
 package client
 
 import (
+	"cmp"
+	"errors"
 	"fmt"
 	"math"
 	"time"
@@ -69,6 +71,60 @@ func (c *Client) Generation(service uint32, key []byte) (Generation, error) {
 		return Generation{}, fmt.Errorf("generation of a key of service %d: %w", service, err)
 	}
 	return Generation(*r), nil
+}
+
+// generationsInFlight bounds the GENERATION requests Generations sends
+// before it reads their replies: santad's replies must fit the
+// connection's receive buffer while the client still sends, or each side
+// would wait on the other.
+const generationsInFlight = 32
+
+// Generations is Generation of each of keys, pipelined (docs/protocol.md:
+// replies come in request order): up to 32 requests in flight, so that
+// santad and the client each wake once per 32 keys rather than once per
+// key. The first refusal is returned once every reply of its batch was
+// read, so the connection stays usable.
+func (c *Client) Generations(service uint32, keys [][]byte) ([]Generation, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]Generation, 0, len(keys))
+	for len(keys) > 0 {
+		batch := keys[:min(len(keys), generationsInFlight)]
+		keys = keys[len(batch):]
+		// Every request is encoded before any is sent: one this side
+		// refuses is refused with nothing in flight.
+		msgs := make([][]byte, len(batch))
+		for i, key := range batch {
+			var err error
+			if msgs[i], err = protocol.Encode(c.version, c.seq+1+uint32(i), &protocol.Generation{ServiceID: service, Key: key}); err != nil {
+				return nil, fmt.Errorf("generation of a key of service %d: %w", service, err)
+			}
+		}
+		first := c.seq + 1
+		for _, msg := range msgs {
+			c.seq++
+			if _, _, err := c.conn.WriteMsgUnix(msg, nil, nil); err != nil {
+				return nil, err
+			}
+		}
+		var refused error
+		for i := range batch {
+			r, err := receive[*protocol.GenerationReply](c, &protocol.Generation{}, first+uint32(i))
+			var e *protocol.Error
+			switch {
+			case errors.As(err, &e):
+				refused = cmp.Or(refused, fmt.Errorf("generation of a key of service %d: %w", service, err))
+			case err != nil:
+				return nil, err
+			default:
+				out = append(out, Generation(*r))
+			}
+		}
+		if refused != nil {
+			return nil, refused
+		}
+	}
+	return out, nil
 }
 
 // Guard lets a rule of a memcached service answer only while its key (Key;

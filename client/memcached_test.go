@@ -125,3 +125,51 @@ func TestMemcachedNeedsVersion2(t *testing.T) {
 		t.Errorf("AddGuardedRules on version 1 gives %v", err)
 	}
 }
+
+// Generations sends one GENERATION per key, several in flight, and gives
+// each key its own reply, in order; a refused key is an error, after
+// which the connection still answers in step.
+func TestGenerations(t *testing.T) {
+	var mu sync.Mutex
+	var sent []string
+	path := serve(t, func(req protocol.Body, _ []int) protocol.Body {
+		switch req := req.(type) {
+		case *protocol.Hello:
+			return &protocol.HelloReply{Version: 2}
+		case *protocol.Generation:
+			mu.Lock()
+			sent = append(sent, string(req.Key))
+			mu.Unlock()
+			if string(req.Key) == "bad" {
+				return protocol.Errorf(syscall.EINVAL, "key: bad")
+			}
+			return &protocol.GenerationReply{Gen: uint32(len(req.Key)), DomainGen: req.ServiceID, Epoch: 1}
+		}
+		return protocol.Errorf(syscall.EINVAL, "unexpected %v", req.Type())
+	})
+	c := dialTo(t, path)
+	var keys [][]byte
+	for i := range 70 { // three batches
+		keys = append(keys, []byte(strings.Repeat("k", i+1)))
+	}
+	got, err := c.Generations(4, keys)
+	if err != nil || len(got) != len(keys) {
+		t.Fatalf("Generations gives %d, %v; want %d", len(got), err, len(keys))
+	}
+	for i, g := range got {
+		if g != (Generation{Gen: uint32(i + 1), DomainGen: 4, Epoch: 1}) {
+			t.Fatalf("key %d: %+v", i, g)
+		}
+	}
+	if _, err := c.Generations(4, [][]byte{[]byte("a"), []byte("bad"), []byte("ccc")}); err == nil || !strings.Contains(err.Error(), "key: bad") {
+		t.Errorf("a refused key gives %v; want the refusal", err)
+	}
+	if g, err := c.Generation(4, []byte("dd")); err != nil || g.Gen != 2 {
+		t.Errorf("after a refusal, Generation gives %+v, %v; want gen 2: the replies out of step", g, err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(sent) != 70+3+1 {
+		t.Errorf("%d GENERATION requests; want 74", len(sent))
+	}
+}

@@ -91,7 +91,7 @@ func config(f *scenario.Flags, af *scenario.AgentFlags, keys int, share float64,
 	c.setCost = setCost
 	c.dialTCP = func() (net.Conn, error) { return c.Rig.Dial("tcp", port) }
 	if share > 0 {
-		c.mix = &mixWriter{conn: &mixConn{dial: c.dialTCP}, items: keys, share: share}
+		c.mix = newMixWriter(c.dialTCP, keys, share)
 		c.Beside = c.mix.run
 	}
 	c.agent, err = af.Config(keys)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,30 +19,55 @@ import (
 
 // mixWriter makes the generator's GETs a GET/SET mix: over TCP from the
 // client namespace, it sets keys drawn with the GETs' popularity,
-// pipelined, as many as share/(1-share) of the generator's good replies
-// since it started (share 0.05: 5 % of the operations served are SETs).
+// pipelined over mixConns connections, as many as share/(1-share) of the
+// generator's good replies since it started (share 0.05: 5 % of the
+// operations served are SETs).
 // Each SET writes the key's own value again, so that every reply keeps
 // memcached's bytes and the generator's check stays exact; each still
 // invalidates the key's rule in the kernel, which the agent must offload
 // again. Staleness needs values that change: bench/mccheck -agent.
 //
-// Its connection is made again once an agent has started (mixAgent): a
+// Its connections are made again once an agent has started (mixAgent): a
 // connection older than the agent's marking of memcached's listener would
 // hold the offload back (docs/offload-memcached.md), and an operator's
 // clients connect after the agent.
 type mixWriter struct {
-	conn  *mixConn
+	conns []*mixConn // mixConns
 	items int
 	share float64
 	sets  atomic.Uint64 // acknowledged, over every run
 }
 
-// mixBatch bounds the SETs sent before their replies are read; mixPace is
-// how often the writer catches up with the generator.
+// mixInFlight bounds the SETs sent on one connection before their replies
+// are read: the data plane follows 16 one-key writes in flight per
+// connection, and holds those beyond domain-wide, so that their end kills
+// every rule of the domain (docs/memcached.md, "Where, and with what"; a
+// client pipelining deeper is a limit of the offload,
+// docs/offload-memcached.md). mixConns connections keep up with the
+// generator together; mixPace is how often the writer catches up with it.
 const (
-	mixBatch = 64
-	mixPace  = time.Millisecond
+	mixInFlight = 16
+	mixConns    = 4
+	mixPace     = time.Millisecond
 )
+
+func newMixWriter(dial func() (net.Conn, error), items int, share float64) *mixWriter {
+	w := &mixWriter{items: items, share: share}
+	for range mixConns {
+		w.conns = append(w.conns, &mixConn{dial: dial})
+	}
+	return w
+}
+
+// redial replaces every connection by a new one.
+func (w *mixWriter) redial() error {
+	for _, c := range w.conns {
+		if err := c.redial(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
 
 // run writes beside g until ctx ends (a scenario.Config's Beside).
 func (w *mixWriter) run(ctx context.Context, g *gen.Generator, pop popularity.Popularity) error {
@@ -50,17 +76,19 @@ func (w *mixWriter) run(ctx context.Context, g *gen.Generator, pop popularity.Po
 	if err != nil {
 		return err
 	}
-	c := w.conn
-	if err := c.redial(); err != nil { // before the generator floods the server
+	if err := w.redial(); err != nil { // before the generator floods the server
 		return err
 	}
-	defer c.close()
-	stop := context.AfterFunc(ctx, c.interrupt)
-	defer stop()
+	for _, c := range w.conns {
+		defer c.close()
+		stop := context.AfterFunc(ctx, c.interrupt)
+		defer stop()
+	}
 	tick := time.NewTicker(mixPace)
 	defer tick.Stop()
 	var sent uint64
 	var buf []byte
+	defer func() { w.report(g, start, sent) }()
 	for {
 		select {
 		case <-ctx.Done():
@@ -73,12 +101,8 @@ func (w *mixWriter) run(ctx context.Context, g *gen.Generator, pop popularity.Po
 		}
 		want := uint64(w.share / (1 - w.share) * float64(now.ReplyOK-start.ReplyOK))
 		for sent < want {
-			n := min(want-sent, mixBatch)
-			buf = buf[:0]
-			for k := range n {
-				buf = appendSet(buf, int(seq[(sent+k)%uint64(len(seq))]))
-			}
-			if err := c.exchange(buf, int(n)); err != nil {
+			n, err := w.exchange(seq, sent, want-sent, &buf)
+			if err != nil {
 				if ctx.Err() != nil {
 					return nil // the interrupt broke the exchange off
 				}
@@ -88,6 +112,49 @@ func (w *mixWriter) run(ctx context.Context, g *gen.Generator, pop popularity.Po
 			w.sets.Add(n)
 		}
 	}
+}
+
+// report says what share of the operations served since start were SETs:
+// less than asked if memcached answered the SETs slower than the
+// generator's GETs.
+func (w *mixWriter) report(g *gen.Generator, start gen.Counters, sent uint64) {
+	now, err := g.Counters()
+	if err != nil {
+		return
+	}
+	gets := now.ReplyOK - start.ReplyOK
+	fmt.Fprintf(os.Stderr, "  mix: %d SETs beside %d GETs: %.2f %% of the operations (asked: %g %%)\n",
+		sent, gets, 100*float64(sent)/float64(max(1, sent+gets)), 100*w.share)
+}
+
+// exchange sends up to mixInFlight SETs on each connection, of the keys
+// seq holds from sent on, at most n, and reads their replies. It returns
+// how many were acknowledged.
+func (w *mixWriter) exchange(seq []uint32, sent, n uint64, buf *[]byte) (uint64, error) {
+	var counts []int
+	for _, c := range w.conns {
+		k := min(n, mixInFlight)
+		if k == 0 {
+			break
+		}
+		*buf = (*buf)[:0]
+		for i := range k {
+			*buf = appendSet(*buf, int(seq[(sent+i)%uint64(len(seq))]))
+		}
+		if err := c.send(*buf); err != nil {
+			return 0, err
+		}
+		counts = append(counts, int(k))
+		sent, n = sent+k, n-k
+	}
+	var done uint64
+	for i, k := range counts {
+		if err := w.conns[i].await(k); err != nil {
+			return 0, err
+		}
+		done += uint64(k)
+	}
+	return done, nil
 }
 
 // appendSet appends a SET of key i to its own value.
@@ -106,7 +173,7 @@ func (a mixAgent) Start(ctx context.Context, n int) error {
 	if err := a.OffloadAgent.Start(ctx, n); err != nil {
 		return err
 	}
-	return a.mix.conn.redial() // now, while the generator pauses
+	return a.mix.redial() // now, while the generator pauses
 }
 
 // mixConn is a SET connection, dialed on demand.
@@ -130,21 +197,34 @@ func (c *mixConn) redial() error {
 	return nil
 }
 
-// exchange sends the n SETs of buf and reads their replies, on a new
-// connection if there is none.
+// exchange sends the n SETs of buf and reads their replies.
 func (c *mixConn) exchange(buf []byte, n int) error {
+	if err := c.send(buf); err != nil {
+		return err
+	}
+	return c.await(n)
+}
+
+// send sends the SETs of buf, on a new connection if there is none.
+func (c *mixConn) send(buf []byte) error {
 	c.mu.Lock()
-	conn, r := c.conn, c.r
+	conn := c.conn
 	c.mu.Unlock()
 	if conn == nil {
 		if err := c.redial(); err != nil {
 			return err
 		}
-		return c.exchange(buf, n)
+		return c.send(buf)
 	}
-	if _, err := conn.Write(buf); err != nil {
-		return err
-	}
+	_, err := conn.Write(buf)
+	return err
+}
+
+// await reads the replies to n SETs sent.
+func (c *mixConn) await(n int) error {
+	c.mu.Lock()
+	r := c.r
+	c.mu.Unlock()
 	for range n {
 		line, err := r.ReadString('\n')
 		if err == io.EOF {

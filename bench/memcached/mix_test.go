@@ -59,10 +59,10 @@ func TestMixConn(t *testing.T) {
 	c := &mixConn{dial: fakeMemcached(t, "STORED\r\n")}
 	defer c.close()
 	var buf []byte
-	for i := range mixBatch {
+	for i := range mixInFlight {
 		buf = appendSet(buf, i)
 	}
-	if err := c.exchange(buf, mixBatch); err != nil {
+	if err := c.exchange(buf, mixInFlight); err != nil {
 		t.Fatal(err)
 	}
 	first := c.conn
@@ -72,7 +72,7 @@ func TestMixConn(t *testing.T) {
 	if c.conn == first {
 		t.Error("redial kept the connection")
 	}
-	if err := c.exchange(buf, mixBatch); err != nil {
+	if err := c.exchange(buf, mixInFlight); err != nil {
 		t.Fatal(err)
 	}
 
@@ -81,5 +81,28 @@ func TestMixConn(t *testing.T) {
 	err := bad.exchange(appendSet(nil, 1), 1)
 	if err == nil || !strings.Contains(err.Error(), "SERVER_ERROR out of memory") {
 		t.Errorf("got %v, want the SET's answer named", err)
+	}
+}
+
+// TestMixWriterExchange: a round of the mix puts at most mixInFlight SETs
+// on each of its connections (the data plane follows 16 writes in flight
+// per connection), and says how many were acknowledged.
+func TestMixWriterExchange(t *testing.T) {
+	w := newMixWriter(fakeMemcached(t, "STORED\r\n"), 100, 0.05)
+	defer func() {
+		for _, c := range w.conns {
+			c.close()
+		}
+	}()
+	seq := []uint32{1, 2, 3}
+	var buf []byte
+	for _, tc := range []struct{ n, want uint64 }{{1, 1}, {50, 50}, {mixConns * mixInFlight, mixConns * mixInFlight}, {1000, mixConns * mixInFlight}} {
+		got, err := w.exchange(seq, 0, tc.n, &buf)
+		if err != nil || got != tc.want {
+			t.Errorf("exchange of %d: %d, %v; want %d", tc.n, got, err, tc.want)
+		}
+		if len(buf) == 0 || strings.Count(string(buf), "set ") > mixInFlight {
+			t.Errorf("exchange of %d: the last connection got %d SETs at once; want 1 to %d", tc.n, strings.Count(string(buf), "set "), mixInFlight)
+		}
 	}
 }

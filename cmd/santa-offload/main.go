@@ -74,6 +74,8 @@ var mcUsages = map[string]string{
 	"scan":              "how often memcached's sockets are looked for",
 	"max_age":           "how long an offloaded key goes without its item being read again",
 	"expiry_margin":     "taken off an item's time to live for its rule's deadline",
+	"watch":             "how often offloaded keys' generations are checked, to read written ones again at once (0: never)",
+	"watch_rate":        "generation checks a second at most",
 	"probe_timeout":     "how long one ask of memcached waits",
 	"probe_concurrency": "UDP gets in flight at most",
 	"skip_retry":        "how long a key that cannot be offloaded is not tried again",

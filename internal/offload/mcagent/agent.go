@@ -100,8 +100,18 @@ type agent struct {
 	// warnedHeld: every key of the last window had a write in flight
 	// (logged once).
 	warnedHeld bool
-	fatal      error
-	stats      stats
+	// bumps is the domain's slot and domain bumps when the watch last
+	// looked, and bumpedAt when it saw them move: a key checked since
+	// cannot have been killed by a write.
+	bumps    bumps
+	bumpedAt time.Time
+	// watched is the offloaded keys the watch looks at, hottest first as
+	// of the last window (then those learned since), and tail where it
+	// goes on in the colder ones.
+	watched []*key
+	tail    int
+	fatal   error
+	stats   stats
 }
 
 // service is an attached socket: a TCP listener or a UDP socket.
@@ -126,6 +136,14 @@ type key struct {
 	learned  time.Time         // when its item was read
 	deadline time.Time         // the item's earliest expiry; zero: none
 	gen      client.Generation // read before the item: the rule's guard
+	// checked is when its generation was last read (the watch); checks
+	// and kills count the watch's reads of it and those that found it
+	// written, halved now and then so that they follow its writes.
+	checked       time.Time
+	checks, kills uint32
+	// rebuilds: memcached's UDP reply was udpReply of the item read over
+	// TCP, so that reading it again takes the TCP read alone.
+	rebuilds bool
 }
 
 func newAgent(cfg Config, f server.Scanner, take func(server.Socket) (int, error), p probe.Asker, items itemReader) *agent {
@@ -154,6 +172,9 @@ func (a *agent) run(ctx context.Context) error {
 		}
 	})
 	loops.Every(ctx, time.Duration(a.cfg.Window), a.window)
+	if a.cfg.Watch > 0 {
+		loops.Every(ctx, time.Duration(a.cfg.Watch), a.watch)
+	}
 	if a.cfg.LogEvery > 0 {
 		loops.Every(ctx, time.Duration(a.cfg.LogEvery), func(context.Context) { a.logSummary() })
 	}
@@ -187,7 +208,8 @@ func (a *agent) failed(what string, err error) {
 func (a *agent) endDomain() {
 	a.sockets, a.services, a.leader = map[uint64]*service{}, map[uint32]*service{}, nil
 	a.keys = map[string]*key{}
-	a.lastRead = time.Time{}
+	a.lastRead, a.bumps, a.bumpedAt = time.Time{}, bumps{}, time.Time{}
+	a.watched, a.tail = nil, 0
 }
 
 // detachAll detaches every service, UDP first (a UDP service must not

@@ -34,6 +34,12 @@ type Config struct {
 	// deadline: it covers santad's time to apply the rule. An install
 	// that took longer is undone.
 	ExpiryMargin config.Duration `json:"expiry_margin"`
+	// Watch is how often the generations of offloaded keys are checked
+	// (0: never; dead rules then wait for the window), at most WatchRate
+	// checks a second, hottest and longest unchecked keys first: a key
+	// found written is read again and its rule replaced at once.
+	Watch     config.Duration `json:"watch"`
+	WatchRate int             `json:"watch_rate"`
 
 	// Dial connects to santad (default: the client at Socket); Log logs
 	// (default: nothing). For tests and embedders.
@@ -48,6 +54,8 @@ func DefaultConfig() Config {
 		Offload:      config.DefaultOffload(client.DefaultPath()),
 		MaxAge:       config.Duration(30 * time.Second),
 		ExpiryMargin: config.Duration(100 * time.Millisecond),
+		Watch:        config.Duration(50 * time.Millisecond),
+		WatchRate:    5000,
 	}
 	// A batch of mg is one ask.
 	c.ProbeTimeout = config.Duration(200 * time.Millisecond)
@@ -65,6 +73,10 @@ func (c Config) Validate() error {
 		return err
 	case c.Port == 0:
 		return errors.New("port is 0: the agent needs memcached's TCP port (-p), which its writes come through and the agent reads items over")
+	case c.Watch < 0:
+		return fmt.Errorf("watch is %v; want a duration, or 0 (no watch)", c.Watch)
+	case c.Watch > 0 && c.WatchRate < 1:
+		return fmt.Errorf("watch_rate is %d; it must be at least 1 while watch is on", c.WatchRate)
 	case c.ExpiryMargin >= config.Duration(time.Second):
 		return fmt.Errorf("expiry_margin is %v; it must be under 1s (memcached counts time to live in seconds)", c.ExpiryMargin)
 	}

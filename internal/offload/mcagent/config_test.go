@@ -35,6 +35,8 @@ func TestValidate(t *testing.T) {
 		"no concurrency":      func(c *Config) { c.ProbeConcurrency = 0 },
 		"negative hysteresis": func(c *Config) { c.Hysteresis = -0.1 },
 		"no hot":              func(c *Config) { c.HotMax = 0 },
+		"negative watch":      func(c *Config) { c.Watch = -1 },
+		"no watch rate":       func(c *Config) { c.WatchRate = 0 },
 	} {
 		c := ok
 		change(&c)

@@ -8,6 +8,7 @@ import (
 	"maps"
 	"net/netip"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -30,6 +31,8 @@ type fakeSantad struct {
 	nextRule uint32
 	epoch    uint32                       // of the newest domain started
 	gens     map[string]client.Generation // by key; default: gen 1 of the newest epoch
+	bumps    uint64                       // key bumps: one per setGen
+	genReads map[string]int               // GENERATION calls, by key
 	attaches int
 	txns     int
 }
@@ -44,7 +47,7 @@ type fakeService struct {
 }
 
 func newFakeSantad() *fakeSantad {
-	return &fakeSantad{services: map[uint32]*fakeService{}, gens: map[string]client.Generation{}}
+	return &fakeSantad{services: map[uint32]*fakeService{}, gens: map[string]client.Generation{}, genReads: map[string]int{}}
 }
 
 func (d *fakeSantad) conn() *fakeConn { return &fakeConn{d: d} }
@@ -78,6 +81,7 @@ func (d *fakeSantad) setGen(key string, g client.Generation) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.gens[key] = g
+	d.bumps++
 }
 
 // fakeConn is a connection to the fake santad; broken, every call fails as
@@ -187,19 +191,25 @@ func (c *fakeConn) Hot(id uint32, max int) (client.HotSet, error) {
 	return s.hot, nil
 }
 
-func (c *fakeConn) Generation(id uint32, key []byte) (client.Generation, error) {
+func (c *fakeConn) Generations(id uint32, keys [][]byte) ([]client.Generation, error) {
 	s, err := c.lock(id, true)
 	if err != nil {
-		return client.Generation{}, err
+		return nil, err
 	}
 	defer c.d.mu.Unlock()
 	if s.parser.Kind != client.ParserMemcached {
-		return client.Generation{}, refuse(syscall.EINVAL, "service %d is not memcached's", id)
+		return nil, refuse(syscall.EINVAL, "service %d is not memcached's", id)
 	}
-	if g, ok := c.d.gens[string(key)]; ok {
-		return g, nil
+	out := make([]client.Generation, len(keys))
+	for i, key := range keys {
+		c.d.genReads[string(key)]++
+		g, ok := c.d.gens[string(key)]
+		if !ok {
+			g = client.Generation{Gen: 1, DomainGen: 1, Epoch: c.d.epoch}
+		}
+		out[i] = g
 	}
-	return client.Generation{Gen: 1, DomainGen: 1, Epoch: c.d.epoch}, nil
+	return out, nil
 }
 
 func (c *fakeConn) Rules(id uint32) iter.Seq2[client.RuleEntry, error] {
@@ -290,7 +300,7 @@ func (c *fakeConn) MemcachedStats(id uint32) (client.MemcachedStats, error) {
 	if s.parser.Kind != client.ParserMemcached {
 		return client.MemcachedStats{}, refuse(syscall.EINVAL, "service %d is not memcached's", id)
 	}
-	return client.MemcachedStats{Domain: s.parser.Domain}, nil
+	return client.MemcachedStats{Domain: s.parser.Domain, KeyBumps: c.d.bumps}, nil
 }
 
 func (c *fakeConn) Close() error {
@@ -338,18 +348,21 @@ func (t *fakeTxn) Commit() (int, error) {
 
 // fakeMemcached answers the agent's UDP gets and TCP reads from its items.
 // A datagram count over 1 in big's replies stands for a value too large
-// for one.
+// for one; padded's replies write the value's size with a leading 0 (a
+// reply udpReply does not rebuild).
 type fakeMemcached struct {
 	mu     sync.Mutex
 	items  map[string]item
 	big    map[string]bool
+	padded map[string]bool
 	onRead func() // called as the TCP read is answered
 	udp    int
+	tcp    int // items read
 	resets int
 }
 
 func newFakeMemcached() *fakeMemcached {
-	return &fakeMemcached{items: map[string]item{}, big: map[string]bool{}}
+	return &fakeMemcached{items: map[string]item{}, big: map[string]bool{}, padded: map[string]bool{}}
 }
 
 func (m *fakeMemcached) set(key, value string, ttl int) {
@@ -379,7 +392,11 @@ func (m *fakeMemcached) Ask(ctx context.Context, dst netip.AddrPort, query []byt
 	if !ok {
 		return append(reply, "END\r\n"...), nil
 	}
-	return fmt.Appendf(reply, "VALUE %s %s %d\r\n%s\r\nEND\r\n", key, it.flags, len(it.data), it.data), nil
+	size := strconv.Itoa(len(it.data))
+	if m.padded[key] {
+		size = "0" + size
+	}
+	return fmt.Appendf(reply, "VALUE %s %s %s\r\n%s\r\nEND\r\n", key, it.flags, size, it.data), nil
 }
 
 func (m *fakeMemcached) Read(ctx context.Context, dst netip.AddrPort, keys [][]byte, timeout time.Duration) ([]itemOrErr, error) {
@@ -388,6 +405,7 @@ func (m *fakeMemcached) Read(ctx context.Context, dst netip.AddrPort, keys [][]b
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.tcp += len(keys)
 	out := make([]itemOrErr, len(keys))
 	for i, k := range keys {
 		it, ok := m.items[string(k)]

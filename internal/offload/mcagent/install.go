@@ -38,20 +38,22 @@ func (a *agent) install(l learned) {
 	slices.SortFunc(l.keys, func(x, y learnedKey) int { return cmp.Or(cmp.Compare(y.rate, x.rate), cmp.Compare(x.form, y.form)) })
 	var added, replaced []*key
 	for _, lk := range l.keys {
-		k := &key{form: lk.form, mkey: lk.mkey, reply: lk.reply, rate: lk.rate, learned: lk.read, deadline: lk.deadline, gen: lk.gen}
+		k := &key{form: lk.form, mkey: lk.mkey, reply: lk.reply, rate: lk.rate, learned: lk.read, deadline: lk.deadline, gen: lk.gen,
+			checked: lk.checked, rebuilds: lk.rebuilds}
 		old := a.keys[lk.form]
 		switch {
 		case lk.old != nil && old != lk.old:
 			continue // deleted meanwhile
 		case old != nil:
 			used += k.size() - old.size()
-			old.reply, old.learned, old.deadline, old.gen = k.reply, k.learned, k.deadline, k.gen
+			old.reply, old.learned, old.deadline, old.gen, old.checked, old.rebuilds = k.reply, k.learned, k.deadline, k.gen, k.checked, k.rebuilds
 			replaced = append(replaced, old)
 		case a.cfg.MaxBytes > 0 && used+k.size() > a.cfg.MaxBytes:
 			continue
 		default:
 			used += k.size()
 			a.keys[k.form] = k
+			a.watched = append(a.watched, k)
 			added = append(added, k)
 		}
 	}

@@ -25,9 +25,13 @@ type learned struct {
 type learnedKey struct {
 	want
 	gen      client.Generation
+	checked  time.Time // before gen was read
 	reply    []byte    // request id 0
 	read     time.Time // before the item was read
 	deadline time.Time // the item's earliest expiry; zero: none
+	// rebuilds: the reply is udpReply of the item (key.rebuilds), so it
+	// is built from the TCP read, without a UDP get.
+	rebuilds bool
 }
 
 type failure struct {
@@ -50,6 +54,12 @@ func (a *agent) learnAll(ctx context.Context, wants []want) learned {
 	if !ok || len(keys) == 0 {
 		return l
 	}
+	return a.read(ctx, l, keys, tcpDst, udpDst)
+}
+
+// read reads the items of keys, whose generations were read, over TCP, and
+// their replies: a UDP get, or for a key that rebuilds, the item itself.
+func (a *agent) read(ctx context.Context, l learned, keys []learnedKey, tcpDst, udpDst netip.AddrPort) learned {
 	mkeys := make([][]byte, len(keys))
 	for i, k := range keys {
 		mkeys[i] = k.mkey
@@ -95,6 +105,7 @@ func (a *agent) generations(wants []want) (l learned, keys []learnedKey, tcpDst,
 		return l, nil, tcpDst, udpDst, false
 	}
 	l.leader = a.leader
+	now := a.now()
 	inFlight := 0
 	defer func() {
 		held := len(wants) > 1 && inFlight == len(wants)
@@ -104,12 +115,12 @@ func (a *agent) generations(wants []want) (l learned, keys []learnedKey, tcpDst,
 		}
 		a.warnedHeld = held
 	}()
-	for _, w := range wants {
-		g, err := a.sd.Generation(a.leader.id, w.mkey)
-		if err != nil {
-			a.failed("reading a generation", err)
-			return l, nil, tcpDst, udpDst, false
-		}
+	gens, ok := a.readGenerations(len(wants), func(i int) []byte { return wants[i].mkey })
+	if !ok {
+		return l, nil, tcpDst, udpDst, false
+	}
+	for i, w := range wants {
+		g := gens[i]
 		switch {
 		case g.Epoch == 0:
 			a.skip(w.form, skipf(skipDead, "the domain's life ended"))
@@ -119,14 +130,35 @@ func (a *agent) generations(wants []want) (l learned, keys []learnedKey, tcpDst,
 			inFlight++
 			continue
 		}
-		keys = append(keys, learnedKey{want: w, gen: g})
+		lk := learnedKey{want: w, gen: g, checked: now}
+		if w.old != nil {
+			lk.rebuilds = w.old.rebuilds
+		}
+		keys = append(keys, lk)
 	}
 	return l, keys, server.AskAddr(a.leader.local), server.AskAddr(udp[0].local), true
 }
 
+// readGenerations reads the generations of n keys (key(i) the i-th) in
+// the leader's domain, pipelined; an error is handled (failed) and gives
+// false. Called with a.mu held.
+func (a *agent) readGenerations(n int, key func(int) []byte) ([]client.Generation, bool) {
+	mkeys := make([][]byte, n)
+	for i := range mkeys {
+		mkeys[i] = key(i)
+	}
+	gens, err := a.sd.Generations(a.leader.id, mkeys)
+	if err != nil {
+		a.failed("reading generations", err)
+		return nil, false
+	}
+	return gens, true
+}
+
 // capture asks memcached the key's UDP get and checks that the reply is
 // one datagram holding the item read over TCP; it sets k's reply and
-// deadline.
+// deadline. A key that rebuilds gets udpReply of the item instead, with
+// no UDP get: the item was read after its generation as well.
 func (a *agent) capture(ctx context.Context, dst netip.AddrPort, k *learnedKey, it item) error {
 	if it.ttl >= 0 {
 		// memcached's clock ticks once a second and the item expires at
@@ -137,6 +169,14 @@ func (a *agent) capture(ctx context.Context, dst netip.AddrPort, k *learnedKey, 
 			return skipf(skipExpiring, "%d s to live", it.ttl)
 		}
 		k.deadline = k.read.Add(time.Duration(it.ttl-1) * time.Second)
+	}
+	if k.rebuilds {
+		reply := udpReply(k.mkey, it)
+		if len(reply) > maxReply {
+			return skipf(skipTooLarge, "a %d-byte reply", len(reply))
+		}
+		k.reply = reply
+		return nil
 	}
 	reply, err := a.probe.Ask(ctx, dst, udpGet(k.mkey), time.Duration(a.cfg.ProbeTimeout))
 	if errors.Is(err, probe.ErrTimeout) {
@@ -156,7 +196,7 @@ func (a *agent) capture(ctx context.Context, dst netip.AddrPort, k *learnedKey, 
 		return skipf(skipTooLarge, "a %d-byte reply", len(reply))
 	}
 	reply[0], reply[1] = 0, 0
-	k.reply = reply
+	k.reply, k.rebuilds = reply, bytes.Equal(reply, udpReply(k.mkey, it))
 	return nil
 }
 

@@ -20,6 +20,8 @@ type stats struct {
 	installed uint64
 	refreshed uint64 // rules replaced after their item was read again
 	attached  uint64
+	checks    uint64 // generations the watch read
+	killed    uint64 // of those, keys written since their rule's: read again
 }
 
 func newStats() stats { return stats{skipped: map[string]uint64{}, deleted: map[string]uint64{}} }
@@ -30,6 +32,7 @@ type snapshot struct {
 	probes, tcpReads uint64
 	keys             int
 	services         []serviceGauge
+	bumps            bumps // the domain's, as the watch last read them
 }
 
 type serviceGauge struct {
@@ -42,7 +45,7 @@ type serviceGauge struct {
 func (a *agent) snapshot() snapshot {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	s := snapshot{stats: a.stats, probes: a.probe.Sent(), tcpReads: a.items.Sent(), keys: len(a.keys)}
+	s := snapshot{stats: a.stats, probes: a.probe.Sent(), tcpReads: a.items.Sent(), keys: len(a.keys), bumps: a.bumps}
 	s.skipped, s.deleted = maps.Clone(a.stats.skipped), maps.Clone(a.stats.deleted)
 	for _, id := range slices.Sorted(maps.Keys(a.services)) {
 		sv := a.services[id]
@@ -68,7 +71,8 @@ func joined(m map[string]uint64) string {
 func (a *agent) logSummary() {
 	s := a.snapshot()
 	a.log.Info("offload", "services", len(s.services), "keys", s.keys, "probes", s.probes, "tcp_reads", s.tcpReads,
-		"installed", s.installed, "refreshed", s.refreshed, "deleted", joined(s.deleted), "skipped", joined(s.skipped))
+		"installed", s.installed, "refreshed", s.refreshed, "checks", s.checks, "killed", s.killed, "key_bumps", s.bumps.key, "domain_bumps", s.bumps.domain,
+		"deleted", joined(s.deleted), "skipped", joined(s.skipped))
 }
 
 // serveMetrics serves GET /metrics on addr in Prometheus's text format.
@@ -109,6 +113,8 @@ func (a *agent) metrics() []metricserver.Family {
 		metricserver.NewFamily("santa_offload_memcached_keys", gauge, "Keys offloaded.", nil, metricserver.One(uint64(s.keys))),
 		metricserver.NewFamily("santa_offload_memcached_installed_total", counter, "Keys learned and installed.", nil, metricserver.One(s.installed)),
 		metricserver.NewFamily("santa_offload_memcached_refreshed_total", counter, "Rules replaced after their item was read again (guard died, deadline, max_age).", nil, metricserver.One(s.refreshed)),
+		metricserver.NewFamily("santa_offload_memcached_watch_checks_total", counter, "Generations of offloaded keys read by the watch.", nil, metricserver.One(s.checks)),
+		metricserver.NewFamily("santa_offload_memcached_watch_killed_total", counter, "Offloaded keys the watch found written since their rule was made, and read again.", nil, metricserver.One(s.killed)),
 		metricserver.NewFamily("santa_offload_memcached_attached_total", counter, "Sockets attached.", nil, metricserver.One(s.attached)),
 		metricserver.NewFamily("santa_offload_memcached_probes_total", counter, "Requests sent to memcached: UDP gets, TCP mg reads.", []string{"transport"},
 			[]metricserver.Sample{metricserver.Labeled(s.probes, "udp"), metricserver.Labeled(s.tcpReads, "tcp")}),

@@ -16,7 +16,7 @@ type Santad interface {
 	SetParser(service uint32, p client.Parser) error
 	SetLearning(service uint32, l client.Learning) error
 	Hot(service uint32, max int) (client.HotSet, error)
-	Generation(service uint32, key []byte) (client.Generation, error)
+	Generations(service uint32, keys [][]byte) ([]client.Generation, error)
 	Rules(service uint32) iter.Seq2[client.RuleEntry, error]
 	RuleStats(service uint32) iter.Seq2[client.RuleCounters, error]
 	AddGuardedRules(service uint32, rs []client.GuardedRule) ([]uint32, error)

@@ -116,6 +116,7 @@ func (a *agent) choose() []want {
 		}
 	}
 	a.deleteKeys(cold, "cold")
+	a.watched = a.sortedKeys()
 	for form, until := range a.skipped {
 		if now.After(until) {
 			delete(a.skipped, form)

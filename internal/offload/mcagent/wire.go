@@ -140,6 +140,17 @@ func checkUDPReply(key, reply []byte) (item, error) {
 	return item{flags: f[2], data: rest[:n]}, nil
 }
 
+// udpReply is memcached's UDP reply to a get of key holding it, request
+// id 0, as checkUDPReply reads it (memcached's text protocol: one line
+// VALUE <key> <flags> <bytes>, the data, END). The agent checks it against
+// the reply memcached sent when it learns a key, and builds the key's
+// later replies from the TCP read alone if it matched.
+func udpReply(key []byte, it item) []byte {
+	r := append([]byte{0, 0}, oneDatagram...)
+	r = fmt.Appendf(r, "VALUE %s %s %d\r\n", key, it.flags, len(it.data))
+	return append(append(r, it.data...), "\r\nEND\r\n"...)
+}
+
 // mgRequest reads key's client flags, time to live and value: a read (no
 // flag that modifies, docs/memcached.md), so it invalidates nothing.
 func mgRequest(key []byte) string { return "mg " + string(key) + " f t v\r\n" }
