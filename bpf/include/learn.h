@@ -45,13 +45,17 @@ struct {
 	__type(value, struct santa_learn_entry);
 } learn_counts SEC(".maps");
 
-/* Samples emitted by each CPU in the window it last sampled in. */
+/* Each CPU's samples and counts in the window it last learned in: under
+ * overload, counting every passed request would cost the server core
+ * most when it has least to spare, so a CPU counts at most
+ * learn_config.counts a window and user space scales the counts up by
+ * passed / counted. */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, __u32);
-	__type(value, struct santa_learn_emitted);
-} learn_emitted SEC(".maps");
+	__type(value, struct santa_learn_cpu);
+} learn_cpu SEC(".maps");
 
 /* Keys whose count reached the threshold: each record is a
  * struct santa_learn_sample cut after its key, rounded up to 8 bytes, so
@@ -108,25 +112,18 @@ static __always_inline __u64 santa_learn_hash(struct santa_scratch *s, __u32 lea
 /* Puts the key on the ring, within this CPU's budget for the window: a
  * record of the sample's header and its key's 8-byte words. */
 static __always_inline void santa_learn_sample(struct santa_scratch *s, const struct santa_learn_config *cfg,
-					       __u32 learn, __u64 hash, __u32 passes, __u32 off, __u32 len)
+					       struct santa_learn_cpu *cpu, __u32 learn, __u64 hash, __u32 passes,
+					       __u32 off, __u32 len)
 {
 	struct santa_learn_sample *smp;
-	struct santa_learn_emitted *emitted;
 	__u32 zero = 0, size;
 
-	emitted = bpf_map_lookup_elem(&learn_emitted, &zero);
-	if (!emitted)
-		return;
-	if (emitted->window != cfg->window) {
-		emitted->window = cfg->window;
-		emitted->samples = 0;
-	}
-	if (emitted->samples >= cfg->budget)
+	if (cpu->samples >= cfg->budget)
 		return;
 	smp = bpf_map_lookup_elem(&learn_sample_buf, &zero);
 	if (!smp)
 		return;
-	emitted->samples++;
+	cpu->samples++;
 	smp->hash = hash;
 	smp->passes = passes;
 	smp->learn = learn;
@@ -146,11 +143,28 @@ static __always_inline void santa_learn_sample(struct santa_scratch *s, const st
 	bpf_ringbuf_output(&learn_samples, smp, size, 0);
 }
 
+/* This CPU's learning in cfg's window, started anew if it last learned
+ * in another. */
+static __always_inline struct santa_learn_cpu *santa_learn_cpu(const struct santa_learn_config *cfg)
+{
+	__u32 zero = 0;
+	struct santa_learn_cpu *cpu = bpf_map_lookup_elem(&learn_cpu, &zero);
+
+	if (cpu && cpu->window != cfg->window) {
+		cpu->window = cfg->window;
+		cpu->samples = 0;
+		cpu->passed = 0;
+		cpu->counted = 0;
+	}
+	return cpu;
+}
+
 /* Counts the key payload[off, off + len) in s for the service learning
  * under learn. A global function: the verifier checks it once. */
 __noinline int santa_learn_count(struct santa_scratch *s, __u32 learn, __u32 off, __u32 len)
 {
 	struct santa_learn_config *cfg;
+	struct santa_learn_cpu *cpu;
 	struct santa_learn_entry *count, first;
 	__u64 h, *watched;
 	__u32 zero = 0;
@@ -160,6 +174,13 @@ __noinline int santa_learn_count(struct santa_scratch *s, __u32 learn, __u32 off
 	cfg = bpf_map_lookup_elem(&learn_config, &zero);
 	if (!cfg)
 		return 0;
+	cpu = santa_learn_cpu(cfg);
+	if (!cpu)
+		return 0;
+	cpu->passed++;
+	if (cpu->counted >= cfg->counts)
+		return 0;
+	cpu->counted++;
 	h = santa_learn_hash(s, learn, off, len);
 	watched = bpf_map_lookup_elem(&learn_watch, &h);
 	if (watched) {
@@ -182,7 +203,7 @@ __noinline int santa_learn_count(struct santa_scratch *s, __u32 learn, __u32 off
 		return 0; /* another CPU added it first: this pass is not counted */
 	}
 	if (first.passes == cfg->threshold)
-		santa_learn_sample(s, cfg, learn, h, first.passes, off, len);
+		santa_learn_sample(s, cfg, cpu, learn, h, first.passes, off, len);
 	return 0;
 }
 

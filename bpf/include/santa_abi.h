@@ -267,16 +267,18 @@ enum santa_learn_layout {
 
 /* The one entry of learn_config, written by user space. */
 struct santa_learn_config {
-	__u32 window;    /* counts the windows: each CPU's budget starts anew in each */
+	__u32 window;    /* counts the windows: each CPU's budgets start anew in each */
 	__u32 threshold; /* a key's passes in a window that bring a sample */
 	__u32 budget;    /* samples per CPU and window */
-	__u32 pad;
+	__u32 counts;    /* passed requests counted per CPU and window; those after are not */
 };
 
-/* A CPU's samples in a window (learn_emitted, per CPU). */
-struct santa_learn_emitted {
+/* A CPU's learning in the window it last learned in (learn_cpu, per CPU). */
+struct santa_learn_cpu {
 	__u32 window;
-	__u32 samples;
+	__u32 samples; /* taken */
+	__u32 passed;  /* requests of learning services passed */
+	__u32 counted; /* of those, counted (at most counts) */
 };
 
 /* A key's count in learn_counts. */

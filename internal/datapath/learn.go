@@ -37,6 +37,11 @@ import (
 const (
 	learnWindow       = time.Second
 	learnBudget       = 4096    // samples per CPU and window
+	// learnCounts bounds the passed requests a CPU counts in a window:
+	// counting one costs 30-350 ns, and under overload a server's CPU
+	// passes far more requests than its socket takes. Counts are scaled
+	// up by passed / counted.
+	learnCounts = 50000
 	learnMinThreshold = 2       // a key's passes in a window that bring a sample, at least
 	learnMaxThreshold = 1 << 24 // and at most
 	// The ring is sized for the budget of learnRingCPUs CPUs at most, with
@@ -138,7 +143,7 @@ func newLearner(objs *santaObjects, log *slog.Logger) (*learner, error) {
 }
 
 func (l *learner) writeConfig() error {
-	cfg := santaSantaLearnConfig{Window: l.window, Threshold: l.threshold, Budget: learnBudget}
+	cfg := santaSantaLearnConfig{Window: l.window, Threshold: l.threshold, Budget: learnBudget, Counts: learnCounts}
 	if err := l.objs.LearnConfig.Put(uint32(0), cfg); err != nil {
 		return fmt.Errorf("writing the learning configuration: %w", err)
 	}
@@ -244,9 +249,9 @@ func (l *learner) step() error {
 		l.started = time.Now()
 		return nil
 	}
-	// Read before the next window starts: a CPU that samples in it
-	// forgets its count of this one.
-	busiest, err := l.busiestSampler(l.window)
+	// Read before the next window starts: a CPU that learns in it
+	// forgets this one's.
+	busiest, scale, err := l.readCPUs(l.window)
 	if err != nil {
 		return err
 	}
@@ -264,7 +269,7 @@ func (l *learner) step() error {
 	l.mu.Lock()
 	err = l.merge(samples)
 	if err == nil {
-		err = l.readCounts()
+		err = l.readCounts(scale)
 	}
 	if err == nil {
 		l.makeHotSets(window)
@@ -378,9 +383,9 @@ func (l *learner) unwatch(hashes []uint64) error {
 }
 
 // readCounts reads the candidates' counts: each gains its passes since
-// the last read in its service's hot set; those idle for
+// the last read, times scale, in its service's hot set; those idle for
 // learnIdleWindows are dropped. Called with l.mu held.
-func (l *learner) readCounts() error {
+func (l *learner) readCounts(scale float64) error {
 	for _, lr := range l.byLearn {
 		lr.hot = model.HotSet{}
 	}
@@ -388,7 +393,7 @@ func (l *learner) readCounts() error {
 	for {
 		n, err := l.objs.LearnWatch.BatchLookup(&cursor, l.hashes, l.passes, nil)
 		for i := range n {
-			l.countPasses(l.hashes[i], l.passes[i])
+			l.countPasses(l.hashes[i], l.passes[i], scale)
 		}
 		if errors.Is(err, ebpf.ErrKeyNotExist) {
 			break
@@ -407,11 +412,12 @@ func (l *learner) readCounts() error {
 	return l.unwatch(idle)
 }
 
-// countPasses adds a candidate's passes since the last read to its rate:
+// countPasses adds a candidate's passes since the last read, times scale
+// (the passed requests per counted one), to its rate:
 // exactly in its first window with passes, smoothed in the windows after
 // while it keeps passing; and the candidate to its service's hot set if
 // it passes about once a window or more. Called with l.mu held.
-func (l *learner) countPasses(hash, passes uint64) {
+func (l *learner) countPasses(hash, passes uint64, scale float64) {
 	c := l.byHash[hash]
 	if c == nil {
 		return
@@ -423,6 +429,7 @@ func (l *learner) countPasses(hash, passes uint64) {
 	if n > 0 {
 		c.read = passes
 		c.idle = -1 // readCounts counts this window
+		n *= scale
 	}
 	switch {
 	case n == 0:
@@ -454,19 +461,27 @@ func (l *learner) makeHotSets(window time.Duration) {
 	}
 }
 
-// busiestSampler is the most samples a CPU took in window.
-func (l *learner) busiestSampler(window uint32) (uint32, error) {
-	var per []santaSantaLearnEmitted
-	if err := l.objs.LearnEmitted.Lookup(uint32(0), &per); err != nil {
-		return 0, fmt.Errorf("reading learning samples emitted: %w", err)
+// readCPUs reads the CPUs' learning in window: the most samples a CPU
+// took, and the passed requests per counted one (1 when every one was
+// counted).
+func (l *learner) readCPUs(window uint32) (busiest uint32, scale float64, err error) {
+	var per []santaSantaLearnCpu
+	if err := l.objs.LearnCpu.Lookup(uint32(0), &per); err != nil {
+		return 0, 0, fmt.Errorf("reading learning per CPU: %w", err)
 	}
-	var most uint32
-	for _, e := range per {
-		if e.Window == window {
-			most = max(most, e.Samples)
+	var passed, counted uint64
+	for _, c := range per {
+		if c.Window == window {
+			busiest = max(busiest, c.Samples)
+			passed += uint64(c.Passed)
+			counted += uint64(c.Counted)
 		}
 	}
-	return most, nil
+	scale = 1
+	if counted > 0 && passed > counted {
+		scale = float64(passed) / float64(counted)
+	}
+	return busiest, scale, nil
 }
 
 // adapt doubles the threshold after a window in which a CPU spent its

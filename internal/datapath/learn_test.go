@@ -158,7 +158,7 @@ func TestLearnFixtures(t *testing.T) {
 	if samples, err = d.learnSamples(); err != nil || len(samples) != 2 {
 		t.Fatalf("%d samples (%v) after three more keys reached the threshold; the budget of 3 leaves 2", len(samples), err)
 	}
-	if err := d.objs.LearnConfig.Put(uint32(0), santaSantaLearnConfig{Window: 1, Threshold: 2, Budget: 3}); err != nil {
+	if err := d.objs.LearnConfig.Put(uint32(0), santaSantaLearnConfig{Window: 1, Threshold: 2, Budget: 3, Counts: learnCounts}); err != nil {
 		t.Fatal(err)
 	}
 	// In a new window the budget is whole again, and a key's count
@@ -321,6 +321,32 @@ func TestHotForgetsIdle(t *testing.T) {
 	hotIs("[]")
 	send(4)
 	hotIs("[idle.example:2]")
+}
+
+// A CPU counts at most learn_config.counts passed requests a window; the
+// hot set scales the counts up by passed / counted.
+func TestLearnCountsBudget(t *testing.T) {
+	stayOnOneCPU(t) // the counts are per CPU
+	d := openTest(t)
+	s, to := learningService(t, d)
+	if err := d.objs.LearnConfig.Put(uint32(0), santaSantaLearnConfig{Threshold: 2, Budget: 100, Counts: 4}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 8 {
+		xdpPasses(t, d, request(to, pkttest.DNSQuery(uint16(i), "budget.example")).Bytes())
+	}
+	oneCount(t, d, 4)
+	if err := d.learnStep(); err != nil {
+		t.Fatal(err)
+	}
+	hot, err := d.Hot(s, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Counted 4 of 8: sampled at its second, then 2 more, times 8 / 4.
+	if got := fmt.Sprint(hotNames(hot)); got != "[budget.example:4]" {
+		t.Fatalf("hot %s; want [budget.example:4]", got)
+	}
 }
 
 // hotNames are a hot set's DNS names with their counts.
