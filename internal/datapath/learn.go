@@ -31,8 +31,9 @@ import (
 // service's hot set: its candidates by their passes per window, from
 // their sample on in a key's first window with passes, smoothed in the
 // windows after while it keeps passing (learnSmoothing). A
-// candidate that has not passed for learnIdleWindows is no longer
-// watched: its key is sampled again if it passes again.
+// candidate that has not passed for learnIdleWindows, or passed less than
+// half the threshold's times a window for learnSlowWindows, is no longer
+// watched: its key is sampled again if it passes that often again.
 
 const (
 	learnWindow       = time.Second
@@ -57,6 +58,11 @@ const (
 	// stays watched: an offloaded one no longer passes, and one that
 	// passes again comes back with a sample.
 	learnIdleWindows = 8
+	// learnSlowWindows is how many windows in a row a candidate may pass
+	// less than half the threshold's times and stay watched: the
+	// threshold is the load's measure of a key worth knowing, and every
+	// candidate costs a read each window.
+	learnSlowWindows = 4
 	// learnSmoothing is the weight of a window's passes in a candidate's
 	// rate after its first window: a key's passes in one window vary by
 	// about their square root, enough to swap a key of the top set with
@@ -123,6 +129,7 @@ type candidate struct {
 	of   *learning
 	read uint64  // its count at the last read
 	idle int     // windows since it last passed
+	slow int     // windows in a row it passed less than half the threshold
 	rate float64 // passes per window, smoothed; -1 before it passed in a read
 }
 
@@ -384,7 +391,8 @@ func (l *learner) unwatch(hashes []uint64) error {
 
 // readCounts reads the candidates' counts: each gains its passes since
 // the last read, times scale, in its service's hot set; those idle for
-// learnIdleWindows are dropped. Called with l.mu held.
+// learnIdleWindows, or slow for learnSlowWindows, are dropped. Called
+// with l.mu held.
 func (l *learner) readCounts(scale float64) error {
 	for _, lr := range l.byLearn {
 		lr.hot = model.HotSet{}
@@ -402,14 +410,20 @@ func (l *learner) readCounts(scale float64) error {
 			return fmt.Errorf("reading the learning counts: %w", err)
 		}
 	}
-	var idle []uint64
+	var gone []uint64
 	for h, c := range l.byHash {
-		if c.idle++; c.idle > learnIdleWindows {
-			idle = append(idle, h)
+		c.idle++
+		if c.rate >= 0 && c.rate < float64(l.threshold)/2 {
+			c.slow++
+		} else {
+			c.slow = 0
+		}
+		if c.idle > learnIdleWindows || c.slow > learnSlowWindows {
+			gone = append(gone, h)
 			l.forget(h)
 		}
 	}
-	return l.unwatch(idle)
+	return l.unwatch(gone)
 }
 
 // countPasses adds a candidate's passes since the last read, times scale
