@@ -238,6 +238,50 @@ func TestLoadCountsALateLastReply(t *testing.T) {
 	}
 }
 
+// A server that restarts: while no socket is bound to its port, the
+// client's socket reports port unreachable; the run counts it and goes
+// on, and the queries after the restart are answered.
+func TestLoadGoesOnThroughARestart(t *testing.T) {
+	forms := testForms(1)
+	want := answer(forms[0].Query(0), 0, 0)
+	serve := func(conn *net.UDPConn, n int) {
+		buf := make([]byte, 4096)
+		for range n {
+			m, from, err := conn.ReadFromUDPAddrPort(buf)
+			if err != nil {
+				return
+			}
+			conn.WriteToUDPAddrPort(answer(buf[:m], 0, 0), from)
+		}
+	}
+	first, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := first.LocalAddr().(*net.UDPAddr).AddrPort()
+	go func() {
+		serve(first, 20)
+		first.Close() // down: the next queries find no socket
+		time.Sleep(300 * time.Millisecond)
+		again, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(addr))
+		if err != nil {
+			return // the run then fails for want of replies
+		}
+		t.Cleanup(func() { again.Close() })
+		serve(again, 1<<30)
+	}()
+	res, err := Run(context.Background(), Config{Server: addr, Forms: forms, Expect: []Expect{{Reply: want}},
+		Count: 1 << 30, Duration: time.Second, Timeout: 50 * time.Millisecond, Window: 1,
+		Popularity: popularity.Uniform, Seed: 1})
+	if err != nil {
+		t.Fatalf("the run stopped: %v", err)
+	}
+	if res.Refused == 0 || res.Replies <= 20 || res.Mismatches+res.Unexpected != 0 {
+		t.Errorf("%d refused, %d replies, %d mismatches, %d unexpected; want refusals, more than 20 replies, no mismatch",
+			res.Refused, res.Replies, res.Mismatches, res.Unexpected)
+	}
+}
+
 // A change: the server answers old data, then new; a reply with the old
 // data after the change's completion + StaleAfter is stale.
 func TestLoadAcrossAChange(t *testing.T) {

@@ -20,6 +20,7 @@ import (
 	"net/netip"
 	"os"
 	"sync"
+	"syscall"
 	"time"
 	"unsafe"
 
@@ -329,7 +330,12 @@ func (l *Load) run(ctx context.Context) error {
 		slots[id] = slot{seq: uses, form: int32(rank), live: true, sent: now}
 		q := queries[rank]
 		binary.BigEndian.PutUint16(q, id)
-		if err := l.write(q); err != nil {
+		if err := l.write(q); errors.Is(err, syscall.ECONNREFUSED) {
+			// An earlier query found no socket; this one was not sent.
+			slots[id].live = false
+			l.res.Refused++
+			return nil
+		} else if err != nil {
 			return err
 		}
 		fifo = append(fifo, pending{id, uses})
@@ -370,6 +376,10 @@ func (l *Load) run(ctx context.Context) error {
 		}
 		n, t, err := l.read(buf, oob)
 		if errors.Is(err, os.ErrDeadlineExceeded) {
+			continue
+		}
+		if errors.Is(err, syscall.ECONNREFUSED) {
+			l.res.Refused++
 			continue
 		}
 		if err != nil {
@@ -422,6 +432,9 @@ func (l *Load) readLate(timeout time.Duration, slots []slot, buf, oob []byte) er
 		n, _, err := l.read(buf, oob)
 		if errors.Is(err, os.ErrDeadlineExceeded) {
 			return nil
+		} else if errors.Is(err, syscall.ECONNREFUSED) {
+			l.res.Refused++
+			continue
 		} else if err != nil {
 			return err
 		}

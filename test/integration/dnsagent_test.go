@@ -449,7 +449,7 @@ func (a *agentRig) restart(t *testing.T) {
 	if loadErr != nil {
 		t.Fatal(loadErr)
 	}
-	t.Logf("restart under load: %d replies, %d timeouts while the server was down", res.Replies, res.Timeouts)
+	t.Logf("restart under load: %d replies, %d timeouts and %d port-unreachable errors while the server was down", res.Replies, res.Timeouts, res.Refused)
 	if res.Mismatches+res.Unexpected+res.Stale != 0 {
 		t.Errorf("restart: %s", res.Report(a.forms))
 	}
