@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/santa-offload/santa/internal/model"
+	"github.com/santa-offload/santa/internal/rate"
 )
 
 // Learning the hot requests (docs/architecture.md, "Learning the hot
@@ -30,19 +31,19 @@ import (
 // (watched from then on), reads the candidates' counts, and makes each
 // service's hot set: its candidates by their passes per window, from
 // their sample on in a key's first window with passes, smoothed in the
-// windows after while it keeps passing (learnSmoothing). A
+// windows after while it keeps passing (internal/rate). A
 // candidate that has not passed for learnIdleWindows, or passed less than
 // half the threshold's times a window for learnSlowWindows, is no longer
 // watched: its key is sampled again if it passes that often again.
 
 const (
-	learnWindow       = time.Second
-	learnBudget       = 4096    // samples per CPU and window
+	learnWindow = time.Second
+	learnBudget = 4096 // samples per CPU and window
 	// learnCounts bounds the passed requests a CPU counts in a window:
 	// counting one costs 30-350 ns, and under overload a server's CPU
 	// passes far more requests than its socket takes. Counts are scaled
 	// up by passed / counted.
-	learnCounts = 50000
+	learnCounts       = 50000
 	learnMinThreshold = 2       // a key's passes in a window that bring a sample, at least
 	learnMaxThreshold = 1 << 24 // and at most
 	// The ring is sized for the budget of learnRingCPUs CPUs at most, with
@@ -63,11 +64,6 @@ const (
 	// threshold is the load's measure of a key worth knowing, and every
 	// candidate costs a read each window.
 	learnSlowWindows = 4
-	// learnSmoothing is the weight of a window's passes in a candidate's
-	// rate after its first window: a key's passes in one window vary by
-	// about their square root, enough to swap a key of the top set with
-	// one twice as rare; smoothed, a displaced key has to be rarer.
-	learnSmoothing = 0.3
 )
 
 // sampleHeader is the size of a learn_samples record without its key:
@@ -116,11 +112,11 @@ type learner struct {
 	done    chan struct{}
 }
 
-// learning is one service's: its candidates and its last hot set.
+// learning is one service's: its last hot set (its candidates are those
+// of byHash that point to it).
 type learning struct {
-	service    model.ServiceID
-	candidates map[uint64]*candidate
-	hot        model.HotSet
+	service model.ServiceID
+	hot     model.HotSet
 }
 
 // candidate is a key a sample brought, watched under its hash.
@@ -181,7 +177,7 @@ func (l *learner) start(service model.ServiceID) uint32 {
 	if l.lastID == 0 { // after 2^32 starts: 0 means off
 		l.lastID++
 	}
-	l.byLearn[l.lastID] = &learning{service: service, candidates: map[uint64]*candidate{}}
+	l.byLearn[l.lastID] = &learning{service: service}
 	l.bySvc[service] = l.lastID
 	if !l.running && l.every > 0 {
 		l.running, l.stop, l.done = true, make(chan struct{}), make(chan struct{})
@@ -200,10 +196,12 @@ func (l *learner) end(id uint32) {
 	}
 	delete(l.byLearn, id)
 	delete(l.bySvc, lr.service)
-	gone := make([]uint64, 0, len(lr.candidates))
-	for h := range lr.candidates {
-		delete(l.byHash, h)
-		gone = append(gone, h)
+	var gone []uint64
+	for h, c := range l.byHash {
+		if c.of == lr {
+			delete(l.byHash, h)
+			gone = append(gone, h)
+		}
 	}
 	if err := l.unwatch(gone); err != nil {
 		l.log.Warn("learning: forgetting a service's keys", "err", err)
@@ -337,9 +335,7 @@ func (l *learner) merge(samples []santaSantaLearnSample) error {
 		if _, ok := l.byHash[s.Hash]; ok || len(l.byHash) >= room {
 			continue
 		}
-		c := &candidate{key: string(s.Key[:s.Len]), of: lr, rate: -1}
-		lr.candidates[s.Hash] = c
-		l.byHash[s.Hash] = c
+		l.byHash[s.Hash] = &candidate{key: string(s.Key[:s.Len]), of: lr, rate: -1}
 		added = append(added, s.Hash)
 		seeds = append(seeds, l.passesAfter(s))
 	}
@@ -348,7 +344,7 @@ func (l *learner) merge(samples []santaSantaLearnSample) error {
 	}
 	if _, err := l.objs.LearnWatch.BatchUpdate(added, seeds, nil); err != nil {
 		for _, h := range added {
-			l.forget(h)
+			delete(l.byHash, h)
 			l.objs.LearnWatch.Delete(h) // if some were added: a watched key is never sampled
 		}
 		return fmt.Errorf("watching learned keys: %w", err)
@@ -368,14 +364,6 @@ func (l *learner) passesAfter(s *santaSantaLearnSample) uint64 {
 		return 0
 	}
 	return uint64(e.Passes - s.Passes)
-}
-
-// forget drops a candidate. Called with l.mu held.
-func (l *learner) forget(hash uint64) {
-	if c := l.byHash[hash]; c != nil {
-		delete(c.of.candidates, hash)
-		delete(l.byHash, hash)
-	}
 }
 
 // unwatch stops counting keys in learn_watch.
@@ -420,7 +408,7 @@ func (l *learner) readCounts(scale float64) error {
 		}
 		if c.idle > learnIdleWindows || c.slow > learnSlowWindows {
 			gone = append(gone, h)
-			l.forget(h)
+			delete(l.byHash, h)
 		}
 	}
 	return l.unwatch(gone)
@@ -454,7 +442,7 @@ func (l *learner) countPasses(hash, passes uint64, scale float64) {
 	case c.rate < 0: // its first window with passes
 		c.rate = n
 	default:
-		c.rate += learnSmoothing * (n - c.rate)
+		c.rate = rate.Smooth(c.rate, n)
 	}
 	if r := math.Round(c.rate); r >= 1 {
 		c.of.hot.Requests = append(c.of.hot.Requests, model.HotRequest{Passes: uint32(min(r, 1<<32-1)), Key: []byte(c.key)})

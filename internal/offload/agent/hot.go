@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/santa-offload/santa/client"
-	"github.com/santa-offload/santa/internal/offload/rate"
+	"github.com/santa-offload/santa/internal/rate"
 )
 
 // window chooses each group's offloaded forms: the top MaxRules by

@@ -6,7 +6,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/santa-offload/santa/internal/offload/rate"
+	"github.com/santa-offload/santa/internal/rate"
 )
 
 // window keeps the offloaded keys the hot ones: it reads the rates (the
