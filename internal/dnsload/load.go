@@ -405,6 +405,7 @@ func (l *Load) run(ctx context.Context) error {
 	for {
 		now := time.Now()
 		sending := l.res.Sent < c.Count && now.Before(end) && ctx.Err() == nil
+		// Fill the window: queue a batch's worth (one query unbatched), send it.
 		for sending && outstanding < c.Window {
 			for sending && outstanding+len(queued) < c.Window && len(queued) < batch {
 				queue(now)
