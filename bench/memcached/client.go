@@ -14,8 +14,9 @@ import (
 )
 
 // socketClient is the agent sweep's second client, beside the XDP
-// generator: a closed-loop socket client (internal/dnsload: sendmmsg and
-// recvmmsg, a window of GETs outstanding) from the client namespace, for d
+// generator: a closed-loop socket client (internal/dnsload: a window of
+// dnsload.DefaultWindow GETs outstanding, sent with sendmmsg and read with
+// recvmmsg in batches of up to as many) from the client namespace, for d
 // a run. Its UDP checksums are full (the rig's client veth computes them
 // in software, as a NIC would deliver them: checked first), and every
 // reply is checked against memcached's own, captured now, before Santa is
@@ -45,7 +46,7 @@ func socketClient(c setup, d time.Duration) (*scenario.Client, error) {
 		use, err := rig.Around(c.ClientCPU, c.ServerCPU, func() error {
 			var err error
 			res, err = dnsload.Run(ctx, dnsload.Config{Netns: c.Rig.ClientNS(), Server: server, Forms: forms, Expect: expect,
-				Popularity: pop, Seed: 1, Count: 1 << 30, Duration: d})
+				Popularity: pop, Seed: 1, Count: 1 << 30, Duration: d, Window: dnsload.DefaultWindow, Batch: dnsload.DefaultWindow})
 			return err
 		})
 		switch {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/hex"
+	"fmt"
 	"net"
 	"net/netip"
 	"strings"
@@ -217,31 +218,42 @@ func TestLoadChecksEveryReply(t *testing.T) {
 }
 
 // A reply that comes after its query timed out counts as late, not lost
-// nor unexpected, even when that query was the run's last.
+// nor unexpected, even when that query was the run's last; one query and
+// reply per syscall or in batches.
 func TestLoadCountsALateLastReply(t *testing.T) {
 	forms := testForms(1)
-	var asked atomic.Int64
-	addr := server(t, func(q []byte) [][]byte {
-		if asked.Add(1) == 10 {
-			time.Sleep(150 * time.Millisecond)
+	for _, batch := range []int{0, 64} {
+		var asked atomic.Int64
+		addr := server(t, func(q []byte) [][]byte {
+			if asked.Add(1) == 10 {
+				time.Sleep(150 * time.Millisecond)
+			}
+			return [][]byte{answer(q, 0, 0)}
+		})
+		res, err := Run(context.Background(), Config{Server: addr, Forms: forms,
+			Expect: []Expect{{Reply: answer(forms[0].Query(0), 0, 0)}}, Count: 10, Timeout: 100 * time.Millisecond,
+			Window: 1, Batch: batch, Popularity: popularity.Uniform, Seed: 1})
+		if err != nil {
+			t.Fatal(err)
 		}
-		return [][]byte{answer(q, 0, 0)}
-	})
-	res, err := Run(context.Background(), Config{Server: addr, Forms: forms,
-		Expect: []Expect{{Reply: answer(forms[0].Query(0), 0, 0)}}, Count: 10, Timeout: 100 * time.Millisecond,
-		Window: 1, Popularity: popularity.Uniform, Seed: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res.Replies != 9 || res.Timeouts != 1 || res.Late != 1 || res.Unexpected != 0 {
-		t.Errorf("%d replies, %d timeouts, %d late, %d unexpected; want 9, 1, 1 and 0", res.Replies, res.Timeouts, res.Late, res.Unexpected)
+		if res.Replies != 9 || res.Timeouts != 1 || res.Late != 1 || res.Unexpected != 0 {
+			t.Errorf("batch %d: %d replies, %d timeouts, %d late, %d unexpected; want 9, 1, 1 and 0",
+				batch, res.Replies, res.Timeouts, res.Late, res.Unexpected)
+		}
 	}
 }
 
 // A server that restarts: while no socket is bound to its port, the
 // client's socket reports port unreachable; the run counts it and goes
-// on, and the queries after the restart are answered.
+// on, and the queries after the restart are answered; one query and
+// reply per syscall or in batches.
 func TestLoadGoesOnThroughARestart(t *testing.T) {
+	for _, batch := range []int{0, 64} {
+		t.Run(fmt.Sprintf("batch=%d", batch), func(t *testing.T) { testLoadGoesOnThroughARestart(t, batch) })
+	}
+}
+
+func testLoadGoesOnThroughARestart(t *testing.T, batch int) {
 	forms := testForms(1)
 	want := answer(forms[0].Query(0), 0, 0)
 	serve := func(conn *net.UDPConn, n int) {
@@ -271,7 +283,7 @@ func TestLoadGoesOnThroughARestart(t *testing.T) {
 		serve(again, 1<<30)
 	}()
 	res, err := Run(context.Background(), Config{Server: addr, Forms: forms, Expect: []Expect{{Reply: want}},
-		Count: 1 << 30, Duration: time.Second, Timeout: 50 * time.Millisecond, Window: 1,
+		Count: 1 << 30, Duration: time.Second, Timeout: 50 * time.Millisecond, Window: 1, Batch: batch,
 		Popularity: popularity.Uniform, Seed: 1})
 	if err != nil {
 		t.Fatalf("the run stopped: %v", err)

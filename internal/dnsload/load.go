@@ -87,6 +87,12 @@ type Config struct {
 	// the device would leave it partial (udpask.WriteFullChecksum): how a
 	// local client's full checksums are measured over loopback.
 	FullChecksums bool
+	// Batch > 1 sends up to Batch queries per sendmmsg(2) and reads up to
+	// Batch replies per recvmmsg(2) (at most MaxBatch); 0 or 1, one write
+	// and one read per query. With FullChecksums the queries still go one
+	// by one: their cork is per datagram, and sendmmsg has one set of
+	// flags for all its messages.
+	Batch int
 }
 
 // Load is a running load.
@@ -95,6 +101,11 @@ type Load struct {
 	conn *net.UDPConn
 	done chan struct{}
 	err  error
+	// mm sends and reads in batches (Config.Batch > 1); else buf and oob
+	// are the one datagram read and its control message, got its result.
+	mm       *mmsg
+	buf, oob []byte
+	got      [1]datagram
 
 	// res is the run's counts: the sending side's written by run alone,
 	// the checks' under mu.
@@ -134,7 +145,14 @@ func Start(ctx context.Context, c Config) (*Load, error) {
 		conn.Close()
 		return nil, err
 	}
-	l := &Load{c: c, conn: conn, done: make(chan struct{}), cur: c.Expect}
+	l := &Load{c: c, conn: conn, done: make(chan struct{}), cur: c.Expect,
+		buf: make([]byte, 65536), oob: make([]byte, oobLen)}
+	if c.Batch > 1 {
+		if l.mm, err = newMmsg(conn, c.Batch); err != nil {
+			conn.Close()
+			return nil, err
+		}
+	}
 	go func() {
 		defer close(l.done)
 		defer conn.Close()
@@ -178,6 +196,8 @@ func (c *Config) check() error {
 		return fmt.Errorf("dnsload: count %d, want > 0", c.Count)
 	case c.Window < 0 || c.Window > MaxWindow:
 		return fmt.Errorf("dnsload: window %d, want 1 to %d", c.Window, MaxWindow)
+	case c.Batch < 0 || c.Batch > MaxBatch:
+		return fmt.Errorf("dnsload: batch %d, want 0 to %d", c.Batch, MaxBatch)
 	case c.Duration < 0 || c.Timeout < 0 || c.StaleAfter < 0:
 		return errors.New("dnsload: negative duration")
 	}
@@ -314,11 +334,14 @@ func (l *Load) run(ctx context.Context) error {
 		}
 	}()
 	end := start.Add(c.Duration)
-	buf, oob := make([]byte, 65536), make([]byte, 128)
+	// queued are the next queries to send, out their bytes.
+	batch := max(1, c.Batch)
+	queued, out := make([]pending, 0, batch), make([][]byte, batch)
 
-	send := func(now time.Time) error {
-		rank := int(seq[l.res.Sent%len(seq)])
-		if c.Shift && l.res.Sent >= c.Count/2 {
+	queue := func(now time.Time) {
+		n := l.res.Sent + len(queued)
+		rank := int(seq[n%len(seq)])
+		if c.Shift && n >= c.Count/2 {
 			rank = (rank + len(c.Forms)/2) % len(c.Forms)
 		}
 		for slots[nextID].live || now.Before(slots[nextID].until) {
@@ -328,27 +351,67 @@ func (l *Load) run(ctx context.Context) error {
 		nextID++
 		uses++
 		slots[id] = slot{seq: uses, form: int32(rank), live: true, sent: now}
-		q := queries[rank]
+		q := append(out[len(queued)][:0], queries[rank]...)
 		binary.BigEndian.PutUint16(q, id)
-		if err := l.write(q); errors.Is(err, syscall.ECONNREFUSED) {
-			// An earlier query found no socket; this one was not sent.
-			slots[id].live = false
-			l.res.Refused++
-			return nil
-		} else if err != nil {
-			return err
+		out[len(queued)] = q
+		queued = append(queued, pending{id, uses})
+	}
+	flush := func() error {
+		q, b := queued, out[:len(queued)]
+		for len(q) > 0 {
+			n, err := l.send(b)
+			for _, p := range q[:n] {
+				fifo = append(fifo, p)
+				outstanding++
+				l.res.Sent++
+				l.res.PerForm[slots[p.txid].form].Sent++
+			}
+			q, b = q[n:], b[n:]
+			if errors.Is(err, syscall.ECONNREFUSED) {
+				// An earlier query found no socket; this one was not sent.
+				slots[q[0].txid].live = false
+				l.res.Refused++
+				q, b = q[1:], b[1:]
+			} else if err != nil {
+				return err
+			}
 		}
-		fifo = append(fifo, pending{id, uses})
-		outstanding++
-		l.res.Sent++
-		l.res.PerForm[rank].Sent++
+		queued = queued[:0]
+		return nil
+	}
+	handle := func(d datagram) error {
+		if len(d.b) < 2 {
+			l.res.Unexpected++ // no id: nothing it could answer
+			return nil
+		}
+		s := &slots[binary.BigEndian.Uint16(d.b)]
+		if !s.live {
+			l.countStray(s)
+			return nil
+		}
+		s.live = false
+		outstanding--
+		l.res.Replies++
+		l.res.PerForm[s.form].Replies++
+		l.mu.Lock()
+		l.check(int(s.form), d.b, d.at)
+		held := len(l.held)
+		l.mu.Unlock()
+		if held > MaxHeld {
+			return fmt.Errorf("dnsload: more than %d replies during a change", MaxHeld)
+		}
 		return nil
 	}
 	for {
 		now := time.Now()
 		sending := l.res.Sent < c.Count && now.Before(end) && ctx.Err() == nil
+		// Fill the window: queue a batch's worth (one query unbatched), send it.
 		for sending && outstanding < c.Window {
-			if err := send(now); err != nil {
+			for sending && outstanding+len(queued) < c.Window && len(queued) < batch {
+				queue(now)
+				sending = l.res.Sent+len(queued) < c.Count
+			}
+			if err := flush(); err != nil {
 				return err
 			}
 			sending = l.res.Sent < c.Count
@@ -360,7 +423,7 @@ func (l *Load) run(ctx context.Context) error {
 		if len(fifo) == 0 {
 			if !sending {
 				l.res.Elapsed = time.Since(start)
-				return l.readLate(c.Timeout, slots, buf, oob)
+				return l.readLate(c.Timeout, handle)
 			}
 			continue
 		}
@@ -374,36 +437,8 @@ func (l *Load) run(ctx context.Context) error {
 		} else if err := l.conn.SetReadDeadline(expiry); err != nil {
 			return err
 		}
-		n, t, err := l.read(buf, oob)
-		if errors.Is(err, os.ErrDeadlineExceeded) {
-			continue
-		}
-		if errors.Is(err, syscall.ECONNREFUSED) {
-			l.res.Refused++
-			continue
-		}
-		if err != nil {
+		if _, err := l.receive(handle); err != nil {
 			return err
-		}
-		if n < 2 {
-			l.res.Unexpected++ // no id: nothing it could answer
-			continue
-		}
-		s := &slots[binary.BigEndian.Uint16(buf)]
-		if !s.live {
-			l.countStray(s)
-			continue
-		}
-		s.live = false
-		outstanding--
-		l.res.Replies++
-		l.res.PerForm[s.form].Replies++
-		l.mu.Lock()
-		l.check(int(s.form), buf[:n], t)
-		held := len(l.held)
-		l.mu.Unlock()
-		if held > MaxHeld {
-			return fmt.Errorf("dnsload: more than %d replies during a change", MaxHeld)
 		}
 	}
 }
@@ -423,37 +458,58 @@ func (l *Load) countStray(s *slot) {
 // readLate reads the late replies to queries that timed out at the end of
 // the run, for at most lateWait (or the timeout, if longer) or until every
 // query that timed out has had its reply: else a reply that came late but
-// came would look like a lost one (Timeouts - Late).
-func (l *Load) readLate(timeout time.Duration, slots []slot, buf, oob []byte) error {
+// came would look like a lost one (Timeouts - Late). No query waits any
+// more: handle counts each reply as late or unexpected.
+func (l *Load) readLate(timeout time.Duration, handle func(datagram) error) error {
 	if err := l.conn.SetReadDeadline(time.Now().Add(max(timeout, lateWait))); err != nil {
 		return err
 	}
 	for l.res.Timeouts > l.res.Late {
-		n, _, err := l.read(buf, oob)
-		if errors.Is(err, os.ErrDeadlineExceeded) {
-			return nil
-		} else if errors.Is(err, syscall.ECONNREFUSED) {
-			l.res.Refused++
-			continue
-		} else if err != nil {
+		if more, err := l.receive(handle); err != nil || !more {
 			return err
 		}
-		if n < 2 {
-			l.res.Unexpected++
-			continue
-		}
-		l.countStray(&slots[binary.BigEndian.Uint16(buf)])
 	}
 	return nil
 }
 
-// write sends query q, with a full checksum if the config says so.
-func (l *Load) write(q []byte) error {
-	if l.c.FullChecksums {
-		return udpask.WriteFullChecksum(l.conn, q)
+// receive reads the replies there are, waiting until the read deadline,
+// and hands each to handle. A port-unreachable error is counted (Refused).
+// It reports false when the deadline passed.
+func (l *Load) receive(handle func(datagram) error) (bool, error) {
+	got, err := l.recv()
+	switch {
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return false, nil
+	case errors.Is(err, syscall.ECONNREFUSED):
+		l.res.Refused++
+		return true, nil
+	case err != nil:
+		return false, err
 	}
-	_, err := l.conn.Write(q)
-	return err
+	for _, d := range got {
+		if err := handle(d); err != nil {
+			return false, err
+		}
+	}
+	return true, nil
+}
+
+// send sends the queries qs in order and returns how many it sent before
+// an error: in a batch, or the first alone.
+func (l *Load) send(qs [][]byte) (int, error) {
+	var err error
+	switch {
+	case l.c.FullChecksums:
+		err = udpask.WriteFullChecksum(l.conn, qs[0])
+	case l.mm != nil:
+		return l.mm.send(qs)
+	default:
+		_, err = l.conn.Write(qs[0])
+	}
+	if err != nil {
+		return 0, err
+	}
+	return 1, nil
 }
 
 // timestamps has the kernel stamp each datagram with its arrival time.
@@ -469,21 +525,44 @@ func timestamps(conn *net.UDPConn) error {
 	return errors.Join(err, serr)
 }
 
-// read reads a datagram into buf and returns its length and arrival time.
-func (l *Load) read(buf, oob []byte) (int, time.Time, error) {
-	n, oobn, _, _, err := l.conn.ReadMsgUDP(buf, oob)
-	if err != nil {
-		return 0, time.Time{}, err
+// A datagram is a reply read, and when it arrived.
+type datagram struct {
+	b  []byte
+	at time.Time
+}
+
+// oobLen is the size of a datagram's control buffer: room for its
+// SO_TIMESTAMPNS message.
+const oobLen = 128
+
+// recv reads the replies there are, at least one (in a batch, or one
+// alone), waiting until the read deadline. They are valid until the next
+// recv.
+func (l *Load) recv() ([]datagram, error) {
+	if l.mm != nil {
+		return l.mm.recv()
 	}
-	msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
+	n, oobn, _, _, err := l.conn.ReadMsgUDP(l.buf, l.oob)
 	if err != nil {
-		return 0, time.Time{}, err
+		return nil, err
+	}
+	at, err := arrival(l.oob[:oobn])
+	l.got[0] = datagram{b: l.buf[:n], at: at}
+	return l.got[:], err
+}
+
+// arrival is a datagram's arrival time, from its control messages oob:
+// the kernel's stamp, or now if there is none.
+func arrival(oob []byte) (time.Time, error) {
+	msgs, err := unix.ParseSocketControlMessage(oob)
+	if err != nil {
+		return time.Time{}, err
 	}
 	for _, m := range msgs {
 		if m.Header.Level == unix.SOL_SOCKET && m.Header.Type == unix.SO_TIMESTAMPNS && len(m.Data) >= 16 {
 			ts := (*unix.Timespec)(unsafe.Pointer(&m.Data[0]))
-			return n, time.Unix(ts.Unix()), nil
+			return time.Unix(ts.Unix()), nil
 		}
 	}
-	return n, time.Now(), nil
+	return time.Now(), nil
 }
