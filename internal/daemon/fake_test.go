@@ -182,8 +182,11 @@ func (f *fakeDP) ServiceStats(id model.ServiceID) (model.ServiceStats, error) {
 	return model.ServiceStats{Matched: 3, Passed: 1}, nil
 }
 
-func (f *fakeDP) RuleStats(id model.RuleID) (model.RuleStats, error) {
-	return model.RuleStats{Hits: uint64(id)}, nil
+func (f *fakeDP) EachRuleStats(ids []model.RuleID, out func(model.RuleID, model.RuleStats)) error {
+	for _, id := range ids {
+		out(id, model.RuleStats{Hits: uint64(id)})
+	}
+	return nil
 }
 
 func (f *fakeDP) PathStats() (model.PathStats, error) {

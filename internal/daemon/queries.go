@@ -1,7 +1,6 @@
 package daemon
 
 import (
-	"errors"
 	"maps"
 	"slices"
 	"syscall"
@@ -85,15 +84,11 @@ func (s *Server) ruleStats(sess *session, req *protocol.RuleStats) protocol.Body
 	if len(ids) > limit {
 		r.Next, ids = uint32(ids[limit]), ids[:limit]
 	}
-	for _, id := range ids {
-		st, err := s.dp.RuleStats(id)
-		if errors.Is(err, model.ErrUnknownRule) {
-			continue // deleted since
-		}
-		if err != nil {
-			return dataplaneError(err)
-		}
+	err := s.dp.EachRuleStats(ids, func(id model.RuleID, st model.RuleStats) { // rules deleted since are left out
 		r.Counters = append(r.Counters, protocol.RuleCounters{RuleID: uint32(id), Hits: st.Hits, Bytes: st.Bytes})
+	})
+	if err != nil {
+		return dataplaneError(err)
 	}
 	return r
 }

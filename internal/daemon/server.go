@@ -22,7 +22,9 @@ type Dataplane interface {
 	ReserveRuleIDs(n int) ([]model.RuleID, error)
 	ReleaseRuleIDs([]model.RuleID)
 	ServiceStats(model.ServiceID) (model.ServiceStats, error)
-	RuleStats(model.RuleID) (model.RuleStats, error)
+	// EachRuleStats calls out with the counters of each of ids (rising)
+	// still installed.
+	EachRuleStats(ids []model.RuleID, out func(model.RuleID, model.RuleStats)) error
 	PathStats() (model.PathStats, error)
 	SetLearning(model.ServiceID, model.Learning) error
 	Hot(id model.ServiceID, max int) (model.HotSet, error)

@@ -40,23 +40,6 @@ func serviceCounters(s *model.ServiceStats) map[santaSantaServiceCounter]*uint64
 	}
 }
 
-// RuleStats reads a rule's counters.
-func (d *Datapath) RuleStats(id model.RuleID) (model.RuleStats, error) {
-	if !d.store.hasRule(id) {
-		return model.RuleStats{}, fmt.Errorf("rule %d: %w", id, model.ErrUnknownRule)
-	}
-	var per []santaSantaRuleStats
-	if err := d.objs.RuleStats.Lookup(uint32(id), &per); err != nil {
-		return model.RuleStats{}, fmt.Errorf("reading rule counters: %w", err)
-	}
-	var s model.RuleStats
-	for _, c := range per {
-		s.Hits += c.Hits
-		s.Bytes += c.Bytes
-	}
-	return s, nil
-}
-
 // PathStats reads the per-exit counters of every program.
 func (d *Datapath) PathStats() (model.PathStats, error) {
 	out := model.PathStats{}
