@@ -3,6 +3,7 @@ package mcagent
 import (
 	"cmp"
 	"context"
+	"iter"
 	"slices"
 	"time"
 
@@ -63,9 +64,8 @@ func (a *agent) choose() []want {
 		return nil
 	}
 	boost := 1 + a.cfg.Hysteresis
-	var cands []candidate
-	for form, k := range a.keys {
-		r := passes[form]
+	for _, k := range a.keys {
+		r := passes[k.form]
 		if !first && elapsed > 0 {
 			r += float64(hits[k]) / elapsed
 		}
@@ -78,8 +78,11 @@ func (a *agent) choose() []want {
 			r = rate.Smooth(k.rate, r)
 		}
 		k.rate = r
-		cands = append(cands, candidate{form: form, mkey: k.mkey, k: k, score: r * boost})
 	}
+	// The offloaded keys sorted by rate are also the watch's order: one
+	// sort of them a window (100,000 keys), and the few newcomers merged in.
+	offloaded := a.sortedKeys()
+	var newcomers []candidate
 	for form, rate := range passes {
 		if a.keys[form] != nil || now.Before(a.skipped[form]) {
 			continue
@@ -89,23 +92,13 @@ func (a *agent) choose() []want {
 			a.skip(form, err)
 			continue
 		}
-		cands = append(cands, candidate{form: form, mkey: mkey, score: rate})
+		newcomers = append(newcomers, candidate{form: form, mkey: mkey, score: rate})
 	}
-	slices.SortFunc(cands, func(x, y candidate) int {
-		if c := cmp.Compare(y.score, x.score); c != 0 {
-			return c
-		}
-		if (x.k != nil) != (y.k != nil) { // an offloaded key first
-			if x.k != nil {
-				return -1
-			}
-			return 1
-		}
-		return cmp.Compare(x.form, y.form)
-	})
+	slices.SortFunc(newcomers, byScore)
 	var cold []*key
 	var wants []want
-	for i, c := range cands {
+	i := 0
+	for c := range merged(offloaded, newcomers, boost) {
 		switch {
 		case c.k != nil && i >= a.cfg.MaxRules:
 			cold = append(cold, c.k)
@@ -114,15 +107,55 @@ func (a *agent) choose() []want {
 		case c.k != nil && a.stale(c.k, passes[c.form] > 0, hotWindow, now):
 			wants = append(wants, want{form: c.form, mkey: c.mkey, rate: c.k.rate, old: c.k})
 		}
+		i++
 	}
 	a.deleteKeys(cold, "cold")
-	a.watched = a.sortedKeys()
+	a.watched = slices.DeleteFunc(offloaded, func(k *key) bool { return a.keys[k.form] != k })
 	for form, until := range a.skipped {
 		if now.After(until) {
 			delete(a.skipped, form)
 		}
 	}
 	return wants
+}
+
+// byScore orders candidates best first: by score, an offloaded key before
+// a newcomer of the same score, then by form.
+func byScore(x, y candidate) int {
+	if c := cmp.Compare(y.score, x.score); c != 0 {
+		return c
+	}
+	if (x.k != nil) != (y.k != nil) {
+		if x.k != nil {
+			return -1
+		}
+		return 1
+	}
+	return cmp.Compare(x.form, y.form)
+}
+
+// merged yields the offloaded keys (sorted by rate, scored rate × boost)
+// and the newcomers (sorted byScore) as one list in byScore's order.
+func merged(offloaded []*key, newcomers []candidate, boost float64) iter.Seq[candidate] {
+	return func(yield func(candidate) bool) {
+		j := 0
+		for _, k := range offloaded {
+			c := candidate{form: k.form, mkey: k.mkey, k: k, score: k.rate * boost}
+			for ; j < len(newcomers) && byScore(newcomers[j], c) < 0; j++ {
+				if !yield(newcomers[j]) {
+					return
+				}
+			}
+			if !yield(c) {
+				return
+			}
+		}
+		for _, c := range newcomers[j:] {
+			if !yield(c) {
+				return
+			}
+		}
+	}
 }
 
 // stale is whether an offloaded key's item must be read again: its gets

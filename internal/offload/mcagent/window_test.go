@@ -1,0 +1,44 @@
+package mcagent
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+)
+
+// TestMerged: merging the offloaded keys (sorted by rate) with the
+// newcomers (sorted byScore) gives the order one sort of all of them
+// byScore gives, ties between both kinds and equal rates included.
+func TestMerged(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	const boost = 1.25
+	for round := range 200 {
+		a := &agent{keys: map[string]*key{}}
+		var all, newcomers []candidate
+		for i := range r.IntN(50) {
+			k := &key{form: fmt.Sprintf("k%d", i), rate: float64(r.IntN(8))}
+			a.keys[k.form] = k
+			all = append(all, candidate{form: k.form, k: k, score: k.rate * boost})
+		}
+		for i := range r.IntN(20) {
+			c := candidate{form: fmt.Sprintf("n%d", i), score: float64(r.IntN(10)) * boost / 2}
+			newcomers = append(newcomers, c)
+			all = append(all, c)
+		}
+		slices.SortFunc(newcomers, byScore)
+		slices.SortFunc(all, byScore)
+		got := slices.Collect(merged(a.sortedKeys(), newcomers, boost))
+		if !slices.EqualFunc(got, all, func(x, y candidate) bool { return x.form == y.form }) {
+			t.Fatalf("round %d: merged %v, want %v", round, forms(got), forms(all))
+		}
+	}
+}
+
+func forms(cs []candidate) []string {
+	out := make([]string, len(cs))
+	for i, c := range cs {
+		out[i] = c.form
+	}
+	return out
+}
