@@ -56,7 +56,7 @@ func TestZshCompletion(t *testing.T) {
 		t.Skip("no zsh: apt-get install zsh")
 	}
 	bin := buildCommands(t)
-	for _, line := range []string{"santactl ", "santactl stats -", "santad -", "santa-offload dns -"} {
+	for _, line := range []string{"santactl ", "santactl stats -", "santad -", "santa-offload ", "santa-offload dns -", "santa-offload memcached -"} {
 		got, want := completeZsh(t, bin, line), complete(t, bin, line)
 		slices.Sort(got)
 		slices.Sort(want)
@@ -164,7 +164,10 @@ func TestCompletionAndManPages(t *testing.T) {
 		t.Errorf("completing santad -config offers %q, want nothing (files, by bash's default)", got)
 	}
 
-	wantAll(t, "santa-offload ", complete(t, bin, "santa-offload "), []string{"dns"}, "", "")
-	wantAll(t, "santa-offload dns -", complete(t, bin, "santa-offload dns -"), flagsOf(t, bin, "santa-offload", "dns", "-h"),
-		"docs/offload-dns.md", read(t, "../docs/offload-dns.md"))
+	agents := []string{"dns", "memcached"}
+	wantAll(t, "santa-offload ", complete(t, bin, "santa-offload "), agents, "", "")
+	for _, agent := range agents {
+		line, doc := "santa-offload "+agent+" -", "docs/offload-"+agent+".md"
+		wantAll(t, line, complete(t, bin, line), flagsOf(t, bin, "santa-offload", agent, "-h"), doc, read(t, "../"+doc))
+	}
 }
