@@ -1,6 +1,7 @@
 package deploy_test
 
 import (
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -8,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // buildCommands builds santad, santactl and santa-offload into a
@@ -45,6 +47,37 @@ run`
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("completing %q in zsh: %v\n%s", line, err, out)
+	}
+	return strings.Fields(string(out))
+}
+
+// completeZshInstalled types line and a tab into an interactive zsh
+// (through a pty) whose completion system finds _santactl in compdir, as
+// a user's shell does, and returns what it offered. zsh runs under wrap
+// (a command that runs its arguments, nil for none); env adds to the
+// environment: PATH with the commands, for one.
+func completeZshInstalled(t *testing.T, wrap []string, compdir, line string, env ...string) []string {
+	t.Helper()
+	// compadd, wrapped, also writes each match to $OUT. ^T completes,
+	// then runs a command whose output says the completion is over: keys
+	// typed while zsh is still busy could be dropped as typeahead.
+	script := `zmodload zsh/zpty || exit 1
+zpty z zsh -f -i
+zpty -w z 'fpath=($COMPDIR $fpath); autoload -U compinit; compinit -u -D; unsetopt autolist'
+zpty -w z 'compadd() { local -a m; builtin compadd -O m "$@"; print -l -- $m >> $OUT; builtin compadd "$@"; }'
+zpty -w z 'complete-then-mark() { zle complete-word; BUFFER="print COMPLETION\"\"DONE"; zle accept-line }; zle -N complete-then-mark; bindkey "^T" complete-then-mark'
+zpty -w -n z "$LINE"$'\x14'
+zpty -r z _ '*COMPLETIONDONE*'
+zpty -d z
+[[ ! -e $OUT ]] || cat $OUT`
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	args := append(wrap[:len(wrap):len(wrap)], "zsh", "-fc", script)
+	cmd := exec.CommandContext(ctx, args[0], args[1:]...)
+	cmd.Env = append(append(os.Environ(), env...), "COMPDIR="+compdir, "LINE="+line, "OUT="+filepath.Join(t.TempDir(), "matches"))
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("completing %q in an interactive zsh: %v\n%s", line, err, out)
 	}
 	return strings.Fields(string(out))
 }
