@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/santa-offload/santa/client"
 )
 
 // buildCommands builds santad, santactl and santa-offload into a
@@ -202,5 +204,15 @@ func TestCompletionAndManPages(t *testing.T) {
 	for _, agent := range agents {
 		line, doc := "santa-offload "+agent+" -", "docs/offload-"+agent+".md"
 		wantAll(t, line, complete(t, bin, line), flagsOf(t, bin, "santa-offload", agent, "-h"), doc, read(t, "../"+doc))
+	}
+}
+
+// TestManPageEnvironment checks that santactl's man page describes, in
+// its ENVIRONMENT section, the variable santactl reads.
+func TestManPageEnvironment(t *testing.T) {
+	page := read(t, "../docs/man/santactl.8.md")
+	m := regexp.MustCompile(`(?s)\n# ENVIRONMENT[^\n]*\n(.*?)\n# `).FindStringSubmatch(page)
+	if m == nil || !strings.Contains(m[1], "**"+client.SocketEnv+"**\n: ") {
+		t.Errorf("docs/man/santactl.8.md has no ENVIRONMENT entry for %s", client.SocketEnv)
 	}
 }
