@@ -129,11 +129,13 @@ LIBDIR      ?= $(PREFIX)/lib
 MANDIR      ?= $(PREFIX)/share/man
 DOCDIR      ?= $(PREFIX)/share/doc/santa
 BASHCOMPDIR ?= $(PREFIX)/share/bash-completion/completions
-ZSHCOMPDIR  ?= $(PREFIX)/share/zsh/vendor-completions
 CONFDIR     ?= /etc/santa
 # Debian 12 keeps units in /lib; systemd reads /usr/local/lib/systemd too.
 # systemd-sysusers reads no /usr/local: /etc/sysusers.d then.
+# Debian's zsh reads vendor-completions only under /usr, and
+# site-functions under /usr/local (another PREFIX's goes into fpath by hand).
 USRPREFIX    = $(filter /usr,$(PREFIX))
+ZSHCOMPDIR  ?= $(PREFIX)/share/zsh/$(if $(USRPREFIX),vendor-completions,site-functions)
 UNITDIR     ?= $(if $(USRPREFIX),/lib/systemd/system,$(PREFIX)/lib/systemd/system)
 SYSUSERSDIR ?= $(if $(USRPREFIX),/usr/lib/sysusers.d,/etc/sysusers.d)
 TMPFILESDIR ?= $(if $(USRPREFIX),/usr/lib/tmpfiles.d,$(PREFIX)/lib/tmpfiles.d)
@@ -151,7 +153,8 @@ binaries: toolchain $(DATAPLANE_GEN)
 
 # go-md2man: Debian's package of the same name.
 man: $(MANPAGES)
-build/man/%: docs/man/%.md docs/man/mkman docs/santactl.md docs/operations.md docs/offload-dns.md
+# (mkman @includes the docs: any of them may change a page)
+build/man/%: docs/man/%.md docs/man/mkman $(wildcard docs/*.md)
 	$(call install-missing,go-md2man)
 	@mkdir -p $(@D)
 	docs/man/mkman $< | go-md2man > $@.tmp && mv $@.tmp $@
@@ -175,7 +178,10 @@ install: binaries man
 	$(INSTALL) -m 644 $(filter %.8,$(MANPAGES)) $(DESTDIR)$(MANDIR)/man8/
 	$(INSTALL) -d $(DESTDIR)$(BASHCOMPDIR)
 	for c in $(COMMANDS); do $(INSTALL) -m 644 deploy/completion/santa.bash $(DESTDIR)$(BASHCOMPDIR)/$$c; done
-	$(INSTALL) -D -m 644 deploy/completion/_santactl $(DESTDIR)$(ZSHCOMPDIR)/_santactl
+	@# _santactl sources the bash completion from where this installs it
+	$(INSTALL) -d $(DESTDIR)$(ZSHCOMPDIR)
+	sed 's|/usr/share/bash-completion/completions/|$(BASHCOMPDIR)/|g' deploy/completion/_santactl > $(DESTDIR)$(ZSHCOMPDIR)/_santactl
+	chmod 644 $(DESTDIR)$(ZSHCOMPDIR)/_santactl
 	$(MAKE) -C sdk/c install PREFIX=$(PREFIX) LIBDIR=$(LIBDIR) DESTDIR=$(abspath $(DESTDIR))
 	@[ -n "$(DESTDIR)" ] || echo "installed; now: systemd-sysusers; systemd-tmpfiles --create; ldconfig; systemctl daemon-reload"
 
@@ -205,4 +211,6 @@ deb: $(DATAPLANE_GEN)
 		libsanta-dev_$${v}_$$a.deb santa_$${v}_$$a.buildinfo santa_$${v}_$$a.changes; do \
 		[ ! -e ../$$f ] || mv ../$$f build/deb/; \
 	done
-	lintian --fail-on error,warning build/deb/santa_*.changes
+	@# every tag lintian knows but the experimental ones fails the build,
+	@# pedantic and info included, unless debian/*.lintian-overrides says why
+	lintian --pedantic -I --fail-on error,warning,info,pedantic build/deb/santa_*.changes

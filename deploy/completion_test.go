@@ -1,6 +1,7 @@
 package deploy_test
 
 import (
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -8,6 +9,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/santa-offload/santa/client"
 )
 
 // buildCommands builds santad, santactl and santa-offload into a
@@ -49,6 +53,37 @@ run`
 	return strings.Fields(string(out))
 }
 
+// completeZshInstalled types line and a tab into an interactive zsh
+// (through a pty) whose completion system finds _santactl in compdir, as
+// a user's shell does, and returns what it offered. zsh runs under wrap
+// (a command that runs its arguments, nil for none); env adds to the
+// environment: PATH with the commands, for one.
+func completeZshInstalled(t *testing.T, wrap []string, compdir, line string, env ...string) []string {
+	t.Helper()
+	// compadd, wrapped, also writes each match to $OUT. ^T completes,
+	// then runs a command whose output says the completion is over: keys
+	// typed while zsh is still busy could be dropped as typeahead.
+	script := `zmodload zsh/zpty || exit 1
+zpty z zsh -f -i
+zpty -w z 'fpath=($COMPDIR $fpath); autoload -U compinit; compinit -u -D; unsetopt autolist'
+zpty -w z 'compadd() { local -a m; builtin compadd -O m "$@"; print -l -- $m >> $OUT; builtin compadd "$@"; }'
+zpty -w z 'complete-then-mark() { zle complete-word; BUFFER="print COMPLETION\"\"DONE"; zle accept-line }; zle -N complete-then-mark; bindkey "^T" complete-then-mark'
+zpty -w -n z "$LINE"$'\x14'
+zpty -r z _ '*COMPLETIONDONE*'
+zpty -d z
+[[ ! -e $OUT ]] || cat $OUT`
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	args := append(wrap[:len(wrap):len(wrap)], "zsh", "-fc", script)
+	cmd := exec.CommandContext(ctx, args[0], args[1:]...)
+	cmd.Env = append(append(os.Environ(), env...), "COMPDIR="+compdir, "LINE="+line, "OUT="+filepath.Join(t.TempDir(), "matches"))
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("completing %q in an interactive zsh: %v\n%s", line, err, out)
+	}
+	return strings.Fields(string(out))
+}
+
 // TestZshCompletion checks that zsh, through bashcompinit, completes
 // santactl's commands and a command's flags as bash does.
 func TestZshCompletion(t *testing.T) {
@@ -56,7 +91,7 @@ func TestZshCompletion(t *testing.T) {
 		t.Skip("no zsh: apt-get install zsh")
 	}
 	bin := buildCommands(t)
-	for _, line := range []string{"santactl ", "santactl stats -", "santad -", "santa-offload dns -"} {
+	for _, line := range []string{"santactl ", "santactl stats -", "santad -", "santa-offload ", "santa-offload dns -", "santa-offload memcached -"} {
 		got, want := completeZsh(t, bin, line), complete(t, bin, line)
 		slices.Sort(got)
 		slices.Sort(want)
@@ -164,7 +199,20 @@ func TestCompletionAndManPages(t *testing.T) {
 		t.Errorf("completing santad -config offers %q, want nothing (files, by bash's default)", got)
 	}
 
-	wantAll(t, "santa-offload ", complete(t, bin, "santa-offload "), []string{"dns"}, "", "")
-	wantAll(t, "santa-offload dns -", complete(t, bin, "santa-offload dns -"), flagsOf(t, bin, "santa-offload", "dns", "-h"),
-		"docs/offload-dns.md", read(t, "../docs/offload-dns.md"))
+	agents := []string{"dns", "memcached"}
+	wantAll(t, "santa-offload ", complete(t, bin, "santa-offload "), agents, "", "")
+	for _, agent := range agents {
+		line, doc := "santa-offload "+agent+" -", "docs/offload-"+agent+".md"
+		wantAll(t, line, complete(t, bin, line), flagsOf(t, bin, "santa-offload", agent, "-h"), doc, read(t, "../"+doc))
+	}
+}
+
+// TestManPageEnvironment checks that santactl's man page describes, in
+// its ENVIRONMENT section, the variable santactl reads.
+func TestManPageEnvironment(t *testing.T) {
+	page := read(t, "../docs/man/santactl.8.md")
+	m := regexp.MustCompile(`(?s)\n# ENVIRONMENT[^\n]*\n(.*?)\n# `).FindStringSubmatch(page)
+	if m == nil || !strings.Contains(m[1], "**"+client.SocketEnv+"**\n: ") {
+		t.Errorf("docs/man/santactl.8.md has no ENVIRONMENT entry for %s", client.SocketEnv)
+	}
 }

@@ -47,7 +47,8 @@ _santa_words() {
 		;;
 	santa-offload)
 		if [ $# -eq 0 ]; then
-			"$cmd" 2>&1 | grep -o 'santa-offload [a-z][a-z]*' | awk '{ print $2 }' | sort -u
+			# its usage line: "usage: santa-offload dns|memcached [...]"
+			"$cmd" 2>&1 | sed -n 's/^usage: santa-offload \([a-z|]*\).*/\1/p' | tr '|' '\n'
 		else
 			_santa_flags -v "$cmd" "$1" -h | grep -qx -- "$prev" && return
 			_santa_flags "$cmd" "$1" -h

@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"os"
@@ -153,15 +154,16 @@ func logged(t *testing.T, d *santadtest.Santad, text string) {
 // leaves it, as far as the data plane is concerned: a mount namespace of
 // its own (slave, as systemd's), every mount under /sys read-only
 // (ProtectKernelTunables=, ProtectControlGroups=) but the host's bpffs at
-// /sys/fs/bpf (ReadWritePaths=), no new privileges and the unit's
-// capability bounding set (CAPS, setpriv's spelling).
+// /sys/fs/bpf (ReadWritePaths=), no new privileges, the unit's
+// capability bounding set (CAPS, setpriv's spelling) and the unit's
+// system call filter and address families (UNITFILTER UNIT, test/unitfilter).
 const sandbox = `#!/bin/sh
 exec unshare --mount --propagation slave -- /bin/sh -ec '
 for m in $(awk '"'"'$2 ~ "^/sys" { print $2 }'"'"' /proc/self/mounts | sort -u); do
 	case $m in /sys/fs/bpf|/sys/fs/bpf/*) continue ;; esac
 	mount -o remount,bind,ro "$m"
 done
-exec setpriv --no-new-privs --bounding-set -all,CAPS -- "$@"' sh SANTAD "$@"
+exec setpriv --no-new-privs --bounding-set -all,CAPS -- UNITFILTER UNIT "$@"' sh SANTAD "$@"
 `
 
 // unitCaps is santad.service's CapabilityBoundingSet= as setpriv writes
@@ -183,17 +185,26 @@ func unitCaps(t *testing.T) string {
 	return strings.Join(caps, ",")
 }
 
-// TestSantadSandboxedRestart checks what santad.service's mount namespace
-// and capabilities must not break: rules answer after santad in its own namespace stopped
-// (the pins are in the host's bpffs), and a santad started again, in a new
-// namespace, restores and takes them over.
+// TestSantadSandboxedRestart checks what santad.service's mount namespace,
+// capabilities and system call filter must not break: rules answer after
+// santad in its own namespace stopped (the pins are in the host's bpffs),
+// and a santad started again, in a new namespace, restores and takes them
+// over; no system call santad made was refused.
 func TestSantadSandboxedRestart(t *testing.T) {
-	if _, err := exec.LookPath("unshare"); err != nil {
-		t.Skip("needs unshare (util-linux)")
+	for _, tool := range []string{"unshare", "setpriv", "systemd-analyze"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("needs %s (util-linux, systemd)", tool)
+		}
 	}
 	ns, dir, bin := santadRig(t, "sbox")
+	unitfilter := filepath.Join(dir, "unitfilter")
+	if out, err := exec.Command(santadtest.GoBin(), "build", "-o", unitfilter, "github.com/santa-offload/santa/test/unitfilter").CombinedOutput(); err != nil {
+		t.Fatalf("building unitfilter: %v\n%s", err, out)
+	}
 	wrapper := filepath.Join(dir, "sandboxed")
-	if err := os.WriteFile(wrapper, []byte(strings.NewReplacer("SANTAD", bin, "CAPS", unitCaps(t)).Replace(sandbox)), 0o755); err != nil {
+	script := strings.NewReplacer("SANTAD", bin, "CAPS", unitCaps(t), "UNITFILTER", unitfilter,
+		"UNIT", filepath.Join(repoRoot(t), "deploy", "santad.service")).Replace(sandbox)
+	if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	d := santadtest.New(wrapper, ns, dir, santadtest.PinPath("sbox"))
@@ -217,8 +228,9 @@ func TestSantadSandboxedRestart(t *testing.T) {
 			}
 		}
 		status, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", d.PID()))
-		if !strings.Contains(string(status), "NoNewPrivs:\t1") || strings.Contains(string(status), "CapBnd:\t000001ffffffffff") {
-			t.Fatalf("santad runs without the unit's NoNewPrivileges= and capabilities:\n%s", status)
+		if !strings.Contains(string(status), "NoNewPrivs:\t1") || strings.Contains(string(status), "CapBnd:\t000001ffffffffff") ||
+			!strings.Contains(string(status), "Seccomp:\t2") {
+			t.Fatalf("santad runs without the unit's NoNewPrivileges=, capabilities and system call filter:\n%s", status)
 		}
 	}
 	start()
@@ -226,18 +238,38 @@ func TestSantadSandboxedRestart(t *testing.T) {
 
 	// The server's socket and a client's, both in ns, over lo.
 	var server, asker *net.UDPConn
+	var listener *net.TCPListener
+	var dialed, accepted net.Conn
 	if err := ns.Do(func() error {
 		var err error
 		if server, err = net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)}); err != nil {
 			return err
 		}
-		asker, err = net.DialUDP("udp", nil, server.LocalAddr().(*net.UDPAddr))
+		if asker, err = net.DialUDP("udp", nil, server.LocalAddr().(*net.UDPAddr)); err != nil {
+			return err
+		}
+		// and a TCP listener with a connection it accepted before it is
+		// attached, which santad adopts: /proc, pidfd_getfd
+		var lc net.ListenConfig
+		lc.SetMultipathTCP(false) // Go's default for listeners; santad serves TCP
+		l, err := lc.Listen(context.Background(), "tcp", "127.0.0.1:0")
+		if err != nil {
+			return err
+		}
+		listener = l.(*net.TCPListener)
+		if dialed, err = net.Dial("tcp", listener.Addr().String()); err != nil {
+			return err
+		}
+		accepted, err = listener.Accept()
 		return err
 	}); err != nil {
 		t.Fatal(err)
 	}
 	defer server.Close()
 	defer asker.Close()
+	defer listener.Close()
+	defer dialed.Close()
+	defer accepted.Close()
 	c, err := client.Dial(d.Socket)
 	if err != nil {
 		t.Fatal(err)
@@ -250,10 +282,14 @@ func TestSantadSandboxedRestart(t *testing.T) {
 			ReplyLen:   6,
 		}})
 	}
+	if err == nil {
+		_, err = c.Attach(listener)
+	}
 	c.Close()
 	if err != nil {
 		t.Fatal(err)
 	}
+	logged(t, d, `msg="connections adopted" service=1 adopted=1 skipped=0`)
 	answered := func(when string) {
 		t.Helper()
 		reply, err := santadtest.Ask(asker, []byte("Hello"), 3*time.Second)
@@ -267,8 +303,15 @@ func TestSantadSandboxedRestart(t *testing.T) {
 	}
 	answered("santad stopped, its namespace gone")
 	start()
-	if !strings.Contains(d.Log(), "msg=restored services=1 rules=1") {
+	if !strings.Contains(d.Log(), "msg=restored services=2 rules=1") {
 		t.Errorf("the second santad did not restore the service:\n%s", d.Log())
 	}
 	answered("santad restarted in a new namespace")
+	if err := d.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	// SystemCallErrorNumber=EPERM: a refused call is an error, not a kill
+	if strings.Contains(d.Log(), "operation not permitted") {
+		t.Errorf("santad under the unit's filter was refused something:\n%s", d.Log())
+	}
 }
