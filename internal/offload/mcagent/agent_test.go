@@ -252,6 +252,32 @@ func TestRefresh(t *testing.T) {
 	}
 }
 
+// A key read again at max_age and found as its rule has it (no write, the
+// same value) keeps its rule: no transaction, nothing for santad to index.
+func TestMaxAgeConfirms(t *testing.T) {
+	r := newRig(t, nil)
+	r.scan()
+	_, udp := r.services()
+	r.mc.set("k1", "one", -1)
+	r.d.setHot(udp, map[string]uint32{get("k1"): 10})
+	r.window(time.Second)
+	r.d.setHot(udp, nil)
+	id := r.d.rules(udp)["k1"].RuleID
+	tcpReads := r.mc.tcp
+	r.window(time.Duration(r.a.cfg.MaxAge))
+	e, ok := r.d.rules(udp)["k1"]
+	if !ok || e.RuleID != id || r.d.txns != 0 || r.mc.tcp == tcpReads || r.a.snapshot().confirmed != 1 {
+		t.Fatalf("k1 at max_age: rule %d (%v), %d transactions, %d TCP reads, %d confirmed; want rule %d kept, "+
+			"read again, confirmed", e.RuleID, ok, r.d.txns, r.mc.tcp-tcpReads, r.a.snapshot().confirmed, id)
+	}
+	// Written since (a new generation): replaced, even with the same value.
+	r.d.setGen("k1", client.Generation{Gen: 2, DomainGen: 1, Epoch: r.d.epoch})
+	r.window(time.Duration(r.a.cfg.MaxAge))
+	if e := r.d.rules(udp)["k1"]; e.Guard.Gen != 2 || r.d.txns != 1 {
+		t.Fatalf("k1 written: guard %+v, %d transactions; want replaced at gen 2", e.Guard, r.d.txns)
+	}
+}
+
 // A rule's deadline is the item's time to live less a second (memcached's
 // clock) and expiry_margin; near it, the item is read again: touched to
 // live for ever, its rule loses the deadline.

@@ -19,6 +19,7 @@ type stats struct {
 	deleted   map[string]uint64 // by cause
 	installed uint64
 	refreshed uint64 // rules replaced after their item was read again
+	confirmed uint64 // items read again and found as their rule has them
 	attached  uint64
 	checks    uint64 // generations the watch read
 	killed    uint64 // of those, keys written since their rule's: read again
@@ -71,7 +72,7 @@ func joined(m map[string]uint64) string {
 func (a *agent) logSummary() {
 	s := a.snapshot()
 	a.log.Info("offload", "services", len(s.services), "keys", s.keys, "probes", s.probes, "tcp_reads", s.tcpReads,
-		"installed", s.installed, "refreshed", s.refreshed, "checks", s.checks, "killed", s.killed, "key_bumps", s.bumps.key, "domain_bumps", s.bumps.domain,
+		"installed", s.installed, "refreshed", s.refreshed, "confirmed", s.confirmed, "checks", s.checks, "killed", s.killed, "key_bumps", s.bumps.key, "domain_bumps", s.bumps.domain,
 		"deleted", joined(s.deleted), "skipped", joined(s.skipped))
 }
 
@@ -113,6 +114,7 @@ func (a *agent) metrics() []metricserver.Family {
 		metricserver.NewFamily("santa_offload_memcached_keys", gauge, "Keys offloaded.", nil, metricserver.One(uint64(s.keys))),
 		metricserver.NewFamily("santa_offload_memcached_installed_total", counter, "Keys learned and installed.", nil, metricserver.One(s.installed)),
 		metricserver.NewFamily("santa_offload_memcached_refreshed_total", counter, "Rules replaced after their item was read again (guard died, deadline, max_age).", nil, metricserver.One(s.refreshed)),
+		metricserver.NewFamily("santa_offload_memcached_confirmed_total", counter, "Items read again (max_age) and found as their rule has them: the rule is kept.", nil, metricserver.One(s.confirmed)),
 		metricserver.NewFamily("santa_offload_memcached_watch_checks_total", counter, "Generations of offloaded keys read by the watch.", nil, metricserver.One(s.checks)),
 		metricserver.NewFamily("santa_offload_memcached_watch_killed_total", counter, "Offloaded keys the watch found written since their rule was made, and read again.", nil, metricserver.One(s.killed)),
 		metricserver.NewFamily("santa_offload_memcached_attached_total", counter, "Sockets attached.", nil, metricserver.One(s.attached)),
