@@ -75,6 +75,7 @@ type agent struct {
 	now    func() time.Time
 
 	mu       sync.Mutex
+	added    uint64              // keys ever offloaded: the next one's seq
 	sd       Santad              // nil while not connected
 	sockets  map[uint64]*service // by socket inode
 	services map[uint32]*service // by santad's id
@@ -131,6 +132,7 @@ type service struct {
 type key struct {
 	form     string
 	mkey     []byte
+	seq      uint64 // the agent's count of keys when it was added: ties in rate go by it
 	reply    []byte
 	rate     float64           // requests per second, last window
 	learned  time.Time         // when its item was read

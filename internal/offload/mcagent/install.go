@@ -60,6 +60,8 @@ func (a *agent) install(l learned) {
 			continue
 		default:
 			used += k.size()
+			a.added++
+			k.seq = a.added
 			a.keys[k.form] = k
 			a.watched = append(a.watched, k)
 			added = append(added, k)
@@ -267,12 +269,24 @@ func (a *agent) deleteRules(sv *service, ids []uint32) {
 	}
 }
 
-// sortedKeys is every offloaded key, hottest first. Called with a.mu held.
+// sortedKeys is every offloaded key, hottest first (ties: oldest first).
+// It sorts values, not pointers: at 100,000 keys, following each pointer
+// in the comparisons made this sort a tenth of the server core. Called
+// with a.mu held.
 func (a *agent) sortedKeys() []*key {
-	keys := make([]*key, 0, len(a.keys))
-	for _, k := range a.keys {
-		keys = append(keys, k)
+	type ranked struct {
+		rate float64
+		seq  uint64
+		k    *key
 	}
-	slices.SortFunc(keys, func(x, y *key) int { return cmp.Or(cmp.Compare(y.rate, x.rate), cmp.Compare(x.form, y.form)) })
+	rs := make([]ranked, 0, len(a.keys))
+	for _, k := range a.keys {
+		rs = append(rs, ranked{k.rate, k.seq, k})
+	}
+	slices.SortFunc(rs, func(x, y ranked) int { return cmp.Or(cmp.Compare(y.rate, x.rate), cmp.Compare(x.seq, y.seq)) })
+	keys := make([]*key, len(rs))
+	for i, r := range rs {
+		keys[i] = r.k
+	}
 	return keys
 }

@@ -120,15 +120,18 @@ func (a *agent) choose() []want {
 }
 
 // byScore orders candidates best first: by score, an offloaded key before
-// a newcomer of the same score, then by form.
+// a newcomer of the same score, then the older offloaded key, or the
+// newcomers by form.
 func byScore(x, y candidate) int {
 	if c := cmp.Compare(y.score, x.score); c != 0 {
 		return c
 	}
-	if (x.k != nil) != (y.k != nil) {
-		if x.k != nil {
-			return -1
-		}
+	switch {
+	case x.k != nil && y.k != nil:
+		return cmp.Compare(x.k.seq, y.k.seq)
+	case x.k != nil:
+		return -1
+	case y.k != nil:
 		return 1
 	}
 	return cmp.Compare(x.form, y.form)

@@ -16,8 +16,9 @@ func TestMerged(t *testing.T) {
 	for round := range 200 {
 		a := &agent{keys: map[string]*key{}}
 		var all, newcomers []candidate
+		seqs := r.Perm(50) // each key's own, as the agent numbers them
 		for i := range r.IntN(50) {
-			k := &key{form: fmt.Sprintf("k%d", i), rate: float64(r.IntN(8))}
+			k := &key{form: fmt.Sprintf("k%d", i), seq: uint64(seqs[i]), rate: float64(r.IntN(8))}
 			a.keys[k.form] = k
 			all = append(all, candidate{form: k.form, k: k, score: k.rate * boost})
 		}
