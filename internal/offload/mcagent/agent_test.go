@@ -347,6 +347,40 @@ func TestTopSet(t *testing.T) {
 	}
 }
 
+// At the edge of the hot set, rates are a get or two a window: a newcomer
+// must also pass one get a window more than the key it displaces, so that
+// noise alone does not swap them.
+func TestTopSetEdge(t *testing.T) {
+	r := newRig(t, func(c *Config) { c.MaxRules = 1 })
+	r.scan()
+	_, udp := r.services()
+	for _, k := range []string{"a", "b", "c"} {
+		r.mc.set(k, k, -1)
+	}
+	r.d.setHot(udp, map[string]uint32{get("a"): 1})
+	r.window(time.Second)
+	hitA := func() {
+		r.d.mu.Lock()
+		defer r.d.mu.Unlock()
+		for rid := range r.d.services[udp].rules {
+			r.d.services[udp].hits[rid]++ // a: 1 a second, answered by its rule
+		}
+	}
+	// b at 2/s beats a's 1/s × 1.5, not 1 × 1.5 + 1.
+	r.d.setHot(udp, map[string]uint32{get("b"): 2})
+	hitA()
+	r.window(time.Second)
+	if rules := r.d.rules(udp); len(rules) != 1 || rules["a"].Guard == nil {
+		t.Fatalf("rules %v; b displaced a by one get a window", rules)
+	}
+	r.d.setHot(udp, map[string]uint32{get("c"): 3})
+	hitA()
+	r.window(time.Second)
+	if rules := r.d.rules(udp); len(rules) != 1 || rules["c"].Guard == nil {
+		t.Fatalf("rules %v; want c, at 3/s, in a's place", rules)
+	}
+}
+
 // A UDP socket is attached only into a domain: without a listener, none;
 // memcached that listens on TCP only is refused after a grace.
 func TestDomainFirst(t *testing.T) {

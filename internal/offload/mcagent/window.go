@@ -63,7 +63,11 @@ func (a *agent) choose() []want {
 	if !ok {
 		return nil
 	}
-	boost := 1 + a.cfg.Hysteresis
+	// An offloaded key's score is its rate times 1 + hysteresis, plus one
+	// get a hot window: at the edge of a large hot set rates are a get or
+	// two a window, and their noise alone swapped a thousand keys a second
+	// (each a read of memcached, a delete and an add).
+	score := func(k *key) float64 { return k.rate*(1+a.cfg.Hysteresis) + 1/hotWindow.Seconds() }
 	for _, k := range a.keys {
 		r := passes[k.form]
 		if !first && elapsed > 0 {
@@ -98,7 +102,7 @@ func (a *agent) choose() []want {
 	var cold []*key
 	var wants []want
 	i := 0
-	for c := range merged(offloaded, newcomers, boost) {
+	for c := range merged(offloaded, newcomers, score) {
 		switch {
 		case c.k != nil && i >= a.cfg.MaxRules:
 			cold = append(cold, c.k)
@@ -137,13 +141,13 @@ func byScore(x, y candidate) int {
 	return cmp.Compare(x.form, y.form)
 }
 
-// merged yields the offloaded keys (sorted by rate, scored rate × boost)
+// merged yields the offloaded keys (sorted by rate, score rising with it)
 // and the newcomers (sorted byScore) as one list in byScore's order.
-func merged(offloaded []*key, newcomers []candidate, boost float64) iter.Seq[candidate] {
+func merged(offloaded []*key, newcomers []candidate, score func(*key) float64) iter.Seq[candidate] {
 	return func(yield func(candidate) bool) {
 		j := 0
 		for _, k := range offloaded {
-			c := candidate{form: k.form, mkey: k.mkey, k: k, score: k.rate * boost}
+			c := candidate{form: k.form, mkey: k.mkey, k: k, score: score(k)}
 			for ; j < len(newcomers) && byScore(newcomers[j], c) < 0; j++ {
 				if !yield(newcomers[j]) {
 					return
