@@ -84,8 +84,11 @@ type agent struct {
 	leader  *service
 	keys    map[string]*key      // offloaded, by hot form
 	skipped map[string]time.Time // hot forms not tried again until then
-	// lastRead is when the rules' hits were last read.
+	// lastRead is when the rules' hits were last read; windows counts
+	// the windows, rankKeys is rankKeys but in tests.
 	lastRead time.Time
+	windows  uint64
+	rankKeys int
 	// tcpOnly is since when memcached has been seen listening on TCP with
 	// no UDP socket (zero: it has one, or no TCP listener either).
 	tcpOnly time.Time
@@ -151,7 +154,7 @@ type key struct {
 func newAgent(cfg Config, f server.Scanner, take func(server.Socket) (int, error), p probe.Asker, items itemReader) *agent {
 	a := &agent{cfg: cfg, log: cfg.Log, finder: f, take: take, probe: p, items: items, now: time.Now,
 		sockets: map[uint64]*service{}, services: map[uint32]*service{}, keys: map[string]*key{},
-		skipped: map[string]time.Time{}, tainted: map[uint64]bool{}, stats: newStats()}
+		skipped: map[string]time.Time{}, tainted: map[uint64]bool{}, stats: newStats(), rankKeys: rankKeys}
 	if a.log == nil {
 		a.log = slog.New(slog.DiscardHandler)
 	}

@@ -381,6 +381,31 @@ func TestTopSetEdge(t *testing.T) {
 	}
 }
 
+// With more than rankKeys keys, they are ranked every few windows: in
+// between, newcomers only fill free room, and displace nothing.
+func TestRankEvery(t *testing.T) {
+	r := newRig(t, func(c *Config) { c.MaxRules = 3 })
+	r.a.rankKeys = 1
+	r.scan()
+	_, udp := r.services()
+	for _, k := range []string{"a", "b", "c", "d"} {
+		r.mc.set(k, k, -1)
+	}
+	r.d.setHot(udp, map[string]uint32{get("a"): 10, get("b"): 10})
+	r.window(time.Second) // window 1 ranks
+	r.d.setHot(udp, map[string]uint32{get("c"): 100})
+	r.window(time.Second) // 2 keys: window 2 of every 2 admits c into the room left
+	r.d.setHot(udp, map[string]uint32{get("d"): 1000})
+	r.window(time.Second) // 3 keys: window 3 of every 3, no room
+	if rules := r.d.rules(udp); len(rules) != 3 || rules["c"].Guard == nil || rules["d"].Guard != nil {
+		t.Fatalf("rules %v between rankings; want a, b, c", rules)
+	}
+	r.window(time.Second) // window 4 ranks: d displaces a cold key
+	if rules := r.d.rules(udp); len(rules) != 3 || rules["d"].Guard == nil || rules["c"].Guard == nil {
+		t.Fatalf("rules %v after the ranking; want d in a or b's place", rules)
+	}
+}
+
 // A UDP socket is attached only into a domain: without a listener, none;
 // memcached that listens on TCP only is refused after a grace.
 func TestDomainFirst(t *testing.T) {

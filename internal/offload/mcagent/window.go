@@ -47,7 +47,9 @@ type candidate struct {
 }
 
 // choose reads the rates, deletes the keys that fell out of the top set
-// and returns what to learn, best first.
+// and returns what to learn, best first. With more than rankKeys keys it
+// ranks them every few windows only (rankEvery), admitting newcomers into
+// free room in between.
 func (a *agent) choose() []want {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -56,10 +58,19 @@ func (a *agent) choose() []want {
 		return nil
 	}
 	now := a.now()
+	passes, hotWindow, ok := a.hotPasses(udp)
+	if !ok {
+		return nil
+	}
+	newcomers := a.newcomers(passes, now)
+	a.windows++
+	if (a.windows-1)%a.rankEvery() != 0 {
+		return a.admit(newcomers, passes, hotWindow, now)
+	}
 	elapsed := now.Sub(a.lastRead).Seconds()
 	first := a.lastRead.IsZero()
 	a.lastRead = now
-	hits, passes, hotWindow, ok := a.rates(udp)
+	hits, ok := a.ruleHits(udp)
 	if !ok {
 		return nil
 	}
@@ -84,21 +95,8 @@ func (a *agent) choose() []want {
 		k.rate = r
 	}
 	// The offloaded keys sorted by rate are also the watch's order: one
-	// sort of them a window (100,000 keys), and the few newcomers merged in.
+	// sort of them a ranking (100,000 keys), and the few newcomers merged in.
 	offloaded := a.sortedKeys()
-	var newcomers []candidate
-	for form, rate := range passes {
-		if a.keys[form] != nil || now.Before(a.skipped[form]) {
-			continue
-		}
-		mkey, err := getKey([]byte(form))
-		if err != nil {
-			a.skip(form, err)
-			continue
-		}
-		newcomers = append(newcomers, candidate{form: form, mkey: mkey, score: rate})
-	}
-	slices.SortFunc(newcomers, byScore)
 	var cold []*key
 	var wants []want
 	i := 0
@@ -119,6 +117,55 @@ func (a *agent) choose() []want {
 		if now.After(until) {
 			delete(a.skipped, form)
 		}
+	}
+	return wants
+}
+
+// rankKeys is how many offloaded keys one window ranks: with more, they
+// are ranked every rankEvery windows. Each ranking weighs every key (its
+// hits, its rate, a sort); at 100,000 keys, doing it every second took a
+// fifth of the server core on this VM (docs/benchmarks.md (j)).
+const rankKeys = 25000
+
+// rankEvery is how many windows go from one ranking to the next. Called
+// with a.mu held.
+func (a *agent) rankEvery() uint64 {
+	return uint64(max(1, (len(a.keys)+a.rankKeys-1)/a.rankKeys))
+}
+
+// newcomers are the hot forms not offloaded (nor skipped for now), best
+// first. Called with a.mu held.
+func (a *agent) newcomers(passes map[string]float64, now time.Time) []candidate {
+	var out []candidate
+	for form, rate := range passes {
+		if a.keys[form] != nil || now.Before(a.skipped[form]) {
+			continue
+		}
+		mkey, err := getKey([]byte(form))
+		if err != nil {
+			a.skip(form, err)
+			continue
+		}
+		out = append(out, candidate{form: form, mkey: mkey, score: rate})
+	}
+	slices.SortFunc(out, byScore)
+	return out
+}
+
+// admit is a window between rankings: the best newcomers fill the room
+// below MaxRules, and offloaded keys whose gets pass (a dead rule) are
+// read again; displacing keys, and reading them again at their deadline
+// or max_age, wait for the next ranking. Called with a.mu held.
+func (a *agent) admit(newcomers []candidate, passes map[string]float64, hotWindow time.Duration, now time.Time) []want {
+	var wants []want
+	for form := range passes {
+		if k := a.keys[form]; k != nil && a.stale(k, true, hotWindow, now) {
+			wants = append(wants, want{form: form, mkey: k.mkey, rate: k.rate, old: k})
+		}
+	}
+	room := max(0, a.cfg.MaxRules-len(a.keys))
+	for _, c := range newcomers[:min(room, len(newcomers))] {
+		wants = append(wants, want{form: c.form, mkey: c.mkey, rate: c.score})
 	}
 	return wants
 }
@@ -177,16 +224,15 @@ func (a *agent) stale(k *key, passing bool, hotWindow time.Duration, now time.Ti
 		age >= time.Duration(a.cfg.MaxAge)
 }
 
-// rates reads the hits of each key's rules since the last read and the
-// passed gets of the kernel's last complete hot window per second, over
-// every UDP service, and how long that window is. Called with a.mu held.
-func (a *agent) rates(udp []*service) (hits map[*key]uint64, passes map[string]float64, hotWindow time.Duration, ok bool) {
-	hits, passes, hotWindow = map[*key]uint64{}, map[string]float64{}, time.Second
+// ruleHits reads the hits of each key's rules since the last read, over
+// every UDP service. Called with a.mu held.
+func (a *agent) ruleHits(udp []*service) (map[*key]uint64, bool) {
+	hits := map[*key]uint64{}
 	for _, sv := range udp {
 		for c, err := range a.sd.RuleStats(sv.id) {
 			if err != nil {
 				a.failed("reading rule stats", err)
-				return nil, nil, 0, false
+				return nil, false
 			}
 			k := sv.byRule[c.RuleID]
 			if k == nil {
@@ -200,10 +246,20 @@ func (a *agent) rates(udp []*service) (hits map[*key]uint64, passes map[string]f
 			}
 			sv.hits[c.RuleID] = c.Hits
 		}
+	}
+	return hits, true
+}
+
+// hotPasses reads the passed gets of the kernel's last complete hot
+// window per second, over every UDP service, and how long that window
+// is. Called with a.mu held.
+func (a *agent) hotPasses(udp []*service) (passes map[string]float64, hotWindow time.Duration, ok bool) {
+	passes, hotWindow = map[string]float64{}, time.Second
+	for _, sv := range udp {
 		hot, err := a.sd.Hot(sv.id, a.cfg.HotMax)
 		if err != nil {
 			a.failed("reading the hot set", err)
-			return nil, nil, 0, false
+			return nil, 0, false
 		}
 		hotWindow = max(hotWindow, hot.Window)
 		window := hot.Window.Seconds()
@@ -214,7 +270,7 @@ func (a *agent) rates(udp []*service) (hits map[*key]uint64, passes map[string]f
 			passes[string(r.Key)] += float64(r.Passes) / window
 		}
 	}
-	return hits, passes, hotWindow, true
+	return passes, hotWindow, true
 }
 
 // skip counts a hot form not offloaded now; one that cannot be (not a
