@@ -142,9 +142,17 @@ int santa_udp(struct xdp_md *ctx)
 
 	s = santa_scratch();
 	read = santa_read_payload(ctx, 1, &pkt, s);
-	if (read && svc->parser == SANTA_PARSER_MEMCACHED)
-		santa_mc_datagram(svc, &pkt, s);
 	rule = read ? santa_answering_rule(s, svc, pkt.plen) : NULL;
+	/* A memcached datagram's writes end their keys' rules before anything
+	 * answers it, unless the rule that matched says the datagram holds no
+	 * write (SANTA_RULE_READ_ONLY: most of the GETs, spared the parse). A
+	 * rule matched before the parse is matched again: a write it found may
+	 * have ended its guard. No rule matched before matches after. */
+	if (read && svc->parser == SANTA_PARSER_MEMCACHED && !(rule && (rule->flags & SANTA_RULE_READ_ONLY))) {
+		santa_mc_datagram(svc, &pkt, s);
+		if (rule)
+			rule = santa_answering_rule(s, svc, pkt.plen);
+	}
 	if (!rule) {
 		if (read)
 			santa_learn(svc, &pkt, s);

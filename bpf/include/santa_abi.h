@@ -475,6 +475,10 @@ enum santa_parser {
 
 enum santa_rule_flag {
 	SANTA_RULE_GUARDED = 1, /* a struct santa_guard ends the body's reply area */
+	/* A memcached datagram it matches is its condition, all of it from byte
+	 * 2, and holds reads only (santad parsed it with the reference parser):
+	 * santa_udp skips looking for writes in it. */
+	SANTA_RULE_READ_ONLY = 2,
 };
 
 enum santa_mc_layout {

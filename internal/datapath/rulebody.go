@@ -163,6 +163,9 @@ func writeHead(v *santaSantaRule, r *installedRule) {
 	v.Ncopies = uint8(len(c.Copies))
 	if r.guard != nil {
 		v.Flags = uint8(santaSantaRuleFlagSANTA_RULE_GUARDED)
+		if readOnlyDatagram(r.rule.Condition) {
+			v.Flags |= uint8(santaSantaRuleFlagSANTA_RULE_READ_ONLY)
+		}
 	}
 	v.ReplyCsum = c.Csum
 	for i, p := range c.Copies {
