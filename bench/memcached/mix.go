@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -102,10 +103,15 @@ func (w *mixWriter) run(ctx context.Context, g *gen.Generator, pop popularity.Po
 		want := uint64(w.share / (1 - w.share) * float64(now.ReplyOK-start.ReplyOK))
 		for sent < want {
 			n, err := w.exchange(seq, sent, want-sent, &buf)
-			if err != nil {
-				if ctx.Err() != nil {
-					return nil // the interrupt broke the exchange off
-				}
+			switch {
+			case err != nil && ctx.Err() != nil:
+				return nil // the interrupt broke the exchange off
+			case errors.Is(err, net.ErrClosed):
+				// An agent's start redialled the connections under this
+				// exchange (mixAgent): its SETs' replies went with the
+				// old one; the next exchange is on the new one.
+				continue
+			case err != nil:
 				return fmt.Errorf("mix: %w", err)
 			}
 			sent += n

@@ -89,6 +89,11 @@ type agent struct {
 	lastRead time.Time
 	windows  uint64
 	rankKeys int
+	// evictions is memcached's eviction count when last read (if
+	// evictionsRead), evictedAt when it was last seen to move.
+	evictions     uint64
+	evictionsRead bool
+	evictedAt     time.Time
 	// tcpOnly is since when memcached has been seen listening on TCP with
 	// no UDP socket (zero: it has one, or no TCP listener either).
 	tcpOnly time.Time
@@ -214,6 +219,7 @@ func (a *agent) endDomain() {
 	a.sockets, a.services, a.leader = map[uint64]*service{}, map[uint32]*service{}, nil
 	a.keys = map[string]*key{}
 	a.lastRead, a.bumps, a.bumpedAt = time.Time{}, bumps{}, time.Time{}
+	a.evictionsRead = false
 	a.watched, a.tail = nil, 0
 }
 

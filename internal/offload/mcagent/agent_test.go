@@ -236,7 +236,7 @@ func TestRefresh(t *testing.T) {
 	r.d.setHot(udp, map[string]uint32{get("k2"): 10})
 	r.window(time.Second)
 	r.d.setHot(udp, nil)
-	delete(r.mc.items, "k2")
+	r.mc.evict("k2")
 	r.window(time.Duration(r.a.cfg.MaxAge) / 2)
 	if _, ok := r.d.rules(udp)["k2"]; !ok {
 		t.Fatal("k2 deleted before max_age")
@@ -264,6 +264,7 @@ func TestMaxAgeConfirms(t *testing.T) {
 	r.d.setHot(udp, nil)
 	id := r.d.rules(udp)["k1"].RuleID
 	tcpReads := r.mc.tcp
+	r.mc.evict("other") // something was evicted: k1 may have been
 	r.window(time.Duration(r.a.cfg.MaxAge))
 	e, ok := r.d.rules(udp)["k1"]
 	if !ok || e.RuleID != id || r.d.txns != 0 || r.mc.tcp == tcpReads || r.a.snapshot().confirmed != 1 {
@@ -272,9 +273,48 @@ func TestMaxAgeConfirms(t *testing.T) {
 	}
 	// Written since (a new generation): replaced, even with the same value.
 	r.d.setGen("k1", client.Generation{Gen: 2, DomainGen: 1, Epoch: r.d.epoch})
+	r.mc.evict("other")
 	r.window(time.Duration(r.a.cfg.MaxAge))
 	if e := r.d.rules(udp)["k1"]; e.Guard.Gen != 2 || r.d.txns != 1 {
 		t.Fatalf("k1 written: guard %+v, %d transactions; want replaced at gen 2", e.Guard, r.d.txns)
+	}
+}
+
+// max_age reads a key again only if memcached evicted something since
+// the key was read (or its counters could not be read): with no eviction,
+// an item can leave memcached only by a write, which ends its rule.
+func TestMaxAgeOnlyAfterEvictions(t *testing.T) {
+	r := newRig(t, nil)
+	r.scan()
+	_, udp := r.services()
+	r.mc.set("k1", "one", -1)
+	r.d.setHot(udp, map[string]uint32{get("k1"): 10})
+	r.window(time.Second)
+	r.d.setHot(udp, nil)
+	maxAge := time.Duration(r.a.cfg.MaxAge)
+	tcpReads := r.mc.tcp
+	r.window(maxAge)
+	r.window(maxAge)
+	if r.mc.tcp != tcpReads {
+		t.Fatalf("k1 read again %d times at max_age with nothing evicted", r.mc.tcp-tcpReads)
+	}
+	r.mc.evict("k1")
+	r.window(time.Second) // the eviction seen; k1 read long ago
+	if _, ok := r.d.rules(udp)["k1"]; ok || r.mc.tcp != tcpReads+1 {
+		t.Fatalf("k1 evicted: rule kept (%d reads); want it read again and deleted", r.mc.tcp-tcpReads)
+	}
+	// Counters that cannot be read count as an eviction.
+	r.mc.set("k2", "two", -1)
+	r.d.setHot(udp, map[string]uint32{get("k2"): 10})
+	r.window(time.Second)
+	r.d.setHot(udp, nil)
+	r.mc.mu.Lock()
+	r.mc.statsErr = errors.New("connection reset")
+	r.mc.mu.Unlock()
+	tcpReads = r.mc.tcp
+	r.window(maxAge)
+	if r.mc.tcp != tcpReads+1 {
+		t.Fatalf("k2 read again %d times at max_age with memcached's stats unread; want 1", r.mc.tcp-tcpReads)
 	}
 }
 

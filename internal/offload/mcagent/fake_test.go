@@ -359,6 +359,9 @@ type fakeMemcached struct {
 	udp    int
 	tcp    int // items read
 	resets int
+	// evictions is the eviction count stats tells, statsErr its error.
+	evictions uint64
+	statsErr  error
 }
 
 func newFakeMemcached() *fakeMemcached {
@@ -415,6 +418,20 @@ func (m *fakeMemcached) Read(ctx context.Context, dst netip.AddrPort, keys [][]b
 		out[i].it = it
 	}
 	return out, nil
+}
+
+func (m *fakeMemcached) Evictions(ctx context.Context, dst netip.AddrPort, timeout time.Duration) (uint64, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.evictions, m.statsErr
+}
+
+// evict drops key for room, with no write, as memcached counts it.
+func (m *fakeMemcached) evict(key string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.items, key)
+	m.evictions++
 }
 
 func (m *fakeMemcached) Reset() {

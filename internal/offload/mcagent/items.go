@@ -20,6 +20,9 @@ type itemReader interface {
 	// Read reads each key's item, in one pipelined batch; a key memcached
 	// does not have is a skipMiss. An error is the connection's.
 	Read(ctx context.Context, dst netip.AddrPort, keys [][]byte, timeout time.Duration) ([]itemOrErr, error)
+	// Evictions reads memcached's counts of items it dropped for room,
+	// with no write (stats: evictions and slab_reassign_evictions_nomem).
+	Evictions(ctx context.Context, dst netip.AddrPort, timeout time.Duration) (uint64, error)
 	// Reset drops the connection: the next Read dials afresh.
 	Reset()
 	Sent() uint64
@@ -67,6 +70,26 @@ func (m *items) drop() {
 }
 
 func (m *items) Read(ctx context.Context, dst netip.AddrPort, keys [][]byte, timeout time.Duration) ([]itemOrErr, error) {
+	var out []itemOrErr
+	err := m.ask(ctx, dst, timeout, "reading items", func(deadline time.Time) (err error) {
+		out, err = m.read(keys, deadline)
+		return err
+	})
+	return out, err
+}
+
+func (m *items) Evictions(ctx context.Context, dst netip.AddrPort, timeout time.Duration) (uint64, error) {
+	var n uint64
+	err := m.ask(ctx, dst, timeout, "reading stats", func(deadline time.Time) (err error) {
+		n, err = m.evictions(deadline)
+		return err
+	})
+	return n, err
+}
+
+// ask runs one exchange on the connection, dialled first if need be, and
+// drops it if the exchange fails (its replies are out of step then).
+func (m *items) ask(ctx context.Context, dst netip.AddrPort, timeout time.Duration, what string, exchange func(deadline time.Time) error) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.stale.Swap(false) || m.dst != dst {
@@ -80,19 +103,27 @@ func (m *items) Read(ctx context.Context, dst netip.AddrPort, keys [][]byte, tim
 			return err
 		})
 		if err != nil {
-			return nil, fmt.Errorf("connecting to memcached at %v: %w", dst, err)
+			return fmt.Errorf("connecting to memcached at %v: %w", dst, err)
 		}
 		m.dst, m.r = dst, bufio.NewReaderSize(m.conn, 64<<10)
 	}
-	out, err := m.read(keys, deadline)
-	if err != nil {
-		m.drop() // its replies are out of step now
+	if err := exchange(deadline); err != nil {
+		m.drop()
 		if errors.Is(err, ctx.Err()) {
-			return nil, err
+			return err
 		}
-		return nil, fmt.Errorf("reading items from memcached at %v: %w", dst, err)
+		return fmt.Errorf("%s from memcached at %v: %w", what, dst, err)
 	}
-	return out, nil
+	return nil
+}
+
+// evictions sends stats and sums its eviction counters.
+func (m *items) evictions(deadline time.Time) (uint64, error) {
+	m.conn.SetDeadline(deadline)
+	if _, err := m.conn.Write([]byte("stats\r\n")); err != nil {
+		return 0, err
+	}
+	return readEvictions(m.r)
 }
 
 // read sends every key's mg, then reads the replies, in order.

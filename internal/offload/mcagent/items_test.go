@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"net"
+	"os/exec"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -80,5 +81,40 @@ func TestItems(t *testing.T) {
 	}
 	if m.Sent() != 9 {
 		t.Errorf("sent %d; want 9", m.Sent())
+	}
+}
+
+// TestEvictionsFromMemcached: Debian's memcached's stats carry the
+// eviction counters the agent reads, on the connection it reads items on.
+func TestEvictionsFromMemcached(t *testing.T) {
+	if _, err := exec.LookPath("memcached"); err != nil {
+		t.Fatal("memcached is not installed (make test-deps)")
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst := l.Addr().(*net.TCPAddr).AddrPort()
+	l.Close() // memcached takes the port
+	cmd := exec.Command("memcached", "-u", "root", "-l", "127.0.0.1", "-p", strconv.Itoa(int(dst.Port())), "-U", "0", "-m", "8")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	m := newItems("")
+	defer m.Close()
+	var n uint64
+	for start := time.Now(); ; {
+		if n, err = m.Evictions(context.Background(), dst, time.Second); err == nil || time.Since(start) > 5*time.Second {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err != nil || n != 0 {
+		t.Fatalf("evictions %d, %v; want 0 from a fresh memcached", n, err)
+	}
+	got, err := m.Read(context.Background(), dst, [][]byte{[]byte("a")}, time.Second)
+	if err != nil || skipReason(got[0].err) != skipMiss {
+		t.Fatalf("an item read after stats on the same connection: %+v, %v", got, err)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -209,5 +210,44 @@ func getRule(form, reply []byte) rule.Rule {
 		Condition:  rule.ExactLength(rule.Condition{Offset: keyOffset, Pattern: form}, uint16(keyOffset+len(form))),
 		Processors: []rule.Processor{rule.Copy(0, 2, 0), rule.Put(2, reply[2:])},
 		ReplyLen:   uint16(len(reply)),
+	}
+}
+
+// evictionStats are the stats counting items memcached dropped for room:
+// an item so dropped had no write, so no rule of it died.
+var evictionStats = []string{"evictions", "slab_reassign_evictions_nomem"}
+
+// readEvictions reads a stats reply to its END and sums evictionStats; a
+// reply without them is an error.
+func readEvictions(r *bufio.Reader) (uint64, error) {
+	var sum uint64
+	found := 0
+	for {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			return 0, err
+		}
+		line, ok := strings.CutSuffix(line, "\r\n")
+		if !ok {
+			return 0, fmt.Errorf("stats line %q does not end in CRLF", line)
+		}
+		if line == "END" {
+			if found != len(evictionStats) {
+				return 0, fmt.Errorf("stats without %v", evictionStats)
+			}
+			return sum, nil
+		}
+		name, value, ok := strings.Cut(strings.TrimPrefix(line, "STAT "), " ")
+		if !ok || !strings.HasPrefix(line, "STAT ") {
+			return 0, fmt.Errorf("stats line %q", line)
+		}
+		if slices.Contains(evictionStats, name) {
+			n, err := strconv.ParseUint(value, 10, 64)
+			if err != nil {
+				return 0, fmt.Errorf("stats %s: %w", name, err)
+			}
+			sum += n
+			found++
+		}
 	}
 }

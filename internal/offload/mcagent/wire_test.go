@@ -127,3 +127,19 @@ func TestGetRule(t *testing.T) {
 		t.Errorf("udpGet %q", udpGet([]byte("k1")))
 	}
 }
+
+// TestReadEvictions: memcached 1.6's stats reply, its eviction counters
+// summed; a reply without them, or cut short, is an error.
+func TestReadEvictions(t *testing.T) {
+	reply := "STAT pid 7\r\nSTAT evictions 12\r\nSTAT curr_items 3\r\nSTAT slab_reassign_evictions_nomem 2\r\nEND\r\n"
+	n, err := readEvictions(bufio.NewReader(strings.NewReader(reply)))
+	if err != nil || n != 14 {
+		t.Fatalf("evictions %d, %v; want 14", n, err)
+	}
+	for _, bad := range []string{"STAT evictions 12\r\nEND\r\n", "STAT evictions 1\r\nSTAT slab_reassign_evictions_nomem x\r\nEND\r\n",
+		"STAT evictions 1\r\n", "ERROR\r\n"} {
+		if n, err := readEvictions(bufio.NewReader(strings.NewReader(bad))); err == nil {
+			t.Errorf("%q: %d evictions, no error", bad, n)
+		}
+	}
+}
