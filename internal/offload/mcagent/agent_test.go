@@ -85,6 +85,19 @@ func (r *rig) window(d time.Duration) {
 	r.a.window(context.Background())
 }
 
+// offloadOne has the agent find memcached's sockets and offload key, hot
+// for one window, and returns the UDP service's id.
+func (r *rig) offloadOne(key, value string) (udp uint32) {
+	r.t.Helper()
+	r.scan()
+	_, udp = r.services()
+	r.mc.set(key, value, -1)
+	r.d.setHot(udp, map[string]uint32{get(key): 10})
+	r.window(time.Second)
+	r.d.setHot(udp, nil)
+	return udp
+}
+
 // services are the TCP and UDP services' ids.
 func (r *rig) services() (tcp, udp uint32) {
 	r.t.Helper()
@@ -256,12 +269,7 @@ func TestRefresh(t *testing.T) {
 // same value) keeps its rule: no transaction, nothing for santad to index.
 func TestMaxAgeConfirms(t *testing.T) {
 	r := newRig(t, nil)
-	r.scan()
-	_, udp := r.services()
-	r.mc.set("k1", "one", -1)
-	r.d.setHot(udp, map[string]uint32{get("k1"): 10})
-	r.window(time.Second)
-	r.d.setHot(udp, nil)
+	udp := r.offloadOne("k1", "one")
 	id := r.d.rules(udp)["k1"].RuleID
 	tcpReads := r.mc.tcp
 	r.mc.evict("other") // something was evicted: k1 may have been
@@ -285,12 +293,7 @@ func TestMaxAgeConfirms(t *testing.T) {
 // an item can leave memcached only by a write, which ends its rule.
 func TestMaxAgeOnlyAfterEvictions(t *testing.T) {
 	r := newRig(t, nil)
-	r.scan()
-	_, udp := r.services()
-	r.mc.set("k1", "one", -1)
-	r.d.setHot(udp, map[string]uint32{get("k1"): 10})
-	r.window(time.Second)
-	r.d.setHot(udp, nil)
+	udp := r.offloadOne("k1", "one")
 	maxAge := time.Duration(r.a.cfg.MaxAge)
 	tcpReads := r.mc.tcp
 	r.window(maxAge)
