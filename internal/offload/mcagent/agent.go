@@ -21,6 +21,7 @@ import (
 	"github.com/santa-offload/santa/internal/offload/probe"
 	"github.com/santa-offload/santa/internal/offload/santadconn"
 	"github.com/santa-offload/santa/internal/offload/server"
+	"github.com/santa-offload/santa/internal/rate"
 )
 
 // Run runs the agent until ctx ends, then detaches its services: without
@@ -84,6 +85,9 @@ type agent struct {
 	leader  *service
 	keys    map[string]*key      // offloaded, by hot form
 	skipped map[string]time.Time // hot forms not tried again until then
+	// evidence is the passed gets of the forms not offloaded over the
+	// last windows, which newcomers are ranked by.
+	evidence *rate.Evidence
 	// lastRead is when the rules' hits were last read; windows counts
 	// the windows, rankKeys is rankKeys but in tests.
 	lastRead time.Time
@@ -159,7 +163,8 @@ type key struct {
 func newAgent(cfg Config, f server.Scanner, take func(server.Socket) (int, error), p probe.Asker, items itemReader) *agent {
 	a := &agent{cfg: cfg, log: cfg.Log, finder: f, take: take, probe: p, items: items, now: time.Now,
 		sockets: map[uint64]*service{}, services: map[uint32]*service{}, keys: map[string]*key{},
-		skipped: map[string]time.Time{}, tainted: map[uint64]bool{}, stats: newStats(), rankKeys: rankKeys}
+		skipped: map[string]time.Time{}, tainted: map[uint64]bool{}, stats: newStats(), rankKeys: rankKeys,
+		evidence: rate.NewEvidence(evidenceSpan)}
 	if a.log == nil {
 		a.log = slog.New(slog.DiscardHandler)
 	}

@@ -40,12 +40,15 @@ type want struct {
 	old  *key
 }
 
-// candidate is a hot form in the running for the top set.
+// candidate is a hot form in the running for the top set: score ranks
+// it; a newcomer's rate is its passed gets a second, which its key starts
+// with.
 type candidate struct {
 	form  string
 	mkey  []byte
 	k     *key // nil: not offloaded
 	score float64
+	rate  float64
 }
 
 // choose reads the rates, deletes the keys that fell out of the top set
@@ -64,7 +67,7 @@ func (a *agent) choose() []want {
 	if !ok {
 		return nil
 	}
-	newcomers := a.newcomers(passes, now)
+	newcomers := a.newcomers(passes, hotWindow, now)
 	a.windows++
 	if (a.windows-1)%a.rankEvery() != 0 {
 		return a.admit(newcomers, passes, hotWindow, now)
@@ -76,11 +79,9 @@ func (a *agent) choose() []want {
 	if !ok {
 		return nil
 	}
-	// An offloaded key's score is its rate times 1 + hysteresis, plus one
-	// get a hot window: at the edge of a large hot set rates are a get or
-	// two a window, and their noise alone swapped a thousand keys a second
-	// (each a read of memcached, a delete and an add).
-	score := func(k *key) float64 { return k.rate*(1+a.cfg.Hysteresis) + 1/hotWindow.Seconds() }
+	// An offloaded key's score is its rate times 1 + hysteresis; a
+	// newcomer's is the least rate its gets show (newcomers).
+	score := func(k *key) float64 { return k.rate * (1 + a.cfg.Hysteresis) }
 	for _, k := range a.keys {
 		r := passes[k.form]
 		if !first && elapsed > 0 {
@@ -107,7 +108,7 @@ func (a *agent) choose() []want {
 		case c.k != nil && i >= a.cfg.MaxRules:
 			cold = append(cold, c.k)
 		case c.k == nil && i < a.cfg.MaxRules:
-			wants = append(wants, want{form: c.form, mkey: c.mkey, rate: c.score})
+			wants = append(wants, want{form: c.form, mkey: c.mkey, rate: c.rate})
 		case c.k != nil && a.stale(c.k, passes[c.form] > 0, hotWindow, now):
 			wants = append(wants, want{form: c.form, mkey: c.mkey, rate: c.k.rate, old: c.k})
 		}
@@ -135,11 +136,23 @@ func (a *agent) rankEvery() uint64 {
 	return uint64(max(1, (len(a.keys)+a.rankKeys-1)/a.rankKeys))
 }
 
+// evidenceSpan is how many windows a generation of the newcomers'
+// evidence spans: a form's least rate rests on up to twice as many.
+const evidenceSpan = 8
+
 // newcomers are the hot forms not offloaded (nor skipped for now), best
-// first. Called with a.mu held.
-func (a *agent) newcomers(passes map[string]float64, now time.Time) []candidate {
+// first, each scored by the least rate its passed gets show over this
+// window and the last ones (rate.Evidence): at the edge of a hot set of
+// 100,000 keys, rates are a fraction of a get a second, and raw counts let
+// the tail's chance pairs swap a thousand keys a second with the hot set's
+// edge (each a read of memcached, a delete and an add), which took a
+// third of the server core (docs/benchmarks.md (j)). Called with a.mu
+// held.
+func (a *agent) newcomers(passes map[string]float64, hotWindow time.Duration, now time.Time) []candidate {
+	window := hotWindow.Seconds()
+	a.evidence.Window()
 	var out []candidate
-	for form, rate := range passes {
+	for form, r := range passes {
 		if a.keys[form] != nil || now.Before(a.skipped[form]) {
 			continue
 		}
@@ -148,7 +161,11 @@ func (a *agent) newcomers(passes map[string]float64, now time.Time) []candidate 
 			a.skip(form, err)
 			continue
 		}
-		out = append(out, candidate{form: form, mkey: mkey, score: rate})
+		a.evidence.Add(form, r*window)
+		out = append(out, candidate{form: form, mkey: mkey, rate: r})
+	}
+	for i, c := range out {
+		out[i].score = a.evidence.Least(c.form, c.rate*window, window)
 	}
 	slices.SortFunc(out, byScore)
 	return out
@@ -167,7 +184,7 @@ func (a *agent) admit(newcomers []candidate, passes map[string]float64, hotWindo
 	}
 	room := max(0, a.cfg.MaxRules-len(a.keys))
 	for _, c := range newcomers[:min(room, len(newcomers))] {
-		wants = append(wants, want{form: c.form, mkey: c.mkey, rate: c.score})
+		wants = append(wants, want{form: c.form, mkey: c.mkey, rate: c.rate})
 	}
 	return wants
 }
