@@ -22,7 +22,8 @@ import (
 // client namespace, it sets keys drawn with the GETs' popularity,
 // pipelined over mixConns connections, as many as share/(1-share) of the
 // generator's good replies since it started (share 0.05: 5 % of the
-// operations served are SETs).
+// operations served are SETs), forgoing those it fell behind by more than
+// mixBacklog.
 // Each SET writes the key's own value again, so that every reply keeps
 // memcached's bytes and the generator's check stays exact; each still
 // invalidates the key's rule in the kernel, which the agent must offload
@@ -51,6 +52,25 @@ const (
 	mixConns    = 4
 	mixPace     = time.Millisecond
 )
+
+// mixBacklog is how far the writer may fall behind its pace before it
+// forgoes SETs: one round of every connection. In open loop memcached
+// serves the TCP SETs late; a writer that then sent all it owed would
+// burst once the load eased, and the next phase measured (one of the
+// agent's offered loads) would get 50 % SETs, not 5 %.
+const mixBacklog = mixConns * mixInFlight
+
+// due is how many SETs to send now, for want since the start of which
+// sent were sent and forgone forgone: at most mixBacklog, the rest
+// forgone from now on.
+func due(want, sent, forgone uint64) (n, nowForgone uint64) {
+	owed := want - min(want, sent+forgone)
+	if owed > mixBacklog {
+		forgone += owed - mixBacklog
+		owed = mixBacklog
+	}
+	return owed, forgone
+}
 
 func newMixWriter(dial func() (net.Conn, error), items int, share float64) *mixWriter {
 	w := &mixWriter{items: items, share: share}
@@ -87,9 +107,9 @@ func (w *mixWriter) run(ctx context.Context, g *gen.Generator, pop popularity.Po
 	}
 	tick := time.NewTicker(mixPace)
 	defer tick.Stop()
-	var sent uint64
+	var sent, forgone uint64
 	var buf []byte
-	defer func() { w.report(g, start, sent) }()
+	defer func() { w.report(g, start, sent, forgone) }()
 	for {
 		select {
 		case <-ctx.Done():
@@ -101,8 +121,10 @@ func (w *mixWriter) run(ctx context.Context, g *gen.Generator, pop popularity.Po
 			return err
 		}
 		want := uint64(w.share / (1 - w.share) * float64(now.ReplyOK-start.ReplyOK))
-		for sent < want {
-			n, err := w.exchange(seq, sent, want-sent, &buf)
+		var owed uint64
+		owed, forgone = due(want, sent, forgone)
+		for owed > 0 {
+			n, err := w.exchange(seq, sent, owed, &buf)
 			switch {
 			case err != nil && ctx.Err() != nil:
 				return nil // the interrupt broke the exchange off
@@ -114,7 +136,7 @@ func (w *mixWriter) run(ctx context.Context, g *gen.Generator, pop popularity.Po
 			case err != nil:
 				return fmt.Errorf("mix: %w", err)
 			}
-			sent += n
+			sent, owed = sent+n, owed-n
 			w.sets.Add(n)
 		}
 	}
@@ -122,15 +144,15 @@ func (w *mixWriter) run(ctx context.Context, g *gen.Generator, pop popularity.Po
 
 // report says what share of the operations served since start were SETs:
 // less than asked if memcached answered the SETs slower than the
-// generator's GETs.
-func (w *mixWriter) report(g *gen.Generator, start gen.Counters, sent uint64) {
+// generator's GETs (then SETs were forgone).
+func (w *mixWriter) report(g *gen.Generator, start gen.Counters, sent, forgone uint64) {
 	now, err := g.Counters()
 	if err != nil {
 		return
 	}
 	gets := now.ReplyOK - start.ReplyOK
-	fmt.Fprintf(os.Stderr, "  mix: %d SETs beside %d GETs: %.2f %% of the operations (asked: %g %%)\n",
-		sent, gets, 100*float64(sent)/float64(max(1, sent+gets)), 100*w.share)
+	fmt.Fprintf(os.Stderr, "  mix: %d SETs beside %d GETs: %.2f %% of the operations (asked: %g %%; %d forgone, memcached serving them late)\n",
+		sent, gets, 100*float64(sent)/float64(max(1, sent+gets)), 100*w.share, forgone)
 }
 
 // exchange sends up to mixInFlight SETs on each connection, of the keys

@@ -106,3 +106,20 @@ func TestMixWriterExchange(t *testing.T) {
 		}
 	}
 }
+
+// TestMixDue: the writer sends what it owes up to mixBacklog and forgoes
+// the rest for good, so that it never bursts after falling behind.
+func TestMixDue(t *testing.T) {
+	for _, tc := range []struct{ want, sent, forgone, n, nowForgone uint64 }{
+		{want: 10, n: 10},
+		{want: 10, sent: 10},
+		{want: 1000, sent: 10, n: mixBacklog, nowForgone: 1000 - 10 - mixBacklog},
+		{want: 1010, sent: 10 + mixBacklog, forgone: 1000 - 10 - mixBacklog, n: 10, nowForgone: 1000 - 10 - mixBacklog},
+		{want: 5, sent: 10}, // the pace fell back (fewer replies counted): nothing
+	} {
+		n, f := due(tc.want, tc.sent, tc.forgone)
+		if n != tc.n || f != tc.nowForgone {
+			t.Errorf("due(%d, %d, %d) = %d, %d; want %d, %d", tc.want, tc.sent, tc.forgone, n, f, tc.n, tc.nowForgone)
+		}
+	}
+}
