@@ -159,7 +159,11 @@ func (w *mixWriter) report(g *gen.Generator, start gen.Counters, sent, forgone u
 // seq holds from sent on, at most n, and reads their replies. It returns
 // how many were acknowledged.
 func (w *mixWriter) exchange(seq []uint32, sent, n uint64, buf *[]byte) (uint64, error) {
-	var counts []int
+	type sentOn struct {
+		r *bufio.Reader // of the connection the SETs went on
+		k int
+	}
+	var sends []sentOn
 	for _, c := range w.conns {
 		k := min(n, mixInFlight)
 		if k == 0 {
@@ -169,18 +173,19 @@ func (w *mixWriter) exchange(seq []uint32, sent, n uint64, buf *[]byte) (uint64,
 		for i := range k {
 			*buf = appendSet(*buf, int(seq[(sent+i)%uint64(len(seq))]))
 		}
-		if err := c.send(*buf); err != nil {
+		r, err := c.send(*buf)
+		if err != nil {
 			return 0, err
 		}
-		counts = append(counts, int(k))
+		sends = append(sends, sentOn{r, int(k)})
 		sent, n = sent+k, n-k
 	}
 	var done uint64
-	for i, k := range counts {
-		if err := w.conns[i].await(k); err != nil {
+	for _, s := range sends {
+		if err := await(s.r, s.k); err != nil {
 			return 0, err
 		}
-		done += uint64(k)
+		done += uint64(s.k)
 	}
 	return done, nil
 }
@@ -227,32 +232,33 @@ func (c *mixConn) redial() error {
 
 // exchange sends the n SETs of buf and reads their replies.
 func (c *mixConn) exchange(buf []byte, n int) error {
-	if err := c.send(buf); err != nil {
+	r, err := c.send(buf)
+	if err != nil {
 		return err
 	}
-	return c.await(n)
+	return await(r, n)
 }
 
-// send sends the SETs of buf, on a new connection if there is none.
-func (c *mixConn) send(buf []byte) error {
+// send sends the SETs of buf, on a new connection if there is none, and
+// returns the reader of the connection they went on: a redial (an agent's
+// start) between the send and the wait must not leave the writer waiting
+// on the new connection for the old one's replies.
+func (c *mixConn) send(buf []byte) (*bufio.Reader, error) {
 	c.mu.Lock()
-	conn := c.conn
+	conn, r := c.conn, c.r
 	c.mu.Unlock()
 	if conn == nil {
 		if err := c.redial(); err != nil {
-			return err
+			return nil, err
 		}
 		return c.send(buf)
 	}
 	_, err := conn.Write(buf)
-	return err
+	return r, err
 }
 
-// await reads the replies to n SETs sent.
-func (c *mixConn) await(n int) error {
-	c.mu.Lock()
-	r := c.r
-	c.mu.Unlock()
+// await reads the replies to n SETs sent on r's connection.
+func await(r *bufio.Reader, n int) error {
 	for range n {
 		line, err := r.ReadString('\n')
 		if err == io.EOF {

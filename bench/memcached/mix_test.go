@@ -2,9 +2,11 @@ package main
 
 import (
 	"bufio"
+	"errors"
 	"net"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestAppendSet: a SET of key i to its own value, in memcached's text
@@ -121,5 +123,31 @@ func TestMixDue(t *testing.T) {
 		if n != tc.n || f != tc.nowForgone {
 			t.Errorf("due(%d, %d, %d) = %d, %d; want %d, %d", tc.want, tc.sent, tc.forgone, n, f, tc.n, tc.nowForgone)
 		}
+	}
+}
+
+// TestMixAwaitAfterRedial: SETs sent before an agent's start redialled
+// the connection are awaited on the connection they went on, which the
+// redial closed: the wait ends, where waiting on the new connection for
+// them would block until the run ends.
+func TestMixAwaitAfterRedial(t *testing.T) {
+	c := &mixConn{dial: fakeMemcached(t, "STORED\r\n")}
+	defer c.close()
+	r, err := c.send(appendSet(nil, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.redial(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- await(r, 1) }()
+	select {
+	case err := <-done:
+		if err != nil && !errors.Is(err, net.ErrClosed) {
+			t.Errorf("await after a redial: %v; want the reply or the old connection closed", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("await after a redial still blocked after 5 s")
 	}
 }
