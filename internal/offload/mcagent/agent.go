@@ -155,6 +155,11 @@ type key struct {
 	// written, halved now and then so that they follow its writes.
 	checked       time.Time
 	checks, kills uint32
+	// killedAt is when its rule was first found killed since it was
+	// read (zero: not since); wait is how long it then waits before it is
+	// read again (writeHot).
+	killedAt time.Time
+	wait     time.Duration
 	// rebuilds: memcached's UDP reply was udpReply of the item read over
 	// TCP, so that reading it again takes the TCP read alone.
 	rebuilds bool

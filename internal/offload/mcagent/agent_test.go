@@ -223,7 +223,7 @@ func TestRefresh(t *testing.T) {
 	r.scan()
 	_, udp := r.services()
 	r.mc.set("k1", "old", -1)
-	r.d.setHot(udp, map[string]uint32{get("k1"): 10})
+	r.d.setHot(udp, map[string]uint32{get("k1"): 100})
 	r.window(time.Second)
 	id := r.d.rules(udp)["k1"].RuleID
 	r.mc.set("k1", "new", -1)
@@ -484,7 +484,7 @@ func TestMemcachedRestart(t *testing.T) {
 	r.scan()
 	tcp, udp := r.services()
 	r.mc.set("k1", "old", -1)
-	r.d.setHot(udp, map[string]uint32{get("k1"): 10})
+	r.d.setHot(udp, map[string]uint32{get("k1"): 100})
 	r.window(time.Second)
 	epoch := r.d.epoch
 	r.tcp.Close()

@@ -32,9 +32,14 @@ func (a *agent) install(l learned) {
 	if a.sd == nil || a.leader == nil || a.leader != l.leader || len(l.keys) == 0 {
 		return // the domain ended meanwhile: its generations are dead
 	}
+	// The budget's bytes in use, counted only with a budget: the watch
+	// installs 20 times a second, and at 100,000 keys counting them each
+	// time took 4 % of the server core.
 	used := 0
-	for _, k := range a.keys {
-		used += k.size()
+	if a.cfg.MaxBytes > 0 {
+		for _, k := range a.keys {
+			used += k.size()
+		}
 	}
 	slices.SortFunc(l.keys, func(x, y learnedKey) int { return cmp.Or(cmp.Compare(y.rate, x.rate), cmp.Compare(x.form, y.form)) })
 	var added, replaced []*key
@@ -50,11 +55,12 @@ func (a *agent) install(l learned) {
 			// Read again (max_age) and found as its rule has it: a
 			// replace would change nothing but cost santad an index
 			// update (at 100,000 keys a 30-s max_age is 3,300 a second).
-			old.learned, old.checked, old.rebuilds = k.learned, k.checked, k.rebuilds
+			old.learned, old.checked, old.rebuilds, old.killedAt = k.learned, k.checked, k.rebuilds, time.Time{}
 			confirmed++
 		case old != nil:
 			used += k.size() - old.size()
 			old.reply, old.learned, old.deadline, old.gen, old.checked, old.rebuilds = k.reply, k.learned, k.deadline, k.gen, k.checked, k.rebuilds
+			old.killedAt = time.Time{}
 			replaced = append(replaced, old)
 		case a.cfg.MaxBytes > 0 && used+k.size() > a.cfg.MaxBytes:
 			continue

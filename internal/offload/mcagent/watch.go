@@ -72,6 +72,8 @@ func (a *agent) killed() (l learned, keys []learnedKey, tcpDst, udpDst netip.Add
 			k.checked = now // alive
 		case g.InFlight:
 			// Being written: checked again next time, the write done.
+		case a.writeHot(k, now):
+			// Written too often to pay: left to memcached for now.
 		default:
 			a.stats.killed++ // checked once installed: a failed read is tried again
 			keys = append(keys, learnedKey{want: want{form: k.form, mkey: k.mkey, rate: k.rate, old: k}, gen: g,
@@ -163,4 +165,35 @@ func (h *byLoss) Pop() any {
 	s := old[len(old)-1]
 	*h = old[:len(old)-1]
 	return s
+}
+
+// A key read again costs the server core about as much as 16 gets
+// memcached answers (its generation, an mg, a UDP get, its rule replaced
+// in santad): with SETs of the gets' Zipf popularity at 5 % of the
+// operations, every key is written once per 19 gets, and reading each
+// again at once took the whole server core at 100 k gets a second, more
+// than memcached alone (docs/benchmarks.md (j)). So a key whose rule
+// answered fewer than relearnGets gets before a write killed it waits
+// before it is read again, relearnWait the first time, twice as long each
+// time in a row, at most relearnWaitMax; memcached answers it meanwhile.
+const (
+	relearnGets    = 32
+	relearnWait    = time.Second
+	relearnWaitMax = 64 * time.Second
+)
+
+// writeHot is whether k, found killed, waits before it is read again (its
+// rule lived for fewer than relearnGets gets, now or the last time).
+// Called with a.mu held.
+func (a *agent) writeHot(k *key, now time.Time) bool {
+	if k.killedAt.IsZero() {
+		k.killedAt = now
+		if k.rate*now.Sub(k.learned).Seconds() >= relearnGets {
+			k.wait = 0
+		} else {
+			k.wait = min(max(relearnWait, 2*k.wait), relearnWaitMax)
+			a.stats.waits++
+		}
+	}
+	return now.Before(k.killedAt.Add(k.wait))
 }

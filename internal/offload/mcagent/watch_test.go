@@ -23,7 +23,7 @@ func (r *rig) offload(udp uint32, keys ...string) {
 	hot := map[string]uint32{}
 	for i, k := range keys {
 		r.mc.set(k, k, -1)
-		hot[get(k)] = uint32(100 * (len(keys) - i))
+		hot[get(k)] = uint32(1000 * (len(keys) - i))
 	}
 	r.d.setHot(udp, hot)
 	r.window(time.Second)
@@ -211,5 +211,40 @@ func TestWatchTurnsThroughColdKeys(t *testing.T) {
 	}
 	if e := r.d.rules(udp)["k11"]; e.Guard.Gen != 2 || r.a.snapshot().checks != 12 {
 		t.Errorf("the coldest key, written: guard gen %d after %d checks; want 2 after 12, one a key", e.Guard.Gen, r.a.snapshot().checks)
+	}
+}
+
+// TestWatchWriteHot: a key whose rule a write killed after fewer gets than
+// reading it again costs waits before it is read again, 1 s, then twice
+// as long if it is killed as soon again; memcached answers it meanwhile.
+func TestWatchWriteHot(t *testing.T) {
+	r := newRig(t, nil)
+	r.scan()
+	_, udp := r.services()
+	r.mc.set("k1", "k1", -1)
+	r.d.setHot(udp, map[string]uint32{get("k1"): 10}) // 10 gets a second
+	r.window(time.Second)
+	r.d.setHot(udp, nil)
+	gen := func() uint32 { return r.d.rules(udp)["k1"].Guard.Gen }
+
+	for i, wait := range []time.Duration{time.Second, 2 * time.Second} {
+		written := uint32(3 + i)
+		r.mc.set("k1", fmt.Sprint("v", written), -1)
+		r.d.setGen("k1", r.gen(written))
+		r.watch(50 * time.Millisecond) // 0.5 gets since it was read
+		if g := gen(); g == written {
+			t.Fatalf("kill %d: k1 read again at once after 0.5 gets", i+1)
+		}
+		if s := r.a.snapshot(); s.waits != uint64(i+1) {
+			t.Fatalf("kill %d: %d waits counted; want %d", i+1, s.waits, i+1)
+		}
+		r.watch(wait - 100*time.Millisecond)
+		if g := gen(); g == written {
+			t.Fatalf("kill %d: k1 read again before its wait of %v", i+1, wait)
+		}
+		r.watch(100 * time.Millisecond)
+		if g := gen(); g != written {
+			t.Fatalf("kill %d: k1 guard gen %d after its wait of %v; want %d, read again", i+1, g, wait, written)
+		}
 	}
 }

@@ -238,7 +238,7 @@ func merged(offloaded []*key, newcomers []candidate, score func(*key) float64) i
 // has evicted items since (pollEvictions). Called with a.mu held.
 func (a *agent) stale(k *key, passing bool, hotWindow time.Duration, now time.Time) bool {
 	age := now.Sub(k.learned)
-	return passing && age >= 2*hotWindow ||
+	return passing && age >= 2*hotWindow && !a.writeHot(k, now) ||
 		!k.deadline.IsZero() && !now.Before(k.deadline.Add(-time.Duration(a.cfg.ExpiryMargin))) ||
 		age >= time.Duration(a.cfg.MaxAge) && a.evictedAt.After(k.learned)
 }
