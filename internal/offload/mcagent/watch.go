@@ -109,8 +109,8 @@ func (a *agent) suspects(now time.Time) []*key {
 	}
 	h := &byLoss{}
 	for _, k := range weighed {
-		if a.keys[k.form] != k || !k.checked.Before(a.bumpedAt) {
-			continue // deleted, or checked since: the read came after the bumps seen
+		if a.keys[k.form] != k || !k.checked.Before(a.bumpedAt) || k.waiting(now) {
+			continue // deleted, checked since (the read came after the bumps seen), or waiting
 		}
 		s := suspect{k, k.rate * now.Sub(k.checked).Seconds() * k.written()}
 		switch {
@@ -195,5 +195,11 @@ func (a *agent) writeHot(k *key, now time.Time) bool {
 			a.stats.waits++
 		}
 	}
-	return now.Before(k.killedAt.Add(k.wait))
+	return k.waiting(now)
+}
+
+// waiting is whether k, killed, still waits before it is read again: the
+// watch does not check it meanwhile.
+func (k *key) waiting(now time.Time) bool {
+	return !k.killedAt.IsZero() && now.Before(k.killedAt.Add(k.wait))
 }

@@ -173,7 +173,7 @@ func TestWatchPrefersWrittenKeys(t *testing.T) {
 	for _, k := range []string{"quiet", "written"} {
 		r.mc.set(k, k, -1)
 	}
-	r.d.setHot(udp, map[string]uint32{get("quiet"): 100, get("written"): 100})
+	r.d.setHot(udp, map[string]uint32{get("quiet"): 1000, get("written"): 1000}) // a rule pays in 32 ms
 	r.window(time.Second)
 	r.d.setHot(udp, nil)
 	r.d.mu.Lock()
@@ -216,7 +216,8 @@ func TestWatchTurnsThroughColdKeys(t *testing.T) {
 
 // TestWatchWriteHot: a key whose rule a write killed after fewer gets than
 // reading it again costs waits before it is read again, 1 s, then twice
-// as long if it is killed as soon again; memcached answers it meanwhile.
+// as long if it is killed as soon again; memcached answers it meanwhile,
+// and the watch does not spend checks on it.
 func TestWatchWriteHot(t *testing.T) {
 	r := newRig(t, nil)
 	r.scan()
@@ -238,9 +239,13 @@ func TestWatchWriteHot(t *testing.T) {
 		if s := r.a.snapshot(); s.waits != uint64(i+1) {
 			t.Fatalf("kill %d: %d waits counted; want %d", i+1, s.waits, i+1)
 		}
+		checks := r.a.snapshot().checks
 		r.watch(wait - 100*time.Millisecond)
 		if g := gen(); g == written {
 			t.Fatalf("kill %d: k1 read again before its wait of %v", i+1, wait)
+		}
+		if s := r.a.snapshot(); s.checks != checks {
+			t.Fatalf("kill %d: k1's generation checked %d times while it waited; want none", i+1, s.checks-checks)
 		}
 		r.watch(100 * time.Millisecond)
 		if g := gen(); g != written {
