@@ -3,12 +3,10 @@ package agent
 import (
 	"cmp"
 	"context"
-	"errors"
 	"slices"
-	"syscall"
 	"time"
 
-	"github.com/santa-offload/santa/client"
+	"github.com/santa-offload/santa/internal/offload/batch"
 	"github.com/santa-offload/santa/internal/rate"
 )
 
@@ -248,24 +246,21 @@ func (a *agent) deleteForms(forms []*form, cause string) {
 	}
 }
 
-// deleteRules deletes rules of a service. A rule santad does not have
-// (none should be missing; if one is, santad's word is the truth) is left
-// out and the others deleted all the same: a refused batch would leave
-// them answering with nobody keeping them fresh. Called with a.mu held.
+// deleteRules deletes rules of a service (deleteIDs), failing the
+// connection if santad refuses. Called with a.mu held.
 func (a *agent) deleteRules(sv *service, ids []uint32) {
-	for len(ids) > 0 {
-		err := a.sd.DeleteRules(sv.id, ids)
-		var refusal *client.Error
-		if errors.As(err, &refusal) && refusal.Code == syscall.ENOENT && int(refusal.Index) < len(ids) {
-			a.log.Warn("santad has no such rule", "service", sv.id, "rule", ids[refusal.Index])
-			ids = slices.Delete(slices.Clone(ids), int(refusal.Index), int(refusal.Index)+1)
-			continue
-		}
-		if err != nil {
-			a.failed("deleting rules", err)
-		}
-		return
+	if err := a.deleteIDs(a.sd, sv.id, ids); err != nil {
+		a.failed("deleting rules", err)
 	}
+}
+
+// deleteIDs deletes rules of a service (batch.Delete), warning of any
+// santad does not have (none should be missing; if one is, santad's word
+// is the truth).
+func (a *agent) deleteIDs(sd Santad, service uint32, ids []uint32) error {
+	return batch.Delete(ids, func(b []uint32) error { return sd.DeleteRules(service, b) }, func(id uint32) {
+		a.log.Warn("santad has no such rule", "service", service, "rule", id)
+	})
 }
 
 // dropForm forgets a form whose rules are gone, counting it under cause:

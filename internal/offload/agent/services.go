@@ -116,7 +116,7 @@ func (a *agent) resync(sd Santad, sv *service) {
 		sv.note(f, e.RuleID)
 	}
 	if len(stale) > 0 {
-		if err := sd.DeleteRules(sv.id, stale); err != nil {
+		if err := a.deleteIDs(sd, sv.id, stale); err != nil {
 			a.failed("deleting rules the agent does not know", err)
 			return
 		}

@@ -3,6 +3,10 @@
 package batch
 
 import (
+	"errors"
+	"slices"
+	"syscall"
+
 	"github.com/santa-offload/santa/client"
 	"github.com/santa-offload/santa/internal/protocol"
 	"github.com/santa-offload/santa/rule"
@@ -31,4 +35,29 @@ func Fitting[T any](items []T, size func(T) int) int {
 		}
 	}
 	return len(items)
+}
+
+// Delete deletes rules ids with del, in batches that fit one message each.
+// An id santad refuses as missing (ENOENT at its index: the rule went
+// with its socket, or was never there) is left out, passed to missing if
+// that is not nil, and the others are deleted all the same: a refused
+// batch would leave rules answering with nobody keeping them fresh.
+func Delete(ids []uint32, del func([]uint32) error, missing func(id uint32)) error {
+	for len(ids) > 0 {
+		n := Fitting(ids, func(uint32) int { return 4 })
+		err := del(ids[:n])
+		var refusal *client.Error
+		if errors.As(err, &refusal) && refusal.Code == syscall.ENOENT && int(refusal.Index) < n {
+			if missing != nil {
+				missing(ids[refusal.Index])
+			}
+			ids = slices.Delete(slices.Clone(ids), int(refusal.Index), int(refusal.Index)+1)
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		ids = ids[n:]
+	}
+	return nil
 }

@@ -5,7 +5,6 @@ import (
 	"cmp"
 	"errors"
 	"slices"
-	"syscall"
 	"time"
 
 	"github.com/santa-offload/santa/client"
@@ -255,24 +254,18 @@ func (a *agent) deleteKeys(keys []*key, cause string) {
 	}
 }
 
-// deleteRules deletes rules of a service. A rule santad does not have (its
-// service's socket closed meanwhile) is left out and the others deleted
-// all the same. Called with a.mu held.
+// deleteRules deletes rules of a service (batch.Delete: one santad does not
+// have, its service's socket closed meanwhile, is left out). Called with
+// a.mu held.
 func (a *agent) deleteRules(sv *service, ids []uint32) {
-	for len(ids) > 0 {
-		n := batch.Fitting(ids, func(uint32) int { return 4 })
-		err := a.sd.DeleteRules(sv.id, ids[:n])
-		var refusal *client.Error
-		if errors.As(err, &refusal) && refusal.Code == syscall.ENOENT && int(refusal.Index) < n {
-			ids = slices.Delete(slices.Clone(ids), int(refusal.Index), int(refusal.Index)+1)
-			continue
-		}
-		if err != nil {
-			a.failed("deleting rules", err)
-			return
-		}
-		ids = ids[n:]
+	if err := deleteIDs(a.sd, sv.id, ids); err != nil {
+		a.failed("deleting rules", err)
 	}
+}
+
+// deleteIDs deletes rules of a service through sd, in batches.
+func deleteIDs(sd Santad, service uint32, ids []uint32) error {
+	return batch.Delete(ids, func(b []uint32) error { return sd.DeleteRules(service, b) }, nil)
 }
 
 // sortedKeys is every offloaded key, hottest first (ties: oldest first).

@@ -267,7 +267,7 @@ func (a *agent) clearRules(sd Santad, sv *service) bool {
 	if len(ids) == 0 {
 		return true
 	}
-	if err := sd.DeleteRules(sv.id, ids); err != nil {
+	if err := deleteIDs(sd, sv.id, ids); err != nil {
 		a.failed("deleting the rules the agent does not know", err)
 		return false
 	}
