@@ -38,11 +38,9 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	defer prober.Close()
-	streams := probe.OpenStreams(cfg.Netns)
-	defer streams.Close()
 	polls := probe.OpenStreams(cfg.Netns)
 	defer polls.Close()
-	a := newAgent(cfg, finder, server.Take, prober, streams, polls)
+	a := newAgent(cfg, finder, server.Take, prober, polls)
 	a.log.Info("offloading", "server", finder.Describe(), "probe_port", prober.Port(), "max_rules", cfg.MaxRules)
 	if cfg.Metrics != "" {
 		stop, err := a.serveMetrics(cfg.Metrics)
@@ -67,10 +65,9 @@ type agent struct {
 	finder server.Scanner
 	take   func(server.Socket) (int, error)
 	probe  probe.Asker
-	stream streamAsker
-	// polls are the zone pollers' own TCP connections: a poll must not
-	// wait behind the asks of learning pipelined on stream's (measured:
-	// with 64 in flight on one connection to an overloaded BIND, polls
+	// polls are the zone pollers' TCP connections, which nothing else
+	// uses: a poll must not wait behind other asks (measured: with 64 of
+	// learning's in flight on one connection to an overloaded BIND, polls
 	// timed out and every form of the zone was deleted).
 	polls  streamAsker
 	dialer *santadconn.Dialer[Santad]
@@ -145,8 +142,8 @@ type skipKey struct {
 	key   string
 }
 
-func newAgent(cfg Config, f server.Scanner, take func(server.Socket) (int, error), p probe.Asker, st, polls streamAsker) *agent {
-	a := &agent{cfg: cfg, log: cfg.Log, finder: f, take: take, probe: p, stream: st, polls: polls, now: time.Now,
+func newAgent(cfg Config, f server.Scanner, take func(server.Socket) (int, error), p probe.Asker, polls streamAsker) *agent {
+	a := &agent{cfg: cfg, log: cfg.Log, finder: f, take: take, probe: p, polls: polls, now: time.Now,
 		sockets: map[uint64]*service{}, services: map[uint32]*service{}, groups: map[netip.AddrPort]*group{},
 		zones: map[zoneKey]*zone{}, skipped: map[skipKey]time.Time{}, retries: map[skipKey]*retry{}, stats: newStats()}
 	if a.log == nil {
@@ -256,18 +253,12 @@ func (a *agent) askUDP(ctx context.Context, dst netip.AddrPort, query []byte) ([
 	}
 }
 
-// askStream asks query (transaction id 0) once over TCP, waiting at most
-// timeout, and returns the reply (transaction id 0) if it is safe. A
-// server that takes no TCP connection is asked over UDP instead (askUDP). Zone serials and the
-// names of an answer are asked this way: TCP does not queue behind the
-// overflowing UDP socket of an overloaded server. A rule's reply is
-// always learned over UDP: it must be the UDP reply, byte for byte.
-func (a *agent) askStream(ctx context.Context, dst netip.AddrPort, query []byte, timeout time.Duration) ([]byte, *dnsmsg.Message, error) {
-	return a.askStreamOn(a.stream, ctx, dst, query, timeout)
-}
-
-// askStreamOn is askStream over the connections of st.
-func (a *agent) askStreamOn(st streamAsker, ctx context.Context, dst netip.AddrPort, query []byte, timeout time.Duration) ([]byte, *dnsmsg.Message, error) {
+// askStream asks query (transaction id 0) once over TCP on st, waiting at
+// most timeout, and returns the reply (transaction id 0) if it is safe. A
+// server that takes no TCP connection is asked over UDP instead
+// (askUDP). Zone serials are asked this way: TCP does not queue behind
+// the overflowing UDP socket of an overloaded server.
+func (a *agent) askStream(st streamAsker, ctx context.Context, dst netip.AddrPort, query []byte, timeout time.Duration) ([]byte, *dnsmsg.Message, error) {
 	r, err := st.Ask(ctx, dst, query, timeout)
 	switch {
 	case errors.Is(err, probe.ErrNoStream):

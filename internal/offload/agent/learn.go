@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"net/netip"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/santa-offload/santa/internal/offload/dnsmsg"
+	"github.com/santa-offload/santa/internal/offload/workers"
 )
 
 // learned is a form learned: its reply, and the zones (apex, serial when
@@ -22,44 +24,60 @@ type zoneSeen struct {
 	serial uint32
 }
 
-// learn asks the server a query form once (over TCP if the server takes
-// it: askStream; within the window, not 2T: a server busy with its UDP
-// flood may take long to get to it), for the names of its answer, finds their zones (SOA,
-// the same way), then asks it cfg.Asks times in a row over UDP: the query
-// must be safe to offload, and so must the UDP replies, all the same
-// (asks in a row see a rotating RRset rotate), with the names of the
-// first. The reply is then at least as new as the serials noted, from
-// which the zones' pollers follow it.
+// learn finds the zones of a query form's names, then asks it cfg.Asks
+// times in a row over UDP: the query must be safe to offload, and so must
+// the UDP replies, all the same (asks in a row see a rotating RRset
+// rotate). The reply is then at least as new as the serials noted, from
+// which the zones' pollers follow it. The query itself names the first
+// zone (its name's; a DS query's parent's); an answer that leads to other
+// names (a CNAME chain) has their zones found next and is asked again, so
+// that the reply installed was asked after every one of its zones'
+// serials was noted; if that answer leads elsewhere again, the form is
+// unstable. Zones are found over UDP, as the form is asked, lost lookups
+// asked again: TCP is the zone pollers'.
 func (a *agent) learn(ctx context.Context, dst netip.AddrPort, key string) (*learned, error) {
 	query := append([]byte{0, 0}, key...)
-	if _, err := dnsmsg.CheckQuery(query); err != nil {
+	q, err := dnsmsg.CheckQuery(query)
+	if err != nil {
 		return nil, err
 	}
 	seq := a.seq.Add(1)
-	first, m, err := a.askStream(ctx, dst, query, time.Duration(a.cfg.Window))
-	if err != nil {
-		return nil, err
-	}
-	var zones []zoneSeen
-	seen := map[string]bool{}
-	for _, name := range m.ZoneNames() {
-		apex, serial, err := a.zoneOf(ctx, dst, name)
+	found := map[string]zoneSeen{} // by name
+	names := q.ZoneNames()
+	for try := 0; ; try++ {
+		for _, name := range names {
+			if _, ok := found[name.Key()]; ok {
+				continue
+			}
+			apex, serial, err := a.zoneOf(ctx, dst, name)
+			if err != nil {
+				return nil, err
+			}
+			found[name.Key()] = zoneSeen{apex, serial}
+		}
+		reply, rm, err := a.askStable(ctx, dst, query, a.cfg.Asks)
 		if err != nil {
 			return nil, err
 		}
-		if !seen[apex.Key()] {
-			seen[apex.Key()] = true
-			zones = append(zones, zoneSeen{apex, serial})
+		names = rm.ZoneNames()
+		var zones []zoneSeen
+		for _, name := range names {
+			z, ok := found[name.Key()]
+			if !ok {
+				zones = nil
+				break
+			}
+			if !slices.ContainsFunc(zones, func(y zoneSeen) bool { return y.apex.Key() == z.apex.Key() }) {
+				zones = append(zones, z)
+			}
+		}
+		switch {
+		case zones != nil:
+			return &learned{f: &form{key: key, query: query, reply: reply, seq: seq, checked: a.now()}, zones: zones}, nil
+		case try > 0:
+			return nil, &dnsmsg.Skip{Reason: dnsmsg.Unstable, Detail: "the answers before and after the zone lookup have other names"}
 		}
 	}
-	reply, rm, err := a.askStable(ctx, dst, query, a.cfg.Asks)
-	if err != nil {
-		return nil, err
-	}
-	if !sameZones(rm, first) {
-		return nil, &dnsmsg.Skip{Reason: dnsmsg.Unstable, Detail: "the answers before and after the zone lookup have other names"}
-	}
-	return &learned{f: &form{key: key, query: query, reply: reply, seq: seq, checked: a.now()}, zones: zones}, nil
 }
 
 // zoneOf asks the SOA of name: the zone it is in, and its serial. A name
@@ -69,7 +87,7 @@ func (a *agent) learn(ctx context.Context, dst netip.AddrPort, key string) (*lea
 func (a *agent) zoneOf(ctx context.Context, dst netip.AddrPort, name dnsmsg.Name) (dnsmsg.Name, uint32, error) {
 	for {
 		q := dnsmsg.NewQuery(name, dnsmsg.TypeSOA, dnsmsg.ClassIN)
-		_, m, err := a.askStream(ctx, dst, q, time.Duration(a.cfg.Window))
+		_, m, err := a.askStable(ctx, dst, q, 1)
 		if err != nil {
 			return nil, 0, err
 		}
@@ -80,35 +98,29 @@ func (a *agent) zoneOf(ctx context.Context, dst netip.AddrPort, name dnsmsg.Name
 	}
 }
 
-// learnAll learns keys at once (the probe socket bounds the asks in
-// flight) until ctx ends, counting skips by reason. Keys not learned when
+// learnAll learns keys, probe_concurrency at a time, until ctx ends, counting skips by reason. Keys not learned when
 // ctx ends are neither counted nor remembered: the next window may pick
 // them again.
 func (a *agent) learnAll(ctx context.Context, g *group, keys []string) []*learned {
 	var mu sync.Mutex
 	var out []*learned
-	var wg sync.WaitGroup
-	for _, key := range keys {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			l, err := a.learn(ctx, g.dst, key)
-			mu.Lock()
-			defer mu.Unlock()
-			if err == nil {
-				out = append(out, l)
-				return
-			}
-			switch {
-			case ctx.Err() != nil && errors.Is(err, ctx.Err()):
-			case dnsmsg.ReasonOf(err) == dnsmsg.Timeout:
-				a.retryLater(g, key)
-			default:
-				a.skip(g, key, err)
-			}
-		}()
-	}
-	wg.Wait()
+	workers.Each(len(keys), a.cfg.ProbeConcurrency, func(i int) {
+		key := keys[i]
+		l, err := a.learn(ctx, g.dst, key)
+		mu.Lock()
+		defer mu.Unlock()
+		if err == nil {
+			out = append(out, l)
+			return
+		}
+		switch {
+		case ctx.Err() != nil && errors.Is(err, ctx.Err()):
+		case dnsmsg.ReasonOf(err) == dnsmsg.Timeout:
+			a.retryLater(g, key)
+		default:
+			a.skip(g, key, err)
+		}
+	})
 	return out
 }
 

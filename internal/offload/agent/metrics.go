@@ -53,7 +53,7 @@ type serviceGauge struct {
 func (a *agent) snapshot() snapshot {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	s := snapshot{stats: a.stats, probes: a.probe.Sent(), tcpProbes: a.stream.Sent() + a.polls.Sent(), asksLost: a.asksLost.Load(), zones: len(a.zones)}
+	s := snapshot{stats: a.stats, probes: a.probe.Sent(), tcpProbes: a.polls.Sent(), asksLost: a.asksLost.Load(), zones: len(a.zones)}
 	s.skipped, s.deleted = maps.Clone(a.stats.skipped), maps.Clone(a.stats.deleted)
 	for _, g := range a.groups {
 		s.forms += len(g.forms)

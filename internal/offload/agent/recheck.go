@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/santa-offload/santa/client"
 	"github.com/santa-offload/santa/internal/offload/batch"
 	"github.com/santa-offload/santa/internal/offload/dnsmsg"
+	"github.com/santa-offload/santa/internal/offload/workers"
 )
 
 // check is the result of re-asking a form: its reply now, or nil if it
@@ -23,28 +23,23 @@ type check struct {
 	unreached bool
 }
 
-// recheck re-asks forms at once until ctx ends, each lost ask again; a
+// recheck re-asks forms, probe_concurrency at a time, until ctx ends, each lost ask again; a
 // form not re-checked by then has no reply.
 func (a *agent) recheck(ctx context.Context, forms []*form) []check {
 	checks := make([]check, len(forms))
-	var wg sync.WaitGroup
-	for i, f := range forms {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			seq := a.seq.Add(1)
-			reply, m, err := a.askStable(ctx, f.group.dst, f.query, a.cfg.Asks)
-			a.mu.Lock()
-			old := f.reply
-			a.mu.Unlock()
-			if err == nil && !sameZones(m, old) {
-				reply = nil
-			}
-			unreached := err != nil && (dnsmsg.ReasonOf(err) == dnsmsg.Timeout || ctx.Err() != nil && errors.Is(err, ctx.Err()))
-			checks[i] = check{f: f, seq: seq, reply: reply, unreached: unreached}
-		}()
-	}
-	wg.Wait()
+	workers.Each(len(forms), a.cfg.ProbeConcurrency, func(i int) {
+		f := forms[i]
+		seq := a.seq.Add(1)
+		reply, m, err := a.askStable(ctx, f.group.dst, f.query, a.cfg.Asks)
+		a.mu.Lock()
+		old := f.reply
+		a.mu.Unlock()
+		if err == nil && !sameZones(m, old) {
+			reply = nil
+		}
+		unreached := err != nil && (dnsmsg.ReasonOf(err) == dnsmsg.Timeout || ctx.Err() != nil && errors.Is(err, ctx.Err()))
+		checks[i] = check{f: f, seq: seq, reply: reply, unreached: unreached}
+	})
 	a.mu.Lock()
 	a.stats.rechecks += uint64(len(forms))
 	a.mu.Unlock()

@@ -12,6 +12,7 @@ import (
 	"github.com/santa-offload/santa/client"
 	"github.com/santa-offload/santa/internal/offload/probe"
 	"github.com/santa-offload/santa/internal/offload/server"
+	"github.com/santa-offload/santa/internal/offload/workers"
 )
 
 // learned is what a window learned, in the domain of leader.
@@ -72,27 +73,22 @@ func (a *agent) read(ctx context.Context, l learned, keys []learnedKey, tcpDst, 
 		}
 		return l
 	}
-	var wg sync.WaitGroup
 	var mu sync.Mutex
-	for i, k := range keys {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			k.read = read
-			err := items[i].err
-			if err == nil {
-				err = a.capture(ctx, udpDst, &k, items[i].it)
-			}
-			mu.Lock()
-			defer mu.Unlock()
-			if err == nil {
-				l.keys = append(l.keys, k)
-			} else if ctx.Err() == nil || !errors.Is(err, ctx.Err()) {
-				l.failed = append(l.failed, failure{k.form, k.old, fmt.Errorf("%q: %w", k.mkey, err)})
-			}
-		}()
-	}
-	wg.Wait()
+	workers.Each(len(keys), a.cfg.ProbeConcurrency, func(i int) {
+		k := keys[i]
+		k.read = read
+		err := items[i].err
+		if err == nil {
+			err = a.capture(ctx, udpDst, &k, items[i].it)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if err == nil {
+			l.keys = append(l.keys, k)
+		} else if ctx.Err() == nil || !errors.Is(err, ctx.Err()) {
+			l.failed = append(l.failed, failure{k.form, k.old, fmt.Errorf("%q: %w", k.mkey, err)})
+		}
+	})
 	return l
 }
 

@@ -33,6 +33,7 @@ type Server struct {
 
 	mu       sync.Mutex
 	zones    map[string]Zone // by apex, lower case, without the final dot
+	before   func(*dnsmsg.Message)
 	drop     func(*dnsmsg.Message) bool
 	dropUDP  func(*dnsmsg.Message) bool
 	tcpConns map[net.Conn]bool
@@ -165,6 +166,14 @@ func (s *Server) Drop(f func(*dnsmsg.Message) bool) {
 	s.drop = f
 }
 
+// BeforeAnswer has f called with each query before it is answered (nil:
+// none), without the server's lock: f may change the zones.
+func (s *Server) BeforeAnswer(f func(*dnsmsg.Message)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.before = f
+}
+
 // Rotate makes the server rotate RRsets of several records by one at each
 // answer for their name, as BIND's rrset-order cyclic.
 func (s *Server) Rotate(on bool) {
@@ -238,6 +247,12 @@ func (s *Server) answer(q []byte, tcp bool) []byte {
 	m, err := dnsmsg.Parse(q)
 	if err != nil || len(m.Question) != 1 {
 		return nil
+	}
+	s.mu.Lock()
+	before := s.before
+	s.mu.Unlock()
+	if before != nil {
+		before(m)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
