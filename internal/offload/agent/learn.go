@@ -60,24 +60,28 @@ func (a *agent) learn(ctx context.Context, dst netip.AddrPort, key string) (*lea
 			return nil, err
 		}
 		names = rm.ZoneNames()
-		var zones []zoneSeen
-		for _, name := range names {
-			z, ok := found[name.Key()]
-			if !ok {
-				zones = nil
-				break
-			}
-			if !slices.ContainsFunc(zones, func(y zoneSeen) bool { return y.apex.Key() == z.apex.Key() }) {
-				zones = append(zones, z)
-			}
-		}
+		zones, known := zonesOf(names, found)
 		switch {
-		case zones != nil:
+		case known:
 			return &learned{f: &form{key: key, query: query, reply: reply, seq: seq, checked: a.now()}, zones: zones}, nil
 		case try > 0:
 			return nil, &dnsmsg.Skip{Reason: dnsmsg.Unstable, Detail: "the answers before and after the zone lookup have other names"}
 		}
 	}
+}
+
+// zonesOf is the zones of names, each once, if found has all of them.
+func zonesOf(names []dnsmsg.Name, found map[string]zoneSeen) (zones []zoneSeen, known bool) {
+	for _, name := range names {
+		z, ok := found[name.Key()]
+		if !ok {
+			return nil, false
+		}
+		if !slices.ContainsFunc(zones, func(y zoneSeen) bool { return y.apex.Key() == z.apex.Key() }) {
+			zones = append(zones, z)
+		}
+	}
+	return zones, true
 }
 
 // zoneOf asks the SOA of name: the zone it is in, and its serial. A name
@@ -98,9 +102,9 @@ func (a *agent) zoneOf(ctx context.Context, dst netip.AddrPort, name dnsmsg.Name
 	}
 }
 
-// learnAll learns keys, probe_concurrency at a time, until ctx ends, counting skips by reason. Keys not learned when
-// ctx ends are neither counted nor remembered: the next window may pick
-// them again.
+// learnAll learns keys, probe_concurrency at a time, until ctx ends,
+// counting skips by reason. Keys not learned when ctx ends are neither
+// counted nor remembered: the next window may pick them again.
 func (a *agent) learnAll(ctx context.Context, g *group, keys []string) []*learned {
 	var mu sync.Mutex
 	var out []*learned

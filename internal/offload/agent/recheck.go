@@ -23,8 +23,8 @@ type check struct {
 	unreached bool
 }
 
-// recheck re-asks forms, probe_concurrency at a time, until ctx ends, each lost ask again; a
-// form not re-checked by then has no reply.
+// recheck re-asks forms, probe_concurrency at a time, until ctx ends,
+// each lost ask again; a form not re-checked by then has no reply.
 func (a *agent) recheck(ctx context.Context, forms []*form) []check {
 	checks := make([]check, len(forms))
 	workers.Each(len(forms), a.cfg.ProbeConcurrency, func(i int) {
