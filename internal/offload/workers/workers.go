@@ -1,7 +1,10 @@
 // Package workers runs the agents' many asks on few goroutines.
 package workers
 
-import "sync"
+import (
+	"sync"
+	"sync/atomic"
+)
 
 // Each calls f(0), ..., f(n-1) on at most workers goroutines (at least
 // one) and returns when all calls have. The agents ask thousands of keys
@@ -10,25 +13,14 @@ import "sync"
 // (a zone's serial poll, whose reply has 2 × probe_timeout to come) would
 // wait behind them on a busy server core.
 func Each(n, workers int, f func(i int)) {
-	workers = max(1, min(workers, n))
-	var next sync.Mutex
-	i := 0
-	take := func() (int, bool) {
-		next.Lock()
-		defer next.Unlock()
-		if i >= n {
-			return 0, false
-		}
-		i++
-		return i - 1, true
-	}
+	var next atomic.Int64 // the next index to take
 	var wg sync.WaitGroup
-	for range workers {
+	for range max(1, min(workers, n)) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for j, ok := take(); ok; j, ok = take() {
-				f(j)
+			for i := int(next.Add(1) - 1); i < n; i = int(next.Add(1) - 1) {
+				f(i)
 			}
 		}()
 	}
