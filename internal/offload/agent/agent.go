@@ -253,13 +253,13 @@ func (a *agent) askUDP(ctx context.Context, dst netip.AddrPort, query []byte) ([
 	}
 }
 
-// askStream asks query (transaction id 0) once over TCP on st, waiting at
-// most timeout, and returns the reply (transaction id 0) if it is safe. A
+// askStream asks query (transaction id 0) once over the pollers' TCP
+// connection, waiting at most timeout, and returns the reply (transaction id 0) if it is safe. A
 // server that takes no TCP connection is asked over UDP instead
 // (askUDP). Zone serials are asked this way: TCP does not queue behind
 // the overflowing UDP socket of an overloaded server.
-func (a *agent) askStream(st streamAsker, ctx context.Context, dst netip.AddrPort, query []byte, timeout time.Duration) ([]byte, *dnsmsg.Message, error) {
-	r, err := st.Ask(ctx, dst, query, timeout)
+func (a *agent) askStream(ctx context.Context, dst netip.AddrPort, query []byte, timeout time.Duration) ([]byte, *dnsmsg.Message, error) {
+	r, err := a.polls.Ask(ctx, dst, query, timeout)
 	switch {
 	case errors.Is(err, probe.ErrNoStream):
 		return a.askStable(ctx, dst, query, 1)

@@ -129,7 +129,7 @@ func (a *agent) serial(ctx context.Context, z *zone) (uint32, error) {
 	budget := 2 * time.Duration(a.cfg.ProbeTimeout)
 	ctx, cancel := context.WithTimeout(ctx, budget)
 	defer cancel()
-	_, m, err := a.askStream(a.polls, ctx, z.key.dst, dnsmsg.NewQuery(z.apex, dnsmsg.TypeSOA, dnsmsg.ClassIN), budget)
+	_, m, err := a.askStream(ctx, z.key.dst, dnsmsg.NewQuery(z.apex, dnsmsg.TypeSOA, dnsmsg.ClassIN), budget)
 	if err != nil {
 		return 0, err
 	}
