@@ -63,6 +63,11 @@ enum mc_family {
 	MC_FAM_ERROR = 4, /* ERROR, CLIENT_ERROR, SERVER_ERROR: any command's */
 };
 
+/* struct mc_event.flags of MC_EV_REPLY. */
+enum mc_reply_flag {
+	MC_RF_STORED = 1, /* the reply is STORED */
+};
+
 /* struct mc_event.flags of MC_EV_CMD. */
 enum mc_cmd_flag {
 	MC_CF_WRITE = 1, /* may change data: its keys were reported (KEY or ALL) */
@@ -84,7 +89,7 @@ struct mc_event {
 	__u8 type;   /* enum mc_event_type */
 	__u8 cmd;    /* CMD: enum mc_cmd */
 	__u8 reply;  /* CMD: enum mc_reply; REPLY: enum mc_family */
-	__u8 flags;  /* CMD: enum mc_cmd_flag; LOST: enum mc_lost */
+	__u8 flags;  /* CMD: enum mc_cmd_flag; REPLY: enum mc_reply_flag; LOST: enum mc_lost */
 	__u32 off;
 	__u32 hash;  /* KEY, CMD: FNV-1a of the key (CMD: a write with one key) */
 	__u32 seq;   /* CMD: done_at (struct mc_req_state.due); REPLY: replies seen (mc_rep_state.seen) */

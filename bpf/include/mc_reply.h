@@ -93,7 +93,8 @@ static __always_inline int mc_rep_lose(struct mc_rep_state *st, struct mc_step *
 
 /* A reply ended: counted; after the n-th MN, if the n-th mn was the last
  * one received, every command up to it is done. */
-static __always_inline void mc_rep_done(struct mc_rep_state *st, __u8 family, __u64 mn_mark, struct mc_step *out, __u32 off)
+static __always_inline void mc_rep_done(struct mc_rep_state *st, __u8 family, __u8 flags, __u64 mn_mark,
+					struct mc_step *out, __u32 off)
 {
 	struct mc_event *ev = mc_push(out, MC_EV_REPLY, off);
 
@@ -105,6 +106,7 @@ static __always_inline void mc_rep_done(struct mc_rep_state *st, __u8 family, __
 	}
 	if (ev) {
 		ev->reply = family;
+		ev->flags = flags;
 		ev->seq = st->seen;
 	}
 	st->bits &= MC_RP_STARTED;
@@ -151,6 +153,8 @@ static __always_inline int mc_rep_token_end(struct mc_rep_state *st, struct mc_s
 static __always_inline int mc_rep_line_end(struct mc_rep_state *st, __u64 mn_mark, struct mc_step *out, __u32 off)
 {
 	__u8 kind = st->kind;
+	/* A line alone has one token: the one just read. */
+	__u8 stored = kind == MC_RK_ALONE && st->tok.word == MC_W6('S', 'T', 'O', 'R', 'E', 'D');
 
 	if (st->ntok == 0)
 		return mc_rep_lose(st, out, MC_LOST_BYTE, off);
@@ -169,16 +173,16 @@ static __always_inline int mc_rep_line_end(struct mc_rep_state *st, __u64 mn_mar
 		st->bits |= MC_RP_MULTI;
 		return 0;
 	case MC_RK_META:
-		mc_rep_done(st, MC_FAM_META, mn_mark, out, off);
+		mc_rep_done(st, MC_FAM_META, 0, mn_mark, out, off);
 		return 0;
 	case MC_RK_MN:
-		mc_rep_done(st, MC_FAM_MN, mn_mark, out, off);
+		mc_rep_done(st, MC_FAM_MN, 0, mn_mark, out, off);
 		return 0;
 	case MC_RK_ERROR:
-		mc_rep_done(st, MC_FAM_ERROR, mn_mark, out, off);
+		mc_rep_done(st, MC_FAM_ERROR, 0, mn_mark, out, off);
 		return 0;
 	}
-	mc_rep_done(st, MC_FAM_TEXT, mn_mark, out, off);
+	mc_rep_done(st, MC_FAM_TEXT, stored ? MC_RF_STORED : 0, mn_mark, out, off);
 	return 0;
 }
 
@@ -195,7 +199,7 @@ __noinline int mc_rep_step(struct mc_rep_state *st, struct mc_step *out, __u32 b
 			st->phase = MC_RP_SEP;
 			st->kind = MC_RK_NONE;
 			if (kind == MC_RK_VA)
-				mc_rep_done(st, MC_FAM_META, mn_mark, out, off);
+				mc_rep_done(st, MC_FAM_META, 0, mn_mark, out, off);
 		}
 		return 0;
 	}

@@ -100,6 +100,11 @@ const (
 	FamError = 4 // ERROR, CLIENT_ERROR, SERVER_ERROR: any command's
 )
 
+// Event.Flags of EvReply.
+const (
+	ReplyStored = 1 // the reply is STORED
+)
+
 // Event.Flags of EvCmd.
 const (
 	CmdWrite = 1 // may change data: its keys were reported (EvKey or EvAll)
@@ -121,7 +126,7 @@ type Event struct {
 	Type  EventType
 	Cmd   Command // EvCmd
 	Reply uint8   // EvCmd: Reply*; EvReply: Fam*
-	Flags uint8   // EvCmd: Cmd*; EvLost: Lost*
+	Flags uint8   // EvCmd: Cmd*; EvReply: Reply*; EvLost: Lost*
 	Off   uint32  // bytes of the segment consumed when it happened
 	Hash  uint32  // EvKey, EvCmd of a one-key write: FNV-1a of the key
 	Seq   uint32  // EvCmd: the reply count at which it is done; EvReply: replies seen
@@ -141,7 +146,7 @@ func (e Event) String() string {
 	case EvLost:
 		return fmt.Sprintf("lost %d @%d", e.Flags, e.Off)
 	case EvReply:
-		return fmt.Sprintf("reply family %d seq %d @%d", e.Reply, e.Seq, e.Off)
+		return fmt.Sprintf("reply family %d flags %d seq %d @%d", e.Reply, e.Flags, e.Seq, e.Off)
 	}
 	return fmt.Sprintf("event(%d)", e.Type)
 }

@@ -69,7 +69,10 @@ var replyWords = func() map[uint64]uint8 {
 	return m
 }()
 
-var wordEnd = word("END")
+var (
+	wordEnd    = word("END")
+	wordStored = word("STORED")
+)
 
 // Lost reports whether sync was lost.
 func (s *ReplyState) Lost() bool { return s.Phase == rpLost }
@@ -107,7 +110,7 @@ func (p *replyParse) lose(reason uint8, off uint32) {
 
 // done: a reply ended. After the n-th MN, if the n-th mn was the last one
 // received, every command up to it is done.
-func (p *replyParse) done(family uint8, off uint32) {
+func (p *replyParse) done(family, flags uint8, off uint32) {
 	s := p.s
 	s.Seen++
 	if family == FamMn {
@@ -117,7 +120,7 @@ func (p *replyParse) done(family uint8, off uint32) {
 		}
 	}
 	s.Bits &= rpStarted
-	p.evs = append(p.evs, Event{Type: EvReply, Reply: family, Off: off, Seq: s.Seen})
+	p.evs = append(p.evs, Event{Type: EvReply, Reply: family, Flags: flags, Off: off, Seq: s.Seen})
 }
 
 func (p *replyParse) byte(b byte, off uint32) {
@@ -127,7 +130,7 @@ func (p *replyParse) byte(b byte, off uint32) {
 			kind := s.Kind
 			s.Phase, s.Kind = rpSep, rkNone
 			if kind == rkVA {
-				p.done(FamMeta, off)
+				p.done(FamMeta, 0, off)
 			}
 		}
 		return
@@ -225,6 +228,8 @@ func (p *replyParse) tokenEnd(off uint32) bool {
 func (p *replyParse) lineEnd(off uint32) {
 	s := p.s
 	kind := s.Kind
+	// A line alone has one token: the one just read.
+	stored := kind == rkAlone && s.Tok.Word == wordStored
 	if s.NTok == 0 {
 		p.lose(LostByte, off)
 		return
@@ -244,12 +249,16 @@ func (p *replyParse) lineEnd(off uint32) {
 	case rkStat:
 		s.Bits |= rpMulti
 	case rkMeta:
-		p.done(FamMeta, off)
+		p.done(FamMeta, 0, off)
 	case rkMn:
-		p.done(FamMn, off)
+		p.done(FamMn, 0, off)
 	case rkError:
-		p.done(FamError, off)
+		p.done(FamError, 0, off)
 	default:
-		p.done(FamText, off)
+		var flags uint8
+		if stored {
+			flags = ReplyStored
+		}
+		p.done(FamText, flags, off)
 	}
 }

@@ -17,6 +17,11 @@ func rep(family uint8, seen uint32) m.Event {
 	return m.Event{Type: m.EvReply, Reply: family, Seq: seen}
 }
 
+// stored is a STORED reply's event.
+func stored(seen uint32) m.Event {
+	return m.Event{Type: m.EvReply, Reply: m.FamText, Flags: m.ReplyStored, Seq: seen}
+}
+
 // cmd is a command's event; k is its key if it writes one key.
 func cmd(c m.Command, replies, flags uint8, k string, doneAt uint32) m.Event {
 	e := m.Event{Type: m.EvCmd, Cmd: c, Reply: replies, Flags: flags, Seq: doneAt}
@@ -147,7 +152,8 @@ var fixtures = []fixture{
 	{"line too long", "version" + strings.Repeat(" x", m.MaxLine) + "\r\n", "", []m.Event{lost(m.LostLine)}},
 
 	// Replies.
-	{"stored", "", "STORED\r\n", []m.Event{rep(m.FamText, 1)}},
+	{"stored", "", "STORED\r\n", []m.Event{stored(1)}},
+	{"stored or not", "", "NOT_STORED\r\nSTORED\r\nEND\r\n", []m.Event{rep(m.FamText, 1), stored(2), rep(m.FamText, 3)}},
 	{"values", "", "VALUE foo 0 5\r\nhello\r\nVALUE bar 1 2 99\r\nhi\r\nEND\r\n", []m.Event{rep(m.FamText, 1)}},
 	{"value data that reads as replies", "", "VALUE foo 0 8\r\nSTORED\r\n\r\nEND\r\n", []m.Event{rep(m.FamText, 1)}},
 	{"miss", "", "END\r\n", []m.Event{rep(m.FamText, 1)}},
