@@ -125,6 +125,7 @@ int santa_udp(struct xdp_md *ctx)
 	void *data = (void *)(long)ctx->data;
 	void *data_end = (void *)(long)ctx->data_end;
 	struct santa_pkt pkt = {};
+	struct santa_fresh_read fresh;
 	struct santa_service *svc;
 	struct santa_scratch *s;
 	struct santa_rule *rule;
@@ -142,7 +143,7 @@ int santa_udp(struct xdp_md *ctx)
 
 	s = santa_scratch();
 	read = santa_read_payload(ctx, 1, &pkt, s);
-	rule = read ? santa_answering_rule(s, svc, pkt.plen) : NULL;
+	rule = read ? santa_answering_rule(s, svc, pkt.plen, &fresh) : NULL;
 	/* A memcached datagram's writes end their keys' rules before anything
 	 * answers it, unless the rule that matched says the datagram holds no
 	 * write (SANTA_RULE_READ_ONLY: most of the GETs, spared the parse). A
@@ -151,7 +152,7 @@ int santa_udp(struct xdp_md *ctx)
 	if (read && svc->parser == SANTA_PARSER_MEMCACHED && !(rule && (rule->flags & SANTA_RULE_READ_ONLY))) {
 		santa_mc_datagram(svc, &pkt, s);
 		if (rule)
-			rule = santa_answering_rule(s, svc, pkt.plen);
+			rule = santa_answering_rule(s, svc, pkt.plen, &fresh);
 	}
 	if (!rule) {
 		if (read)
@@ -164,7 +165,7 @@ int santa_udp(struct xdp_md *ctx)
 	dev = santa_xdp_dev(ctx);
 	if (!santa_check_delivery(dev, data, data_end, &pkt, &path))
 		return santa_xdp_exit(ctx, path, XDP_PASS);
-	reply_len = rule->reply_len;
+	reply_len = santa_answer_len(rule, &fresh);
 	if (!santa_reply_fits(dev, &pkt, reply_len))
 		goto over_mtu;
 	veth = santa_veth_xdp(ctx, dev);
@@ -176,12 +177,12 @@ int santa_udp(struct xdp_md *ctx)
 	if (!(veth && santa_csum_partial(veth->skb, &pkt)) && !santa_request_csum_ok(&pkt, s))
 		return santa_xdp_fallback(ctx, SANTA_PATH_FALLBACK_CSUM, SANTA_SVC_TC_CSUM);
 
-	sum = santa_reply_sum(rule, s);
+	sum = santa_answer_sum(rule, s, &fresh);
 	delta = (int)(pkt.payload_off + reply_len) - (int)(data_end - data);
 	if (bpf_xdp_adjust_tail(ctx, delta))
 		return santa_xdp_fallback(ctx, SANTA_PATH_FALLBACK_TOO_LONG, SANTA_SVC_TC_TOO_LONG);
 	/* From here the request is gone: a failure drops, never passes garbage. */
-	if (santa_store_payload(ctx, 1, &pkt, rule, s))
+	if (santa_store_payload(ctx, 1, &pkt, rule, s, svc, &fresh))
 		return santa_xdp_exit(ctx, SANTA_PATH_TX_ERROR, XDP_DROP);
 	data = (void *)(long)ctx->data;
 	data_end = (void *)(long)ctx->data_end;
@@ -238,6 +239,7 @@ SEC("tc")
 int santa_udp_tc(struct __sk_buff *skb)
 {
 	struct santa_pkt pkt = {};
+	struct santa_fresh_read fresh;
 	struct santa_service *svc;
 	struct santa_scratch *s;
 	struct santa_rule *rule;
@@ -263,7 +265,7 @@ int santa_udp_tc(struct __sk_buff *skb)
 	read = santa_read_payload(skb, 0, &pkt, s);
 	if (read && !verdict && svc->parser == SANTA_PARSER_MEMCACHED)
 		santa_mc_datagram(svc, &pkt, s);
-	rule = read ? santa_answering_rule(s, svc, pkt.plen) : NULL;
+	rule = read ? santa_answering_rule(s, svc, pkt.plen, &fresh) : NULL;
 	if (!rule) {
 		/* A request XDP saw it counted there already, if it passed. */
 		if (read && !verdict)
@@ -277,7 +279,7 @@ int santa_udp_tc(struct __sk_buff *skb)
 	kskb = bpf_cast_to_kern_ctx(skb);
 	if (!santa_check_delivery(kskb->dev, (void *)(long)skb->data, (void *)(long)skb->data_end, &pkt, &path))
 		return santa_tc_exit(path, TC_ACT_OK);
-	reply_len = rule->reply_len;
+	reply_len = santa_answer_len(rule, &fresh);
 	if (!santa_reply_fits(kskb->dev, &pkt, reply_len)) {
 		santa_count_service(svc->id, SANTA_SVC_PASSED);
 		return santa_tc_exit(SANTA_PATH_OVER_MTU, TC_ACT_OK);
@@ -291,11 +293,11 @@ int santa_udp_tc(struct __sk_buff *skb)
 		santa_count_service(svc->id, SANTA_SVC_BAD_CSUM);
 		goto pass;
 	}
-	sum = santa_reply_sum(rule, s);
+	sum = santa_answer_sum(rule, s, &fresh);
 
 	if (bpf_skb_change_tail(skb, pkt.payload_off + reply_len, 0))
 		goto pass;
-	if (santa_store_payload(skb, 0, &pkt, rule, s))
+	if (santa_store_payload(skb, 0, &pkt, rule, s, svc, &fresh))
 		return santa_tc_exit(SANTA_PATH_TX_ERROR, TC_ACT_SHOT);
 	if (bpf_skb_pull_data(skb, pkt.payload_off) ||
 	    santa_write_headers((void *)(long)skb->data, (void *)(long)skb->data_end, &pkt, reply_len, sum))

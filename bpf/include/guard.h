@@ -8,6 +8,7 @@
 
 #include "santa_abi.h"
 #include "maps.h"
+#include "mc_fresh.h"
 
 /* Every domain's key slots: 8 MiB, preallocated (an array: one inlined
  * access, no bucket). */
@@ -102,10 +103,18 @@ static __always_inline void santa_mc_hold(struct santa_mc_domain *dom, __u64 unt
 	}
 }
 
-/* Whether the guard of the rule in slot lets it answer now; a refusal is
- * counted. Its guard ends its class's reply area. A global function: the
- * verifier checks it once. */
-__noinline int santa_guard_check(__u32 slot)
+/* What a guard lets a rule answer with (santa_guard_check). */
+enum santa_guard_answer {
+	SANTA_GUARD_REFUSED = 0,
+	SANTA_GUARD_TEMPLATE = 1, /* its own reply */
+	SANTA_GUARD_SET = 2,      /* the value a set of its key stored (mc_fresh.h), as read into fresh */
+};
+
+/* What the guard of the rule in slot lets it answer now (enum
+ * santa_guard_answer); a refusal is counted. Its guard ends its class's
+ * reply area. fresh, if not NULL, may take a set's value (UDP only). A
+ * global function: the verifier checks it once. */
+__noinline int santa_guard_check(__u32 slot, struct santa_fresh_read *fresh)
 {
 	struct santa_mc_domain *dom;
 	struct santa_mc_slot *ks;
@@ -115,12 +124,12 @@ __noinline int santa_guard_check(__u32 slot)
 
 	rule = santa_rule_at(slot, &cap);
 	if (!rule || cap < sizeof(*g))
-		return 0;
+		return SANTA_GUARD_REFUSED;
 	g = (struct santa_guard *)(santa_rule_reply(rule) + cap - sizeof(*g));
 	live = bpf_map_lookup_elem(&mc_live, &g->domain);
 	dom = bpf_map_lookup_elem(&mc_domains, &g->domain);
 	if (!live || !dom)
-		return 0;
+		return SANTA_GUARD_REFUSED;
 	/* The hold first: once it ends, the domain's generation has moved. */
 	if (santa_mc_settle(dom, g->domain)) {
 		refused = SANTA_MC_GUARD_INFLIGHT;
@@ -135,12 +144,18 @@ __noinline int santa_guard_check(__u32 slot)
 		goto refuse;
 	}
 	if (g->slot != SANTA_MC_NO_SLOT) {
-		__u32 at = g->slot;
+		__u32 at = g->slot, gen;
 
 		ks = bpf_map_lookup_elem(&mc_slots, &at);
 		if (!ks)
-			return 0;
-		if (*(volatile __u32 *)&ks->gen != g->gen) {
+			return SANTA_GUARD_REFUSED;
+		gen = *(volatile __u32 *)&ks->gen;
+		if (gen != g->gen) {
+			/* A set's value, read from its record (which has its
+			 * own deadline), if nothing is in flight. */
+			if (fresh && (g->flags & SANTA_GUARD_FRESH) && !*(volatile __u32 *)&ks->inflight &&
+			    santa_mc_fresh_usable(fresh, g, gen, santa_rule_reply(rule), cap))
+				return SANTA_GUARD_SET;
 			refused = SANTA_MC_GUARD_STALE;
 			goto refuse;
 		}
@@ -153,17 +168,17 @@ __noinline int santa_guard_check(__u32 slot)
 		refused = SANTA_MC_GUARD_EXPIRED;
 		goto refuse;
 	}
-	return 1;
+	return SANTA_GUARD_TEMPLATE;
 refuse:
 	santa_mc_count(g->domain, refused);
-	return 0;
+	return SANTA_GUARD_REFUSED;
 }
 
-/* Whether rule may answer: an unguarded one always; a guarded one if its
- * guard says so. */
+/* Whether rule may answer with its own reply: an unguarded one always; a
+ * guarded one if its guard says so. */
 static __always_inline int santa_guard_ok(const struct santa_rule *rule)
 {
-	return !(rule->flags & SANTA_RULE_GUARDED) || santa_guard_check(rule->slot);
+	return !(rule->flags & SANTA_RULE_GUARDED) || santa_guard_check(rule->slot, NULL) == SANTA_GUARD_TEMPLATE;
 }
 
 /* Keep what user space reads and writes in BTF, so bpf2go generates its
@@ -173,5 +188,7 @@ const enum santa_rule_flag *unused_santa_rule_flag __attribute__((unused));
 const enum santa_mc_layout *unused_santa_mc_layout __attribute__((unused));
 const enum santa_mc_counter *unused_santa_mc_counter __attribute__((unused));
 const struct santa_guard *unused_santa_guard __attribute__((unused));
+const enum santa_guard_flag *unused_santa_guard_flag __attribute__((unused));
+const struct santa_mc_fresh *unused_santa_mc_fresh __attribute__((unused));
 
 #endif /* SANTA_GUARD_H */

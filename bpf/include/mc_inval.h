@@ -22,6 +22,7 @@
  * - A flush_all with a delay holds its domain, once done, until memcached
  *   has flushed (santa_mc_flush_later).
  * - UDP writes: mc_udp.h.
+ * - A set's value may answer its key's rule after it is stored: mc_fresh.h.
  *
  * The including program defines nothing more: mc_event is here. The
  * TCP programs' parts are mc_tcp.h.
@@ -34,17 +35,24 @@
 #include "guard.h"
 #include "mc_request.h"
 #include "mc_reply.h"
+#include "mc_refresh.h"
 
 /* A one-key write in flight: done once the reply side's seen reaches seq. */
 struct santa_mc_pending {
 	__u32 seq;
 	__u32 slot;
+	__u32 gen; /* the slot's generation once it was in flight */
 };
 
 #define SANTA_MC_CONN_LOST 1 /* its writes cannot be followed: counted in its domain's unsynced */
 #define SANTA_MC_CONN_ALL 2  /* a domain-wide write in flight (all_seq): counted in its domain's inflight */
+/* A command that may get no reply (a meta command with q) was seen: which
+ * reply is whose is not known exactly any more, so no STORED makes a
+ * set's value ready (its writes are still followed: a reply ends a write
+ * no earlier than its own would). */
+#define SANTA_MC_CONN_INEXACT 4
 
-/* A memcached connection's parsers and writes in flight, 264 bytes. */
+/* A memcached connection's parsers and writes in flight, 328 bytes. */
 struct santa_mc_conn {
 	struct mc_req_state req;
 	struct mc_rep_state rep;
@@ -77,6 +85,14 @@ struct {
 	__type(value, struct mc_req_state);
 } mc_udp_state SEC(".maps");
 
+/* Where a TCP segment's parse is: scalars only, so that the global
+ * function it is passed to leaves the user's pointers be. */
+struct santa_mc_cursor {
+	__u64 cookie; /* the connection's */
+	__u32 base;   /* the segment offset of the chunk being parsed */
+	__s32 start;  /* the segment offset where the next command starts; -1: in an earlier segment */
+};
+
 /* What mc_event gets as user. */
 struct santa_mc_user {
 	struct santa_mc_conn *conn; /* NULL: a UDP datagram */
@@ -89,6 +105,8 @@ struct santa_mc_user {
 	__u8 reply;   /* and enum mc_reply */
 	__u16 pad;
 	__s32 delay;  /* the longest flush_all delay among them, seconds */
+	struct santa_mc_cursor cur; /* a TCP connection's (mc_tcp.h) */
+	struct santa_mc_sets *sets; /* a TCP segment's (the verdict's): its sets whose value may be taken */
 };
 
 static __always_inline struct santa_mc_domain *santa_mc_domain_of(__u32 domain)
@@ -145,6 +163,7 @@ static __always_inline void santa_mc_in_flight(struct santa_mc_conn *mc, __u32 s
 			__sync_fetch_and_add(&ks->inflight, 1);
 			p->seq = seq;
 			p->slot = slot;
+			p->gen = *(volatile __u32 *)&ks->gen;
 			mc->tail++;
 			return;
 		}
@@ -267,6 +286,55 @@ static __always_inline void santa_mc_datagram_lost(__u32 domain)
 		santa_mc_hold(dom, bpf_ktime_get_ns() + SANTA_MC_UDP_HOLD_MS * 1000000ULL);
 }
 
+/* A command of TCP connection mc was fully received: where the next one
+ * starts, and whether it is a set whose value santa_mc_capture may take
+ * (one key, a reply, all of it in this segment, the connection's replies
+ * known exactly), listed in sets. A global function: verified once, not
+ * at each event. */
+__noinline int santa_mc_note_command(struct santa_mc_cursor *cur, struct santa_mc_conn *mc, struct santa_mc_sets *sets,
+				     const struct mc_event *ev)
+{
+	struct santa_mc_set *set;
+	__u32 end;
+
+	if (!cur || !mc || !sets || !ev)
+		return 0;
+	end = cur->base + ev->off;
+	if (ev->reply == MC_REPLY_MAYBE)
+		mc->flags |= SANTA_MC_CONN_INEXACT;
+	if (ev->cmd == MC_CMD_SET && ev->reply == MC_REPLY_ONE && ev->flags == MC_CF_WRITE && cur->start >= 0 &&
+	    !(mc->flags & SANTA_MC_CONN_INEXACT) && sets->n < SANTA_MC_SETS) {
+		set = &sets->set[sets->n++ & (SANTA_MC_SETS - 1)];
+		set->cookie = cur->cookie;
+		set->domain = mc->domain;
+		set->slot = santa_mc_slot_of(ev->hash, mc->domain);
+		set->seq = ev->seq;
+		set->off = cur->start;
+		set->len = end - cur->start;
+	}
+	cur->start = end;
+	return 0;
+}
+
+/* A STORED of TCP connection mc left: it may make its set's value ready,
+ * if the set is in flight in the ring (santa_mc_fresh_ready). A global
+ * function, as santa_mc_note_command. */
+__noinline int santa_mc_note_stored(struct santa_mc_conn *mc, __u64 cookie, const struct mc_event *ev)
+{
+	if (!mc || !ev || (mc->flags & SANTA_MC_CONN_INEXACT))
+		return 0;
+	for (int i = 0; i < SANTA_MC_RING; i++) {
+		struct santa_mc_pending *p;
+
+		if (mc->head + i == mc->tail)
+			break;
+		p = &mc->ring[(mc->head + i) & (SANTA_MC_RING - 1)];
+		if (p->seq == ev->seq)
+			return santa_mc_fresh_ready(p->slot, p->gen, mc->domain, cookie, ev->seq);
+	}
+	return 0;
+}
+
 static void mc_event(void *user, const struct mc_event *ev)
 {
 	struct santa_mc_user *u = user;
@@ -284,6 +352,8 @@ static void mc_event(void *user, const struct mc_event *ev)
 		__u32 slot;
 
 		u->cmds++;
+		if (u->conn)
+			santa_mc_note_command(&u->cur, u->conn, u->sets, ev);
 		if (!(ev->flags & MC_CF_WRITE))
 			break;
 		slot = (ev->flags & MC_CF_ALL) ? SANTA_MC_NO_SLOT : santa_mc_slot_of(ev->hash, domain);
@@ -301,6 +371,10 @@ static void mc_event(void *user, const struct mc_event *ev)
 		}
 		break;
 	}
+	case MC_EV_REPLY:
+		if (u->conn && (ev->flags & MC_RF_STORED))
+			santa_mc_note_stored(u->conn, u->cur.cookie, ev);
+		break;
 	case MC_EV_LOST:
 		if (u->conn) {
 			santa_mc_conn_lose(u->conn);
@@ -312,7 +386,7 @@ static void mc_event(void *user, const struct mc_event *ev)
 }
 
 /* Starts the state of a memcached connection of domain, zeroed; lost if
- * its start was not seen. A global function: its 264-byte value is on a
+ * its start was not seen. A global function: its 328-byte value is on a
  * stack of its own, not on the verdict's, which parses. Returns 0 if the
  * state exists now. */
 __noinline int santa_mc_conn_start(__u64 cookie, __u32 domain, __u32 lost)

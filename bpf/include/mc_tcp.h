@@ -6,6 +6,7 @@
 #define SANTA_MC_TCP_H
 
 #include "mc_inval.h"
+#include "mc_capture.h"
 #include "tcp_maps.h"
 #include "tcp_reply.h"
 
@@ -16,12 +17,17 @@
  * unread, the rest read MC_CHUNK bytes at a time into buf. Returns -1 if
  * sync is lost. reply is a constant at each call: each program keeps one
  * branch and calls only its own helpers. */
-static __always_inline int santa_mc_stream(void *ctx, int reply, struct santa_mc_conn *mc, struct santa_scratch *buf,
-					   __u32 len)
+static __always_inline int santa_mc_stream(void *ctx, int reply, struct santa_mc_conn *mc, __u64 cookie,
+					   struct santa_scratch *buf, struct santa_mc_sets *sets, __u32 len)
 {
-	struct santa_mc_user user = { .conn = mc, .domain = mc->domain };
+	struct santa_mc_user user = { .conn = mc, .domain = mc->domain, .sets = sets };
 	__u32 off = 0;
 	int k;
+
+	user.cur.cookie = cookie;
+	if (sets)
+		sets->n = 0;
+	user.cur.start = !reply && mc_req_idle(&mc->req) ? 0 : -1;
 
 	santa_for(k, 0, SANTA_MC_SEGMENT_CHUNKS)
 	{
@@ -33,10 +39,20 @@ static __always_inline int santa_mc_stream(void *ctx, int reply, struct santa_mc
 		n = len - off < MC_CHUNK ? len - off : MC_CHUNK;
 		if (n == 0) /* for the verifier: off < len */
 			break;
+		user.cur.base = off;
 		if (reply ? santa_msg_read(ctx, off, buf, n) || mc_rep_parse(&mc->rep, buf->buf, n, mc->req.mn_mark, &user)
 			  : bpf_skb_load_bytes(ctx, off, buf->buf, n) || mc_req_parse(&mc->req, buf->buf, n, &user))
 			return -1;
 		off += n;
+	}
+	/* The segment's sets whole in it may have their values taken: the
+	 * buffer is free now. */
+	if (!reply && sets) {
+		for (int i = 0; i < SANTA_MC_SETS; i++) {
+			if (i >= sets->n)
+				break;
+			santa_mc_capture(ctx, &sets->set[i], buf);
+		}
 	}
 	return off < len ? -1 : 0;
 }
@@ -62,7 +78,7 @@ static __noinline int santa_mc_parse_segment(struct __sk_buff *skb, __u64 cookie
 		santa_mc_conn_lose(mc);
 		return 0;
 	}
-	if (santa_mc_stream(skb, 0, mc, &buf->request, skb->len))
+	if (santa_mc_stream(skb, 0, mc, cookie, &buf->request, &buf->sets, skb->len))
 		santa_mc_conn_lose(mc);
 	santa_give(&buf->busy);
 	return 0;
@@ -90,7 +106,7 @@ static __noinline void santa_mc_reply(struct sk_msg_md *msg, __u64 cookie, struc
 	mc = bpf_map_lookup_elem(&mc_conns, &cookie);
 	if (!mc || (mc->flags & SANTA_MC_CONN_LOST))
 		return;
-	if (!buf || santa_mc_stream(msg, 1, mc, buf, msg->size))
+	if (!buf || santa_mc_stream(msg, 1, mc, cookie, buf, NULL, msg->size))
 		santa_mc_conn_lose(mc);
 	else
 		santa_mc_complete(mc);

@@ -488,6 +488,9 @@ enum santa_mc_layout {
 	SANTA_MC_UDP_WRITES = 8192,     /* UDP writes held at once (mc_udp.h); more hold their domain */
 	SANTA_MC_UDP_HOLD_MS = 1000,    /* a UDP write with no reply seen is released this long after its arrival */
 	SANTA_MC_CLOCK_SLACK_MS = 1000, /* memcached's clock ticks once a second: a delayed flush_all may come this late */
+	SANTA_MC_FRESH = 1 << 15,       /* values taken from sets (mc_fresh), by slot modulo this: 10 MiB */
+	SANTA_MC_FRESH_LEN = 256,       /* bytes of a GET's reply text a set may give (after the frame header) */
+	SANTA_MC_FRAME = 8,             /* memcached's UDP frame header */
 };
 
 /* A key's generation slot: slot = santa_mc_slot_of(FNV-1a 32 of the key, domain). */
@@ -519,7 +522,37 @@ struct santa_guard {
 	__u32 slot;       /* SANTA_MC_NO_SLOT: no key */
 	__u32 gen;        /* the slot's generation it was built at */
 	__u32 domain_gen; /* the domain's */
-	__u32 pad;
+	__u32 flags;      /* enum santa_guard_flag */
+};
+
+enum santa_guard_flag {
+	/* The rule answers memcached's UDP "get <key>" of its guard's key with
+	 * memcached's reply, "VALUE <key> <flags> <bytes>\r\n<data>\r\nEND\r\n"
+	 * after the frame header, its copies in the frame header only (santad
+	 * checked the shape): once a set of the key has changed the value, it
+	 * may answer with the set's value instead (mc_fresh.h). */
+	SANTA_GUARD_FRESH = 1,
+};
+
+/* A value taken from a set over TCP (mc_fresh, at slot % SANTA_MC_FRESH):
+ * the reply text a GET of its key gets once memcached stored it. */
+struct santa_mc_fresh {
+	__u32 seq;      /* odd while written: readers check it around their copy */
+	__u32 slot;     /* the key's generation slot */
+	__u32 domain;
+	__u32 gen;      /* the slot's generation it answers at, once ready */
+	__u64 cookie;   /* the connection of the set, until ready */
+	__u32 cmd_seq;  /* the set's reply number on its connection (mc_req_state.due) */
+	__u8 ready;     /* memcached stored it, and nothing else wrote the slot */
+	__u8 pad;
+	__u16 keylen;   /* the key: text[6, 6 + keylen) */
+	__u16 len;      /* bytes of text */
+	__u16 pad2;
+	__s32 ttl;      /* the set's exptime in seconds, 0: none */
+	__u64 deadline; /* bpf_ktime_get_ns past which it never answers; 0: none */
+	__u32 sum;      /* native-word sum of text (it starts at an even reply offset) */
+	__u32 pad3;
+	__u8 text[SANTA_MC_FRESH_LEN];
 };
 
 /* Per-CPU counters per domain (mc_stats). */
@@ -538,6 +571,8 @@ enum santa_mc_counter {
 	SANTA_MC_UDP_TIMED_OUT,   /* UDP writes released at SANTA_MC_UDP_HOLD_MS: no reply of theirs seen */
 	SANTA_MC_UDP_DOMAIN,      /* UDP writes that held their whole domain: table full, a request id in flight */
 	SANTA_MC_DELAYED_FLUSH,   /* flush_all with a delay: the domain held until it happened */
+	SANTA_MC_REFRESHED,       /* sets stored whose value the kernel answers from now (mc_fresh) */
+	SANTA_MC_FRESH_TORN,      /* answers from a set's value dropped: the value changed while it was copied */
 	SANTA_MC_NCOUNTERS,
 };
 

@@ -5,6 +5,7 @@
 
 #include "santa_abi.h"
 #include "maps.h"
+#include "mc_fresh.h"
 
 /* TCP connections under a registered listener, by socket cookie
  * (santa_abi.h). Deleted when the socket closes (santa_tcp.bpf.c: the
@@ -92,6 +93,7 @@ struct {
 struct santa_verdict_buffer {
 	__u32 busy;
 	struct santa_scratch request;
+	struct santa_mc_sets sets; /* a memcached segment's sets (mc_capture.h) */
 };
 
 struct santa_verdict_memory {

@@ -93,6 +93,8 @@ var memcachedFamilies = []struct {
 	{counter("santa_memcached_udp_timed_out_total", "UDP writes released at their deadline, no reply of theirs seen.", "domain"), func(s model.MemcachedStats) uint64 { return s.UDPTimedOut }},
 	{counter("santa_memcached_udp_domain_total", "UDP writes that held their whole domain: table full, request id in flight.", "domain"), func(s model.MemcachedStats) uint64 { return s.UDPDomain }},
 	{counter("santa_memcached_delayed_flush_total", "flush_all with a delay, their domain held until memcached flushed.", "domain"), func(s model.MemcachedStats) uint64 { return s.DelayedFlush }},
+	{counter("santa_memcached_refreshed_total", "Sets stored whose value the kernel answers their key's gets with from then.", "domain"), func(s model.MemcachedStats) uint64 { return s.Refreshed }},
+	{counter("santa_memcached_fresh_torn_total", "Answers from a set's value dropped: the value changed while it was copied.", "domain"), func(s model.MemcachedStats) uint64 { return s.FreshTorn }},
 }
 
 func (c stateCollector) Describe(ch chan<- *prometheus.Desc) {

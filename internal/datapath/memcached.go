@@ -177,11 +177,20 @@ func (d *Datapath) Generation(id model.ServiceID, key []byte) (model.Generation,
 	if err := d.readDomain(domain, &dom); err != nil {
 		return model.Generation{}, err
 	}
-	if err := d.objs.McSlots.Lookup(mcSlot(key, domain), &slot); err != nil {
+	at := mcSlot(key, domain)
+	if err := d.objs.McSlots.Lookup(at, &slot); err != nil {
 		return model.Generation{}, fmt.Errorf("reading a generation: %w", err)
 	}
-	return model.Generation{Gen: slot.Gen, DomainGen: dom.Gen, Epoch: epoch,
-		InFlight: slot.Inflight != 0 || dom.Inflight != 0 || dom.Unsynced != 0 || dom.HoldUntil != 0}, nil
+	g := model.Generation{Gen: slot.Gen, DomainGen: dom.Gen, Epoch: epoch,
+		InFlight: slot.Inflight != 0 || dom.Inflight != 0 || dom.Unsynced != 0 || dom.HoldUntil != 0}
+	if !g.InFlight {
+		fresh, err := d.fresh(key, domain, at, slot.Gen)
+		if err != nil {
+			return model.Generation{}, err
+		}
+		g.Fresh = fresh
+	}
+	return g, nil
 }
 
 // readDomain reads a domain's state into dom. A hold whose time has
@@ -245,6 +254,8 @@ func (d *Datapath) MemcachedStats(id model.ServiceID) (model.MemcachedStats, err
 		s.UDPTimedOut += c.N[santaSantaMcCounterSANTA_MC_UDP_TIMED_OUT]
 		s.UDPDomain += c.N[santaSantaMcCounterSANTA_MC_UDP_DOMAIN]
 		s.DelayedFlush += c.N[santaSantaMcCounterSANTA_MC_DELAYED_FLUSH]
+		s.Refreshed += c.N[santaSantaMcCounterSANTA_MC_REFRESHED]
+		s.FreshTorn += c.N[santaSantaMcCounterSANTA_MC_FRESH_TORN]
 	}
 	return s, nil
 }
@@ -301,4 +312,5 @@ func putGuard(reply []byte, g *santaSantaGuard) {
 	binary.NativeEndian.PutUint32(b[16:], g.Slot)
 	binary.NativeEndian.PutUint32(b[20:], g.Gen)
 	binary.NativeEndian.PutUint32(b[24:], g.DomainGen)
+	binary.NativeEndian.PutUint32(b[28:], g.Flags)
 }

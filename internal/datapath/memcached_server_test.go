@@ -66,7 +66,7 @@ func (c *mcUDPConn) expect(t testing.TB, id uint16, want string) {
 func TestMemcachedUDPInFlight(t *testing.T) {
 	m := newMcTCP(t)
 	c := m.udpClient(t)
-	m.inFlightWindow(t, func() { c.send(t, 9, "set k 0 0 3\r\nnew\r\n") }, func() { c.expect(t, 9, "STORED\r\n") })
+	m.inFlightWindow(t, func() { c.send(t, 9, "set k 0 0 3\r\nnew\r\n") }, func() { c.expect(t, 9, "STORED\r\n") }, false)
 	s, err := m.d.MemcachedStats(m.tcp)
 	if err != nil {
 		t.Fatal(err)

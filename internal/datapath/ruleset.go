@@ -198,6 +198,9 @@ func (st *store) prepare(svc *service, rs []rule.Rule, compiled []rule.Compiled,
 			if err != nil {
 				return fail(i, err)
 			}
+			if freshShape(r, compiled[i], guards[i].Key) {
+				g.Flags = uint32(santaSantaGuardFlagSANTA_GUARD_FRESH)
+			}
 			ir.guard = g
 			// The guard ends the reply area of the class that holds both.
 			if body += guardLen; body > rule.MaxTCPReply {

@@ -59,6 +59,11 @@ type Generation struct {
 	// built now does not answer until that ends, and then its generations
 	// are old.
 	InFlight bool
+	// Fresh: the kernel holds the value a set of the key stored, at Gen
+	// (docs/memcached.md, "Answering after a set"): a rule of the key
+	// guarded at an older generation, and answering memcached's "get
+	// <key>", answers with memcached's current value.
+	Fresh bool
 }
 
 // MemcachedStats are a generation domain's counters, summed over CPUs.
@@ -77,6 +82,8 @@ type MemcachedStats struct {
 	UDPTimedOut   uint64 // UDP writes released at their deadline: no reply of theirs seen
 	UDPDomain     uint64 // UDP writes that held the whole domain: table full, request id in flight
 	DelayedFlush  uint64 // flush_all with a delay: the domain held until it happened
+	Refreshed     uint64 // sets stored whose value the kernel answers their key's get with from then
+	FreshTorn     uint64 // answers from a set's value dropped: the value changed while it was copied
 }
 
 // MaxMemcachedKey is memcached's longest key (KEY_MAX_LENGTH).
