@@ -60,6 +60,11 @@ type Generation struct {
 	// InFlight: a write of the key, or of the domain, is in flight: a rule
 	// guarded now does not answer until it ends, and then not at all.
 	InFlight bool
+	// Fresh (protocol version 3): the kernel answers the key with the
+	// value a set of it stored, at Gen (docs/memcached.md, "Answering
+	// after a set"): the key's rule of memcached's "get <key>", guarded at
+	// an older generation, answers with memcached's current value.
+	Fresh bool
 }
 
 // Generation reads a key's generation (GENERATION): read it before asking

@@ -173,3 +173,28 @@ func TestGenerations(t *testing.T) {
 		t.Errorf("%d GENERATION requests; want 74", len(sent))
 	}
 }
+
+// Fresh travels in version 3 only: a version 2 daemon's reply has no room
+// for it.
+func TestGenerationFresh(t *testing.T) {
+	for _, v := range []uint16{protocol.Version2, protocol.Version3} {
+		path := serve(t, func(req protocol.Body, _ []int) protocol.Body {
+			switch req.(type) {
+			case *protocol.Hello:
+				return &protocol.HelloReply{Version: v}
+			case *protocol.Generation:
+				return &protocol.GenerationReply{Gen: 5, DomainGen: 2, Epoch: 1, Fresh: true}
+			}
+			return protocol.Errorf(syscall.EINVAL, "unexpected %v", req.Type())
+		})
+		c := dialTo(t, path)
+		g, err := c.Generation(4, []byte("k1"))
+		if want := (Generation{Gen: 5, DomainGen: 2, Epoch: 1, Fresh: v >= protocol.Version3}); err != nil || g != want {
+			t.Errorf("version %d: Generation gives %+v, %v; want %+v", v, g, err, want)
+		}
+		gs, err := c.Generations(4, [][]byte{[]byte("k1")})
+		if err != nil || len(gs) != 1 || gs[0].Fresh != (v >= protocol.Version3) {
+			t.Errorf("version %d: Generations gives %+v, %v", v, gs, err)
+		}
+	}
+}

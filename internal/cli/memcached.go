@@ -67,7 +67,7 @@ func (*generationOptions) run(ctx context.Context, e *env, args []string) error 
 	}
 	key := []byte(args[1])
 	return e.show(generationView{ServiceID: service, Key: newByteString(key), Gen: g.Gen, DomainGen: g.DomainGen,
-		Epoch: g.Epoch, InFlight: g.InFlight, key: key})
+		Epoch: g.Epoch, InFlight: g.InFlight, Fresh: g.Fresh, key: key})
 }
 
 type generationView struct {
@@ -77,6 +77,7 @@ type generationView struct {
 	DomainGen uint32     `json:"domain_gen"`
 	Epoch     uint32     `json:"epoch"`
 	InFlight  bool       `json:"in_flight"`
+	Fresh     bool       `json:"fresh"`
 	key       []byte
 }
 
@@ -88,6 +89,7 @@ func (v generationView) table(w io.Writer) error {
 	t.row("domain generation", v.DomainGen)
 	t.row("domain life", v.Epoch)
 	t.row("write in flight", v.InFlight)
+	t.row("fresh", v.Fresh)
 	return t.flush()
 }
 
@@ -104,6 +106,13 @@ type memcachedView struct {
 	GuardStale    uint64 `json:"guard_stale"`
 	GuardInFlight uint64 `json:"guard_inflight"`
 	GuardExpired  uint64 `json:"guard_expired"`
+	// Protocol version 3:
+	UDPHeld      uint64 `json:"udp_held"`
+	UDPTimedOut  uint64 `json:"udp_timed_out"`
+	UDPDomain    uint64 `json:"udp_domain"`
+	DelayedFlush uint64 `json:"delayed_flush"`
+	Refreshed    uint64 `json:"refreshed"`
+	FreshTorn    uint64 `json:"fresh_torn"`
 }
 
 // memcachedOf is the counters of service's memcached domain, nil for a
@@ -134,4 +143,10 @@ func (v *memcachedView) rows(t *table) {
 	t.row("  guard stale", v.GuardStale)
 	t.row("  guard in flight", v.GuardInFlight)
 	t.row("  guard expired", v.GuardExpired)
+	t.row("  UDP held", v.UDPHeld)
+	t.row("  UDP timed out", v.UDPTimedOut)
+	t.row("  UDP held all", v.UDPDomain)
+	t.row("  delayed flush", v.DelayedFlush)
+	t.row("  sets answering", v.Refreshed)
+	t.row("  torn dropped", v.FreshTorn)
 }

@@ -46,6 +46,7 @@ generation         5
 domain generation  2
 domain life        1
 write in flight    true
+fresh              false
 `},
 		{[]string{"-json", "generation", fmt.Sprint(tcp), "k1"}, `{
   "service_id": 8,
@@ -56,7 +57,8 @@ write in flight    true
   "gen": 2,
   "domain_gen": 2,
   "epoch": 1,
-  "in_flight": true
+  "in_flight": true,
+  "fresh": false
 }
 `},
 		{[]string{"rules", fmt.Sprint(udp)}, `ID  OFFSET  PATTERN  LENGTH  REPLY  PROCESSORS         GUARD

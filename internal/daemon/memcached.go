@@ -93,7 +93,7 @@ func (s *Server) generation(sess *session, req *protocol.Generation) protocol.Bo
 	if err != nil {
 		return dataplaneError(err)
 	}
-	return &protocol.GenerationReply{Gen: g.Gen, DomainGen: g.DomainGen, Epoch: g.Epoch, InFlight: g.InFlight}
+	return &protocol.GenerationReply{Gen: g.Gen, DomainGen: g.DomainGen, Epoch: g.Epoch, InFlight: g.InFlight, Fresh: g.Fresh}
 }
 
 // memcachedStats reads the counters of a memcached service's domain.
@@ -108,5 +108,7 @@ func (s *Server) memcachedStats(sess *session, req *protocol.MemcachedStats) pro
 	}
 	return &protocol.MemcachedStatsReply{Domain: uint32(domain), Writes: st.Writes, KeyBumps: st.KeyBumps,
 		DomainBumps: st.DomainBumps, Completed: st.Completed, Released: st.Released, Overflow: st.Overflow, Lost: st.Lost,
-		GuardStale: st.GuardStale, GuardInFlight: st.GuardInFlight, GuardExpired: st.GuardExpired}
+		GuardStale: st.GuardStale, GuardInFlight: st.GuardInFlight, GuardExpired: st.GuardExpired,
+		UDPHeld: st.UDPHeld, UDPTimedOut: st.UDPTimedOut, UDPDomain: st.UDPDomain, DelayedFlush: st.DelayedFlush,
+		Refreshed: st.Refreshed, FreshTorn: st.FreshTorn}
 }

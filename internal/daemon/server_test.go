@@ -26,9 +26,9 @@ func TestHello(t *testing.T) {
 		peer Peer
 		want protocol.HelloReply
 	}{
-		{alice, protocol.HelloReply{Version: 2, UID: 1000, GID: 100, PID: 11, QuotaRules: 10, QuotaBytes: 64 << 20}},
-		{bob, protocol.HelloReply{Version: 2, UID: 1001, GID: 100, PID: 12, QuotaRules: 7, QuotaBytes: 99}},
-		{admin, protocol.HelloReply{Version: 2, UID: 1002, GID: 100, PID: 13, Admin: true}},
+		{alice, protocol.HelloReply{Version: protocol.MaxVersion, UID: 1000, GID: 100, PID: 11, QuotaRules: 10, QuotaBytes: 64 << 20}},
+		{bob, protocol.HelloReply{Version: protocol.MaxVersion, UID: 1001, GID: 100, PID: 12, QuotaRules: 7, QuotaBytes: 99}},
+		{admin, protocol.HelloReply{Version: protocol.MaxVersion, UID: 1002, GID: 100, PID: 13, Admin: true}},
 	} {
 		got := *s.connect(t, tc.peer, false).ok(&protocol.Hello{MinVersion: 1, MaxVersion: 3}).(*protocol.HelloReply)
 		tc.want.Daemon = s.version

@@ -20,9 +20,11 @@ const (
 	Version1 = 1
 	// Version2 adds a rule's length condition (flags bit 0).
 	Version2 = 2
+	// Version3 adds the fresh flag of GENERATION's reply.
+	Version3 = 3
 
 	MinVersion = Version1 // the oldest version this side speaks
-	MaxVersion = Version2 // the newest
+	MaxVersion = Version3 // the newest
 )
 
 // le is the byte order of every integer of the protocol.

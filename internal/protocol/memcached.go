@@ -54,6 +54,7 @@ type GenerationReply struct {
 	DomainGen uint32
 	Epoch     uint32 // the domain's life; 0: dead
 	InFlight  bool
+	Fresh     bool // version 3: the kernel answers the key's rules with a set's value at Gen
 }
 
 func (*GenerationReply) Type() Type { return TypeGeneration | ReplyBit }
@@ -63,6 +64,9 @@ func (g *GenerationReply) fields(c codec) {
 	c.u32("domain_gen", &g.DomainGen)
 	c.u32("epoch", &g.Epoch)
 	c.flag("in_flight", &g.InFlight)
+	if c.version() >= Version3 {
+		c.flag("fresh", &g.Fresh)
+	}
 }
 
 // MemcachedStats asks for the counters of a memcached service's domain.
@@ -79,6 +83,8 @@ type MemcachedStatsReply struct {
 	Domain                                                             uint32
 	Writes, KeyBumps, DomainBumps, Completed, Released, Overflow, Lost uint64
 	GuardStale, GuardInFlight, GuardExpired                            uint64
+	// Version 3:
+	UDPHeld, UDPTimedOut, UDPDomain, DelayedFlush, Refreshed, FreshTorn uint64
 }
 
 func (*MemcachedStatsReply) Type() Type { return TypeMemcachedStats | ReplyBit }
@@ -95,6 +101,14 @@ func (m *MemcachedStatsReply) fields(c codec) {
 	c.u64("guard_stale", &m.GuardStale)
 	c.u64("guard_inflight", &m.GuardInFlight)
 	c.u64("guard_expired", &m.GuardExpired)
+	if c.version() >= Version3 {
+		c.u64("udp_held", &m.UDPHeld)
+		c.u64("udp_timed_out", &m.UDPTimedOut)
+		c.u64("udp_domain", &m.UDPDomain)
+		c.u64("delayed_flush", &m.DelayedFlush)
+		c.u64("refreshed", &m.Refreshed)
+		c.u64("fresh_torn", &m.FreshTorn)
+	}
 }
 
 // Guard (version 2, a rule's flags bit 1) holds a rule of a memcached

@@ -1,7 +1,9 @@
 package protocol
 
 import (
+	"bytes"
 	"errors"
+	"reflect"
 	"strings"
 	"syscall"
 	"testing"
@@ -63,5 +65,43 @@ func TestGuardRefusals(t *testing.T) {
 	gen := messageIn(Version2, TypeGeneration.Reply(), u32(1), u32(2), u32(3), []byte{2})
 	if _, _, err := Decode(gen); !errors.As(err, &pe) || pe.Code != syscall.EINVAL {
 		t.Errorf("GENERATION reply with in_flight 2: %v", err)
+	}
+}
+
+// Version 3's GENERATION reply ends with the fresh flag; version 2's has
+// none, and says nothing of it.
+func TestGenerationReplyFresh(t *testing.T) {
+	r := &GenerationReply{Gen: 5, DomainGen: 2, Epoch: 1, Fresh: true}
+	v3 := mustEncode(Version3, 7, r)
+	if got, want := v3[HeaderLen:], mustHex("05000000"+"02000000"+"01000000"+"00"+"01"); !bytes.Equal(got, want) {
+		t.Fatalf("version 3 body %x, want %x", got, want)
+	}
+	if _, body, err := Decode(v3); err != nil || !reflect.DeepEqual(body, r) {
+		t.Fatalf("version 3 decodes to %+v (%v), want %+v", body, err, r)
+	}
+	v2 := mustEncode(Version2, 7, r)
+	if len(v2) != len(v3)-1 {
+		t.Fatalf("version 2 body of %d bytes, want %d", len(v2)-HeaderLen, len(v3)-HeaderLen-1)
+	}
+	if _, body, err := Decode(v2); err != nil || body.(*GenerationReply).Fresh {
+		t.Fatalf("version 2 decodes to %+v (%v): fresh must not travel", body, err)
+	}
+}
+
+// Version 3's MEMCACHED_STATS reply ends with six more counters; version
+// 2's stops before them.
+func TestMemcachedStatsVersion3(t *testing.T) {
+	r := &MemcachedStatsReply{Domain: 2, Writes: 1, UDPHeld: 11, UDPTimedOut: 12, UDPDomain: 13, DelayedFlush: 14,
+		Refreshed: 15, FreshTorn: 16}
+	v3 := mustEncode(Version3, 7, r)
+	if _, body, err := Decode(v3); err != nil || !reflect.DeepEqual(body, r) {
+		t.Fatalf("version 3 decodes to %+v (%v), want %+v", body, err, r)
+	}
+	v2 := mustEncode(Version2, 7, r)
+	if len(v2) != len(v3)-6*8 {
+		t.Fatalf("version 2 body of %d bytes, version 3's %d", len(v2)-HeaderLen, len(v3)-HeaderLen)
+	}
+	if _, body, err := Decode(v2); err != nil || body.(*MemcachedStatsReply).Refreshed != 0 {
+		t.Fatalf("version 2 decodes to %+v (%v): the new counters must not travel", body, err)
 	}
 }
