@@ -126,13 +126,20 @@ func (a *agent) generations(wants []want) (l learned, keys []learnedKey, tcpDst,
 			inFlight++
 			continue
 		}
-		lk := learnedKey{want: w, gen: g, checked: now}
+		lk := learnedKey{want: w, gen: guardOf(g), checked: now}
 		if w.old != nil {
 			lk.rebuilds = w.old.rebuilds
 		}
 		keys = append(keys, lk)
 	}
 	return l, keys, server.AskAddr(a.leader.local), server.AskAddr(udp[0].local), true
+}
+
+// guardOf is what a guard built at g is built at: g but whether the
+// kernel answers the key from a set (Fresh), which a guard does not keep.
+func guardOf(g client.Generation) client.Generation {
+	g.Fresh = false
+	return g
 }
 
 // readGenerations reads the generations of n keys (key(i) the i-th) in

@@ -24,6 +24,7 @@ type stats struct {
 	checks    uint64 // generations the watch read
 	killed    uint64 // of those, keys written since their rule's: read again
 	waits     uint64 // killed keys left to memcached for a while (writeHot)
+	fresh     uint64 // keys the watch found written by a set the kernel answers with: kept
 }
 
 func newStats() stats { return stats{skipped: map[string]uint64{}, deleted: map[string]uint64{}} }
@@ -73,7 +74,7 @@ func joined(m map[string]uint64) string {
 func (a *agent) logSummary() {
 	s := a.snapshot()
 	a.log.Info("offload", "services", len(s.services), "keys", s.keys, "probes", s.probes, "tcp_reads", s.tcpReads,
-		"installed", s.installed, "refreshed", s.refreshed, "confirmed", s.confirmed, "checks", s.checks, "killed", s.killed, "waits", s.waits, "key_bumps", s.bumps.key, "domain_bumps", s.bumps.domain,
+		"installed", s.installed, "refreshed", s.refreshed, "confirmed", s.confirmed, "checks", s.checks, "killed", s.killed, "waits", s.waits, "fresh", s.fresh, "key_bumps", s.bumps.key, "domain_bumps", s.bumps.domain,
 		"deleted", joined(s.deleted), "skipped", joined(s.skipped))
 }
 
@@ -118,6 +119,7 @@ func (a *agent) metrics() []metricserver.Family {
 		metricserver.NewFamily("santa_offload_memcached_confirmed_total", counter, "Items read again (max_age) and found as their rule has them: the rule is kept.", nil, metricserver.One(s.confirmed)),
 		metricserver.NewFamily("santa_offload_memcached_watch_checks_total", counter, "Generations of offloaded keys read by the watch.", nil, metricserver.One(s.checks)),
 		metricserver.NewFamily("santa_offload_memcached_watch_killed_total", counter, "Offloaded keys the watch found written since their rule was made, and read again.", nil, metricserver.One(s.killed)),
+		metricserver.NewFamily("santa_offload_memcached_watch_fresh_total", counter, "Offloaded keys the watch found written by a set whose value the kernel answers with: kept as they are.", nil, metricserver.One(s.fresh)),
 		metricserver.NewFamily("santa_offload_memcached_write_waits_total", counter, "Keys whose rule a write killed after fewer gets than reading them again costs: left to memcached for a while (doubling, 1 s to 64 s).", nil, metricserver.One(s.waits)),
 		metricserver.NewFamily("santa_offload_memcached_attached_total", counter, "Sockets attached.", nil, metricserver.One(s.attached)),
 		metricserver.NewFamily("santa_offload_memcached_probes_total", counter, "Requests sent to memcached: UDP gets, TCP mg reads.", []string{"transport"},

@@ -62,9 +62,9 @@ func (a *agent) killed() (l learned, keys []learnedKey, tcpDst, udpDst netip.Add
 		return l, nil, tcpDst, udpDst, false
 	}
 	for i, k := range suspects {
-		g := gens[i]
+		g := guardOf(gens[i])
 		a.stats.checks++
-		k.count(g != k.gen && !g.InFlight)
+		k.count(g != k.gen && !g.InFlight && !gens[i].Fresh)
 		switch {
 		case g.Epoch == 0:
 			return l, nil, tcpDst, udpDst, false // the domain is dead: the next scan ends it
@@ -72,6 +72,12 @@ func (a *agent) killed() (l learned, keys []learnedKey, tcpDst, udpDst netip.Add
 			k.checked = now // alive
 		case g.InFlight:
 			// Being written: checked again next time, the write done.
+		case gens[i].Fresh && g.DomainGen == k.gen.DomainGen && g.Epoch == k.gen.Epoch:
+			// Written by a set whose value the kernel answers with
+			// (docs/memcached.md, "Answering after a set"): alive, its
+			// rule as it is.
+			k.checked = now
+			a.stats.fresh++
 		case a.writeHot(k, now):
 			// Written too often to pay: left to memcached for now.
 		default:

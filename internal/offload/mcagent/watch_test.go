@@ -82,6 +82,34 @@ func TestWatchRereadsKilledKeys(t *testing.T) {
 
 // The watch checks at most watch_rate generations a second, the keys
 // with the most gets since their check first, and the others at the
+// TestWatchKeepsFreshKeys: a key written by a set whose value the kernel
+// answers with (Fresh) is alive: its rule stays as it is, not read again.
+func TestWatchKeepsFreshKeys(t *testing.T) {
+	r := newRig(t, nil)
+	r.scan()
+	_, udp := r.services()
+	r.offload(udp, "k1", "k2")
+	before := r.d.rules(udp)["k2"]
+	tcpReads := r.mc.tcp
+	r.mc.set("k2", "new", -1)
+	fresh := r.gen(3)
+	fresh.Fresh = true
+	r.d.setGen("k2", fresh)
+	r.watch(50 * time.Millisecond)
+	if e := r.d.rules(udp)["k2"]; e.RuleID != before.RuleID || e.Guard.Gen != before.Guard.Gen || !equalRule(e, before.Rule) {
+		t.Fatalf("k2 after a set the kernel answers with: rule %d guard %+v; want rule %d as it was", e.RuleID, e.Guard, before.RuleID)
+	}
+	if s := r.a.snapshot(); s.fresh != 1 || s.killed != 0 || r.mc.tcp != tcpReads {
+		t.Fatalf("fresh %d, killed %d, TCP reads %d; want 1, 0, none", s.fresh, s.killed, r.mc.tcp-tcpReads)
+	}
+	// A later write whose value the kernel does not have kills it.
+	r.d.setGen("k2", r.gen(5))
+	r.watch(time.Second)
+	if e := r.d.rules(udp)["k2"]; e.Guard.Gen != 5 {
+		t.Fatalf("k2 after a write the kernel does not answer with: guard %+v; want it read again at gen 5", e.Guard)
+	}
+}
+
 // next watches, until every key is checked since the bumps last moved.
 func TestWatchBudget(t *testing.T) {
 	r := newRig(t, func(c *Config) { c.Watch, c.WatchRate = config.Duration(50*time.Millisecond), 40 }) // 2 a watch
