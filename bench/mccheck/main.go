@@ -20,6 +20,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -40,11 +41,18 @@ func main() {
 	pause := flag.Duration("write-pause", 2*time.Millisecond, "each writer's pause between batches")
 	deadline := flag.Duration("deadline", 10*time.Minute, "bound on the run's time")
 	seed := flag.Uint64("seed", def.Seed, "seed of the checker's choices")
+	kinds := flag.String("kinds", "", "the write kinds used, comma-separated (empty: all; mccheck.AllKinds)")
 	flag.Parse()
 	if *agent {
 		*installers = 0
 	}
-	violations, err := run(*ops, *keys, *writers, *udpWriters, *readers, *tcpReaders, *installers, *pause, *deadline, *seed)
+	var used []mccheck.Kind
+	for k := range strings.SplitSeq(*kinds, ",") {
+		if k != "" {
+			used = append(used, mccheck.Kind(k))
+		}
+	}
+	violations, err := run(*ops, *keys, *writers, *udpWriters, *readers, *tcpReaders, *installers, *pause, *deadline, *seed, used)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "mccheck:", err)
 		os.Exit(2)
@@ -56,7 +64,8 @@ func main() {
 
 // run runs the check and returns how many violations it found; with no
 // installers, the agent installs.
-func run(ops, keys, writers, udpWriters, readers, tcpReaders, installers int, pause, deadline time.Duration, seed uint64) (int, error) {
+func run(ops, keys, writers, udpWriters, readers, tcpReaders, installers int, pause, deadline time.Duration, seed uint64,
+	kinds []mccheck.Kind) (int, error) {
 	dir, err := os.MkdirTemp("", "mccheck")
 	if err != nil {
 		return 0, err
@@ -70,6 +79,7 @@ func run(ops, keys, writers, udpWriters, readers, tcpReaders, installers int, pa
 	cfg := r.CheckConfig()
 	cfg.Ops, cfg.Keys, cfg.Deadline, cfg.WritePause, cfg.Seed = ops, keys, deadline, pause, seed
 	cfg.Writers, cfg.UDPWriters, cfg.Readers, cfg.TCPReaders = writers, udpWriters, readers, tcpReaders
+	cfg.Kinds = kinds
 	if err := cfg.Validate(); err != nil {
 		return 0, err
 	}
@@ -92,6 +102,7 @@ func run(ops, keys, writers, udpWriters, readers, tcpReaders, installers int, pa
 		return 0, err
 	}
 	rep, err := mccheck.Run(ctx, cfg)
+	answering, aerr := setsAnswering(r)
 	stopInstallers()
 	inst, ierr := wait()
 	if err != nil {
@@ -115,5 +126,30 @@ func run(ops, keys, writers, udpWriters, readers, tcpReaders, installers int, pa
 	if installers > 0 {
 		result("rules_installed", float64(inst.Installed), "rules")
 	}
+	if aerr != nil {
+		fmt.Fprintf(os.Stderr, "sets answering: %v\n", aerr)
+	} else {
+		result("sets_answering", float64(answering), "sets")
+	}
 	return len(rep.Violations), nil
+}
+
+// setsAnswering is how many sets' values the kernel answered with
+// (docs/memcached.md, "Answering after a set"): the domain of memcached's
+// UDP service, the installers' or the agent's, while it is attached.
+func setsAnswering(r *mcrig.Rig) (uint64, error) {
+	udp := r.UDP
+	if udp == 0 {
+		svcs, err := r.Client.Services()
+		if err != nil {
+			return 0, err
+		}
+		for _, s := range svcs {
+			if s.Protocol == syscall.IPPROTO_UDP && s.Port == mcrig.Addr.Port() {
+				udp = s.ServiceID
+			}
+		}
+	}
+	st, err := r.Client.MemcachedStats(udp)
+	return st.Refreshed, err
 }
