@@ -10,12 +10,12 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/santa-offload/santa/internal/model"
 	"github.com/santa-offload/santa/rule"
 )
 
@@ -96,15 +96,6 @@ func TestMemcachedSetAnswers(t *testing.T) {
 		t.Fatalf("another key's generation %+v: fresh", g)
 	}
 	m.getAsMemcached(t, "k")
-}
-
-func (m *mcTCP) stats(t testing.TB) model.MemcachedStats {
-	t.Helper()
-	s, err := m.d.MemcachedStats(m.tcp)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
 }
 
 // Pipelined sets of several keys in one segment are each taken.
@@ -204,15 +195,23 @@ func TestMemcachedSetsRacing(t *testing.T) {
 	}
 }
 
-// A set's value answers until the set's exptime, less a second for
-// memcached's clock, then never.
-func TestMemcachedSetExpires(t *testing.T) {
+// answeringSet starts memcached with a rule of k, and sends set of k,
+// whose value then answers.
+func answeringSet(t *testing.T, set string) *mcTCP {
+	t.Helper()
 	m := newMcTCP(t)
 	c := m.client(t)
 	m.guardNow(t, "k", "A")
-	c.send(t, "set k 0 2 1\r\nB\r\n")
+	c.send(t, set)
 	c.expect(t, "STORED")
 	m.getAsMemcached(t, "k")
+	return m
+}
+
+// A set's value answers until the set's exptime, less a second for
+// memcached's clock, then never.
+func TestMemcachedSetExpires(t *testing.T) {
+	m := answeringSet(t, "set k 0 2 1\r\nB\r\n")
 	time.Sleep(1100 * time.Millisecond)
 	m.get(t, "k", "")
 	if g := m.generation(t, "k"); g.Fresh {
@@ -222,12 +221,7 @@ func TestMemcachedSetExpires(t *testing.T) {
 
 // A record being written (its seq odd) is not read.
 func TestMemcachedSetBeingWritten(t *testing.T) {
-	m := newMcTCP(t)
-	c := m.client(t)
-	m.guardNow(t, "k", "A")
-	c.send(t, "set k 0 0 1\r\nB\r\n")
-	c.expect(t, "STORED")
-	m.getAsMemcached(t, "k")
+	m := answeringSet(t, "set k 0 0 1\r\nB\r\n")
 	at := mcSlot([]byte("k"), m.tcp) & (uint32(santaSantaMcLayoutSANTA_MC_FRESH) - 1)
 	var rec santaSantaMcFresh
 	if err := m.d.objs.McFresh.Lookup(at, &rec); err != nil {
@@ -255,44 +249,35 @@ func TestFreshShape(t *testing.T) {
 	if !freshShape(good, c, key) {
 		t.Fatal("memcached's get of k is not taken")
 	}
-	for name, mod := range map[string]func(r rule.Rule) (rule.Rule, []byte){
-		"another key": func(r rule.Rule) (rule.Rule, []byte) { return r, []byte("j") },
-		"no key":      func(r rule.Rule) (rule.Rule, []byte) { return r, nil },
-		"gets": func(r rule.Rule) (rule.Rule, []byte) {
-			return mcReply(mcFrame(0, "gets k\r\n"), "VALUE k 0 2\r\nAB\r\nEND\r\n"), key
-		},
-		"two keys": func(r rule.Rule) (rule.Rule, []byte) {
-			return mcReply(mcFrame(0, "get k j\r\n"), "VALUE k 0 2\r\nAB\r\nEND\r\n"), key
-		},
-		"a cas": func(r rule.Rule) (rule.Rule, []byte) {
-			return mcReply(mcFrame(0, "get k\r\n"), "VALUE k 0 2 7\r\nAB\r\nEND\r\n"), key
-		},
-		"leading zero": func(r rule.Rule) (rule.Rule, []byte) {
-			return mcReply(mcFrame(0, "get k\r\n"), "VALUE k 01 2\r\nAB\r\nEND\r\n"), key
-		},
-		"short data": func(r rule.Rule) (rule.Rule, []byte) {
-			return mcReply(mcFrame(0, "get k\r\n"), "VALUE k 0 3\r\nAB\r\nEND\r\n"), key
-		},
-		"no END": func(r rule.Rule) (rule.Rule, []byte) {
-			return mcReply(mcFrame(0, "get k\r\n"), "VALUE k 0 2\r\nAB\r\n"), key
-		},
-		"a miss": func(r rule.Rule) (rule.Rule, []byte) { return mcReply(mcFrame(0, "get k\r\n"), "END\r\n"), key },
-		"prefix": func(r rule.Rule) (rule.Rule, []byte) { r.Condition.MaxLen = 0; return r, key },
-		"another frame": func(r rule.Rule) (rule.Rule, []byte) {
-			return mcGetOtherFrame(mcFrame(0, "get k\r\n"), []byte{0, 0, 0, 2, 0, 0}), key
-		},
-		"copy past frame": func(r rule.Rule) (rule.Rule, []byte) {
-			r.Processors = append(r.Processors, rule.Copy(2, 2, 10))
-			return r, key
-		},
+	prefix := good
+	prefix.Condition.MaxLen = 0
+	copyPast := good
+	copyPast.Processors = append(slices.Clone(good.Processors), rule.Copy(2, 2, 10))
+	getK := mcFrame(0, "get k\r\n")
+	for _, tc := range []struct {
+		name string
+		r    rule.Rule
+		key  []byte
+	}{
+		{"another key", good, []byte("j")},
+		{"no key", good, nil},
+		{"gets", mcReply(mcFrame(0, "gets k\r\n"), "VALUE k 0 2\r\nAB\r\nEND\r\n"), key},
+		{"two keys", mcReply(mcFrame(0, "get k j\r\n"), "VALUE k 0 2\r\nAB\r\nEND\r\n"), key},
+		{"a cas", mcReply(getK, "VALUE k 0 2 7\r\nAB\r\nEND\r\n"), key},
+		{"leading zero", mcReply(getK, "VALUE k 01 2\r\nAB\r\nEND\r\n"), key},
+		{"short data", mcReply(getK, "VALUE k 0 3\r\nAB\r\nEND\r\n"), key},
+		{"no END", mcReply(getK, "VALUE k 0 2\r\nAB\r\n"), key},
+		{"a miss", mcReply(getK, "END\r\n"), key},
+		{"prefix", prefix, key},
+		{"another frame", mcGetOtherFrame(getK, []byte{0, 0, 0, 2, 0, 0}), key},
+		{"copy past frame", copyPast, key},
 	} {
-		r, k := mod(good)
-		c, err := rule.Compile(r)
+		c, err := rule.Compile(tc.r)
 		if err != nil {
-			t.Fatalf("%s: %v", name, err)
+			t.Fatalf("%s: %v", tc.name, err)
 		}
-		if freshShape(r, c, k) {
-			t.Errorf("%s: taken", name)
+		if freshShape(tc.r, c, tc.key) {
+			t.Errorf("%s: taken", tc.name)
 		}
 	}
 }
