@@ -76,6 +76,7 @@ func TestMemcachedSetAnswers(t *testing.T) {
 		"set k 4294967 100 0\r\n\r\n",
 		"set k 0 0 03\r\nabc\r\n",
 		"set k 1 0 64\r\n" + strings.Repeat("v", 64) + "\r\n",
+		"set k 0 0 10\r\nA\r\nEND\r\nBC\r\n", // data that reads as a reply's end
 	} {
 		c.send(t, set)
 		c.expect(t, "STORED")
@@ -87,6 +88,11 @@ func TestMemcachedSetAnswers(t *testing.T) {
 			t.Fatalf("after %q: %d refreshed, want %d", set, s.Refreshed, i+1)
 		}
 	}
+	// The longest text a set may give.
+	m.guardNow(t, longKey, "A")
+	c.send(t, "set "+longKey+" 0 0 1\r\nB\r\n")
+	c.expect(t, "STORED")
+	m.getAsMemcached(t, longKey)
 	// A rule of another key keeps its own value, and is not fresh.
 	m.guardNow(t, "other", "O")
 	c.send(t, "set k 0 0 1\r\nZ\r\n")
@@ -117,6 +123,10 @@ func TestMemcachedSetsPipelined(t *testing.T) {
 	}
 }
 
+// longKey is a key whose get's text, with a value of 10 bytes, is longer
+// than a set may give (SANTA_MC_FRESH_LEN), and with 1 byte fits.
+var longKey = strings.Repeat("L", 230)
+
 // Writes whose result the kernel cannot know from the write alone, or
 // that it cannot tie to their reply, leave the rule dead: memcached
 // answers.
@@ -136,6 +146,7 @@ func TestMemcachedSetNotTaken(t *testing.T) {
 		{"expires within a second", "k6", []string{"set k6 0 1 1\r\nB\r\n"}, []string{"STORED"}},
 		{"unix time", "k7", []string{"set k7 0 2592001 1\r\nB\r\n"}, []string{"STORED"}},
 		{"value too long", "k8", []string{"set k8 0 0 300\r\n" + strings.Repeat("v", 300) + "\r\n"}, []string{"STORED"}},
+		{"text too long", longKey, []string{"set " + longKey + " 0 0 10\r\n0123456789\r\n"}, []string{"STORED"}},
 		{"cut across segments", "k9", []string{"set k9 0 0 5\r\nFR", "ESH\r\n"}, []string{"STORED"}},
 		{"after a meta command with q", "k10", []string{"mn\r\nmg nothing v q\r\nset k10 0 0 1\r\nB\r\n"}, []string{"MN", "STORED"}},
 		// Last: the connection's stream is lost after it.
