@@ -7,12 +7,13 @@
  * - When a "set <key> <flags> <exptime> <bytes>" that gets a reply arrives
  *   over TCP whole in one segment, the verdict writes the GET reply text it
  *   makes into mc_fresh, owned by the set (its connection and reply
- *   number), not ready (mc_refresh.h).
- * - When memcached's reply to that very set is STORED (sk_msg) and nothing
- *   else wrote the slot since the set arrived (the slot's generation is
- *   the one the set left, and the set is its only write in flight), the
- *   record is ready at the generation the set's reply leaves the slot at:
- *   memcached holds exactly the set's value then.
+ *   number), not ready (mc_capture.h).
+ * - When memcached's reply to that very set is STORED (sk_msg,
+ *   mc_refresh.h) and nothing else wrote the slot since the set arrived
+ *   (the slot's generation is the one it had when the set was put in
+ *   flight, and the set is its only write in flight), the record is ready
+ *   at the generation the set's completion leaves the slot at: memcached
+ *   holds exactly the set's value then.
  * - A guarded rule marked SANTA_GUARD_FRESH whose slot moved on answers
  *   from a ready record of its key at the slot's generation, its domain's
  *   checks as every guard's; the record's deadline (from the set's

@@ -40,7 +40,7 @@ func freshShape(r rule.Rule, c rule.Compiled, key []byte) bool {
 			return false
 		}
 	}
-	text, ok := bytes.CutPrefix(t[mcFrameHeader:], append(append([]byte("VALUE "), key...), ' '))
+	text, ok := bytes.CutPrefix(t[mcFrameHeader:], valueLine(key))
 	if !ok {
 		return false
 	}
@@ -86,5 +86,8 @@ func (d *Datapath) fresh(key []byte, domain model.ServiceID, at, gen uint32) (bo
 		return false, nil
 	}
 	text := rec.Text[:min(int(rec.Len), len(rec.Text))]
-	return bytes.HasPrefix(text, append(append([]byte("VALUE "), key...), ' ')), nil
+	return bytes.HasPrefix(text, valueLine(key)), nil
 }
+
+// valueLine is how memcached's line of key's value starts: "VALUE <key> ".
+func valueLine(key []byte) []byte { return append(append([]byte("VALUE "), key...), ' ') }
