@@ -37,7 +37,7 @@ func TestHello(t *testing.T) {
 		}
 	}
 	c := s.connect(t, alice, false)
-	c.refused(&protocol.Hello{MinVersion: 3, MaxVersion: 5}, syscall.EPROTONOSUPPORT, "the client speaks versions 3 to 5; santad speaks versions 1 to 2")
+	c.refused(&protocol.Hello{MinVersion: 4, MaxVersion: 6}, syscall.EPROTONOSUPPORT, "the client speaks versions 4 to 6; santad speaks versions 1 to 3")
 	c.refused(&protocol.Hello{MinVersion: 2, MaxVersion: 1}, syscall.EPROTONOSUPPORT, "the client speaks versions 2 to 1")
 	// Still open, still without HELLO: anything else now closes it.
 	c.refused(&protocol.Status{}, syscall.EPROTO, "the first request must be HELLO, not STATUS")
