@@ -683,14 +683,17 @@ func (m *mcRig) tryGet(key string) []byte {
 
 // killAgent: the agent is killed (SIGKILL). Its services and guarded rules
 // stay in santad and go on being invalidated by writes in the data plane:
-// a set of an offloaded key is seen at once. Started again, the agent
+// a set of an offloaded key is seen at once, and its rule never answers
+// the old value again (every reply of the load is checked against
+// memcached's value; the rule may answer the set's, docs/memcached.md
+// "Answering after a set"). Started again, the agent
 // takes the services up (same services), marks them anew (a new life: no
 // rule of before answers) and offloads again.
 func (m *mcRig) killAgent(t *testing.T) {
 	t.Helper()
 	before := m.services(t)
 	m.agent.signal(syscall.SIGKILL)
-	oldRule, hits0, ok := m.rule(t, "k:0000")
+	oldRule, _, ok := m.rule(t, "k:0000")
 	if !ok {
 		t.Fatal("the killed agent's rule of k:0000 is gone")
 	}
@@ -698,9 +701,6 @@ func (m *mcRig) killAgent(t *testing.T) {
 	m.model["k:0000"] = "orphan"
 	m.load(t, 2000, "agent killed")
 	m.get(t, "k:0000", "agent killed")
-	if _, hits, _ := m.rule(t, "k:0000"); hits != hits0 {
-		t.Errorf("the killed agent's rule answered k:0000 %d times after its set", hits-hits0)
-	}
 	m.startAgent(t)
 	deadline := time.Now().Add(mcLearnWait)
 	for {
