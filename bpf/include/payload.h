@@ -44,15 +44,9 @@ static __always_inline struct santa_rule *santa_answering_rule(struct santa_scra
 	fresh->len = 0;
 	if (!rule || rule->reply_len == 0 || rule->reply_len > SANTA_MAX_UDP_REPLY)
 		return NULL;
-	if (!(rule->flags & SANTA_RULE_GUARDED))
+	/* Only SANTA_GUARD_SET sets fresh->len. */
+	if (!(rule->flags & SANTA_RULE_GUARDED) || santa_guard_check(rule->slot, fresh) != SANTA_GUARD_REFUSED)
 		return rule;
-	switch (santa_guard_check(rule->slot, fresh)) {
-	case SANTA_GUARD_TEMPLATE:
-		fresh->len = 0;
-		return rule;
-	case SANTA_GUARD_SET:
-		return rule;
-	}
 	return NULL;
 }
 
