@@ -8,6 +8,7 @@ package datapath
 import (
 	"bytes"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/netip"
 	"slices"
@@ -102,6 +103,35 @@ func TestMemcachedSetAnswers(t *testing.T) {
 		t.Fatalf("another key's generation %+v: fresh", g)
 	}
 	m.getAsMemcached(t, "k")
+}
+
+// Sets of random keys (any printable byte), flags (leading zeros too),
+// exptimes and data (any byte: CR, LF, NUL, "END") each answer exactly
+// what memcached itself answers a get of their key.
+func TestMemcachedSetsRandom(t *testing.T) {
+	m := newMcTCP(t)
+	c := m.client(t)
+	rng := rand.New(rand.NewPCG(23, 5))
+	for i := range 60 {
+		key := make([]byte, 1+rng.IntN(60))
+		for j := range key {
+			key[j] = byte(0x21 + rng.IntN(0x7f-0x21))
+		}
+		data := make([]byte, rng.IntN(100))
+		for j := range data {
+			data[j] = []byte{0, '\r', '\n', 'E', 'N', 'D', ' ', 0xff, 'x'}[rng.IntN(9)]
+		}
+		// At most 9 digits, zero-padded to a width of up to 9.
+		flags := fmt.Sprintf("%0*d", rng.IntN(10), rng.IntN([]int{10, 1000, 1_000_000_000}[rng.IntN(3)]))
+		exptime := []string{"0", "2", "600", "2592000"}[rng.IntN(4)]
+		m.guardNow(t, string(key), "A")
+		c.send(t, fmt.Sprintf("set %s %s %s %d\r\n%s\r\n", key, flags, exptime, len(data), data))
+		c.expect(t, "STORED")
+		m.getAsMemcached(t, string(key))
+		if s := m.stats(t); s.Refreshed != uint64(i+1) {
+			t.Fatalf("set %d (key %q): %d refreshed, want %d", i, key, s.Refreshed, i+1)
+		}
+	}
 }
 
 // Pipelined sets of several keys in one segment are each taken.
