@@ -1,6 +1,8 @@
 package datapath
 
 import (
+	"slices"
+
 	"github.com/santa-offload/santa/internal/model"
 	"github.com/santa-offload/santa/internal/rules"
 )
@@ -51,10 +53,11 @@ func (st *store) wakeReclaimer() {
 	}
 }
 
-// reclaimLoop runs until kick is closed, then reclaims what is left.
-func (st *store) reclaimLoop() {
+// reclaimLoop runs until kick (st.kick when it started) is closed, then
+// reclaims what is left.
+func (st *store) reclaimLoop(kick <-chan struct{}) {
 	defer close(st.reclaimed)
-	for range st.kick {
+	for range kick {
 		st.reclaim()
 	}
 	st.reclaim()
@@ -64,7 +67,7 @@ func (st *store) reclaimLoop() {
 func (st *store) reclaim() {
 	st.mu.Lock()
 	batch := st.pending
-	st.pending = retiredRules{}
+	st.pending, st.waiting = retiredRules{}, batch.index
 	st.mu.Unlock()
 	if len(batch.slots)+len(batch.index) == 0 {
 		return
@@ -72,6 +75,7 @@ func (st *store) reclaim() {
 	if err := st.barrier.Wait(); err != nil {
 		// Without a grace period nothing can be freed safely: keep it queued.
 		st.mu.Lock()
+		st.waiting = nil
 		st.pending.slots = append(st.pending.slots, batch.slots...)
 		st.pending.index = append(st.pending.index, batch.index...)
 		st.pending.ids = append(st.pending.ids, batch.ids...)
@@ -82,6 +86,7 @@ func (st *store) reclaim() {
 
 	st.mu.Lock()
 	defer st.mu.Unlock()
+	st.waiting = nil
 	st.removeIndex(st.unusedIndexKeys(batch.index))
 	for _, s := range batch.slots {
 		st.freeSlot(s)
@@ -93,6 +98,26 @@ func (st *store) reclaim() {
 			st.ruleIDs.put(uint32(id))
 		}
 	}
+}
+
+// deleteRetiredReached deletes at once the retired index entries of svc
+// that change would let new packets reach: those at a level the changed
+// index walks again (a node put back above them), which the change does not
+// write itself. Found, such an entry would answer with the rules it held
+// when it was retired: old versions of replaced rules, deleted ones.
+// Called with st.mu held, before the change is written.
+func (st *store) deleteRetiredReached(svc *service, change *rules.IndexChange) error {
+	var reached []santaSantaIndexKey
+	for _, k := range slices.Concat(st.pending.index, st.waiting) {
+		ik := rules.IndexKey{Region: k.Region, End: k.End, Hash: k.Hash}
+		if k.IndexId != svc.indexID || svc.index.Has(ik) {
+			continue // another index's, or written again since
+		}
+		if _, written := change.Index[ik]; !written && svc.index.Walked(change, ik) {
+			reached = append(reached, k)
+		}
+	}
+	return st.removeIndex(reached)
 }
 
 // unusedIndexKeys drops the keys that a live index has written again since

@@ -335,7 +335,7 @@ func (st *store) commit(svc *service, fresh, replaced, deleted []*installedRule)
 	var err error
 	if change.Full {
 		err = st.switchIndex(svc, change)
-	} else {
+	} else if err = st.deleteRetiredReached(svc, change); err == nil {
 		err = st.updateIndex(svc.indexID, change.Old, change.Index,
 			func(k rules.IndexKey) bool { return svc.index.Walked(change, k) })
 	}

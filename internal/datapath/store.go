@@ -30,8 +30,9 @@ type store struct {
 	chunks   [hugeRule]chunks      // bodies of the UDP classes
 	index    *indexTable           // where each rule_index entry lies
 	indexIDs uint32
-	mcEpoch  uint32       // the last life a memcached domain started (memcached.go)
-	pending  retiredRules // waiting for a grace period, see reclaim.go
+	mcEpoch  uint32               // the last life a memcached domain started (memcached.go)
+	pending  retiredRules         // waiting for a grace period, see reclaim.go
+	waiting  []santaSantaIndexKey // index entries of the batch in its grace period
 
 	barrier   *barrier
 	kick      chan struct{} // wakes reclaimLoop
@@ -65,7 +66,7 @@ func newStore(objs *santaObjects, tcp *tcpPlane, index *indexTable, chunks [huge
 		// Slot 0 means "no candidate" in index nodes.
 		st.slots[c] = newIDPool(1, maxRules+1)
 	}
-	go st.reclaimLoop()
+	go st.reclaimLoop(st.kick)
 	return st, nil
 }
 
