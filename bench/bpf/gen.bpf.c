@@ -73,8 +73,11 @@ struct {
 	__type(value, struct gen_counters);
 } counters SEC(".maps");
 
-/* This CPU's sender: where it is in the sequence, and when its next
- * request is due if sending is paced. */
+/* The sender: where it is in the sequence, and when its next request is
+ * due if sending is paced. One for all CPUs: a sending thread the
+ * scheduler moves between test runs keeps its place and its pace (a cursor
+ * per CPU let each CPU burst to catch up on its own). Only one thread
+ * sends at a time (Generator.Run). */
 struct gen_cursor {
 	__u32 pos;
 	__u32 pad;
@@ -82,7 +85,7 @@ struct gen_cursor {
 };
 
 struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, __u32);
 	__type(value, struct gen_cursor);

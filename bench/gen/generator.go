@@ -175,7 +175,7 @@ func (g *Generator) run(n uint32) error {
 // Run sends from the calling thread's CPU for d: open loop (as fast as the
 // CPU goes) if rate is 0, else rate requests per second, paced by the
 // sender program itself. It stops early if ctx ends. It returns the time it
-// took.
+// took. One Run at a time: the sender keeps one cursor for all CPUs.
 func (g *Generator) Run(ctx context.Context, d time.Duration, rate float64) (time.Duration, error) {
 	var p genGenPace
 	if rate > 0 {
