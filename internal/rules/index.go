@@ -114,13 +114,13 @@ func buildIndex(regions []Region, entries []Entry) (*indexBuilder, error) {
 	}
 	b := &indexBuilder{
 		regions: regions,
-		pending: make([]map[IndexKey]*pendingNode, rule.MaxCondEnd+1),
+		pending: map[uint16]map[IndexKey]*pendingNode{},
 		// About one node per entry: sized once, not grown a million times.
 		index:  make(map[IndexKey]IndexNode, len(entries)),
 		byRoot: make(map[IndexKey][]Entry, len(entries)),
 	}
 	roots := make([]IndexKey, len(entries))
-	perEnd := make([]int, rule.MaxCondEnd+1)
+	perRegion := make([]int, len(regions))
 	for i, e := range entries {
 		if e.Slot == SlotNone {
 			return nil, fmt.Errorf("rule %d: slot %d is reserved for the end of a slot list", e.ID, SlotNone)
@@ -134,12 +134,12 @@ func buildIndex(regions []Region, entries []Entry) (*indexBuilder, error) {
 				e.ID, e.Cond.Offset, len(e.Cond.Pattern))
 		}
 		roots[i] = key
-		perEnd[key.End]++
+		perRegion[key.Region]++
 		b.byRoot[key] = append(b.byRoot[key], e)
 	}
-	for end, n := range perEnd {
+	for r, n := range perRegion {
 		if n > 0 {
-			b.pending[end] = make(map[IndexKey]*pendingNode, n)
+			b.pendingAt(regions[r].Off+uint16(regions[r].Len), n)
 		}
 	}
 	for i, e := range entries {
@@ -148,13 +148,15 @@ func buildIndex(regions []Region, entries []Entry) (*indexBuilder, error) {
 	// A child ends after its parent, so splitting nodes in order of End
 	// gathers every entry of a node, whichever parents they come from,
 	// before the node itself is split.
-	for end := range b.pending {
+	for len(b.ends) > 0 {
+		end := b.ends[0]
+		b.ends = b.ends[1:]
 		for key, n := range b.pending[end] {
 			if err := b.split(key, n); err != nil {
 				return nil, err
 			}
 		}
-		b.pending[end] = nil
+		delete(b.pending, end)
 	}
 	return b, nil
 }
@@ -168,18 +170,29 @@ type pendingNode struct {
 
 type indexBuilder struct {
 	regions []Region
-	pending []map[IndexKey]*pendingNode // by End
+	pending map[uint16]map[IndexKey]*pendingNode // by End
+	ends    []uint16                             // pending's keys, in order
 	index   map[IndexKey]IndexNode
 	shared  map[IndexKey]bool    // nodes below more than one root
 	byRoot  map[IndexKey][]Entry // the entries below each root
 }
 
-func (b *indexBuilder) add(key IndexKey, depth int, e Entry, root IndexKey, shared bool) {
-	nodes := b.pending[key.End]
+// pendingAt is the pending nodes ending at end, made with room for n if
+// there are none yet. (Only the ends in use are kept: a change of a few
+// rules would otherwise walk every possible end.)
+func (b *indexBuilder) pendingAt(end uint16, n int) map[IndexKey]*pendingNode {
+	nodes := b.pending[end]
 	if nodes == nil {
-		nodes = map[IndexKey]*pendingNode{}
-		b.pending[key.End] = nodes
+		nodes = make(map[IndexKey]*pendingNode, n)
+		b.pending[end] = nodes
+		at, _ := slices.BinarySearch(b.ends, end)
+		b.ends = slices.Insert(b.ends, at, end)
 	}
+	return nodes
+}
+
+func (b *indexBuilder) add(key IndexKey, depth int, e Entry, root IndexKey, shared bool) {
+	nodes := b.pendingAt(key.End, 0)
 	n := nodes[key]
 	if n == nil {
 		n = &pendingNode{root: root}
