@@ -169,6 +169,10 @@ func (g *ruleGen) mutate(t *testing.T, d *Datapath, svc model.ServiceID, install
 			updates = append(updates, model.RuleUpdate{ID: id, Rule: g.rule()})
 		case 1:
 			deletes = append(deletes, id)
+		case 2: // a new reply under the same condition: the index keeps its place
+			r := g.rule()
+			r.Condition = installed[id].Condition
+			updates = append(updates, model.RuleUpdate{ID: id, Rule: r})
 		}
 	}
 	if len(updates) > 0 {

@@ -1,6 +1,7 @@
 package rules
 
 import (
+	"bytes"
 	"fmt"
 	"maps"
 	"slices"
@@ -63,7 +64,8 @@ type IndexChange struct {
 	remove  []uint32
 	built   *indexBuilder
 	touched map[IndexKey]bool
-	levels  map[indexLevel]int // !Full: the change of s.levels
+	moved   map[IndexKey][]Entry // !Full: rules that only changed slot, by untouched root
+	levels  map[indexLevel]int   // !Full: the change of s.levels
 }
 
 // Regions are the service's current regions.
@@ -213,21 +215,34 @@ func (s *ServiceIndex) shortestAt(off uint16, delta map[int]int) int {
 	return shortest
 }
 
-// planTouched rebuilds the subtrees of the roots the change touches. It
-// returns false if it cannot: a node it would write is shared with, or
-// already belongs to, a root it does not rebuild.
+// planTouched rebuilds the subtrees of the roots the change touches. A
+// replaced rule whose offset and pattern stay (a new reply, or a new length
+// range) touches no root: it keeps its place in its node, under its new
+// slot (movedSlots). It returns false if it cannot: a node it would write is
+// shared with, or already belongs to, a root it does not rebuild.
 func (s *ServiceIndex) planTouched(c *IndexChange, removing map[uint32]bool) (bool, error) {
 	c.touched = map[IndexKey]bool{}
-	for _, id := range c.remove {
-		key, _ := RootKey(s.regions, s.entries[id].Cond)
-		c.touched[key] = true
-	}
+	moved := map[uint32]bool{}
 	for _, e := range c.add {
-		key, ok := RootKey(s.regions, e.Cond)
-		if !ok {
+		if old, ok := s.entries[e.ID]; ok && removing[e.ID] && samePlace(old.Cond, e.Cond) {
+			moved[e.ID] = true
+		}
+	}
+	for _, id := range c.remove {
+		if !moved[id] {
+			key, _ := RootKey(s.regions, s.entries[id].Cond)
+			c.touched[key] = true
+		}
+	}
+	roots := make([]IndexKey, len(c.add))
+	for i, e := range c.add {
+		var ok bool
+		if roots[i], ok = RootKey(s.regions, e.Cond); !ok {
 			return false, nil // a full build names the rule in its error
 		}
-		c.touched[key] = true
+		if !moved[e.ID] {
+			c.touched[roots[i]] = true
+		}
 	}
 	var entries []Entry
 	c.Old = map[IndexKey]IndexNode{}
@@ -244,7 +259,11 @@ func (s *ServiceIndex) planTouched(c *IndexChange, removing map[uint32]bool) (bo
 			}
 		}
 	}
-	entries = append(entries, c.add...)
+	for i, e := range c.add {
+		if c.touched[roots[i]] {
+			entries = append(entries, e)
+		}
+	}
 	b, err := buildIndex(s.regions, entries)
 	if err != nil {
 		return false, err
@@ -257,10 +276,52 @@ func (s *ServiceIndex) planTouched(c *IndexChange, removing map[uint32]bool) (bo
 		}
 	}
 	c.Index, c.built = b.index, b
+	if !s.movedSlots(c, roots, moved) {
+		return false, nil
+	}
 	c.levels = map[indexLevel]int{}
 	countLevels(c.levels, c.Old, -1)
 	countLevels(c.levels, c.Index, 1)
 	return true, nil
+}
+
+// movedSlots writes the new slot of each moved rule below a root the change
+// does not rebuild into a copy of the node that holds it (one node: same
+// key, same order, since the order is by pattern length and id). Moved rules
+// below rebuilt roots were rebuilt with them. It returns false if a node is
+// not as the index says.
+func (s *ServiceIndex) movedSlots(c *IndexChange, roots []IndexKey, moved map[uint32]bool) bool {
+	c.moved = map[IndexKey][]Entry{}
+	for i, e := range c.add {
+		root := roots[i]
+		if !moved[e.ID] || c.touched[root] {
+			continue
+		}
+		path := s.path(root, e.Cond)
+		if len(path) == 0 {
+			return false
+		}
+		k := path[len(path)-1]
+		node, ok := c.Index[k]
+		if !ok {
+			node = s.index[k]
+			node.Slots = slices.Clone(node.Slots)
+		}
+		at := slices.Index(node.Slots, s.entries[e.ID].Slot)
+		if at < 0 {
+			return false
+		}
+		node.Slots[at] = e.Slot
+		c.Old[k], c.Index[k] = s.index[k], node
+		c.moved[root] = append(c.moved[root], e)
+	}
+	return true
+}
+
+// samePlace: conditions with the same offset and pattern sit at the same
+// place in the index (a length range is checked against the rule itself).
+func samePlace(a, b rule.Condition) bool {
+	return a.Offset == b.Offset && bytes.Equal(a.Pattern, b.Pattern)
 }
 
 func (s *ServiceIndex) planFull(c *IndexChange, removing map[uint32]bool) error {
@@ -276,7 +337,7 @@ func (s *ServiceIndex) planFull(c *IndexChange, removing map[uint32]bool) error 
 		return err
 	}
 	c.Full, c.Index, c.Old, c.built = true, b.index, nil, b
-	c.touched, c.levels = nil, nil
+	c.touched, c.moved, c.levels = nil, nil, nil
 	return nil
 }
 
@@ -346,6 +407,12 @@ func (s *ServiceIndex) Apply(c *IndexChange) {
 			delete(s.byRoot, root)
 		}
 		maps.Copy(s.byRoot, c.built.byRoot)
+		for root, moved := range c.moved {
+			below := s.byRoot[root]
+			for _, e := range moved {
+				below[slices.IndexFunc(below, func(b Entry) bool { return b.ID == e.ID })] = e
+			}
+		}
 	}
 }
 

@@ -47,7 +47,7 @@ func checkAgainstFull(t *testing.T, s *ServiceIndex) {
 func TestServiceIndexMatchesFullBuild(t *testing.T) {
 	rng := rand.New(rand.NewPCG(11, 12))
 	s := NewServiceIndex(rule.MaxRegions)
-	nextID, fulls := uint32(1), 0
+	nextID, fulls, moved := uint32(1), 0, 0
 	cond := func() rule.Condition {
 		// Few offsets and a shared prefix: roots are shared, subtrees deep,
 		// and now and then a shorter pattern changes the regions.
@@ -70,9 +70,18 @@ func TestServiceIndexMatchesFullBuild(t *testing.T) {
 		slices.Sort(remove)
 		remove = slices.Compact(remove)
 		for i, id := range remove {
-			if i%2 == 0 { // replaced: same id, new condition and slot
+			switch i % 3 {
+			case 0: // replaced: same id, new condition and slot
 				add = append(add, Entry{Slot: nextID, ID: id, Cond: cond()})
 				nextID++
+			case 1: // replaced in place: the same offset and pattern, maybe another length
+				c := s.entries[id].Cond
+				if rng.IntN(2) == 0 {
+					c = rule.Condition{Offset: c.Offset, Pattern: c.Pattern}
+				}
+				add = append(add, Entry{Slot: nextID, ID: id, Cond: c})
+				nextID++
+				moved++
 			}
 		}
 		for range rng.IntN(30) {
@@ -94,6 +103,55 @@ func TestServiceIndexMatchesFullBuild(t *testing.T) {
 	}
 	if fulls == 0 || fulls > 100 {
 		t.Errorf("%d of 300 changes were full builds; want some, but few", fulls)
+	}
+	if moved < 50 {
+		t.Errorf("%d rules replaced in place: the test exercises little", moved)
+	}
+}
+
+// A rule replaced with its offset and pattern unchanged keeps its place:
+// the change rewrites the one node that holds it, with the new slot, not
+// its root's subtree.
+func TestServiceIndexReplacedInPlace(t *testing.T) {
+	s := NewServiceIndex(rule.MaxRegions)
+	var add []Entry
+	for i := range uint32(40) { // one root, a subtree below it
+		add = append(add, Entry{Slot: 100 + i, ID: i, Cond: rule.Condition{Pattern: fmt.Appendf(nil, "key-%02d", i)}})
+	}
+	add = append(add, Entry{Slot: 200, ID: 99, Cond: rule.Condition{Pattern: []byte("key-")}})
+	c, err := s.Plan(add, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Apply(c)
+	if len(s.index) < 3 {
+		t.Fatalf("%d nodes: the test wants a subtree", len(s.index))
+	}
+	for i, cond := range []rule.Condition{
+		{Pattern: []byte("key-07")},
+		rule.ExactLength(rule.Condition{Pattern: []byte("key-07")}, 9), // a length range: still in place
+	} {
+		moved := Entry{Slot: 300 + uint32(i), ID: 7, Cond: cond}
+		c, err := s.Plan([]Entry{moved}, []uint32{7})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.Full || len(c.Index) != 1 || len(c.Old) != 1 {
+			t.Fatalf("full %v, %d nodes written for %d old: want one node rewritten", c.Full, len(c.Index), len(c.Old))
+		}
+		for k, n := range c.Index {
+			if old := c.Old[k]; !slices.Contains(n.Slots, moved.Slot) || slices.Contains(n.Slots, old.Slots[slices.Index(old.Slots, s.entries[7].Slot)]) {
+				t.Fatalf("node %v: slots %v, were %v; want rule 7's slot %d for %d", k, n.Slots, old.Slots, moved.Slot, s.entries[7].Slot)
+			}
+		}
+		s.Apply(c)
+		checkAgainstFull(t, s)
+		root, _ := RootKey(s.regions, cond)
+		if !slices.ContainsFunc(s.byRoot[root], func(e Entry) bool {
+			return e.ID == moved.ID && e.Slot == moved.Slot && e.Cond.MinLen == cond.MinLen
+		}) {
+			t.Fatalf("the root's entries %v lack %v", s.byRoot[root], moved)
+		}
 	}
 }
 
@@ -221,4 +279,46 @@ func TestServiceIndexSharedNode(t *testing.T) {
 	}
 	s.Apply(c)
 	checkAgainstFull(t, s)
+}
+
+// Replacing one rule among 100k whose conditions share their first bytes
+// (a root of ~1,000 rules, as memcached keys with a common prefix make),
+// with its condition kept (a new reply: one node rewritten) and with
+// another one (its root's subtree rebuilt).
+func BenchmarkServiceIndexReplace(b *testing.B) {
+	const n = 100_000
+	s := NewServiceIndex(rule.MaxRegions)
+	cond := func(i int) rule.Condition {
+		return rule.Condition{Offset: 8, Pattern: fmt.Appendf(nil, "get user:%012d\r\n", i)}
+	}
+	add := make([]Entry, n)
+	for i := range add {
+		add[i] = Entry{Slot: uint32(i + 1), ID: uint32(i), Cond: cond(i)}
+	}
+	c, err := s.Plan(add, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	s.Apply(c)
+	for _, bc := range []struct {
+		name string
+		cond func(id int, slot uint32) rule.Condition
+	}{
+		{"same-condition", func(id int, _ uint32) rule.Condition { return cond(id) }},
+		{"new-condition", func(_ int, slot uint32) rule.Condition { return cond(n + int(slot)) }},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			slot := uint32(n + 1)
+			for i := 0; b.Loop(); i++ {
+				id := (i * 7919) % n
+				e := Entry{Slot: slot, ID: uint32(id), Cond: bc.cond(id, slot)}
+				slot++
+				c, err := s.Plan([]Entry{e}, []uint32{uint32(id)})
+				if err != nil {
+					b.Fatal(err)
+				}
+				s.Apply(c)
+			}
+		})
+	}
 }
