@@ -134,9 +134,18 @@ func (s Socket) boundTo(port uint16, addr netip.Addr) bool {
 }
 
 // ListeningTCP is the listening TCP sockets of the network namespace at
-// nsPath bound to port, and to addr if it is valid.
+// nsPath bound to port, and to addr if it is valid (through sock_diag:
+// diag.go).
 func ListeningTCP(nsPath string, port uint16, addr netip.Addr) ([]Socket, error) {
-	return find(nsPath, "tcp", func(s Socket) bool { return s.State == TCPListen && s.boundTo(port, addr) })
+	var all []Socket
+	err := netns.Run(nsPath, func() (err error) {
+		all, err = readListeningTCP()
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return keep(all, func(s Socket) bool { return s.State == TCPListen && s.boundTo(port, addr) }), nil
 }
 
 // EstablishedTCP is the established TCP connections of the network
@@ -145,7 +154,7 @@ func EstablishedTCP(nsPath string, port uint16) ([]Socket, error) {
 	return find(nsPath, "tcp", func(s Socket) bool { return s.State == TCPEstablished && s.Local.Port() == port })
 }
 
-func find(nsPath, proto string, keep func(Socket) bool) ([]Socket, error) {
+func find(nsPath, proto string, pick func(Socket) bool) ([]Socket, error) {
 	var all []Socket
 	err := netns.Run(nsPath, func() (err error) {
 		all, err = readTables(proto)
@@ -154,11 +163,16 @@ func find(nsPath, proto string, keep func(Socket) bool) ([]Socket, error) {
 	if err != nil {
 		return nil, err
 	}
+	return keep(all, pick), nil
+}
+
+// keep is the sockets of all that pick picks.
+func keep(all []Socket, pick func(Socket) bool) []Socket {
 	var found []Socket
 	for _, s := range all {
-		if keep(s) {
+		if pick(s) {
 			found = append(found, s)
 		}
 	}
-	return found, nil
+	return found
 }
