@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net/netip"
+	"syscall"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -80,44 +81,29 @@ func dumpListening(fd int, family uint8) ([]Socket, error) {
 		if err != nil {
 			return nil, err
 		}
-		for b := buf[:n]; len(b) > 0; {
-			h, data, rest, err := nextNetlinkMsg(b)
-			if err != nil {
-				return nil, err
-			}
-			b = rest
-			switch h.Type {
+		msgs, err := syscall.ParseNetlinkMessage(buf[:n])
+		if err != nil {
+			return nil, err
+		}
+		for _, m := range msgs {
+			switch m.Header.Type {
 			case unix.NLMSG_DONE:
 				return sockets, nil
 			case unix.NLMSG_ERROR:
-				if len(data) >= 4 {
-					if errno := int32(binary.NativeEndian.Uint32(data)); errno != 0 {
+				if len(m.Data) >= 4 {
+					if errno := int32(binary.NativeEndian.Uint32(m.Data)); errno != 0 {
 						return nil, unix.Errno(-errno)
 					}
 				}
-				return nil, fmt.Errorf("netlink error %x", data)
+				return nil, fmt.Errorf("netlink error %x", m.Data)
 			}
-			s, err := parseDiagMsg(data)
+			s, err := parseDiagMsg(m.Data)
 			if err != nil {
 				return nil, err
 			}
 			sockets = append(sockets, s)
 		}
 	}
-}
-
-// nextNetlinkMsg splits the first netlink message off b: its header, its
-// payload, and what follows it (messages start 4-byte aligned).
-func nextNetlinkMsg(b []byte) (h unix.NlMsghdr, data, rest []byte, err error) {
-	if len(b) < unix.SizeofNlMsghdr {
-		return h, nil, nil, fmt.Errorf("a %d-byte netlink message", len(b))
-	}
-	h = *(*unix.NlMsghdr)(unsafe.Pointer(&b[0]))
-	if h.Len < unix.SizeofNlMsghdr || int(h.Len) > len(b) {
-		return h, nil, nil, fmt.Errorf("a netlink message of length %d in %d bytes", h.Len, len(b))
-	}
-	next := min(len(b), int(h.Len+3)&^3)
-	return h, b[unix.SizeofNlMsghdr:h.Len], b[next:], nil
 }
 
 // parseDiagMsg parses an inet_diag_msg of a listening socket.
