@@ -120,7 +120,13 @@ func buildIndex(regions []Region, entries []Entry) (*indexBuilder, error) {
 		byRoot: make(map[IndexKey][]Entry, len(entries)),
 	}
 	roots := make([]IndexKey, len(entries))
-	perRegion := make([]int, len(regions))
+	// Root nodes per region, and where they end: their pending maps are
+	// sized once.
+	type rootLevel struct {
+		end uint16
+		n   int
+	}
+	perRegion := make([]rootLevel, len(regions))
 	for i, e := range entries {
 		if e.Slot == SlotNone {
 			return nil, fmt.Errorf("rule %d: slot %d is reserved for the end of a slot list", e.ID, SlotNone)
@@ -134,12 +140,12 @@ func buildIndex(regions []Region, entries []Entry) (*indexBuilder, error) {
 				e.ID, e.Cond.Offset, len(e.Cond.Pattern))
 		}
 		roots[i] = key
-		perRegion[key.Region]++
+		perRegion[key.Region] = rootLevel{key.End, perRegion[key.Region].n + 1}
 		b.byRoot[key] = append(b.byRoot[key], e)
 	}
-	for r, n := range perRegion {
-		if n > 0 {
-			b.pendingAt(regions[r].Off+uint16(regions[r].Len), n)
+	for _, l := range perRegion {
+		if l.n > 0 {
+			b.pendingAt(l.end, l.n)
 		}
 	}
 	for i, e := range entries {
