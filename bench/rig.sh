@@ -2,7 +2,7 @@
 # rig.sh: two network namespaces joined by a veth pair, for Santa's tests,
 # demo and benchmarks.
 #
-#   bench/rig.sh up NAME [--default-offloads] [--threaded-napi] [--server-cpu N] [--client-cpu N] [-v]
+#   bench/rig.sh up NAME [--default-offloads] [--threaded-napi] [--server-cpu N] [--client-cpu N] [--socket-queue] [-v]
 #   bench/rig.sh down NAME [-v]
 #
 # up creates:
@@ -29,6 +29,17 @@
 #                  ring overflows.
 #                  Both CPU options need --threaded-napi: without it veth NAPI
 #                  runs in the sender's softirq and there is nothing to pin.
+# --socket-queue   gives each veth a second queue (a ring and a NAPI kthread
+#                  of its own, on the same CPU) and steers the client CPU's
+#                  socket traffic (TCP, socket clients) into the server's
+#                  queue that the XDP generator does not use (veth puts an
+#                  XDP_TX frame in the peer's queue <sending CPU> % queues),
+#                  as a NIC's RSS spreads flows over its rings. With one
+#                  queue, the generator's flood fills the server's 256-frame
+#                  ring whenever its NAPI kthread waits behind a task, and
+#                  the TCP segments dropped with the flood stall their
+#                  connection for a retransmission timeout. Needs
+#                  --client-cpu.
 #
 # down removes both namespaces and everything in them; it is idempotent and
 # cleans up after a failed up. Nothing is printed but errors unless -v.
@@ -90,6 +101,17 @@ threaded() {
 	done
 }
 
+# steer_sockets NETNS DEV CPU: DEV's socket traffic sent from CPU leaves by
+# the transmit queue (and so reaches the peer's receive queue) that XDP_TX
+# from CPU does not: XPS maps CPU to that queue alone.
+steer_sockets() {
+	local ns=$1 dev=$2 cpu=$3 xdp_queue
+	xdp_queue=$((cpu % 2))
+	ip netns exec "$ns" sh -c "echo 0 > /sys/class/net/$dev/queues/tx-$xdp_queue/xps_cpus &&
+		printf '%x' $((1 << cpu)) > /sys/class/net/$dev/queues/tx-$((1 - xdp_queue))/xps_cpus" ||
+		die "cannot steer $dev's socket traffic from CPU $cpu"
+}
+
 up() {
 	local name=$1 srv=$1-srv cli=$1-cli s=$1-s c=$1-c
 	run ip netns add "$srv"
@@ -110,10 +132,15 @@ up() {
 		run ip -n "$ns" neigh replace "$peer4" lladdr "$peer_mac" dev "$dev" nud permanent
 		run ip -n "$ns" neigh replace "$peer6" lladdr "$peer_mac" dev "$dev" nud permanent
 	done
+	if [ "$socket_queue" = 1 ]; then # before the NAPI threads are made and pinned
+		run ip netns exec "$srv" ethtool -L "$s" rx 2 tx 2
+		run ip netns exec "$cli" ethtool -L "$c" rx 2 tx 2
+	fi
 	if [ "$threaded_napi" = 1 ]; then
 		threaded "$srv" "$s" "$server_cpu"
 		if [ -n "$client_cpu" ]; then threaded "$cli" "$c" "$client_cpu" fifo; fi
 	fi
+	if [ "$socket_queue" = 1 ]; then steer_sockets "$cli" "$c" "$client_cpu"; fi
 	say "rig $name up: $srv/$s $SRV_IP4 $SRV_IP6 <-> $cli/$c $CLI_IP4 $CLI_IP6"
 }
 
@@ -134,13 +161,14 @@ down() {
 [ $# -ge 2 ] || usage
 cmd=$1 name=$2
 shift 2
-threaded_napi=0 default_offloads=0 server_cpu= client_cpu=
+threaded_napi=0 default_offloads=0 socket_queue=0 server_cpu= client_cpu=
 while [ $# -gt 0 ]; do
 	case $1 in
 	--default-offloads) default_offloads=1 ;;
 	--threaded-napi) threaded_napi=1 ;;
 	--server-cpu) server_cpu=${2:?--server-cpu needs a CPU number}; shift ;;
 	--client-cpu) client_cpu=${2:?--client-cpu needs a CPU number}; shift ;;
+	--socket-queue) socket_queue=1 ;;
 	-v) verbose=1 ;;
 	*) usage ;;
 	esac
@@ -152,6 +180,9 @@ esac
 [ ${#name} -le 13 ] || die "NAME '$name' is too long: veth $name-s would exceed 15 characters"
 if [ "$threaded_napi" = 0 ] && [ -n "$server_cpu$client_cpu" ]; then
 	die "--server-cpu and --client-cpu need --threaded-napi"
+fi
+if [ "$socket_queue" = 1 ] && [ -z "$client_cpu" ]; then
+	die "--socket-queue needs --client-cpu"
 fi
 for cpu in $server_cpu $client_cpu; do
 	[ -d "/sys/devices/system/cpu/cpu$cpu" ] || die "no CPU $cpu"

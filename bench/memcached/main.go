@@ -91,6 +91,7 @@ func config(f *scenario.Flags, af *scenario.AgentFlags, keys int, share float64,
 	c.setCost = setCost
 	c.dialTCP = func() (net.Conn, error) { return c.Rig.Dial("tcp", port) }
 	if share > 0 {
+		c.Rig.SocketQueue = true // or the flood's drops stall the SETs' TCP
 		c.mix = newMixWriter(c.dialTCP, keys, share)
 		c.Beside = c.mix.run
 	}

@@ -46,10 +46,12 @@ type mixWriter struct {
 // every rule of the domain (docs/memcached.md, "Where, and with what"; a
 // client pipelining deeper is a limit of the offload,
 // docs/offload-memcached.md). mixConns connections keep up with the
-// generator together; mixPace is how often the writer catches up with it.
+// generator together: at 350 k GETs a second 5 % is 18 k SETs a second,
+// and one round trip through a busy server core takes milliseconds.
+// mixPace is how often the writer catches up with it.
 const (
 	mixInFlight = 16
-	mixConns    = 4
+	mixConns    = 16
 	mixPace     = time.Millisecond
 )
 

@@ -30,10 +30,13 @@ const (
 // Rig is one rig, named Name: namespaces Name-srv and Name-cli joined by
 // veths Name-s and Name-c. With DefaultOffloads the veths keep their
 // default offloads (rig.sh --default-offloads): the client's requests then
-// carry partial UDP checksums.
+// carry partial UDP checksums. With SocketQueue the client's socket
+// traffic reaches the server by a ring the XDP generator does not fill
+// (rig.sh --socket-queue): TCP beside the generator's flood.
 type Rig struct {
 	Name, Script    string
 	DefaultOffloads bool
+	SocketQueue     bool
 }
 
 func (r Rig) ServerNS() string  { return r.Name + "-srv" }
@@ -47,6 +50,9 @@ func (r Rig) Up(serverCPU, clientCPU int) error {
 	args := []string{"--threaded-napi", "--server-cpu", fmt.Sprint(serverCPU), "--client-cpu", fmt.Sprint(clientCPU)}
 	if r.DefaultOffloads {
 		args = append(args, "--default-offloads")
+	}
+	if r.SocketQueue {
+		args = append(args, "--socket-queue")
 	}
 	return r.script("up", args...)
 }
