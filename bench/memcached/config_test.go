@@ -9,7 +9,8 @@ import (
 )
 
 // TestConfig: out-of-range flags are refused with the flag's name; a set
-// share turns the mix writer on.
+// share turns the mix writer on; -set-popularity needs the mix, names a
+// popularity, and then draws the SETs' keys.
 func TestConfig(t *testing.T) {
 	f := scenario.RegisterFlags(scenario.Defaults{Rig: "t", Popularity: "zipf:1", Offload: "0,all", Rates: "0"})
 	af := scenario.RegisterAgentFlags()
@@ -39,5 +40,20 @@ func TestConfig(t *testing.T) {
 	}
 	if c, _ := config(f, af, 100, 0, 0); c.mix != nil || c.Beside != nil {
 		t.Errorf("-set-share 0: a mix writer")
+	}
+
+	gets, _ := config(f, af, 100, 0, 0)
+	if err := gets.setKeys("uniform"); err == nil || !strings.Contains(err.Error(), "needs -set-share") {
+		t.Errorf("without -set-share: %v, want it named", err)
+	}
+	c, err = config(f, af, 100, 0.05, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.setKeys("often"); err == nil || !strings.HasPrefix(err.Error(), "-set-popularity") {
+		t.Errorf("-set-popularity often: %v, want an error naming the flag", err)
+	}
+	if err := c.setKeys("uniform"); err != nil || c.mix.keys == nil || c.mix.keys.String() != "uniform" {
+		t.Errorf("-set-popularity uniform: %v, keys %v", err, c.mix.keys)
 	}
 }

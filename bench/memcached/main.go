@@ -33,6 +33,7 @@ import (
 	"github.com/santa-offload/santa/bench/rig"
 	"github.com/santa-offload/santa/bench/scenario"
 	"github.com/santa-offload/santa/internal/netproc"
+	"github.com/santa-offload/santa/internal/popularity"
 )
 
 const port = 11211
@@ -43,6 +44,7 @@ func main() {
 	af := scenario.RegisterAgentFlags()
 	keys := flag.Int("keys", 100000, "keys stored")
 	share := flag.Float64("set-share", 0, "share of SETs among the operations served, over TCP beside the generator's GETs (0: GETs only)")
+	setPop := flag.String("set-popularity", "", "with -set-share: the SETs' keys drawn with this popularity (uniform, zipf:S) instead of the GETs'")
 	agentArgs := flag.String("agent-flags", "", "more flags for santa-offload memcached, space-separated")
 	agentLogs := flag.String("agent-logs", "", "keep each agent run's and its santad's logs in this directory")
 	client := flag.Duration("client", 0, "with -agent: a socket client with full checksums runs this long against memcached alone, the oracle and the agent at each level (0: none)")
@@ -50,6 +52,9 @@ func main() {
 	flag.Parse()
 	c, err := config(f, af, *keys, *share, *setCost)
 	c.client = *client
+	if err == nil && *setPop != "" {
+		err = c.setKeys(*setPop)
+	}
 	if err == nil {
 		err = c.Rig.Run("memcached", c.ServerCPU, c.ClientCPU, func(ctx context.Context, tmp string) error {
 			return run(ctx, c, tmp, strings.Fields(*agentArgs), *agentLogs)
@@ -94,9 +99,23 @@ func config(f *scenario.Flags, af *scenario.AgentFlags, keys int, share float64,
 		c.Rig.SocketQueue = true // or the flood's drops stall the SETs' TCP
 		c.mix = newMixWriter(c.dialTCP, keys, share)
 		c.Beside = c.mix.run
+		c.BesideOps = c.mix.sets.Load
 	}
 	c.agent, err = af.Config(keys)
 	return c, err
+}
+
+// setKeys makes the mix's SETs draw their keys with popularity s.
+func (c *setup) setKeys(s string) error {
+	if c.mix == nil {
+		return fmt.Errorf("-set-popularity %s: needs -set-share", s)
+	}
+	pop, err := popularity.Parse(s)
+	if err != nil {
+		return fmt.Errorf("-set-popularity: %w", err)
+	}
+	c.mix.keys = &pop
+	return nil
 }
 
 // agentCommand is the agent's command line: `santa-offload memcached`
@@ -147,6 +166,9 @@ func run(ctx context.Context, c setup, tmp string, agentArgs []string, agentLogs
 	}
 	if c.mix != nil {
 		id += fmt.Sprintf("/set_share=%g", c.mix.share)
+		if c.mix.keys != nil {
+			id += "/set_popularity=" + c.mix.keys.String()
+		}
 		defer func() { fmt.Printf("RESULT name=%s/sets value=%d unit=sets\n", id, c.mix.sets.Load()) }()
 	}
 	if err := b.Run(ctx, id); err != nil || (c.agent.Levels == nil && c.setCost == 0) {

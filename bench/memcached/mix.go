@@ -37,7 +37,11 @@ type mixWriter struct {
 	conns []*mixConn // mixConns
 	items int
 	share float64
-	sets  atomic.Uint64 // acknowledged, over every run
+	// keys, if set, draws the SETs' keys instead of the GETs' popularity
+	// (-set-popularity): uniform SETs write the hottest keys as seldom as
+	// any other, Zipf SETs write them as often as they are read.
+	keys *popularity.Popularity
+	sets atomic.Uint64 // acknowledged, over every run
 }
 
 // mixInFlight bounds the SETs sent on one connection before their replies
@@ -94,6 +98,9 @@ func (w *mixWriter) redial() error {
 
 // run writes beside g until ctx ends (a scenario.Config's Beside).
 func (w *mixWriter) run(ctx context.Context, g *gen.Generator, pop popularity.Popularity) error {
+	if w.keys != nil {
+		pop = *w.keys
+	}
 	seq := pop.Sequence(w.items, 1<<16, 2) // not the GETs' seed
 	start, err := g.Counters()
 	if err != nil {

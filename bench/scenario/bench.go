@@ -101,6 +101,10 @@ type sample struct {
 	serverUSPer       float64 // server CPU busy µs per good reply
 	serverBusy        float64 // %
 	bySanta           float64 // % of the served replies
+	// With Config.BesideOps: % of the operations served (the replies and
+	// Beside's) that were Beside's.
+	beside    float64
+	hasBeside bool
 }
 
 // Run is the whole scenario: a sweep for each popularity, then the rule
@@ -202,12 +206,19 @@ func summary(name string, got []sample) float64 {
 	dp.Summary(name+"/server_us_per_reply", got, func(s sample) float64 { return s.serverUSPer }, "us/reply")
 	dp.Summary(name+"/server_cpu_busy", got, func(s sample) float64 { return s.serverBusy }, "%")
 	dp.Summary(name+"/answered_by_santa", got, func(s sample) float64 { return s.bySanta }, "%")
+	if len(got) > 0 && got[0].hasBeside {
+		dp.Summary(name+"/beside_share", got, func(s sample) float64 { return s.beside }, "%")
+	}
 	return med
 }
 
 func (s sample) String() string {
-	return fmt.Sprintf("%8.0f replies/s (of %8.0f, %5.1f%% by Santa), %6.2f µs/reply server, busy %5.1f%%",
+	line := fmt.Sprintf("%8.0f replies/s (of %8.0f, %5.1f%% by Santa), %6.2f µs/reply server, busy %5.1f%%",
 		s.replies, s.received, s.bySanta, s.serverUSPer, s.serverBusy)
+	if s.hasBeside {
+		line += fmt.Sprintf(", %4.2f%% beside", s.beside)
+	}
+	return line
 }
 
 // openGenerator loads the generator with the request for each of the
@@ -264,10 +275,12 @@ func (b *Bench) measure(ctx context.Context, g *gen.Generator, d time.Duration, 
 	if err != nil {
 		return sample{}, err
 	}
+	opsBefore := b.besideOps()
 	m, err := b.c.Rig.Measure(ctx, g, d, rate, b.c.ClientCPU, b.c.ServerCPU)
 	if err != nil {
 		return sample{}, err
 	}
+	ops := b.besideOps() - opsBefore
 	after, err := answered()
 	if err != nil {
 		return sample{}, err
@@ -280,5 +293,16 @@ func (b *Bench) measure(ctx context.Context, g *gen.Generator, d time.Duration, 
 	if m.Replies > 0 {
 		s.bySanta = 100 * float64(after-before) / float64(m.Replies)
 	}
+	if b.c.BesideOps != nil && ops+m.Good > 0 {
+		s.beside, s.hasBeside = 100*float64(ops)/float64(ops+m.Good), true
+	}
 	return s, nil
+}
+
+// besideOps is BesideOps' count, 0 without it.
+func (b *Bench) besideOps() uint64 {
+	if b.c.BesideOps == nil {
+		return 0
+	}
+	return b.c.BesideOps()
 }

@@ -51,6 +51,10 @@ type Config struct {
 	// paced on its replies (bench/memcached's GET/SET mix). An error ends
 	// the sweep.
 	Beside func(ctx context.Context, g *gen.Generator, pop popularity.Popularity) error
+	// BesideOps, if set, is how many operations Beside has completed so
+	// far (SETs acknowledged, say): each measurement then reports their
+	// share of the operations served in it, which Beside may fall short of.
+	BesideOps func() uint64
 	// RcvBuf, if not 0, is forced on the server's sockets
 	// (SO_RCVBUFFORCE), for every measurement alike.
 	RcvBuf               int
