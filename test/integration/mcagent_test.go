@@ -271,13 +271,20 @@ func (m *mcRig) counts(t *testing.T) (matched, passed uint64) {
 // ruleHits is the hits of the rule answering key, and whether there is one.
 func (m *mcRig) ruleHits(t *testing.T, key string) (uint64, bool) {
 	t.Helper()
-	_, hits, ok := m.rule(t, key)
-	return hits, ok
+	r, ok := m.rule(t, key)
+	return r.hits, ok
 }
 
-// rule is the id and hits of the rule answering key, and whether there is
-// one.
-func (m *mcRig) rule(t *testing.T, key string) (id uint32, hits uint64, ok bool) {
+// listedRule is a rule as santad lists it: its id, the epoch its guard
+// was built at (the domain's life: an agent's start begins a new one) and
+// its hits.
+type listedRule struct {
+	id, epoch uint32
+	hits      uint64
+}
+
+// rule is the rule answering key, and whether there is one.
+func (m *mcRig) rule(t *testing.T, key string) (r listedRule, ok bool) {
 	t.Helper()
 	c := m.client(t)
 	defer c.Close()
@@ -287,21 +294,25 @@ func (m *mcRig) rule(t *testing.T, key string) (id uint32, hits uint64, ok bool)
 			t.Fatal(err)
 		}
 		if bytes.HasSuffix(e.Rule.Condition.Pattern, []byte("get "+key+"\r\n")) {
-			id, ok = e.RuleID, true
+			r.id, ok = e.RuleID, true
+			if e.Guard != nil {
+				r.epoch = e.Guard.Epoch
+			}
 		}
 	}
 	if !ok {
-		return 0, 0, false
+		return listedRule{}, false
 	}
 	for rc, err := range c.RuleStats(svc) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if rc.RuleID == id {
-			return id, rc.Hits, true
+		if rc.RuleID == r.id {
+			r.hits = rc.Hits
+			return r, true
 		}
 	}
-	return 0, 0, false
+	return listedRule{}, false
 }
 
 // expect is memcached's reply to a get of key as the model has it, after
@@ -693,9 +704,12 @@ func (m *mcRig) killAgent(t *testing.T) {
 	t.Helper()
 	before := m.services(t)
 	m.agent.signal(syscall.SIGKILL)
-	oldRule, _, ok := m.rule(t, "k:0000")
+	old, ok := m.rule(t, "k:0000")
 	if !ok {
 		t.Fatal("the killed agent's rule of k:0000 is gone")
+	}
+	if old.epoch == 0 {
+		t.Fatal("the killed agent's rule of k:0000 has no guard")
 	}
 	m.tcp.command(t, "set k:0000 0 0 6\r\norphan\r\n", "STORED\r\n")
 	m.model["k:0000"] = "orphan"
@@ -705,7 +719,9 @@ func (m *mcRig) killAgent(t *testing.T) {
 	deadline := time.Now().Add(mcLearnWait)
 	for {
 		m.load(t, 2000, "agent restarted")
-		if id, hits, ok := m.rule(t, "k:0000"); ok && id != oldRule && hits > 0 {
+		// A new life's rule: santad reuses the ids of deleted rules, so
+		// the new rule may well have the old one's.
+		if r, ok := m.rule(t, "k:0000"); ok && r.epoch != old.epoch && r.hits > 0 {
 			break
 		}
 		if time.Now().After(deadline) {
