@@ -721,11 +721,13 @@ func (m *mcRig) killAgent(t *testing.T) {
 		m.load(t, 2000, "agent restarted")
 		// A new life's rule: santad reuses the ids of deleted rules, so
 		// the new rule may well have the old one's.
-		if r, ok := m.rule(t, "k:0000"); ok && r.epoch != old.epoch && r.hits > 0 {
+		r, ok := m.rule(t, "k:0000")
+		if ok && r.epoch != old.epoch && r.hits > 0 {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the restarted agent did not offload k:0000 again in %v\nagent log:\n%s", mcLearnWait, m.logs.String())
+			t.Fatalf("the restarted agent did not offload k:0000 again in %v (its rule before the kill %+v; now %+v, listed %v)\nagent log:\n%s",
+				mcLearnWait, old, r, ok, m.logs.String())
 		}
 	}
 	after := m.services(t)
