@@ -58,6 +58,9 @@ func TestCheckModel(t *testing.T) {
 		{"a value written long before a delayed flush_all", []write{set(1, "a", 0, 1)}, []flush{{sent: 40_000 * ms, acked: 40_001 * ms, delay: time.Second}}, get("a", 44_000, 44_001), ""},
 		{"a key given up before the reply", []write{set(1, "a", 0, 1), {seq: 2, command: "udp set", sent: 2 * ms, acked: -1}}, nil, get("", 1, 3), "unchecked"},
 		{"a key given up after the reply", []write{set(1, "a", 0, 1), {seq: 2, command: "udp set", sent: 4 * ms, acked: -1}}, nil, get("", 2, 3), "no value"},
+		{"a value, flush_all never acknowledged", []write{set(1, "a", 0, 1)}, []flush{{sent: 2 * ms, acked: -1}}, get("a", 4000, 4001), ""},
+		{"a miss, flush_all never acknowledged", []write{set(1, "a", 0, 1)}, []flush{{sent: 2 * ms, acked: -1}}, get("", 4000, 4001), ""},
+		{"a miss, flush_all never acknowledged, sent after the reply", []write{set(1, "a", 0, 1)}, []flush{{sent: 5 * ms, acked: -1}}, get("", 2, 4), "no value"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			ck := newChecker([]string{"k"}, []*log{{writes: c.writes, flushes: c.flushes}})

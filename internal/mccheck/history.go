@@ -1,6 +1,9 @@
 package mccheck
 
-import "time"
+import (
+	"math"
+	"time"
+)
 
 // The history a run records: every operation with when it was sent and
 // when its reply was read, on one monotonic clock (time since the run's
@@ -32,7 +35,7 @@ type flush struct {
 	writer int
 	seq    int
 	sent   time.Duration
-	acked  time.Duration
+	acked  time.Duration // < 0: never acknowledged (its connection broke)
 	delay  time.Duration // 0: at once
 }
 
@@ -49,8 +52,12 @@ const flushSlack = 3 * time.Second
 // flushed by it.
 const bumpWindow = 30 * time.Second
 
-// done is when a flush has surely taken effect.
+// done is when a flush has surely taken effect: never, if it was never
+// acknowledged.
 func (f flush) done() time.Duration {
+	if f.acked < 0 {
+		return math.MaxInt64
+	}
 	if f.delay == 0 {
 		return f.acked
 	}

@@ -129,7 +129,7 @@ func TestRunServerGone(t *testing.T) {
 		t.Fatalf("got %v, want the TCP error", err)
 	}
 	if took := time.Since(start); took > 5*time.Second || rep.Ops == 0 || len(rep.Violations) != 0 {
-		t.Errorf("after %v: %d operations, %d violations", took, rep.Ops, len(rep.Violations))
+		t.Errorf("after %v: %d operations, %d violations\n%s", took, rep.Ops, len(rep.Violations), rep)
 	}
 	t.Log(err)
 }

@@ -138,10 +138,11 @@ func (w *tcpWriter) send(batch []*cmd) error {
 	}
 	sent := w.now()
 	if err := w.tcpConn.send(b); err != nil {
+		w.abandon(batch, sent)
 		return err
 	}
 	var silent []*cmd
-	for _, c := range batch {
+	for i, c := range batch {
 		if c.noreply || c.opaque != "" {
 			silent = append(silent, c)
 			continue
@@ -164,6 +165,7 @@ func (w *tcpWriter) send(batch []*cmd) error {
 			line, data, err = readWriteReply(w.r)
 		}
 		if err != nil {
+			w.abandon(append(silent, batch[i:]...), sent)
 			return fmt.Errorf("reply to %q: %w", c.line, err)
 		}
 		acked := w.now()
@@ -211,6 +213,24 @@ func (w *tcpWriter) record(c *cmd, sent, acked time.Duration, reply, data string
 		w.g.outcome(c, reply, data, &rec)
 		w.log.writes = append(w.log.writes, rec)
 		w.countWrite(form(c, false))
+	}
+}
+
+// abandon adds to the history, as never acknowledged, commands sent at
+// sent whose replies will not come (the connection broke): memcached may
+// have applied them or not, so their keys are given up from then on, and
+// a flush_all among them is never surely done.
+func (w *tcpWriter) abandon(cmds []*cmd, sent time.Duration) {
+	for _, c := range cmds {
+		switch {
+		case c.kind == FlushAll || c.kind == FlushDelay:
+			w.countWrite(c.line)
+			w.log.flushes = append(w.log.flushes, flush{writer: w.id, seq: c.seq, sent: sent, acked: -1,
+				delay: time.Duration(c.delay) * time.Second})
+		case c.key >= 0:
+			w.log.writes = append(w.log.writes, write{key: c.key, writer: w.id, seq: c.seq, command: c.line, sent: sent, acked: -1})
+			w.countWrite(form(c, false))
+		}
 	}
 }
 
