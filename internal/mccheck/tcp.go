@@ -199,18 +199,21 @@ func (w *tcpWriter) casLine(c *cmd) error {
 	return nil
 }
 
-// record adds c, sent and acknowledged as given, to the history.
+// record adds c, sent and acknowledged as given, to the history; acked < 0:
+// never acknowledged, its reply never came.
 func (w *tcpWriter) record(c *cmd, sent, acked time.Duration, reply, data string) {
 	switch {
 	case c.kind == FlushAll || c.kind == FlushDelay:
 		w.countWrite(c.line)
-		if reply == "OK" {
+		if reply == "OK" || acked < 0 {
 			w.log.flushes = append(w.log.flushes, flush{writer: w.id, seq: c.seq, sent: sent, acked: acked,
 				delay: time.Duration(c.delay) * time.Second})
 		}
 	case c.key >= 0:
 		rec := write{key: c.key, writer: w.id, seq: c.seq, command: c.line, sent: sent, acked: acked}
-		w.g.outcome(c, reply, data, &rec)
+		if acked >= 0 {
+			w.g.outcome(c, reply, data, &rec)
+		}
 		w.log.writes = append(w.log.writes, rec)
 		w.countWrite(form(c, false))
 	}
@@ -222,15 +225,7 @@ func (w *tcpWriter) record(c *cmd, sent, acked time.Duration, reply, data string
 // a flush_all among them is never surely done.
 func (w *tcpWriter) abandon(cmds []*cmd, sent time.Duration) {
 	for _, c := range cmds {
-		switch {
-		case c.kind == FlushAll || c.kind == FlushDelay:
-			w.countWrite(c.line)
-			w.log.flushes = append(w.log.flushes, flush{writer: w.id, seq: c.seq, sent: sent, acked: -1,
-				delay: time.Duration(c.delay) * time.Second})
-		case c.key >= 0:
-			w.log.writes = append(w.log.writes, write{key: c.key, writer: w.id, seq: c.seq, command: c.line, sent: sent, acked: -1})
-			w.countWrite(form(c, false))
-		}
+		w.record(c, sent, -1, "", "")
 	}
 }
 
