@@ -29,6 +29,7 @@
 #include "learn.h"
 #include "veth.h"
 #include "mc_udp.h"
+#include "mc_fill.h"
 
 #define TC_ACT_OK 0
 #define TC_ACT_SHOT 2
@@ -155,8 +156,10 @@ int santa_udp(struct xdp_md *ctx)
 			rule = santa_answering_rule(s, svc, pkt.plen, &fresh);
 	}
 	if (!rule) {
-		if (read)
+		if (read) {
 			santa_learn(svc, &pkt, s);
+			santa_mc_fill_wait(svc, &pkt, s, &fresh);
+		}
 		goto pass;
 	}
 	if (santa_is_probe(svc, &pkt))
@@ -270,6 +273,8 @@ int santa_udp_tc(struct __sk_buff *skb)
 		/* A request XDP saw it counted there already, if it passed. */
 		if (read && !verdict)
 			santa_learn(svc, &pkt, s);
+		if (read)
+			santa_mc_fill_wait(svc, &pkt, s, &fresh);
 		goto pass;
 	}
 	if (santa_is_probe(svc, &pkt)) {
@@ -333,8 +338,8 @@ int santa_sock_release(struct bpf_sock *sk)
 #define SANTA_MC_REPLY_HEAD 20
 
 /* A packet a socket of the cgroup sends: if it is a reply of a memcached
- * UDP service, the write it answers is done (mc_udp.h), before the reply
- * leaves. On the cgroup's egress, not on a device's: every reply of the
+ * UDP service, the write it answers is done (mc_udp.h), or the get it
+ * answers may refill its rule (mc_fill.h), before the reply leaves. On the cgroup's egress, not on a device's: every reply of the
  * socket passes here, in memcached's sending thread, whatever the device
  * it leaves by; a device Santa is not attached to would leave its writes
  * held to their deadline. Other sockets pay a load and a lookup. */
@@ -387,6 +392,12 @@ int santa_mc_udp_reply(struct __sk_buff *skb)
 	if (n < 11 || bpf_skb_load_bytes(skb, off, head, n))
 		return 1;
 	santa_mc_udp_reply_frame(svc->mc_domain, ipv6, addr, udp.dest, head, n);
+	if (santa_mc_value_reply(head, n)) {
+		struct santa_mc_udp_key k = {};
+
+		santa_mc_udp_client(&k, svc->mc_domain, ipv6, addr, udp.dest, *(__u16 *)head);
+		santa_mc_fill_reply(skb, &k, off, skb->len - off);
+	}
 	return 1;
 }
 

@@ -19,6 +19,15 @@ struct {
 	__type(value, struct santa_mc_slot);
 } mc_slots SEC(".maps");
 
+/* Slots for which a write that may give its key an expiry was seen, a
+ * bit each, never cleared (mc_fill.h): 128 KiB. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, SANTA_MC_SLOTS / 64);
+	__type(key, __u32);
+	__type(value, __u64);
+} mc_mortal SEC(".maps");
+
 /* Domains by id (a service id). */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -67,6 +76,33 @@ static __always_inline void santa_mc_count(__u32 domain, __u32 counter)
 
 	if (st && counter < SANTA_MC_NCOUNTERS)
 		santa_add(st->n[counter], 1);
+}
+
+/* A write that may give the keys of slot (SANTA_MC_NO_SLOT: any key of
+ * dom) an expiry was seen. */
+static __always_inline void santa_mc_make_mortal(struct santa_mc_domain *dom, __u32 slot)
+{
+	__u32 at = slot / 64;
+	__u64 *bits;
+
+	if (slot == SANTA_MC_NO_SLOT) {
+		if (dom)
+			*(volatile __u32 *)&dom->mortal = 1;
+		return;
+	}
+	bits = bpf_map_lookup_elem(&mc_mortal, &at);
+	if (bits && !(*(volatile __u64 *)bits & (1ULL << (slot & 63))))
+		__sync_fetch_and_or(bits, 1ULL << (slot & 63));
+}
+
+/* Whether a write that may have given a key of slot in dom an expiry was
+ * ever seen. */
+static __always_inline int santa_mc_mortal(const struct santa_mc_domain *dom, __u32 slot)
+{
+	__u32 at = slot / 64;
+	__u64 *bits = bpf_map_lookup_elem(&mc_mortal, &at);
+
+	return !bits || *(volatile __u32 *)&dom->mortal || (*(volatile __u64 *)bits & (1ULL << (slot & 63)));
 }
 
 /* The domain's hold (santa_mc_domain.hold_until): 0 if none or if it
@@ -153,9 +189,19 @@ __noinline int santa_guard_check(__u32 slot, struct santa_fresh_read *fresh)
 		if (gen != g->gen) {
 			/* A set's value, read from its record (which has its
 			 * own deadline), if nothing is in flight. */
-			if (fresh && (g->flags & SANTA_GUARD_FRESH) && !*(volatile __u32 *)&ks->inflight &&
-			    santa_mc_fresh_usable(fresh, g, gen, santa_rule_reply(rule), cap))
-				return SANTA_GUARD_SET;
+			if (fresh && (g->flags & SANTA_GUARD_FRESH) && !*(volatile __u32 *)&ks->inflight) {
+				if (santa_mc_fresh_usable(fresh, g, gen, santa_rule_reply(rule), cap))
+					return SANTA_GUARD_SET;
+				/* Or memcached's reply to this very get, once
+				 * it leaves (mc_fill.h): for a key that never
+				 * expires, while its slot stays at gen. */
+				if (!g->deadline && !santa_mc_mortal(dom, g->slot)) {
+					fresh->fill = 1;
+					fresh->fill_slot = g->slot;
+					fresh->fill_gen = gen;
+					fresh->fill_domain_gen = g->domain_gen;
+				}
+			}
 			refused = SANTA_MC_GUARD_STALE;
 			goto refuse;
 		}

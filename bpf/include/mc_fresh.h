@@ -70,12 +70,18 @@ static __always_inline struct santa_mc_fresh *santa_mc_fresh_of(__u32 slot)
 }
 
 /* What a reader took of a record: the answer's text length and sum, and
- * the seq its copy must still find. */
+ * the seq its copy must still find. Or, when the rule was refused, whether
+ * memcached's reply to the get may refill it (fill, mc_fill.h): its slot
+ * then, and the generation the reply must find. */
 struct santa_fresh_read {
 	__u32 slot;
 	__u32 seq;
 	__u32 len;
 	__u32 sum;
+	__u32 fill;
+	__u32 fill_slot;
+	__u32 fill_gen;
+	__u32 fill_domain_gen;
 };
 
 /* Whether f's record of slot answers rule now: ready at the slot's

@@ -22,7 +22,9 @@
  * - A flush_all with a delay holds its domain, once done, until memcached
  *   has flushed (santa_mc_flush_later).
  * - UDP writes: mc_udp.h.
- * - A set's value may answer its key's rule after it is stored: mc_fresh.h.
+ * - A set's value may answer its key's rule after it is stored: mc_fresh.h;
+ *   so may memcached's reply to a get of the key: mc_fill.h, which only
+ *   keys no write may have given an expiry (MC_CF_TTL: mc_mortal) take.
  *
  * The including program defines nothing more: mc_event is here. The
  * TCP programs' parts are mc_tcp.h.
@@ -302,8 +304,8 @@ __noinline int santa_mc_note_command(struct santa_mc_cursor *cur, struct santa_m
 	end = cur->base + ev->off;
 	if (ev->reply == MC_REPLY_MAYBE)
 		mc->flags |= SANTA_MC_CONN_INEXACT;
-	if (ev->cmd == MC_CMD_SET && ev->reply == MC_REPLY_ONE && ev->flags == MC_CF_WRITE && cur->start >= 0 &&
-	    !(mc->flags & SANTA_MC_CONN_INEXACT) && sets->n < SANTA_MC_SETS) {
+	if (ev->cmd == MC_CMD_SET && ev->reply == MC_REPLY_ONE && (ev->flags & (MC_CF_WRITE | MC_CF_ALL)) == MC_CF_WRITE &&
+	    cur->start >= 0 && !(mc->flags & SANTA_MC_CONN_INEXACT) && sets->n < SANTA_MC_SETS) {
 		set = &sets->set[sets->n++ & (SANTA_MC_SETS - 1)];
 		set->cookie = cur->cookie;
 		set->domain = mc->domain;
@@ -359,6 +361,8 @@ static void mc_event(void *user, const struct mc_event *ev)
 		slot = (ev->flags & MC_CF_ALL) ? SANTA_MC_NO_SLOT : santa_mc_slot_of(ev->hash, domain);
 		delay = u->conn ? &u->conn->all_delay : &u->delay;
 		santa_mc_count(domain, SANTA_MC_WRITES);
+		if (ev->flags & MC_CF_TTL)
+			santa_mc_make_mortal(santa_mc_domain_of(domain), slot);
 		if (ev->cmd == MC_CMD_FLUSH_ALL && ev->arg > *delay)
 			*delay = ev->arg;
 		if (u->conn) {

@@ -72,6 +72,7 @@ enum mc_reply_flag {
 enum mc_cmd_flag {
 	MC_CF_WRITE = 1, /* may change data: its keys were reported (KEY or ALL) */
 	MC_CF_ALL = 2,   /* its change is not one key's: flush_all, a base64 key, several keys */
+	MC_CF_TTL = 4,   /* may give its keys an expiry: a storage command's nonzero exptime, touch, gat, meta */
 };
 
 /* Why sync was lost (struct mc_event.flags of MC_EV_LOST). */

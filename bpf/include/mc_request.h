@@ -46,6 +46,7 @@ enum mc_req_phase {
 #define MC_RQ_STARTED 1 /* the stream's first byte was seen */
 #define MC_RQ_NOREPLY 2 /* the last token was "noreply" */
 #define MC_RQ_DELAY 4   /* flush_all's first argument was a number (in arg) */
+#define MC_RQ_TTL 8     /* a storage command's exptime is not 0 */
 
 #define MC_NOREPLY MC_W7('n', 'o', 'r', 'e', 'p', 'l', 'y')
 /* Flags an mg may carry and stay a read (protocol.txt: N, R, T modify). */
@@ -156,9 +157,11 @@ static __always_inline int mc_req_token_end(struct mc_req_state *st, struct mc_s
 		 * memcached reads otherwise means its data is read as commands. */
 		if (i == 2)
 			ok = mc_token_number(t, 0, MC_MAX_DIGITS);
-		else if (i == 3)
+		else if (i == 3) {
 			ok = mc_token_number(t, 1, MC_MAX_DIGITS);
-		else if (i == 4) {
+			if (t->num)
+				st->bits |= MC_RQ_TTL;
+		} else if (i == 4) {
 			ok = mc_token_number(t, 0, MC_MAX_DIGITS);
 			st->skip = t->num + 2;
 		} else if (i == 5 && cmd == MC_CMD_CAS)
@@ -213,7 +216,9 @@ static __always_inline int mc_req_arity(struct mc_req_state *st)
 	return 1; /* version quit stats mn me: any */
 }
 
-/* Whether the command may change data, and what it changes. */
+/* Whether the command may change data, and what it changes. Whether it
+ * may give a key an expiry (MC_CF_TTL) is told generously: every meta
+ * write, whatever its flags. */
 static __always_inline __u8 mc_req_write(struct mc_req_state *st)
 {
 	switch (st->cmd) {
@@ -223,13 +228,17 @@ static __always_inline __u8 mc_req_write(struct mc_req_state *st)
 		/* fall through */
 	case MC_CMD_MS: case MC_CMD_MD: case MC_CMD_MA:
 		/* A base64 key (b) is decoded by memcached: not the key hashed. */
-		return MC_CF_WRITE | ((st->mflags & MC_FLAG('b')) ? MC_CF_ALL : 0);
+		return MC_CF_WRITE | MC_CF_TTL | ((st->mflags & MC_FLAG('b')) ? MC_CF_ALL : 0);
 	case MC_CMD_GAT: case MC_CMD_GATS:
-		return st->nkeys == 0 ? 0 : MC_CF_WRITE | (st->nkeys > 1 ? MC_CF_ALL : 0);
+		return st->nkeys == 0 ? 0 : MC_CF_WRITE | MC_CF_TTL | (st->nkeys > 1 ? MC_CF_ALL : 0);
 	case MC_CMD_FLUSH_ALL:
 		return MC_CF_WRITE | MC_CF_ALL;
+	case MC_CMD_TOUCH:
+		return MC_CF_WRITE | MC_CF_TTL;
 	}
-	if (mc_req_storage(st->cmd) || (st->cmd >= MC_CMD_INCR && st->cmd <= MC_CMD_TOUCH))
+	if (mc_req_storage(st->cmd))
+		return MC_CF_WRITE | ((st->bits & MC_RQ_TTL) ? MC_CF_TTL : 0);
+	if (st->cmd >= MC_CMD_INCR && st->cmd <= MC_CMD_TOUCH)
 		return MC_CF_WRITE;
 	return 0;
 }

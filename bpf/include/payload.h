@@ -42,6 +42,7 @@ static __always_inline struct santa_rule *santa_answering_rule(struct santa_scra
 	struct santa_rule *rule = santa_match(s, svc, plen);
 
 	fresh->len = 0;
+	fresh->fill = 0;
 	if (!rule || rule->reply_len == 0 || rule->reply_len > SANTA_MAX_UDP_REPLY)
 		return NULL;
 	/* Only SANTA_GUARD_SET sets fresh->len. */

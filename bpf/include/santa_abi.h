@@ -491,6 +491,7 @@ enum santa_mc_layout {
 	SANTA_MC_FRESH = 1 << 15,       /* values taken from sets (mc_fresh), by slot modulo this: 10 MiB */
 	SANTA_MC_FRESH_LEN = 256,       /* bytes of a GET's reply text a set may give (after the frame header) */
 	SANTA_MC_FRAME = 8,             /* memcached's UDP frame header */
+	SANTA_MC_FILLS = 1 << 16,       /* GETs whose reply may refill their rule, awaited at once (mc_fill.h): 4 MiB */
 };
 
 /* A key's generation slot: slot = santa_mc_slot_of(FNV-1a 32 of the key, domain). */
@@ -505,7 +506,7 @@ struct santa_mc_domain {
 	__u32 gen;      /* bumped by a write of unknown keys (flush_all, lost sync), at arrival and at reply */
 	__u32 inflight; /* such writes received and not yet answered */
 	__u32 unsynced; /* connections whose writes cannot be followed, alive: nothing of the domain answers */
-	__u32 pad;
+	__u32 mortal;   /* a write that may give unknown keys an expiry was seen: no get's reply refills (mc_fill.h) */
 	/* bpf_ktime_get_ns until which nothing of the domain answers (a
 	 * delayed flush_all pending, UDP writes that could not be held one
 	 * by one); 0: none. Whoever first sees it past bumps gen, then clears
@@ -573,6 +574,7 @@ enum santa_mc_counter {
 	SANTA_MC_DELAYED_FLUSH,   /* flush_all with a delay: the domain held until it happened */
 	SANTA_MC_REFRESHED,       /* sets stored whose value the kernel answers from now (mc_fresh) */
 	SANTA_MC_FRESH_TORN,      /* answers from a set's value dropped: the value changed while it was copied */
+	SANTA_MC_FILLED,          /* memcached's replies to gets the kernel answers their key's gets with from then (mc_fill.h) */
 	SANTA_MC_NCOUNTERS,
 };
 

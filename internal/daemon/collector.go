@@ -95,6 +95,7 @@ var memcachedFamilies = []struct {
 	{counter("santa_memcached_delayed_flush_total", "flush_all with a delay, their domain held until memcached flushed.", "domain"), func(s model.MemcachedStats) uint64 { return s.DelayedFlush }},
 	{counter("santa_memcached_refreshed_total", "Sets stored whose value the kernel answers their key's gets with from then.", "domain"), func(s model.MemcachedStats) uint64 { return s.Refreshed }},
 	{counter("santa_memcached_fresh_torn_total", "Answers from a set's value dropped: the value changed while it was copied.", "domain"), func(s model.MemcachedStats) uint64 { return s.FreshTorn }},
+	{counter("santa_memcached_filled_total", "memcached's replies to gets the kernel answers their key's gets with from then.", "domain"), func(s model.MemcachedStats) uint64 { return s.Filled }},
 }
 
 func (c stateCollector) Describe(ch chan<- *prometheus.Desc) {

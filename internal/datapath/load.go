@@ -85,6 +85,7 @@ func (l *loaded) loadTCP(maxConns, maxServices uint32) error {
 		"rule_stats": l.udp.RuleStats, "service_stats": l.udp.ServiceStats,
 		"mc_slots": l.udp.McSlots, "mc_domains": l.udp.McDomains, "mc_stats": l.udp.McStats, "mc_live": l.udp.McLive,
 		"mc_conns": l.udp.McConns, "mc_udp_state": l.udp.McUdpState, "mc_fresh": l.udp.McFresh,
+		"mc_mortal": l.udp.McMortal,
 	}
 	if err := loadOnto(spec, &l.tcp, shared, "TCP BPF objects"); err != nil {
 		return err

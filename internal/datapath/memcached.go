@@ -256,6 +256,7 @@ func (d *Datapath) MemcachedStats(id model.ServiceID) (model.MemcachedStats, err
 		s.DelayedFlush += c.N[santaSantaMcCounterSANTA_MC_DELAYED_FLUSH]
 		s.Refreshed += c.N[santaSantaMcCounterSANTA_MC_REFRESHED]
 		s.FreshTorn += c.N[santaSantaMcCounterSANTA_MC_FRESH_TORN]
+		s.Filled += c.N[santaSantaMcCounterSANTA_MC_FILLED]
 	}
 	return s, nil
 }

@@ -109,6 +109,7 @@ const (
 const (
 	CmdWrite = 1 // may change data: its keys were reported (EvKey or EvAll)
 	CmdAll   = 2 // its change is not one key's: flush_all, a base64 key, several keys
+	CmdTTL   = 4 // may give its keys an expiry: a storage command's nonzero exptime, touch, gat, meta
 )
 
 // Why sync was lost (Event.Flags of EvLost).

@@ -38,6 +38,7 @@ const (
 	rqStarted = 1 // the stream's first byte was seen
 	rqNoreply = 2 // the last token was "noreply"
 	rqDelay   = 4 // flush_all's first argument was a number (in Arg)
+	rqTTL     = 8 // a storage command's exptime is not 0
 )
 
 var wordNoreply = word("noreply")
@@ -216,6 +217,9 @@ func (p *requestParse) tokenEnd(off uint32) bool {
 			ok = t.number(false, maxDigits)
 		case i == 3:
 			ok = t.number(true, maxDigits)
+			if t.Num != 0 {
+				s.Bits |= rqTTL
+			}
 		case i == 4:
 			ok = t.number(false, maxDigits)
 			s.Skip = t.Num + 2
@@ -280,7 +284,8 @@ func (s *RequestState) arity() bool {
 	return true // version quit stats mn me: any
 }
 
-// write is the command's CmdWrite and CmdAll flags.
+// write is the command's CmdWrite, CmdAll and CmdTTL flags; CmdTTL told
+// generously: every meta write, whatever its flags.
 func (s *RequestState) write() uint8 {
 	switch s.Cmd {
 	case CmdMg, CmdMs, CmdMd, CmdMa:
@@ -289,21 +294,26 @@ func (s *RequestState) write() uint8 {
 		}
 		// memcached decodes a base64 key (b): not the key hashed.
 		if s.MFlags&flag('b') != 0 {
-			return CmdWrite | CmdAll
+			return CmdWrite | CmdTTL | CmdAll
 		}
-		return CmdWrite
+		return CmdWrite | CmdTTL
 	case CmdGat, CmdGats:
 		switch {
 		case s.NKeys == 0:
 			return 0
 		case s.NKeys > 1:
-			return CmdWrite | CmdAll
+			return CmdWrite | CmdTTL | CmdAll
 		}
-		return CmdWrite
+		return CmdWrite | CmdTTL
 	case CmdFlushAll:
 		return CmdWrite | CmdAll
+	case CmdTouch:
+		return CmdWrite | CmdTTL
 	}
-	if storage(s.Cmd) || (s.Cmd >= CmdIncr && s.Cmd <= CmdTouch) {
+	switch {
+	case storage(s.Cmd) && s.Bits&rqTTL != 0:
+		return CmdWrite | CmdTTL
+	case storage(s.Cmd) || (s.Cmd >= CmdIncr && s.Cmd <= CmdTouch):
 		return CmdWrite
 	}
 	return 0

@@ -38,8 +38,10 @@ func flush(replies uint8, delay int32, doneAt uint32) m.Event {
 }
 
 const (
-	w    = m.CmdWrite
-	wAll = m.CmdWrite | m.CmdAll
+	w       = m.CmdWrite
+	wAll    = m.CmdWrite | m.CmdAll
+	wTTL    = m.CmdWrite | m.CmdTTL // may give its key an expiry
+	wAllTTL = m.CmdWrite | m.CmdAll | m.CmdTTL
 )
 
 type fixture struct {
@@ -61,14 +63,17 @@ var fixtures = []fixture{
 	{"get line's bytes do not matter", "get a\rb\x00c\r\n", "", []m.Event{cmd(m.CmdGet, 1, 0, "", 1)}},
 	{"leading and repeated spaces", "  get   foo  \r\n", "", []m.Event{cmd(m.CmdGet, 1, 0, "", 1)}},
 	// Storage commands: the data is skipped, whatever it holds.
-	{"set", "set foo 1 2 5\r\nhello\r\n", "", []m.Event{key("foo"), cmd(m.CmdSet, 1, w, "foo", 1)}},
+	{"set", "set foo 1 2 5\r\nhello\r\n", "", []m.Event{key("foo"), cmd(m.CmdSet, 1, wTTL, "foo", 1)}},
 	{"set data that reads as commands", "set foo 0 0 12\r\ndelete bar\r\n\r\n", "",
 		[]m.Event{key("foo"), cmd(m.CmdSet, 1, w, "foo", 1)}},
-	{"set empty, negative exptime", "set foo 0 -1 0\r\n\r\n", "", []m.Event{key("foo"), cmd(m.CmdSet, 1, w, "foo", 1)}},
+	{"set empty, negative exptime", "set foo 0 -1 0\r\n\r\n", "", []m.Event{key("foo"), cmd(m.CmdSet, 1, wTTL, "foo", 1)}},
 	{"add noreply", "add foo 0 0 1 noreply\r\nx\r\n", "", []m.Event{key("foo"), cmd(m.CmdAdd, 0, w, "foo", 1)}},
 	{"replace", "replace foo 0 0 1\r\nx\r\n", "", []m.Event{key("foo"), cmd(m.CmdReplace, 1, w, "foo", 1)}},
 	{"append", "append foo 0 0 1\r\nx\r\n", "", []m.Event{key("foo"), cmd(m.CmdAppend, 1, w, "foo", 1)}},
 	{"prepend", "prepend foo 0 0 1\r\nx\r\n", "", []m.Event{key("foo"), cmd(m.CmdPrepend, 1, w, "foo", 1)}},
+	{"set, exptime 0 with leading zeros", "set foo 0 00 1\r\nx\r\n", "", []m.Event{key("foo"), cmd(m.CmdSet, 1, w, "foo", 1)}},
+	{"set, negative zero exptime", "set foo 0 -0 1\r\nx\r\n", "", []m.Event{key("foo"), cmd(m.CmdSet, 1, w, "foo", 1)}},
+	{"append's exptime", "append foo 0 10 1\r\nx\r\n", "", []m.Event{key("foo"), cmd(m.CmdAppend, 1, wTTL, "foo", 1)}},
 	{"set's sixth token other than noreply", "set foo 0 0 1 x\r\nx\r\n", "",
 		[]m.Event{key("foo"), cmd(m.CmdSet, 1, w, "foo", 1)}},
 	{"cas", "cas foo 0 0 3 12345\r\nabc\r\n", "", []m.Event{key("foo"), cmd(m.CmdCAS, 1, w, "foo", 1)}},
@@ -85,10 +90,10 @@ var fixtures = []fixture{
 	{"delete 0 noreply", "delete foo 0 noreply\r\n", "", []m.Event{key("foo"), cmd(m.CmdDelete, 0, w, "foo", 1)}},
 	{"delete of the key noreply", "delete noreply\r\n", "",
 		[]m.Event{key("noreply"), cmd(m.CmdDelete, 1, w, "noreply", 1)}},
-	{"touch", "touch foo 10\r\n", "", []m.Event{key("foo"), cmd(m.CmdTouch, 1, w, "foo", 1)}},
-	{"touch noreply", "touch foo 10 noreply\r\n", "", []m.Event{key("foo"), cmd(m.CmdTouch, 0, w, "foo", 1)}},
-	{"gat", "gat 10 foo\r\n", "", []m.Event{key("foo"), cmd(m.CmdGat, 1, w, "foo", 1)}},
-	{"gats of keys", "gats 0 a b\r\n", "", []m.Event{key("a"), key("b"), cmd(m.CmdGats, 1, wAll, "", 1)}},
+	{"touch", "touch foo 10\r\n", "", []m.Event{key("foo"), cmd(m.CmdTouch, 1, wTTL, "foo", 1)}},
+	{"touch noreply", "touch foo 10 noreply\r\n", "", []m.Event{key("foo"), cmd(m.CmdTouch, 0, wTTL, "foo", 1)}},
+	{"gat", "gat 10 foo\r\n", "", []m.Event{key("foo"), cmd(m.CmdGat, 1, wTTL, "foo", 1)}},
+	{"gats of keys", "gats 0 a b\r\n", "", []m.Event{key("a"), key("b"), cmd(m.CmdGats, 1, wAllTTL, "", 1)}},
 	{"flush_all", "flush_all\r\n", "", []m.Event{all(0), flush(1, 0, 1)}},
 	{"flush_all delay", "flush_all 30\r\n", "", []m.Event{all(30), flush(1, 30, 1)}},
 	{"flush_all noreply", "flush_all noreply\r\n", "", []m.Event{all(0), flush(0, 0, 1)}},
@@ -103,20 +108,20 @@ var fixtures = []fixture{
 	{"mg", "mg foo v\r\n", "", []m.Event{cmd(m.CmdMg, 1, 0, "", 1)}},
 	{"mg bare", "mg foo\r\n", "", []m.Event{cmd(m.CmdMg, 1, 0, "", 1)}},
 	{"mg quiet", "mg foo v q k O123 t c f s\r\n", "", []m.Event{cmd(m.CmdMg, 2, 0, "", 1)}},
-	{"mg vivify", "mg foo N30 v\r\n", "", []m.Event{key("foo"), cmd(m.CmdMg, 1, w, "foo", 1)}},
-	{"mg touch", "mg foo T30\r\n", "", []m.Event{key("foo"), cmd(m.CmdMg, 1, w, "foo", 1)}},
-	{"mg recache", "mg foo R30 v\r\n", "", []m.Event{key("foo"), cmd(m.CmdMg, 1, w, "foo", 1)}},
-	{"mg unknown flag", "mg foo E5\r\n", "", []m.Event{key("foo"), cmd(m.CmdMg, 1, w, "foo", 1)}},
-	{"mg base64 vivify", "mg Zm9v b N30\r\n", "", []m.Event{all(0), cmd(m.CmdMg, 1, wAll, "", 1)}},
-	{"ms", "ms foo 5 T0 F1\r\nhello\r\n", "", []m.Event{key("foo"), cmd(m.CmdMs, 1, w, "foo", 1)}},
-	{"ms quiet", "ms foo 2 q\r\nhi\r\n", "", []m.Event{key("foo"), cmd(m.CmdMs, 2, w, "foo", 1)}},
-	{"ms base64", "ms Zm9v 2 b\r\nhi\r\n", "", []m.Event{all(0), cmd(m.CmdMs, 1, wAll, "", 1)}},
-	{"ms append mode", "ms foo 2 MA\r\nhi\r\n", "", []m.Event{key("foo"), cmd(m.CmdMs, 1, w, "foo", 1)}},
+	{"mg vivify", "mg foo N30 v\r\n", "", []m.Event{key("foo"), cmd(m.CmdMg, 1, wTTL, "foo", 1)}},
+	{"mg touch", "mg foo T30\r\n", "", []m.Event{key("foo"), cmd(m.CmdMg, 1, wTTL, "foo", 1)}},
+	{"mg recache", "mg foo R30 v\r\n", "", []m.Event{key("foo"), cmd(m.CmdMg, 1, wTTL, "foo", 1)}},
+	{"mg unknown flag", "mg foo E5\r\n", "", []m.Event{key("foo"), cmd(m.CmdMg, 1, wTTL, "foo", 1)}},
+	{"mg base64 vivify", "mg Zm9v b N30\r\n", "", []m.Event{all(0), cmd(m.CmdMg, 1, wAllTTL, "", 1)}},
+	{"ms", "ms foo 5 T0 F1\r\nhello\r\n", "", []m.Event{key("foo"), cmd(m.CmdMs, 1, wTTL, "foo", 1)}},
+	{"ms quiet", "ms foo 2 q\r\nhi\r\n", "", []m.Event{key("foo"), cmd(m.CmdMs, 2, wTTL, "foo", 1)}},
+	{"ms base64", "ms Zm9v 2 b\r\nhi\r\n", "", []m.Event{all(0), cmd(m.CmdMs, 1, wAllTTL, "", 1)}},
+	{"ms append mode", "ms foo 2 MA\r\nhi\r\n", "", []m.Event{key("foo"), cmd(m.CmdMs, 1, wTTL, "foo", 1)}},
 	{"ms of 16 flags", "ms foo 1" + strings.Repeat(" O1", 16) + "\r\nx\r\n", "",
-		[]m.Event{key("foo"), cmd(m.CmdMs, 1, w, "foo", 1)}},
-	{"md quiet", "md foo q\r\n", "", []m.Event{key("foo"), cmd(m.CmdMd, 2, w, "foo", 1)}},
-	{"md invalidate", "md foo I T30\r\n", "", []m.Event{key("foo"), cmd(m.CmdMd, 1, w, "foo", 1)}},
-	{"ma", "ma foo D5 MD\r\n", "", []m.Event{key("foo"), cmd(m.CmdMa, 1, w, "foo", 1)}},
+		[]m.Event{key("foo"), cmd(m.CmdMs, 1, wTTL, "foo", 1)}},
+	{"md quiet", "md foo q\r\n", "", []m.Event{key("foo"), cmd(m.CmdMd, 2, wTTL, "foo", 1)}},
+	{"md invalidate", "md foo I T30\r\n", "", []m.Event{key("foo"), cmd(m.CmdMd, 1, wTTL, "foo", 1)}},
+	{"ma", "ma foo D5 MD\r\n", "", []m.Event{key("foo"), cmd(m.CmdMa, 1, wTTL, "foo", 1)}},
 	{"mn", "mn\r\n", "", []m.Event{cmd(m.CmdMn, 1, 0, "", 1)}},
 	{"me", "me foo\r\n", "", []m.Event{cmd(m.CmdMe, 1, 0, "", 1)}},
 	// Several in a row: when each is done.
