@@ -113,6 +113,8 @@ type memcachedView struct {
 	DelayedFlush uint64 `json:"delayed_flush"`
 	Refreshed    uint64 `json:"refreshed"`
 	FreshTorn    uint64 `json:"fresh_torn"`
+	// Protocol version 4:
+	Filled uint64 `json:"filled"`
 }
 
 // memcachedOf is the counters of service's memcached domain, nil for a
@@ -149,4 +151,5 @@ func (v *memcachedView) rows(t *table) {
 	t.row("  delayed flush", v.DelayedFlush)
 	t.row("  sets answering", v.Refreshed)
 	t.row("  torn dropped", v.FreshTorn)
+	t.row("  refilled", v.Filled)
 }

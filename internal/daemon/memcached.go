@@ -110,5 +110,5 @@ func (s *Server) memcachedStats(sess *session, req *protocol.MemcachedStats) pro
 		DomainBumps: st.DomainBumps, Completed: st.Completed, Released: st.Released, Overflow: st.Overflow, Lost: st.Lost,
 		GuardStale: st.GuardStale, GuardInFlight: st.GuardInFlight, GuardExpired: st.GuardExpired,
 		UDPHeld: st.UDPHeld, UDPTimedOut: st.UDPTimedOut, UDPDomain: st.UDPDomain, DelayedFlush: st.DelayedFlush,
-		Refreshed: st.Refreshed, FreshTorn: st.FreshTorn}
+		Refreshed: st.Refreshed, FreshTorn: st.FreshTorn, Filled: st.Filled}
 }

@@ -256,10 +256,13 @@ func (in *installer) ask(ctx context.Context, keys []string) ([][]byte, error) {
 }
 
 // getRule answers a UDP get of key with reply, the request's id copied.
+// Its condition is the whole datagram after the request id, as the
+// agent's: so a rule whose reply is a value may answer with a set's value
+// or a get's reply (docs/memcached.md), which the check then races too.
 func getRule(key string, reply []byte) rule.Rule {
-	request := "get " + key + "\r\n"
+	request := "\x00\x00\x00\x01\x00\x00get " + key + "\r\n"
 	return rule.Rule{
-		Condition:  rule.ExactLength(rule.Condition{Offset: 8, Pattern: []byte(request)}, uint16(8+len(request))),
+		Condition:  rule.ExactLength(rule.Condition{Offset: 2, Pattern: []byte(request)}, uint16(2+len(request))),
 		Processors: []rule.Processor{rule.Copy(0, 2, 0), rule.Put(2, []byte{0, 0, 0, 1, 0, 0}), rule.Put(8, reply)},
 		ReplyLen:   uint16(8 + len(reply)),
 	}

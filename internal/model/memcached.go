@@ -84,7 +84,7 @@ type MemcachedStats struct {
 	DelayedFlush  uint64 // flush_all with a delay: the domain held until it happened
 	Refreshed     uint64 // sets stored whose value the kernel answers their key's get with from then
 	FreshTorn     uint64 // answers from a set's value dropped: the value changed while it was copied
-	Filled        uint64 // gets' replies the kernel answers their key's gets with from then (metrics only, not in the protocol)
+	Filled        uint64 // gets' replies the kernel answers their key's gets with from then
 }
 
 // MaxMemcachedKey is memcached's longest key (KEY_MAX_LENGTH).

@@ -22,9 +22,11 @@ const (
 	Version2 = 2
 	// Version3 adds the fresh flag of GENERATION's reply.
 	Version3 = 3
+	// Version4 adds MEMCACHED_STATS's filled.
+	Version4 = 4
 
 	MinVersion = Version1 // the oldest version this side speaks
-	MaxVersion = Version3 // the newest
+	MaxVersion = Version4 // the newest
 )
 
 // le is the byte order of every integer of the protocol.

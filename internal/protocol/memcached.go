@@ -85,6 +85,8 @@ type MemcachedStatsReply struct {
 	GuardStale, GuardInFlight, GuardExpired                            uint64
 	// Version 3:
 	UDPHeld, UDPTimedOut, UDPDomain, DelayedFlush, Refreshed, FreshTorn uint64
+	// Version 4:
+	Filled uint64
 }
 
 func (*MemcachedStatsReply) Type() Type { return TypeMemcachedStats | ReplyBit }
@@ -108,6 +110,9 @@ func (m *MemcachedStatsReply) fields(c codec) {
 		c.u64("delayed_flush", &m.DelayedFlush)
 		c.u64("refreshed", &m.Refreshed)
 		c.u64("fresh_torn", &m.FreshTorn)
+	}
+	if c.version() >= Version4 {
+		c.u64("filled", &m.Filled)
 	}
 }
 

@@ -88,14 +88,18 @@ func TestGenerationReplyFresh(t *testing.T) {
 	}
 }
 
-// Version 3's MEMCACHED_STATS reply ends with six more counters; version
-// 2's stops before them.
+// Version 3's MEMCACHED_STATS reply ends with six more counters, version
+// 4's with one more; version 2's stops before them.
 func TestMemcachedStatsVersion3(t *testing.T) {
 	r := &MemcachedStatsReply{Domain: 2, Writes: 1, UDPHeld: 11, UDPTimedOut: 12, UDPDomain: 13, DelayedFlush: 14,
-		Refreshed: 15, FreshTorn: 16}
+		Refreshed: 15, FreshTorn: 16, Filled: 17}
+	v4 := mustEncode(Version4, 7, r)
+	if _, body, err := Decode(v4); err != nil || !reflect.DeepEqual(body, r) {
+		t.Fatalf("version 4 decodes to %+v (%v), want %+v", body, err, r)
+	}
 	v3 := mustEncode(Version3, 7, r)
-	if _, body, err := Decode(v3); err != nil || !reflect.DeepEqual(body, r) {
-		t.Fatalf("version 3 decodes to %+v (%v), want %+v", body, err, r)
+	if _, body, err := Decode(v3); err != nil || len(v3) != len(v4)-8 || body.(*MemcachedStatsReply).Filled != 0 {
+		t.Fatalf("version 3 decodes to %+v (%v): filled must not travel", body, err)
 	}
 	v2 := mustEncode(Version2, 7, r)
 	if len(v2) != len(v3)-6*8 {

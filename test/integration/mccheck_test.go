@@ -45,6 +45,10 @@ func TestMemcachedLinearizable(t *testing.T) {
 		// replies known exactly, so stored sets' values answer
 		// (docs/memcached.md, "Answering after a set").
 		{"tcp-sets-answering", 0, mcrig.GenerationFirst, setsAnswering},
+		// No write that may give a key an expiry: memcached's replies
+		// to gets refill the rules the other writes killed
+		// (docs/memcached.md, "Refilled from a get's reply").
+		{"gets-refilling", 1, mcrig.GenerationFirst, getsRefilling},
 		{"control-value-first", 0, mcrig.ValueFirst, nil},
 	} {
 		t.Run(v.name, func(t *testing.T) {
@@ -62,8 +66,12 @@ func TestMemcachedLinearizable(t *testing.T) {
 			cfg.UDPWriters = v.udpWriters
 			cfg.Kinds = v.kinds
 			rep := checkRacing(t, r, cfg, v.order)
-			if st, err := r.Client.MemcachedStats(r.UDP); v.kinds != nil && (err != nil || st.Refreshed == 0) {
+			st, err := r.Client.MemcachedStats(r.UDP)
+			switch {
+			case v.kinds != nil && (err != nil || st.Refreshed == 0):
 				t.Errorf("no set's value answered (%+v, %v): the check raced nothing of it", st, err)
+			case v.name == "gets-refilling" && st.Filled == 0:
+				t.Errorf("no get's reply refilled a rule (%+v): the check raced nothing of it", st)
 			}
 			switch {
 			case v.order == mcrig.ValueFirst && len(rep.Violations) == 0:
@@ -81,6 +89,10 @@ func TestMemcachedLinearizable(t *testing.T) {
 var setsAnswering = []mccheck.Kind{mccheck.Set, mccheck.Add, mccheck.Replace, mccheck.Append, mccheck.Prepend,
 	mccheck.CAS, mccheck.Incr, mccheck.Decr, mccheck.Delete, mccheck.Touch, mccheck.MetaSet, mccheck.MetaDel,
 	mccheck.MetaArith, mccheck.NoReply, mccheck.FlushAll}
+
+// getsRefilling is every write kind that cannot give a key an expiry.
+var getsRefilling = []mccheck.Kind{mccheck.Set, mccheck.Add, mccheck.Replace, mccheck.Append, mccheck.Prepend,
+	mccheck.CAS, mccheck.Incr, mccheck.Decr, mccheck.Delete, mccheck.NoReply, mccheck.FlushAll}
 
 // checkRacing runs the checker with installers in order racing it, and
 // fails the test if the check could not run, ran short, or raced nothing.

@@ -72,6 +72,7 @@ var fixtures = []fixture{
 	{"append", "append foo 0 0 1\r\nx\r\n", "", []m.Event{key("foo"), cmd(m.CmdAppend, 1, w, "foo", 1)}},
 	{"prepend", "prepend foo 0 0 1\r\nx\r\n", "", []m.Event{key("foo"), cmd(m.CmdPrepend, 1, w, "foo", 1)}},
 	{"set, exptime 0 with leading zeros", "set foo 0 00 1\r\nx\r\n", "", []m.Event{key("foo"), cmd(m.CmdSet, 1, w, "foo", 1)}},
+	{"set, flags of 3 digits, exptime 0", "set foo 999 0 1\r\nx\r\n", "", []m.Event{key("foo"), cmd(m.CmdSet, 1, w, "foo", 1)}},
 	{"set, negative zero exptime", "set foo 0 -0 1\r\nx\r\n", "", []m.Event{key("foo"), cmd(m.CmdSet, 1, w, "foo", 1)}},
 	{"append's exptime", "append foo 0 10 1\r\nx\r\n", "", []m.Event{key("foo"), cmd(m.CmdAppend, 1, wTTL, "foo", 1)}},
 	{"set's sixth token other than noreply", "set foo 0 0 1 x\r\nx\r\n", "",
