@@ -24,6 +24,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/santa-offload/santa/client"
 	"github.com/santa-offload/santa/internal/mccheck"
 	"github.com/santa-offload/santa/internal/mcrig"
 )
@@ -102,7 +103,7 @@ func run(ops, keys, writers, udpWriters, readers, tcpReaders, installers int, pa
 		return 0, err
 	}
 	rep, err := mccheck.Run(ctx, cfg)
-	answering, aerr := setsAnswering(r)
+	st, aerr := domainStats(r)
 	stopInstallers()
 	inst, ierr := wait()
 	if err != nil {
@@ -127,22 +128,25 @@ func run(ops, keys, writers, udpWriters, readers, tcpReaders, installers int, pa
 		result("rules_installed", float64(inst.Installed), "rules")
 	}
 	if aerr != nil {
-		fmt.Fprintf(os.Stderr, "sets answering: %v\n", aerr)
+		fmt.Fprintf(os.Stderr, "the domain's counters: %v\n", aerr)
 	} else {
-		result("sets_answering", float64(answering), "sets")
+		result("sets_answering", float64(st.Refreshed), "sets")
+		result("gets_refilling", float64(st.Filled), "replies")
 	}
 	return len(rep.Violations), nil
 }
 
-// setsAnswering is how many sets' values the kernel answered with
-// (docs/memcached.md, "Answering after a set"): the domain of memcached's
-// UDP service, the installers' or the agent's, while it is attached.
-func setsAnswering(r *mcrig.Rig) (uint64, error) {
+// domainStats are the counters of the domain of memcached's UDP service,
+// the installers' or the agent's, while it is attached: among them how
+// many sets' values the kernel answered with and how many gets' replies
+// refilled a rule (docs/memcached.md, "Answering after a set", "Refilled
+// from a get's reply").
+func domainStats(r *mcrig.Rig) (client.MemcachedStats, error) {
 	udp := r.UDP
 	if udp == 0 {
 		svcs, err := r.Client.Services()
 		if err != nil {
-			return 0, err
+			return client.MemcachedStats{}, err
 		}
 		for _, s := range svcs {
 			if s.Protocol == syscall.IPPROTO_UDP && s.Port == mcrig.Addr.Port() {
@@ -150,6 +154,5 @@ func setsAnswering(r *mcrig.Rig) (uint64, error) {
 			}
 		}
 	}
-	st, err := r.Client.MemcachedStats(udp)
-	return st.Refreshed, err
+	return r.Client.MemcachedStats(udp)
 }
