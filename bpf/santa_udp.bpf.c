@@ -81,6 +81,22 @@ static __always_inline struct santa_service *santa_find_service(void *ctx, struc
 	return svc;
 }
 
+/* pkt's datagram passes to svc's socket: if svc is memcached's, it claims
+ * its client and request id until its reply (mc_fill.h), as one whose
+ * reply may refill its rule if fresh (NULL: none) says so (s holds it
+ * then). */
+static __always_inline void santa_mc_passes(void *ctx, int xdp, const struct santa_service *svc,
+					    const struct santa_pkt *pkt, const struct santa_scratch *s,
+					    const struct santa_fresh_read *fresh)
+{
+	__u16 id;
+
+	if (svc->parser != SANTA_PARSER_MEMCACHED || pkt->plen < sizeof(id) ||
+	    santa_load(ctx, xdp, pkt->payload_off, &id, sizeof(id)))
+		return;
+	santa_mc_fill_claim(svc, pkt, id, s, fresh);
+}
+
 static __always_inline void santa_xdp_mark(struct xdp_md *ctx, __u32 verdict)
 {
 	struct santa_xdp_meta *meta;
@@ -156,18 +172,19 @@ int santa_udp(struct xdp_md *ctx)
 			rule = santa_answering_rule(s, svc, pkt.plen, &fresh);
 	}
 	if (!rule) {
-		if (read) {
+		if (read)
 			santa_learn(svc, &pkt, s);
-			santa_mc_fill_wait(svc, &pkt, s, &fresh);
-		}
+		santa_mc_passes(ctx, 1, svc, &pkt, s, read ? &fresh : NULL);
 		goto pass;
 	}
 	if (santa_is_probe(svc, &pkt))
 		goto probe;
 	/* Checked only now, so that only the packets to be answered pay. */
 	dev = santa_xdp_dev(ctx);
-	if (!santa_check_delivery(dev, data, data_end, &pkt, &path))
+	if (!santa_check_delivery(dev, data, data_end, &pkt, &path)) {
+		santa_mc_passes(ctx, 1, svc, &pkt, NULL, NULL);
 		return santa_xdp_exit(ctx, path, XDP_PASS);
+	}
 	reply_len = santa_answer_len(rule, &fresh);
 	if (!santa_reply_fits(dev, &pkt, reply_len))
 		goto over_mtu;
@@ -199,9 +216,11 @@ int santa_udp(struct xdp_md *ctx)
 	return santa_xdp_exit(ctx, SANTA_PATH_ANSWERED, action);
 
 over_mtu:
+	santa_mc_passes(ctx, 1, svc, &pkt, NULL, NULL);
 	santa_count_service(svc->id, SANTA_SVC_PASSED);
 	return santa_xdp_exit(ctx, SANTA_PATH_OVER_MTU, XDP_PASS);
 probe:
+	santa_mc_passes(ctx, 1, svc, &pkt, NULL, NULL);
 	santa_count_service(svc->id, SANTA_SVC_PASSED);
 	return santa_xdp_exit(ctx, SANTA_PATH_PROBE, XDP_PASS);
 pass:
@@ -273,19 +292,22 @@ int santa_udp_tc(struct __sk_buff *skb)
 		/* A request XDP saw it counted there already, if it passed. */
 		if (read && !verdict)
 			santa_learn(svc, &pkt, s);
-		if (read)
-			santa_mc_fill_wait(svc, &pkt, s, &fresh);
+		santa_mc_passes(skb, 0, svc, &pkt, s, read ? &fresh : NULL);
 		goto pass;
 	}
 	if (santa_is_probe(svc, &pkt)) {
+		santa_mc_passes(skb, 0, svc, &pkt, NULL, NULL);
 		santa_count_service(svc->id, SANTA_SVC_PASSED);
 		return santa_tc_exit(SANTA_PATH_PROBE, TC_ACT_OK);
 	}
 	kskb = bpf_cast_to_kern_ctx(skb);
-	if (!santa_check_delivery(kskb->dev, (void *)(long)skb->data, (void *)(long)skb->data_end, &pkt, &path))
+	if (!santa_check_delivery(kskb->dev, (void *)(long)skb->data, (void *)(long)skb->data_end, &pkt, &path)) {
+		santa_mc_passes(skb, 0, svc, &pkt, NULL, NULL);
 		return santa_tc_exit(path, TC_ACT_OK);
+	}
 	reply_len = santa_answer_len(rule, &fresh);
 	if (!santa_reply_fits(kskb->dev, &pkt, reply_len)) {
+		santa_mc_passes(skb, 0, svc, &pkt, NULL, NULL);
 		santa_count_service(svc->id, SANTA_SVC_PASSED);
 		return santa_tc_exit(SANTA_PATH_OVER_MTU, TC_ACT_OK);
 	}
@@ -392,11 +414,11 @@ int santa_mc_udp_reply(struct __sk_buff *skb)
 	if (n < 11 || bpf_skb_load_bytes(skb, off, head, n))
 		return 1;
 	santa_mc_udp_reply_frame(svc->mc_domain, ipv6, addr, udp.dest, head, n);
-	if (santa_mc_value_reply(head, n)) {
+	if (!head[2] && !head[3]) { /* a reply's first frame ends its request's claim */
 		struct santa_mc_udp_key k = {};
 
 		santa_mc_udp_client(&k, svc->mc_domain, ipv6, addr, udp.dest, *(__u16 *)head);
-		santa_mc_fill_reply(skb, &k, off, skb->len - off);
+		santa_mc_fill_reply(skb, &k, off, skb->len - off, santa_mc_value_reply(head, n));
 	}
 	return 1;
 }

@@ -6,28 +6,31 @@
  * brought it back. After two sets of a key overlap, which of them
  * memcached applied last is not known; its reply to the next get tells.
  *
- * - A UDP "get <key>" that matches a guarded rule (SANTA_GUARD_FRESH) of a
- *   key that never expires, refused because its slot moved on to gen with
- *   no write in flight, passes and waits, by its client and request id, in
- *   mc_fills (santa_mc_fill_wait, XDP or TC).
- * - memcached's reply to it leaves through the socket's egress
- *   (santa_mc_udp_reply): if the slot is still at gen with nothing in
- *   flight, memcached read the value after every write the parser had
- *   seen, and no write arrived since; the reply, one frame "VALUE <key>
- *   <flags> <bytes>\r\n<data>\r\nEND\r\n" of the waiting get's key,
- *   becomes the slot's record (mc_fresh), ready at gen
- *   (santa_mc_fill_reply). The next write moves the slot on, and the
- *   record no longer answers.
+ * - Every datagram of a memcached service that passes to memcached claims
+ *   its client and request id in mc_fills until the first frame of its
+ *   reply leaves (santa_mc_fill_claim, XDP or TC; santa_mc_fill_reply on
+ *   the socket's egress). A UDP "get <key>" that matches a guarded rule
+ *   (SANTA_GUARD_FRESH) of a key that never expires, refused because its
+ *   slot moved on to gen with no write in flight, claims it as one that
+ *   may fill, with gen and its key's hash and length.
+ * - When memcached's reply to it leaves: if the slot is still at gen with
+ *   nothing in flight, memcached read the value after every write the
+ *   parser had seen, and no write arrived since; the reply, one frame
+ *   "VALUE <key> <flags> <bytes>\r\n<data>\r\nEND\r\n" of the get's key,
+ *   becomes the slot's record (mc_fresh), ready at gen. The next write
+ *   moves the slot on, and the record no longer answers.
  *
  * Expiry: the reply does not tell the item's. A key is filled only if its
  * rule has no deadline (the agent found none) and no write that may give a
  * key of its slot an expiry was ever seen (mc_mortal, the domain's mortal:
  * a storage command with a nonzero exptime, touch, gat, any meta write).
  *
- * A reply is known by its client and request id only: two gets of one
- * client with one id waiting at once fill nothing (clash). A client that
- * sends a get with the id of an earlier request whose reply has not left
- * yet, and that did not wait here, is not told apart (docs/memcached.md).
+ * A reply is known by its client and request id only: a datagram that
+ * finds its id claimed (a request of the client with that id not yet
+ * answered: a reply could be either's) unclaims it for filling, and fills
+ * nothing itself. Datagrams that reach memcached without passing XDP or
+ * TC as a service's (IP fragments, another device) claim nothing
+ * (docs/memcached.md, "Refilled from a get's reply").
  */
 #ifndef SANTA_MC_FILL_H
 #define SANTA_MC_FILL_H
@@ -37,16 +40,18 @@
 #include "mc_fresh.h"
 #include "mc_udp.h"
 
-/* A get waiting for its reply. */
+/* A datagram waiting for its reply. */
 struct santa_mc_fill {
+	__u32 fill;       /* its reply may refill (a get): 0 for any other, or once another claimed its id */
 	__u32 slot;
 	__u32 gen;        /* the slot's generation its reply must find, */
 	__u32 domain_gen; /* and the domain's */
-	__u32 clash;      /* another get of its client and id waited meanwhile: neither fills */
+	__u32 hash;       /* the get's key: FNV-1a 32, */
+	__u32 keylen;     /* and length */
 };
 
-/* By client and request id; the least recently used go when full (a get
- * whose datagram memcached dropped is never answered). */
+/* By client and request id; the least recently used go when full (a
+ * datagram memcached dropped is never answered). */
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, SANTA_MC_FILLS);
@@ -54,18 +59,31 @@ struct {
 	__type(value, struct santa_mc_fill);
 } mc_fills SEC(".maps");
 
-/* The get in s (a datagram of pkt's client) that svc's rule refused waits
- * for its reply, if fresh says its reply may refill the rule. */
-static __always_inline void santa_mc_fill_wait(const struct santa_service *svc, const struct santa_pkt *pkt,
-					       const struct santa_scratch *s, const struct santa_fresh_read *fresh)
+/* pkt's datagram, with request id id, passes to svc's memcached: it
+ * claims its client and id until its reply. If fresh says its reply may
+ * refill the rule that refused it, s holds it (a get of one key). */
+static __always_inline void santa_mc_fill_claim(const struct santa_service *svc, const struct santa_pkt *pkt, __u16 id,
+						const struct santa_scratch *s, const struct santa_fresh_read *fresh)
 {
-	struct santa_mc_fill f = { .slot = fresh->fill_slot, .gen = fresh->fill_gen, .domain_gen = fresh->fill_domain_gen };
+	struct santa_mc_fill f = {}, *got;
 	struct santa_mc_udp_key k = {};
-	struct santa_mc_fill *got;
-	__u16 id = *(const __u16 *)s->buf;
 
-	if (!fresh->fill || svc->parser != SANTA_PARSER_MEMCACHED)
-		return;
+	if (s && fresh && fresh->fill) {
+		/* "get <key>\r\n" after the frame header. */
+		f.hash = 2166136261u;
+		for (__u32 i = 0; i < MC_MAX_KEY; i++) {
+			__u32 at = SANTA_MC_FRAME + 4 + i;
+
+			if (at + 2 >= pkt->plen || at >= SANTA_MAX_UDP_REQUEST)
+				break;
+			f.hash = (f.hash ^ s->buf[at]) * 16777619u;
+			f.keylen++;
+		}
+		f.fill = 1;
+		f.slot = fresh->fill_slot;
+		f.gen = fresh->fill_gen;
+		f.domain_gen = fresh->fill_domain_gen;
+	}
 	if (pkt->ipv6)
 		santa_mc_udp_client(&k, svc->mc_domain, 1, (const __u32 *)pkt->tuple.ipv6.saddr, pkt->tuple.ipv6.sport, id);
 	else
@@ -74,7 +92,7 @@ static __always_inline void santa_mc_fill_wait(const struct santa_service *svc, 
 		return;
 	got = bpf_map_lookup_elem(&mc_fills, &k);
 	if (got)
-		got->clash = 1;
+		got->fill = 0;
 }
 
 /* Whether a reply frame whose first n bytes are head starts "VALUE ". */
@@ -142,18 +160,31 @@ static __always_inline int santa_mc_fill_parse(const __u8 *text, __u32 len, stru
 	return t->tok == 4 && t->data + t->bytes + 7 == len;
 }
 
-/* memcached's reply frame (at off, len bytes with its frame header) to the
- * client and request id of k left: if it answers a get that waited, and
+/* Whether text (len bytes, at least 20) ends "\r\nEND\r\n". */
+static __always_inline int santa_mc_fill_ends(const __u8 *text, __u32 len)
+{
+	const char end[] = "\r\nEND\r\n";
+
+	for (int i = 0; i < 7; i++)
+		if (text[(len - 7 + i) & (SANTA_MC_FRESH_LEN - 1)] != end[i])
+			return 0;
+	return 1;
+}
+
+/* The first frame of memcached's reply (at off, len bytes with its frame
+ * header; value: its text starts "VALUE ") to the client and request id of
+ * k left: the claim ends, and if it answers a get that may fill, and
  * nothing was written to its slot since, it refills the slot's record. A
  * global function: verified once. */
-__noinline int santa_mc_fill_reply(struct __sk_buff *skb, const struct santa_mc_udp_key *k, __u32 off, __u32 len)
+__noinline int santa_mc_fill_reply(struct __sk_buff *skb, const struct santa_mc_udp_key *k, __u32 off, __u32 len,
+				   __u32 value)
 {
 	struct santa_mc_fill_text t = {};
 	struct santa_mc_domain *dom;
 	struct santa_mc_fresh *rec;
 	struct santa_mc_slot *ks;
 	struct santa_mc_fill *w;
-	__u32 slot, gen, domain_gen, s, sum = 0, ok;
+	__u32 slot, gen, domain_gen, hash, keylen, s, sum = 0, ok;
 	__u8 frame[SANTA_MC_FRAME];
 
 	if (!k)
@@ -164,7 +195,9 @@ __noinline int santa_mc_fill_reply(struct __sk_buff *skb, const struct santa_mc_
 	slot = w->slot;
 	gen = w->gen;
 	domain_gen = w->domain_gen;
-	ok = !w->clash;
+	hash = w->hash;
+	keylen = w->keylen;
+	ok = w->fill && value;
 	bpf_map_delete_elem(&mc_fills, k);
 	/* One frame (sequence 0 of 1) whose text fits a record. */
 	len -= SANTA_MC_FRAME;
@@ -174,7 +207,10 @@ __noinline int santa_mc_fill_reply(struct __sk_buff *skb, const struct santa_mc_
 	ks = bpf_map_lookup_elem(&mc_slots, &slot);
 	dom = santa_mc_domain_of(k->domain);
 	/* Nothing written since the get arrived, nothing in flight: neither
-	 * its key's slot nor its whole domain. */
+	 * its key's slot nor its whole domain. (Read in the other order than
+	 * writers change them, gen before inflight: a write that starts
+	 * between them bumps gen past the claim's, whose gen the record
+	 * takes.) */
 	if (!ks || !dom || *(volatile __u32 *)&ks->gen != gen || *(volatile __u32 *)&ks->inflight ||
 	    *(volatile __u32 *)&dom->gen != domain_gen || *(volatile __u32 *)&dom->inflight ||
 	    *(volatile __u32 *)&dom->unsynced || *(volatile __u64 *)&dom->hold_until || santa_mc_mortal(dom, slot))
@@ -186,13 +222,20 @@ __noinline int santa_mc_fill_reply(struct __sk_buff *skb, const struct santa_mc_
 	if ((s & 1) || __sync_val_compare_and_swap(&rec->seq, s, s + 1) != s)
 		return 0; /* being written */
 	santa_barrier();
+	/* Inert until filled: a set taking the record meanwhile
+	 * (santa_mc_capture) fails its seqlock; its STORED must not find
+	 * its own owner here (santa_mc_fresh_ready). */
 	rec->ready = 0;
+	rec->slot = SANTA_MC_NO_SLOT;
+	rec->cookie = 0;
+	rec->cmd_seq = 0;
+	rec->len = 0;
 	__builtin_memset(rec->text, 0, SANTA_MC_FRESH_LEN);
 	/* Its text ("VALUE " seen by the caller) is taken as it is, once it
 	 * parses as one value of a key of the slot. */
 	if (len < 6 || bpf_skb_load_bytes(skb, off + SANTA_MC_FRAME, rec->text, len) ||
-	    !santa_mc_fill_parse(rec->text, len, &t) ||
-	    santa_mc_slot_of(t.hash, k->domain) != slot)
+	    !santa_mc_fill_parse(rec->text, len, &t) || t.hash != hash || t.keylen != keylen ||
+	    santa_mc_slot_of(t.hash, k->domain) != slot || !santa_mc_fill_ends(rec->text, len))
 		goto out;
 	/* Its native-word sum (santa_mc_capture's): the zeros past it add
 	 * nothing. */

@@ -5,7 +5,9 @@
  *
  * - A write's key (MC_EV_KEY) bumps its slot's generation as it arrives;
  *   a write of unknown keys (MC_EV_ALL) its domain's.
- * - A TCP write is in flight from its arrival (MC_EV_CMD) until memcached's
+ * - A TCP write is in flight from its line's end (its key's event; its
+ *   data may still be to come, SANTA_MC_CONN_PENDING) and, from its
+ *   arrival whole (MC_EV_CMD), until memcached's
  *   reply to it, or to a later command of its connection, leaves through
  *   sk_msg (the reply parser's seen against the command's seq): its slot's
  *   in-flight count holds every guard of the slot back meanwhile, and its
@@ -53,8 +55,12 @@ struct santa_mc_pending {
  * set's value ready (its writes are still followed: a reply ends a write
  * no earlier than its own would). */
 #define SANTA_MC_CONN_INEXACT 4
+/* A write's line is in, its data not yet (pending): in flight already,
+ * since memcached may act on the line alone (it unlinks the key of a
+ * value too large as soon as it reads the line). */
+#define SANTA_MC_CONN_PENDING 8
 
-/* A memcached connection's parsers and writes in flight, 328 bytes. */
+/* A memcached connection's parsers and writes in flight, 336 bytes. */
 struct santa_mc_conn {
 	struct mc_req_state req;
 	struct mc_rep_state rep;
@@ -64,6 +70,7 @@ struct santa_mc_conn {
 	__u32 head;    /* the oldest one-key write in flight (free-running) */
 	__u32 tail;    /* past the newest */
 	__s32 all_delay; /* the longest flush_all delay (seconds) among the domain-wide writes in flight */
+	__u32 pending;   /* while SANTA_MC_CONN_PENDING: the write's slot, SANTA_MC_NO_SLOT for its domain */
 	struct santa_mc_pending ring[SANTA_MC_RING];
 };
 
@@ -206,6 +213,62 @@ static __always_inline void santa_mc_end_domain(__u32 domain)
 	santa_mc_count(domain, SANTA_MC_DOMAIN_BUMPS);
 }
 
+/* mc's write whose line is in no longer waits for its data: its command
+ * is done (and in flight as every write, nothing to bump: bumped false),
+ * or it never will be, its connection ended (bumped true). */
+static __always_inline void santa_mc_unpend(struct santa_mc_conn *mc, int bumped)
+{
+	struct santa_mc_domain *dom;
+	struct santa_mc_slot *ks;
+	__u32 slot = mc->pending;
+
+	if (!(mc->flags & SANTA_MC_CONN_PENDING))
+		return;
+	mc->flags &= ~SANTA_MC_CONN_PENDING;
+	if (bumped) {
+		if (slot != SANTA_MC_NO_SLOT)
+			santa_mc_end_slot(mc->domain, slot);
+		else
+			santa_mc_end_domain(mc->domain);
+		return;
+	}
+	if (slot != SANTA_MC_NO_SLOT) {
+		ks = bpf_map_lookup_elem(&mc_slots, &slot);
+		if (ks)
+			__sync_fetch_and_sub(&ks->inflight, 1);
+		return;
+	}
+	dom = santa_mc_domain_of(mc->domain);
+	if (dom)
+		__sync_fetch_and_sub(&dom->inflight, 1);
+}
+
+/* A write of mc to slot (SANTA_MC_NO_SLOT: keys unknown) is in flight
+ * from its key's event at its line's end until its command's end, where
+ * santa_mc_in_flight takes over: a line whose data is still to come is
+ * one memcached may act on already. A line of several keys moves it from
+ * key to key; the command's end counts it domain-wide. */
+static __always_inline void santa_mc_pend(struct santa_mc_conn *mc, __u32 slot)
+{
+	struct santa_mc_domain *dom;
+	struct santa_mc_slot *ks;
+
+	santa_mc_unpend(mc, 0);
+	if (slot != SANTA_MC_NO_SLOT) {
+		ks = bpf_map_lookup_elem(&mc_slots, &slot);
+		if (!ks)
+			return;
+		__sync_fetch_and_add(&ks->inflight, 1);
+	} else {
+		dom = santa_mc_domain_of(mc->domain);
+		if (!dom)
+			return;
+		__sync_fetch_and_add(&dom->inflight, 1);
+	}
+	mc->pending = slot;
+	mc->flags |= SANTA_MC_CONN_PENDING;
+}
+
 /* memcached reads a flush_all delay above 30 days as a unix time
  * (realtime()); one of 9 digits (the most the parser takes, as a delay) is
  * then before memcached started, which makes oldest_live 0: no flush. */
@@ -345,9 +408,13 @@ static void mc_event(void *user, const struct mc_event *ev)
 	switch (ev->type) {
 	case MC_EV_KEY:
 		santa_mc_bump_slot(domain, santa_mc_slot_of(ev->hash, domain));
+		if (u->conn)
+			santa_mc_pend(u->conn, santa_mc_slot_of(ev->hash, domain));
 		break;
 	case MC_EV_ALL:
 		santa_mc_bump_domain(domain);
+		if (u->conn)
+			santa_mc_pend(u->conn, SANTA_MC_NO_SLOT);
 		break;
 	case MC_EV_CMD: {
 		__s32 *delay;
@@ -367,6 +434,7 @@ static void mc_event(void *user, const struct mc_event *ev)
 			*delay = ev->arg;
 		if (u->conn) {
 			santa_mc_in_flight(u->conn, ev->seq, slot);
+			santa_mc_unpend(u->conn, 0);
 		} else {
 			u->writes++;
 			u->slot = slot;
@@ -390,7 +458,7 @@ static void mc_event(void *user, const struct mc_event *ev)
 }
 
 /* Starts the state of a memcached connection of domain, zeroed; lost if
- * its start was not seen. A global function: its 328-byte value is on a
+ * its start was not seen. A global function: its 336-byte value is on a
  * stack of its own, not on the verdict's, which parses. Returns 0 if the
  * state exists now. */
 __noinline int santa_mc_conn_start(__u64 cookie, __u32 domain, __u32 lost)
@@ -451,6 +519,7 @@ static __always_inline void santa_mc_release(__u64 cookie)
 		santa_mc_end_all(mc);
 		santa_mc_count(mc->domain, SANTA_MC_RELEASED);
 	}
+	santa_mc_unpend(mc, 1);
 	if (mc->flags & SANTA_MC_CONN_LOST) {
 		if (dom)
 			__sync_fetch_and_sub(&dom->unsynced, 1);

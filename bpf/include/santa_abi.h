@@ -491,7 +491,7 @@ enum santa_mc_layout {
 	SANTA_MC_FRESH = 1 << 15,       /* values taken from sets (mc_fresh), by slot modulo this: 10 MiB */
 	SANTA_MC_FRESH_LEN = 256,       /* bytes of a GET's reply text a set may give (after the frame header) */
 	SANTA_MC_FRAME = 8,             /* memcached's UDP frame header */
-	SANTA_MC_FILLS = 1 << 16,       /* GETs whose reply may refill their rule, awaited at once (mc_fill.h): 4 MiB */
+	SANTA_MC_FILLS = 1 << 16,       /* datagrams awaiting their reply, by client and request id (mc_fill.h): about 6 MiB */
 };
 
 /* A key's generation slot: slot = santa_mc_slot_of(FNV-1a 32 of the key, domain). */

@@ -22,10 +22,17 @@ import (
 // must pass.
 func (m *mcTCP) passGet(t *testing.T, from *mcUDPClient, id uint16, key string) {
 	t.Helper()
+	m.passDatagram(t, from, id, "get "+key+"\r\n")
+}
+
+// passDatagram runs the client's datagram (payload after the frame
+// header, request id id) through XDP: it must pass.
+func (m *mcTCP) passDatagram(t *testing.T, from *mcUDPClient, id uint16, payload string) {
+	t.Helper()
 	frame := pkttest.UDPFrame{SrcMAC: clientMAC, DstMAC: serverMAC, Src: from.addr, Dst: netip.MustParseAddrPort(m.addr),
-		Payload: mcFrame(id, "get "+key+"\r\n"), TTL: 64, IPID: 1}
+		Payload: mcFrame(id, payload), TTL: 64, IPID: 1}
 	if verdict, out := run(t, m.d.XDPProgram(), frame.Bytes()); verdict != xdpPass {
-		t.Fatalf("get %s answered by the kernel (%q): it should pass", key, out)
+		t.Fatalf("%q answered by the kernel (%q): it should pass", payload, out)
 	}
 }
 
@@ -109,9 +116,11 @@ func TestMemcachedGetRefillsAfterRacingSets(t *testing.T) {
 }
 
 // What must not refill: a write between the get's arrival and its reply,
-// two gets of one client and request id waiting at once, a key that a
-// write may have given an expiry (touch, a set's exptime, a meta write),
-// a rule with a deadline, a reply to another client or request id, a miss.
+// two gets of one client and request id waiting at once, a get whose id
+// an unanswered datagram of its client claims, a reply of another key, a
+// key that a write may have given an expiry (touch, a set's exptime, a
+// meta write), a rule with a deadline, a reply to another client or
+// request id, a miss.
 func TestMemcachedGetRefillRefused(t *testing.T) {
 	m := newMcTCP(t)
 	c := m.client(t)
@@ -157,6 +166,24 @@ func TestMemcachedGetRefillRefused(t *testing.T) {
 	}
 	m.getAsMemcached(t, "o")
 
+	// A datagram of the client with the id, not a get that may fill, has
+	// not been answered yet: the get that finds its id claimed fills
+	// nothing, whichever reply comes first.
+	dead("c")
+	m.passDatagram(t, cl, 9, "get  c\r\n") // two spaces: no rule matches
+	m.passGet(t, cl, 9, "c")
+	m.sendGet(t, cl, 9, "c")
+	m.get(t, "c", "")
+
+	// A reply of another key with the get's id: not its key.
+	dead("r")
+	m.passGet(t, cl, 10, "r")
+	if got := m.sendGet(t, cl, 10, "o"); !bytes.Equal(got, mcReplyFrame(10, 0, 1, want("o"))) {
+		t.Fatalf("memcached answered %q", got)
+	}
+	m.sendGet(t, cl, 10, "r")
+	m.get(t, "r", "")
+
 	// Writes that may give the key an expiry.
 	for _, tc := range []struct{ key, write, reply string }{
 		{"t", "touch t 0\r\n", "TOUCHED"},
@@ -194,4 +221,42 @@ func TestMemcachedGetRefillRefused(t *testing.T) {
 	if s := m.stats(t); s.Filled != 1 {
 		t.Fatalf("%d filled, want 1", s.Filled)
 	}
+}
+
+// A storage command is in flight from its line's end, before its data is
+// in: memcached may act on the line alone (a value too large unlinks its
+// key at once), so no get's reply refills meanwhile. A connection that
+// ends with its data still to come releases it, bumped.
+func TestMemcachedLineInFlight(t *testing.T) {
+	m := newMcTCP(t)
+	c := m.client(t)
+	c.send(t, "set k 0 0 1\r\nA\r\n")
+	c.expect(t, "STORED")
+	m.guardNow(t, "k", "A")
+	c.send(t, "set k 0 0 5\r\nAB")
+	if !eventually(time.Second, time.Millisecond, func() bool { return m.generation(t, "k").InFlight }) {
+		t.Fatal("a set whose data is still to come is not in flight")
+	}
+	m.get(t, "k", "")
+	c.send(t, "CDE\r\n")
+	c.expect(t, "STORED")
+	if g := m.generation(t, "k"); g.InFlight {
+		t.Fatalf("after STORED: %+v", g)
+	}
+	m.get(t, "k", "") // a set cut across segments is not taken
+
+	d := m.client(t)
+	before := m.generation(t, "k")
+	d.send(t, "set k 0 0 5\r\nAB")
+	if !eventually(time.Second, time.Millisecond, func() bool { return m.generation(t, "k").InFlight }) {
+		t.Fatal("a set whose data is still to come is not in flight")
+	}
+	d.c.Close()
+	if !eventually(2*time.Second, time.Millisecond, func() bool { return !m.generation(t, "k").InFlight }) {
+		t.Fatal("the closed connection's set is still in flight")
+	}
+	if g := m.generation(t, "k"); g.Gen < before.Gen+2 {
+		t.Fatalf("after the close: %+v, before %+v: want bumped at the line and at the close", g, before)
+	}
+	m.get(t, "k", "")
 }
