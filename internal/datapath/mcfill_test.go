@@ -11,7 +11,6 @@ package datapath
 import (
 	"bytes"
 	"net/netip"
-	"syscall"
 	"testing"
 	"time"
 
@@ -94,18 +93,8 @@ func TestMemcachedGetRefills(t *testing.T) {
 // value answers, memcached's reply to the next get does.
 func TestMemcachedGetRefillsAfterRacingSets(t *testing.T) {
 	m := newMcTCP(t)
-	a, b := m.client(t), m.client(t)
 	cl := newMcUDPClient(t)
-	m.guardNow(t, "k", "A")
-	m.stop(t)
-	a.send(t, "set k 0 0 1\r\nB\r\n")
-	b.send(t, "set k 0 0 1\r\nC\r\n")
-	if err := m.proc.Signal(syscall.SIGCONT); err != nil {
-		t.Fatal(err)
-	}
-	a.expect(t, "STORED")
-	b.expect(t, "STORED")
-	m.get(t, "k", "")
+	m.raceSets(t)
 	m.passGet(t, cl, 9, "k")
 	got := m.sendGet(t, cl, 9, "k")
 	if !bytes.Equal(got, mcReplyFrame(9, 0, 1, "VALUE k 0 1\r\nB\r\nEND\r\n")) &&
