@@ -91,8 +91,14 @@ static __always_inline void santa_mc_fill_claim(const struct santa_service *svc,
 	if (!bpf_map_update_elem(&mc_fills, &k, &f, BPF_NOEXIST))
 		return;
 	got = bpf_map_lookup_elem(&mc_fills, &k);
-	if (got)
+	if (got) {
 		got->fill = 0;
+		return;
+	}
+	/* Its reply took the other claim meanwhile: this datagram still
+	 * claims its id, as one that fills nothing. */
+	f.fill = 0;
+	bpf_map_update_elem(&mc_fills, &k, &f, BPF_NOEXIST);
 }
 
 /* Whether a reply frame whose first n bytes are head starts "VALUE ". */
