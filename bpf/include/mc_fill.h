@@ -69,14 +69,15 @@ static __always_inline void santa_mc_fill_claim(const struct santa_service *svc,
 	struct santa_mc_udp_key k = {};
 
 	if (s && fresh && fresh->fill) {
-		/* "get <key>\r\n" after the frame header. */
-		f.hash = 2166136261u;
+		/* "get <key>\r\n" after the frame header; hashed as the
+		 * parser hashes keys (mc_token_byte). */
+		f.hash = MC_FNV_OFFSET;
 		for (__u32 i = 0; i < MC_MAX_KEY; i++) {
 			__u32 at = SANTA_MC_FRAME + 4 + i;
 
 			if (at + 2 >= pkt->plen || at >= SANTA_MAX_UDP_REQUEST)
 				break;
-			f.hash = (f.hash ^ s->buf[at]) * 16777619u;
+			f.hash = (f.hash ^ s->buf[at]) * MC_FNV_PRIME;
 			f.keylen++;
 		}
 		f.fill = 1;
@@ -124,7 +125,7 @@ struct santa_mc_fill_text {
  * whether it is one, with t filled in. */
 static __always_inline int santa_mc_fill_parse(const __u8 *text, __u32 len, struct santa_mc_fill_text *t)
 {
-	t->hash = 2166136261u;
+	t->hash = MC_FNV_OFFSET;
 	for (__u32 i = 6; i < SANTA_MC_FRESH_LEN; i++) {
 		__u8 b;
 
@@ -140,7 +141,7 @@ static __always_inline int santa_mc_fill_parse(const __u8 *text, __u32 len, stru
 			}
 			if (b <= ' ' || b == 0x7f)
 				return 0;
-			t->hash = (t->hash ^ b) * 16777619u;
+			t->hash = (t->hash ^ b) * MC_FNV_PRIME;
 			t->keylen++;
 			continue;
 		}

@@ -213,6 +213,27 @@ static __always_inline void santa_mc_end_domain(__u32 domain)
 	santa_mc_count(domain, SANTA_MC_DOMAIN_BUMPS);
 }
 
+/* A write in flight, slot's or (SANTA_MC_NO_SLOT) the domain's: returns
+ * whether it is counted. */
+static __always_inline int santa_mc_start(__u32 domain, __u32 slot)
+{
+	struct santa_mc_domain *dom;
+	struct santa_mc_slot *ks;
+
+	if (slot != SANTA_MC_NO_SLOT) {
+		ks = bpf_map_lookup_elem(&mc_slots, &slot);
+		if (!ks)
+			return 0;
+		__sync_fetch_and_add(&ks->inflight, 1);
+		return 1;
+	}
+	dom = santa_mc_domain_of(domain);
+	if (!dom)
+		return 0;
+	__sync_fetch_and_add(&dom->inflight, 1);
+	return 1;
+}
+
 /* mc's write whose line is in no longer waits for its data: its command
  * is done (and in flight as every write, nothing to bump: bumped false),
  * or it never will be, its connection ended (bumped true). */
@@ -250,21 +271,9 @@ static __always_inline void santa_mc_unpend(struct santa_mc_conn *mc, int bumped
  * key to key; the command's end counts it domain-wide. */
 static __always_inline void santa_mc_pend(struct santa_mc_conn *mc, __u32 slot)
 {
-	struct santa_mc_domain *dom;
-	struct santa_mc_slot *ks;
-
 	santa_mc_unpend(mc, 0);
-	if (slot != SANTA_MC_NO_SLOT) {
-		ks = bpf_map_lookup_elem(&mc_slots, &slot);
-		if (!ks)
-			return;
-		__sync_fetch_and_add(&ks->inflight, 1);
-	} else {
-		dom = santa_mc_domain_of(mc->domain);
-		if (!dom)
-			return;
-		__sync_fetch_and_add(&dom->inflight, 1);
-	}
+	if (!santa_mc_start(mc->domain, slot))
+		return;
 	mc->pending = slot;
 	mc->flags |= SANTA_MC_CONN_PENDING;
 }
@@ -406,11 +415,14 @@ static void mc_event(void *user, const struct mc_event *ev)
 	__u32 domain = u->domain;
 
 	switch (ev->type) {
-	case MC_EV_KEY:
-		santa_mc_bump_slot(domain, santa_mc_slot_of(ev->hash, domain));
+	case MC_EV_KEY: {
+		__u32 slot = santa_mc_slot_of(ev->hash, domain);
+
+		santa_mc_bump_slot(domain, slot);
 		if (u->conn)
-			santa_mc_pend(u->conn, santa_mc_slot_of(ev->hash, domain));
+			santa_mc_pend(u->conn, slot);
 		break;
+	}
 	case MC_EV_ALL:
 		santa_mc_bump_domain(domain);
 		if (u->conn)

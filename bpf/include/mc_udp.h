@@ -79,24 +79,7 @@ struct {
 	__type(value, struct santa_mc_udp_sweeper);
 } mc_udp_sweeper SEC(".maps");
 
-/* A write in flight, slot's or (SANTA_MC_NO_SLOT) the domain's. */
-static __always_inline void santa_mc_udp_start(__u32 domain, __u32 slot)
-{
-	struct santa_mc_domain *dom;
-	struct santa_mc_slot *ks;
-
-	if (slot != SANTA_MC_NO_SLOT) {
-		ks = bpf_map_lookup_elem(&mc_slots, &slot);
-		if (ks)
-			__sync_fetch_and_add(&ks->inflight, 1);
-		return;
-	}
-	dom = santa_mc_domain_of(domain);
-	if (dom)
-		__sync_fetch_and_add(&dom->inflight, 1);
-}
-
-/* What santa_mc_udp_start started is done: bumped, released, and a
+/* What santa_mc_start started is done: bumped, released, and a
  * delayed flush's hold starts. */
 static __always_inline void santa_mc_udp_end(__u32 domain, __u32 slot, __s32 delay)
 {
@@ -218,7 +201,7 @@ __noinline int santa_mc_udp_hold(const struct santa_mc_user *u, const struct san
 	else
 		santa_mc_udp_client(&k, u->domain, 0, &pkt->tuple.ipv4.saddr, pkt->tuple.ipv4.sport, id);
 
-	santa_mc_udp_start(w.domain, w.slot);
+	santa_mc_start(w.domain, w.slot);
 	if (!bpf_map_update_elem(&mc_udp_writes, &k, &w, BPF_NOEXIST)) {
 		if (!santa_mc_udp_arm()) {
 			santa_mc_count(w.domain, SANTA_MC_UDP_HELD);
