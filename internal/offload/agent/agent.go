@@ -21,6 +21,7 @@ import (
 	"github.com/santa-offload/santa/internal/offload/probe"
 	"github.com/santa-offload/santa/internal/offload/santadconn"
 	"github.com/santa-offload/santa/internal/offload/server"
+	"github.com/santa-offload/santa/internal/rate"
 )
 
 // Run runs the agent until ctx ends, then detaches its services: without
@@ -91,6 +92,8 @@ type agent struct {
 	retries  map[skipKey]*retry    // forms whose learning ran out of time
 	windows  uint64                // windows started
 	stats    stats
+	// rankForms is rankForms but in tests.
+	rankForms int
 }
 
 // retry is a form whose learning ran out of time on lost asks (an
@@ -110,7 +113,11 @@ type group struct {
 	services map[uint32]*service
 	forms    map[string]*form   // offloaded, by key
 	learning map[string]float64 // being learned: the rate that chose it
-	lastRead time.Time          // of the hot set and the rules' hits
+	lastRead time.Time          // of the rules' hits, at the last ranking
+	windows  uint64             // windows chosen
+	// evidence is the passed queries of the forms not offloaded over the
+	// last windows, from which newcomers are ranked (choose).
+	evidence *rate.Evidence
 }
 
 // service is an attached socket.
@@ -145,7 +152,8 @@ type skipKey struct {
 func newAgent(cfg Config, f server.Scanner, take func(server.Socket) (int, error), p probe.Asker, polls streamAsker) *agent {
 	a := &agent{cfg: cfg, log: cfg.Log, finder: f, take: take, probe: p, polls: polls, now: time.Now,
 		sockets: map[uint64]*service{}, services: map[uint32]*service{}, groups: map[netip.AddrPort]*group{},
-		zones: map[zoneKey]*zone{}, skipped: map[skipKey]time.Time{}, retries: map[skipKey]*retry{}, stats: newStats()}
+		zones: map[zoneKey]*zone{}, skipped: map[skipKey]time.Time{}, retries: map[skipKey]*retry{}, stats: newStats(),
+		rankForms: rankForms}
 	if a.log == nil {
 		a.log = slog.New(slog.DiscardHandler)
 	}

@@ -286,15 +286,44 @@ func TestTopNWithHysteresis(t *testing.T) {
 		r.tick()
 		r.wantInstalled("a.example.com", "b.example.com")
 	}
-	// c's 90 beats b's, 50 boosted to 75: b goes, c comes.
-	r.d.hit(1, key("a.example.com", TypeA), 100)
-	r.d.hit(1, key("b.example.com", TypeA), 50)
-	r.d.setHot(1, hot(90, "c.example.com"))
-	r.tick()
+	// c's 90 in a window would beat b's 50 boosted to 75, but a newcomer
+	// is ranked by the least rate its passes show: 90 in a window, or 90
+	// and its 70s of the windows before, show at least 59 a second. 130
+	// in a window show 92: b goes, c comes.
+	for _, c := range []uint32{90, 130} {
+		r.d.hit(1, key("a.example.com", TypeA), 100)
+		r.d.hit(1, key("b.example.com", TypeA), 50)
+		r.d.setHot(1, hot(c, "c.example.com"))
+		r.tick()
+		if c == 90 {
+			r.wantInstalled("a.example.com", "b.example.com")
+		}
+	}
 	r.wantInstalled("a.example.com", "c.example.com")
 	if r.a.stats.deleted["cold"] != 1 {
 		t.Fatalf("deleted %v; want one cold", r.a.stats.deleted)
 	}
+}
+
+// With more than rankForms forms, they are ranked every few windows: in
+// between, newcomers only fill free room, and displace nothing.
+func TestRankEvery(t *testing.T) {
+	r := newRig(t, func(c *Config) { c.MaxRules = 3 })
+	r.a.rankForms = 1
+	r.a.scan(r.ctx)
+	r.d.setHot(1, hot(10, "a.example.com"), hot(10, "b.example.com"))
+	r.tick() // window 1 ranks
+	r.d.setHot(1, hot(100, "c.example.com"))
+	r.tick() // 2 forms: window 2 of every 2 admits c into the room left
+	r.wantInstalled("a.example.com", "b.example.com", "c.example.com")
+	r.d.setHot(1, hot(1000, "www.example.com"))
+	r.tick() // 3 forms: window 3 of every 3, no room
+	r.wantInstalled("a.example.com", "b.example.com", "c.example.com")
+	r.tick() // window 4 ranks: www displaces a or b
+	if got := r.installed(1); len(got) != 3 || !slices.Contains(got, "www.example.com") || !slices.Contains(got, "c.example.com") {
+		t.Fatalf("offloaded %q after the ranking; want www in a's or b's place", got)
+	}
+	r.wantConsistent()
 }
 
 func TestBudget(t *testing.T) {
@@ -383,6 +412,11 @@ func TestSweepCatchesChangeWithoutSerial(t *testing.T) {
 	r.installAll()
 	r.srv.SetZone(exampleZone(1, 42))
 	r.a.sweep(r.ctx)
+	if got := sortedBatches(r.d); len(got) != 0 {
+		t.Fatalf("batches %q; want none: no form was checked half a sweep ago", got)
+	}
+	r.clock.Add(int64(time.Second / 2))
+	r.a.sweep(r.ctx)
 	if got, want := sortedBatches(r.d), []string{"txn 1: replace 1 delete 0", "txn 2: replace 1 delete 0"}; !slices.Equal(got, want) {
 		t.Fatalf("batches %q; want %q", got, want)
 	}
@@ -390,6 +424,7 @@ func TestSweepCatchesChangeWithoutSerial(t *testing.T) {
 	// A reply that starts rotating cannot be re-checked: deleted.
 	r.srv.SetZone(Zone{Apex: "other.org", Serial: 7, Records: []RR{A("x.other.org", 198, 51, 100, 1), A("x.other.org", 198, 51, 100, 3)}})
 	r.srv.Rotate(true)
+	r.clock.Add(int64(time.Second / 2))
 	r.a.sweep(r.ctx)
 	r.wantInstalled("mail.example.com", "www.example.com")
 }
@@ -625,11 +660,12 @@ func TestSweepKeepsUnreachedForms(t *testing.T) {
 	r := newRig(t, func(c *Config) { c.Sweep = Duration(time.Second) })
 	r.installAll()
 	r.srv.DropUDP(isName("mail.example.com."))
+	r.clock.Add(int64(time.Second / 2))
 	r.a.sweep(r.ctx)
-	if got := sortedBatches(r.d); len(got) != 0 {
-		t.Fatalf("batches %q; want none", got)
+	if got := sortedBatches(r.d); len(got) != 0 || r.a.stats.rechecks != 3 {
+		t.Fatalf("batches %q, %d re-checks; want none and 3", got, r.a.stats.rechecks)
 	}
-	r.clock.Add(int64(time.Second))
+	r.clock.Add(int64(time.Second / 2))
 	r.a.sweep(r.ctx)
 	r.srv.DropUDP(nil) // for the test's own queries
 	r.wantInstalled("alias.example.com", "www.example.com")

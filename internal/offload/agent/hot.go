@@ -13,9 +13,9 @@ import (
 // window chooses each group's offloaded forms: the top MaxRules by
 // requests per second, read from the kernel (the rules' hits, and the
 // passed requests the hot set counts). An offloaded form keeps its place
-// unless a newcomer beats it by the hysteresis factor. Forms that fall
-// out are deleted; newcomers are learned, for at most one window, and
-// installed on every socket of the group.
+// unless a newcomer's least rate beats it by the hysteresis factor. Forms
+// that fall out are deleted; newcomers are learned, for at most one
+// window, and installed on every socket of the group.
 func (a *agent) window(ctx context.Context) {
 	a.mu.Lock()
 	a.windows++
@@ -41,15 +41,23 @@ func (a *agent) window(ctx context.Context) {
 	}
 }
 
-// candidate is a form in the running for a group's top set.
+// candidate is a form in the running for a group's top set: score ranks
+// it; a newcomer's rate is its passed queries a second.
 type candidate struct {
 	key   string
 	f     *form // nil: not offloaded yet
 	score float64
+	rate  float64
 }
 
+// evidenceSpan is how many windows a generation of the newcomers'
+// evidence spans: a form's least rate rests on up to twice as many.
+const evidenceSpan = 8
+
 // choose reads the group's rates, deletes the forms that fell out of the
-// top set and returns the keys to learn, best first.
+// top set and returns the keys to learn, best first. With more than
+// rankForms forms it ranks them every few windows only (rankEvery),
+// admitting newcomers into free room in between.
 func (a *agent) choose(g *group) []string {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -57,16 +65,110 @@ func (a *agent) choose(g *group) []string {
 		return nil
 	}
 	now := a.now()
-	elapsed := now.Sub(g.lastRead).Seconds()
+	passes, hotWindow, ok := a.readHot(g)
+	if !ok {
+		return nil
+	}
+	newcomers := a.newcomers(g, passes, hotWindow, now)
+	g.windows++
+	var learn []string
+	if (g.windows-1)%a.rankEvery(len(g.forms)) != 0 {
+		// Admitted: the best newcomers, into the room below MaxRules.
+		slices.SortFunc(newcomers, byScore)
+		for _, c := range newcomers[:min(len(newcomers), max(0, a.cfg.MaxRules-len(g.forms)))] {
+			learn = append(learn, c.key)
+			g.learning[c.key] = c.rate
+		}
+		a.expireSkips(now)
+		return learn
+	}
+	hits, ok := a.readHits(g)
+	if !ok {
+		return nil
+	}
+	elapsed := now.Sub(g.lastRead)
 	first := g.lastRead.IsZero()
 	g.lastRead = now
+	cands := newcomers
+	boost := 1 + a.cfg.Hysteresis
+	for key, f := range g.forms {
+		r := passes[key]
+		// Hits since the last ranking, over the part of that time the
+		// form had its rule.
+		if span := min(elapsed, now.Sub(f.installed)); !first && span > 0 {
+			r += float64(hits[f]) / span.Seconds()
+		}
+		// A form installed during the last window has not had a whole
+		// window of hits: it keeps the rate that chose it. Others are
+		// smoothed as santad smooths the passes.
+		if now.Sub(f.installed) < time.Duration(a.cfg.Window)+time.Duration(a.cfg.Window)/2 {
+			r = max(r, f.rate)
+		} else {
+			r = rate.Smooth(f.rate, r)
+		}
+		f.rate = r
+		cands = append(cands, candidate{key: key, f: f, score: r * boost})
+	}
+	slices.SortFunc(cands, byScore)
+	a.log.Debug("hot set", "group", g.local, "passed", len(passes), "candidates", len(cands))
+	var cold []*form
+	for i, c := range cands {
+		switch {
+		case c.f != nil && i >= a.cfg.MaxRules:
+			cold = append(cold, c.f)
+		case c.f == nil && i < a.cfg.MaxRules:
+			learn = append(learn, c.key)
+			g.learning[c.key] = c.rate
+		}
+	}
+	a.deleteForms(cold, "cold")
+	a.expireSkips(now)
+	return learn
+}
+
+// rankForms is how many offloaded forms of a group one window ranks: with
+// more, they are ranked every rankEvery windows. Each ranking weighs every
+// form (its hits read through santad, its rate, a sort): at 1M names the
+// ranking was a fifth of the agent's time, and santad's reading of the
+// counters grew with the forms (docs/benchmarks.md (h)).
+const rankForms = 25000
+
+// rankEvery is how many windows go from one ranking of n forms to the
+// next.
+func (a *agent) rankEvery(n int) uint64 { return uint64(max(1, (n+a.rankForms-1)/a.rankForms)) }
+
+// readHot reads the hot sets of the group's sockets, merged: each passed
+// form's queries a second, and the longest of their windows, in seconds.
+// Called with a.mu held.
+func (a *agent) readHot(g *group) (passes map[string]float64, window float64, ok bool) {
+	passes = map[string]float64{}
+	for _, sv := range g.services {
+		hot, err := a.sd.Hot(sv.id, a.cfg.HotMax)
+		if err != nil {
+			a.failed("reading the hot set", err)
+			return nil, 0, false
+		}
+		w := hot.Window.Seconds()
+		if w <= 0 {
+			w = 1
+		}
+		window = max(window, w)
+		for _, r := range hot.Requests {
+			passes[string(r.Key)] += float64(r.Passes) / w
+		}
+	}
+	return passes, window, true
+}
+
+// readHits reads the hits of the group's rules since they were last read,
+// summed over its sockets. Called with a.mu held.
+func (a *agent) readHits(g *group) (map[*form]uint64, bool) {
 	hits := map[*form]uint64{}
-	passes := map[string]float64{}
 	for _, sv := range g.services {
 		for c, err := range a.sd.RuleStats(sv.id) {
 			if err != nil {
 				a.failed("reading rule stats", err)
-				return nil
+				return nil, false
 			}
 			f := sv.byRule[c.RuleID]
 			if f == nil {
@@ -80,72 +182,45 @@ func (a *agent) choose(g *group) []string {
 			}
 			sv.hits[c.RuleID] = c.Hits
 		}
-		hot, err := a.sd.Hot(sv.id, a.cfg.HotMax)
-		if err != nil {
-			a.failed("reading the hot set", err)
-			return nil
-		}
-		window := hot.Window.Seconds()
-		if window <= 0 {
-			window = 1
-		}
-		for _, r := range hot.Requests {
-			passes[string(r.Key)] += float64(r.Passes) / window
-		}
 	}
-	var cands []candidate
-	boost := 1 + a.cfg.Hysteresis
-	for key, f := range g.forms {
-		r := passes[key]
-		if !first && elapsed > 0 {
-			r += float64(hits[f]) / elapsed
-		}
-		// A form installed during the last window has not had a whole
-		// window of hits: it keeps the rate that chose it. Others are
-		// smoothed as santad smooths the passes.
-		if now.Sub(f.installed) < time.Duration(a.cfg.Window)+time.Duration(a.cfg.Window)/2 {
-			r = max(r, f.rate)
-		} else {
-			r = rate.Smooth(f.rate, r)
-		}
-		f.rate = r
-		cands = append(cands, candidate{key: key, f: f, score: r * boost})
-	}
-	for key, rate := range passes {
+	return hits, true
+}
+
+// newcomers are the passed forms not offloaded, being learned or skipped
+// for now, each scored by the least rate its passed queries show, over
+// this window and the last ones (rate.Evidence), not its count of the
+// last window: at the edge of a top 100,000 of 1M Zipf names, rates are
+// a fraction of a query a second, and the tail's chance pairs displaced
+// 2,200 forms a second, each asked three times and installed, for no gain
+// (docs/benchmarks.md (h)). Called with a.mu held.
+func (a *agent) newcomers(g *group, passes map[string]float64, window float64, now time.Time) []candidate {
+	g.evidence.Window()
+	var out []candidate
+	for key, r := range passes {
 		k := skipKey{g.local, key}
 		if _, busy := g.learning[key]; busy || g.forms[key] != nil || now.Before(a.skipped[k]) ||
 			a.retries[k] != nil && a.windows < a.retries[k].next {
 			continue
 		}
-		cands = append(cands, candidate{key: key, score: rate})
+		g.evidence.Add(key, r*window)
+		out = append(out, candidate{key: key, score: g.evidence.Least(key, r*window, window), rate: r})
 	}
-	slices.SortFunc(cands, func(x, y candidate) int {
-		if c := cmp.Compare(y.score, x.score); c != 0 {
-			return c
-		}
-		if (x.f != nil) != (y.f != nil) {
-			if x.f != nil {
-				return -1
-			}
-			return 1
-		}
-		return cmp.Compare(x.key, y.key)
-	})
-	a.log.Debug("hot set", "group", g.local, "passed", len(passes), "candidates", len(cands))
-	var cold []*form
-	var learn []string
-	for i, c := range cands {
-		switch {
-		case c.f != nil && i >= a.cfg.MaxRules:
-			cold = append(cold, c.f)
-		case c.f == nil && i < a.cfg.MaxRules:
-			learn = append(learn, c.key)
-			g.learning[c.key] = c.score
-		}
+	return out
+}
+
+// byScore orders candidates best first: by score, an offloaded form before
+// a newcomer of the same score, then by key.
+func byScore(x, y candidate) int {
+	if c := cmp.Compare(y.score, x.score); c != 0 {
+		return c
 	}
-	a.deleteForms(cold, "cold")
-	a.expireSkips(now)
-	return learn
+	if (x.f != nil) != (y.f != nil) {
+		if x.f != nil {
+			return -1
+		}
+		return 1
+	}
+	return cmp.Compare(x.key, y.key)
 }
 
 // expireSkips forgets skips whose time is up, and retries not taken up

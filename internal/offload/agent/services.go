@@ -10,6 +10,7 @@ import (
 	"github.com/santa-offload/santa/internal/offload/dnsmsg"
 	"github.com/santa-offload/santa/internal/offload/santadconn"
 	"github.com/santa-offload/santa/internal/offload/server"
+	"github.com/santa-offload/santa/internal/rate"
 	"github.com/santa-offload/santa/rule"
 )
 
@@ -85,7 +86,8 @@ func (a *agent) attach(sd Santad, s server.Socket, byCookie map[uint64]client.Se
 	}
 	g := a.groups[s.Local]
 	if g == nil {
-		g = &group{local: s.Local, dst: server.AskAddr(s.Local), services: map[uint32]*service{}, forms: map[string]*form{}, learning: map[string]float64{}}
+		g = &group{local: s.Local, dst: server.AskAddr(s.Local), services: map[uint32]*service{}, forms: map[string]*form{}, learning: map[string]float64{},
+			evidence: rate.NewEvidence(evidenceSpan)}
 		a.groups[s.Local] = g
 	}
 	sv := &service{id: info.ServiceID, inode: s.Inode, group: g, rules: map[*form]uint32{}, byRule: map[uint32]*form{}, hits: map[uint32]uint64{}}
