@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/santa-offload/santa/internal/offload/batch"
+	"github.com/santa-offload/santa/internal/offload/santadconn"
 	"github.com/santa-offload/santa/internal/rate"
 )
 
@@ -165,22 +166,16 @@ func (a *agent) readHot(g *group) (passes map[string]float64, window float64, ok
 func (a *agent) readHits(g *group) (map[*form]uint64, bool) {
 	hits := map[*form]uint64{}
 	for _, sv := range g.services {
-		for c, err := range a.sd.RuleStats(sv.id) {
-			if err != nil {
-				a.failed("reading rule stats", err)
-				return nil, false
+		err := santadconn.HitDeltas(a.sd.RuleStats(sv.id), sv.hits, func(rule uint32, n uint64) bool {
+			f := sv.byRule[rule]
+			if f != nil {
+				hits[f] += n
 			}
-			f := sv.byRule[c.RuleID]
-			if f == nil {
-				continue
-			}
-			last := sv.hits[c.RuleID]
-			if c.Hits >= last {
-				hits[f] += c.Hits - last
-			} else {
-				hits[f] += c.Hits // the counter restarted
-			}
-			sv.hits[c.RuleID] = c.Hits
+			return f != nil
+		})
+		if err != nil {
+			a.failed("reading rule stats", err)
+			return nil, false
 		}
 	}
 	return hits, true

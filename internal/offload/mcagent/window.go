@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/santa-offload/santa/internal/offload/santadconn"
 	"github.com/santa-offload/santa/internal/offload/server"
 	"github.com/santa-offload/santa/internal/rate"
 )
@@ -273,22 +274,16 @@ func (a *agent) pollEvictions(ctx context.Context) {
 func (a *agent) ruleHits(udp []*service) (map[*key]uint64, bool) {
 	hits := map[*key]uint64{}
 	for _, sv := range udp {
-		for c, err := range a.sd.RuleStats(sv.id) {
-			if err != nil {
-				a.failed("reading rule stats", err)
-				return nil, false
+		err := santadconn.HitDeltas(a.sd.RuleStats(sv.id), sv.hits, func(rule uint32, n uint64) bool {
+			k := sv.byRule[rule]
+			if k != nil {
+				hits[k] += n
 			}
-			k := sv.byRule[c.RuleID]
-			if k == nil {
-				continue
-			}
-			last := sv.hits[c.RuleID]
-			if c.Hits >= last {
-				hits[k] += c.Hits - last
-			} else {
-				hits[k] += c.Hits // the counter restarted
-			}
-			sv.hits[c.RuleID] = c.Hits
+			return k != nil
+		})
+		if err != nil {
+			a.failed("reading rule stats", err)
+			return nil, false
 		}
 	}
 	return hits, true
