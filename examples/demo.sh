@@ -64,7 +64,10 @@ if [ "${1:-}" = --installed ]; then
 	santad=$(command -v santad) santactl=$(command -v santactl)
 	# shellcheck disable=SC2046 # pkg-config's flags are words
 	cc -o "$tmp/hello" sdk/c/examples/hello.c $(pkg-config --cflags --libs santa)
-	ldd "$tmp/hello" | grep -Eq 'libsanta.so.0 => /(usr/)?lib/' || { echo "demo: hello is not linked with the installed libsanta" >&2; exit 1; }
+	# ldd's whole output first: under pipefail, grep -q leaving at the
+	# first match can end ldd with SIGPIPE and fail the check (seen in CI).
+	libs=$(ldd "$tmp/hello")
+	grep -Eq 'libsanta.so.0 => /(usr/)?lib/' <<<"$libs" || { echo "demo: hello is not linked with the installed libsanta" >&2; exit 1; }
 else
 	echo "== building santad, santactl, libsanta with its hello, and the client"
 	santad=$tmp/santad santactl=$tmp/santactl
