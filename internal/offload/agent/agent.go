@@ -113,7 +113,8 @@ type group struct {
 	services map[uint32]*service
 	forms    map[string]*form   // offloaded, by key
 	learning map[string]float64 // being learned: the rate that chose it
-	lastRead time.Time          // of the rules' hits, at the last ranking
+	ranked   time.Time          // the last ranking, which read the rules' hits
+	rankedAt uint64             // the window of the last ranking
 	windows  uint64             // windows chosen
 	// evidence is the passed queries of the forms not offloaded over the
 	// last windows, from which newcomers are ranked (choose).

@@ -288,7 +288,7 @@ func TestTopNWithHysteresis(t *testing.T) {
 	}
 	// c's 90 in a window would beat b's 50 boosted to 75, but a newcomer
 	// is ranked by the least rate its passes show: 90 in a window, or 90
-	// and its 70s of the windows before, show at least 59 a second. 130
+	// and its 70s of the windows before, show about 59 a second. 130
 	// in a window show 92: b goes, c comes.
 	for _, c := range []uint32{90, 130} {
 		r.d.hit(1, key("a.example.com", TypeA), 100)
@@ -324,6 +324,31 @@ func TestRankEvery(t *testing.T) {
 		t.Fatalf("offloaded %q after the ranking; want www in a's or b's place", got)
 	}
 	r.wantConsistent()
+}
+
+// A form installed just before a ranking (its learning took the whole
+// window) keeps the rate that chose it: a hit in the millisecond since its
+// install is not a thousand a second.
+func TestRankingRightAfterInstall(t *testing.T) {
+	r := newRig(t, func(c *Config) { c.MaxRules = 3 })
+	r.a.scan(r.ctx)
+	r.d.setHot(1, hot(100, "a.example.com"), hot(100, "b.example.com"))
+	r.tick()
+	g := r.a.groups[r.srv.Addr()]
+	window := time.Duration(r.a.cfg.Window)
+	r.clock.Add(int64(window))
+	r.d.setHot(1, hot(5, "c.example.com"))
+	learned := r.a.learnAll(r.ctx, g, r.a.choose(g))
+	r.clock.Add(int64(window - time.Millisecond))
+	r.a.install(g, learned)
+	clear(g.learning)
+	r.clock.Add(int64(time.Millisecond))
+	r.d.hit(1, key("c.example.com", TypeA), 1)
+	r.d.setHot(1)
+	r.a.choose(g)
+	if f := g.forms[string(key("c.example.com", TypeA))]; f == nil || f.rate != 5 {
+		t.Fatalf("c offloaded as %+v; want it at the 5 a second that chose it", f)
+	}
 }
 
 func TestBudget(t *testing.T) {

@@ -73,7 +73,7 @@ func (a *agent) choose(g *group) []string {
 	newcomers := a.newcomers(g, passes, hotWindow, now)
 	g.windows++
 	var learn []string
-	if (g.windows-1)%a.rankEvery(len(g.forms)) != 0 {
+	if !g.ranked.IsZero() && g.windows-g.rankedAt < a.rankEvery(len(g.forms)) {
 		// Admitted: the best newcomers, into the room below MaxRules.
 		slices.SortFunc(newcomers, byScore)
 		for _, c := range newcomers[:min(len(newcomers), max(0, a.cfg.MaxRules-len(g.forms)))] {
@@ -87,16 +87,23 @@ func (a *agent) choose(g *group) []string {
 	if !ok {
 		return nil
 	}
-	elapsed := now.Sub(g.lastRead)
-	first := g.lastRead.IsZero()
-	g.lastRead = now
+	elapsed := now.Sub(g.ranked)
+	first := g.ranked.IsZero()
+	g.ranked, g.rankedAt = now, g.windows
 	cands := newcomers
 	boost := 1 + a.cfg.Hysteresis
 	for key, f := range g.forms {
 		r := passes[key]
 		// Hits since the last ranking, over the part of that time the
-		// form had its rule.
-		if span := min(elapsed, now.Sub(f.installed)); !first && span > 0 {
+		// form had its rule if it had it for a window at least (a form
+		// installed between rankings); a form younger than that keeps the
+		// rate that chose it, below, and a few hits over a few
+		// milliseconds must not read as thousands a second.
+		span := elapsed
+		if since := now.Sub(f.installed); since >= time.Duration(a.cfg.Window) && since < span {
+			span = since
+		}
+		if !first && span > 0 {
 			r += float64(hits[f]) / span.Seconds()
 		}
 		// A form installed during the last window has not had a whole

@@ -226,25 +226,28 @@ func (a *agent) sweep(ctx context.Context) {
 }
 
 // sweepDue is how many of forms (oldest check first) a second's sweep
-// re-checks: at a steady rate, just enough that each form whose check
-// turns sweep old within the next sweep/2 is re-checked by then, if the
-// rate holds. With checks spread evenly over time that is len(forms) /
-// sweep a second, as a sweep of all in turn would do; but forms checked
-// less than sweep/2 ago are not asked at all: an agent learning a large
-// hot set from no rules re-asked each new form within seconds of
-// learning it (a fifth of its asks at 1M names, docs/benchmarks.md (h)).
-// The forms of a burst of checks (a zone change re-asks all of its forms
-// at once) are due together, and re-checked over the last sweep/2 before
-// they turn sweep old.
+// re-checks: the steady rate that, if it holds, re-checks every form
+// before its check turns sweep old (the rate planned over all of them),
+// but no form checked less than sweep/2 ago. With checks spread evenly
+// over time that is len(forms) / sweep a second, as a sweep of all in
+// turn would do; an agent learning a large hot set from no rules no
+// longer re-asks forms it learned seconds ago (a fifth of its asks at 1M
+// names, docs/benchmarks.md (h)), and planning over the young forms too
+// keeps the rate from falling behind when they come due. The forms of a
+// burst of checks (a zone change re-asks all of its forms at once) come
+// due together, and are re-checked over the last sweep/2 before they
+// turn sweep old: at most twice the steady rate. The last sweep to
+// include a form may start when it has less than a second left; its asks
+// take that second.
 func sweepDue(forms []*form, now time.Time, sweep time.Duration) int {
-	n := 0
+	rate, due := 0, 0
 	for i, f := range forms {
 		left := f.checked.Add(sweep).Sub(now)
-		if left > sweep/2 {
-			break
+		if left <= sweep/2 {
+			due = i + 1
 		}
 		seconds := max(1, int((left+time.Second-1)/time.Second))
-		n = max(n, (i+1+seconds-1)/seconds)
+		rate = max(rate, (i+1+seconds-1)/seconds)
 	}
-	return n
+	return min(rate, due)
 }

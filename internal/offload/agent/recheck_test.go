@@ -40,6 +40,9 @@ func TestSweepDue(t *testing.T) {
 		{"steady", spread(3000, sweep-5*time.Millisecond), 100},
 		// Learned within the last 15 s: nothing is due yet.
 		{"learning", spread(30000, 15*time.Second-time.Millisecond), 0},
+		// Learned at 1,000 a second for 20 s: the oldest 5,000 are due,
+		// asked at the rate that keeps up with all 20,000.
+		{"learned for 20 s", spread(20000, 20*time.Second), 667},
 		// 3,000 forms checked at once, 15 s ago: over the next 15 s.
 		{"burst due in 15 s", burst(3000, 15*time.Second), 200},
 		// ... and 10 s later, the 1,000 left within the last 5 s.
