@@ -505,6 +505,8 @@ func TestLearnedAnswerOlderThanZoneChangeIsNotInstalled(t *testing.T) {
 func TestSantadRestart(t *testing.T) {
 	r := newRig(t, nil)
 	r.installAll()
+	// www has been answered a million times since its install.
+	r.d.hit(1, key("www.example.com", TypeA), 1e6)
 	// santad restarts: the connection breaks, the services and rules
 	// survive in its journal. A rule the agent does not know is there.
 	r.conn.Close()
@@ -519,6 +521,15 @@ func TestSantadRestart(t *testing.T) {
 		t.Fatalf("batches %q; want %q", got, want)
 	}
 	r.wantInstalled("alias.example.com", "mail.example.com", "www.example.com")
+	// Its hits before the agent took it up are not a window's.
+	r.d.hit(1, key("www.example.com", TypeA), 10)
+	r.tick()
+	switch f := r.a.groups[r.srv.Addr()].forms[string(key("www.example.com", TypeA))]; {
+	case f == nil:
+		t.Fatal("www is no longer offloaded after santad's restart")
+	case f.rate > 100:
+		t.Fatalf("www at %.0f a second after santad's restart; want its rate from its 10 hits since", f.rate)
+	}
 	// The forms are still followed: a zone change replaces.
 	r.srv.SetZone(exampleZone(2, 5))
 	r.a.pollOnce(r.ctx, r.zone("example.com"))

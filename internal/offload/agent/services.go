@@ -117,6 +117,14 @@ func (a *agent) resync(sd Santad, sv *service) {
 		}
 		sv.note(f, e.RuleID)
 	}
+	// The rules taken up have counted hits since they were installed: the
+	// next ranking must see only those from now on, not a whole rule's
+	// life as a window's.
+	err := santadconn.HitDeltas(sd.RuleStats(sv.id), sv.hits, func(rule uint32, _ uint64) bool { return sv.byRule[rule] != nil })
+	if err != nil {
+		a.failed("reading rule stats", err)
+		return
+	}
 	if len(stale) > 0 {
 		if err := a.deleteIDs(sd, sv.id, stale); err != nil {
 			a.failed("deleting rules the agent does not know", err)
