@@ -213,9 +213,9 @@ static __always_inline void santa_mc_end_domain(__u32 domain)
 	santa_mc_count(domain, SANTA_MC_DOMAIN_BUMPS);
 }
 
-/* A write in flight, slot's or (SANTA_MC_NO_SLOT) the domain's: returns
- * whether it is counted. */
-static __always_inline int santa_mc_start(__u32 domain, __u32 slot)
+/* Adds delta to the writes in flight of slot or (SANTA_MC_NO_SLOT) of
+ * the domain: returns whether they are counted there. */
+static __always_inline int santa_mc_inflight_add(__u32 domain, __u32 slot, __s32 delta)
 {
 	struct santa_mc_domain *dom;
 	struct santa_mc_slot *ks;
@@ -224,14 +224,21 @@ static __always_inline int santa_mc_start(__u32 domain, __u32 slot)
 		ks = bpf_map_lookup_elem(&mc_slots, &slot);
 		if (!ks)
 			return 0;
-		__sync_fetch_and_add(&ks->inflight, 1);
+		__sync_fetch_and_add(&ks->inflight, delta);
 		return 1;
 	}
 	dom = santa_mc_domain_of(domain);
 	if (!dom)
 		return 0;
-	__sync_fetch_and_add(&dom->inflight, 1);
+	__sync_fetch_and_add(&dom->inflight, delta);
 	return 1;
+}
+
+/* A write in flight, slot's or (SANTA_MC_NO_SLOT) the domain's: returns
+ * whether it is counted. */
+static __always_inline int santa_mc_start(__u32 domain, __u32 slot)
+{
+	return santa_mc_inflight_add(domain, slot, 1);
 }
 
 /* mc's write whose line is in no longer waits for its data: its command
@@ -239,29 +246,15 @@ static __always_inline int santa_mc_start(__u32 domain, __u32 slot)
  * or it never will be, its connection ended (bumped true). */
 static __always_inline void santa_mc_unpend(struct santa_mc_conn *mc, int bumped)
 {
-	struct santa_mc_domain *dom;
-	struct santa_mc_slot *ks;
-	__u32 slot = mc->pending;
-
 	if (!(mc->flags & SANTA_MC_CONN_PENDING))
 		return;
 	mc->flags &= ~SANTA_MC_CONN_PENDING;
-	if (bumped) {
-		if (slot != SANTA_MC_NO_SLOT)
-			santa_mc_end_slot(mc->domain, slot);
-		else
-			santa_mc_end_domain(mc->domain);
-		return;
-	}
-	if (slot != SANTA_MC_NO_SLOT) {
-		ks = bpf_map_lookup_elem(&mc_slots, &slot);
-		if (ks)
-			__sync_fetch_and_sub(&ks->inflight, 1);
-		return;
-	}
-	dom = santa_mc_domain_of(mc->domain);
-	if (dom)
-		__sync_fetch_and_sub(&dom->inflight, 1);
+	if (!bumped)
+		santa_mc_inflight_add(mc->domain, mc->pending, -1);
+	else if (mc->pending != SANTA_MC_NO_SLOT)
+		santa_mc_end_slot(mc->domain, mc->pending);
+	else
+		santa_mc_end_domain(mc->domain);
 }
 
 /* A write of mc to slot (SANTA_MC_NO_SLOT: keys unknown) is in flight
