@@ -41,23 +41,51 @@ type HotRequest struct {
 // HotSet is a learning service's most passed request forms of the last
 // complete window, most first.
 type HotSet struct {
-	Window   time.Duration // what the counts cover; 0 before a window ended
+	Window time.Duration // what the counts cover; 0 before a window ended
+	// Number is the window's, counted by santad from its start: a later
+	// window's set has another (0 from a daemon of protocol version 2 to
+	// 4, which does not tell).
+	Number   uint32
 	Requests []HotRequest
 }
 
+// hotRestarts is how many times Hot starts over when santad's window ends
+// between two of its pages.
+const hotRestarts = 3
+
 // Hot reads a learning service's hot set (HOT, protocol version 2): at
-// most max requests, or as many as fit one reply if max is 0.
+// most max requests, or as many as fit one reply if max is 0. From a
+// daemon of version 5, a set larger than one reply is read in pages, all
+// of one window; from an older one, max is cut to what fits one reply.
 func (c *Client) Hot(service uint32, max int) (HotSet, error) {
 	if max < 0 || max > math.MaxUint32 {
 		return HotSet{}, fmt.Errorf("hot requests of service %d: max is %d; it must be 0 to %d", service, max, uint32(math.MaxUint32))
 	}
-	r, err := call[*protocol.HotReply](c, &protocol.Hot{ServiceID: service, Max: uint32(max)}, nil)
-	if err != nil {
-		return HotSet{}, fmt.Errorf("hot requests of service %d: %w", service, err)
+	req := &protocol.Hot{ServiceID: service, Max: uint32(max)}
+	var set HotSet
+	for restarts := 0; ; {
+		r, err := call[*protocol.HotReply](c, req, nil)
+		if err != nil {
+			return HotSet{}, fmt.Errorf("hot requests of service %d: %w", service, err)
+		}
+		if req.From > 0 && r.Window != set.Number {
+			// A new window's set replaced the one read so far.
+			if restarts++; restarts > hotRestarts {
+				return HotSet{}, fmt.Errorf("hot requests of service %d: the set changed %d times while it was read", service, restarts)
+			}
+			req.From, req.Max = 0, uint32(max)
+			continue
+		}
+		if req.From == 0 {
+			set = HotSet{Window: time.Duration(r.WindowMS) * time.Millisecond, Number: r.Window, Requests: make([]HotRequest, 0, len(r.Requests))}
+		}
+		for _, h := range r.Requests {
+			set.Requests = append(set.Requests, HotRequest(h))
+		}
+		got := len(set.Requests)
+		if c.version < protocol.Version5 || max == 0 || got >= max || got >= int(r.Total) || len(r.Requests) == 0 {
+			return set, nil
+		}
+		req.From, req.Max = uint32(got), uint32(max-got)
 	}
-	set := HotSet{Window: time.Duration(r.WindowMS) * time.Millisecond, Requests: make([]HotRequest, len(r.Requests))}
-	for i, h := range r.Requests {
-		set.Requests[i] = HotRequest(h)
-	}
-	return set, nil
 }

@@ -80,3 +80,64 @@ func TestLearningNeedsVersion2(t *testing.T) {
 		t.Errorf("after a refused LEARN: %v", err)
 	}
 }
+
+// From a daemon of version 5, Hot reads a set larger than one reply in
+// pages, and starts over when a new window's set replaced the one it was
+// reading; from a version 4 daemon it takes the one reply.
+func TestHotPages(t *testing.T) {
+	keys := []string{"a", "b", "c", "d", "e"}
+	for _, tc := range []struct {
+		name    string
+		version uint16
+		changes int // windows that end while the set is read
+		want    string
+		asks    int
+	}{
+		{"version 5", protocol.Version5, 0, "abcd", 2},
+		{"version 5, a window ends between pages", protocol.Version5, 1, "abcd", 4},
+		{"version 4", protocol.Version4, 0, "ab", 1},
+	} {
+		var mu sync.Mutex
+		window, asks, changes := uint32(1), 0, tc.changes
+		path := serve(t, func(req protocol.Body, _ []int) protocol.Body {
+			mu.Lock()
+			defer mu.Unlock()
+			switch req := req.(type) {
+			case *protocol.Hello:
+				return &protocol.HelloReply{Version: tc.version}
+			case *protocol.Hot:
+				asks++
+				if req.From > 0 && changes > 0 {
+					changes--
+					window++
+				}
+				// Two keys a page, as if no more fit.
+				from := min(int(req.From), len(keys))
+				page := keys[from:min(from+2, from+int(req.Max), len(keys))]
+				r := &protocol.HotReply{WindowMS: 1000, Window: window, Total: uint32(len(keys))}
+				for i, k := range page {
+					r.Requests = append(r.Requests, protocol.HotRequest{Passes: uint32(10*window - uint32(from+i)), Key: []byte(k)})
+				}
+				return r
+			}
+			return protocol.Errorf(syscall.EINVAL, "unexpected %v", req.Type())
+		})
+		c := dialTo(t, path)
+		hot, err := c.Hot(3, 4)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		got := ""
+		for i, r := range hot.Requests {
+			got += string(r.Key)
+			if want := 10*window - uint32(i); r.Passes != want {
+				t.Errorf("%s: %s has passes %d, want %d: pages of two windows", tc.name, r.Key, r.Passes, want)
+			}
+		}
+		mu.Lock()
+		if got != tc.want || asks != tc.asks {
+			t.Errorf("%s: Hot(4) gives %q in %d asks, want %q in %d", tc.name, got, asks, tc.want, tc.asks)
+		}
+		mu.Unlock()
+	}
+}

@@ -213,7 +213,7 @@ func (f *fakeDP) SetLearning(id model.ServiceID, l model.Learning) error {
 	return nil
 }
 
-func (f *fakeDP) Hot(id model.ServiceID, max int) (model.HotSet, error) {
+func (f *fakeDP) Hot(id model.ServiceID, from, n int) (model.HotSet, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	s := f.services[id]
@@ -224,7 +224,9 @@ func (f *fakeDP) Hot(id model.ServiceID, max int) (model.HotSet, error) {
 		return model.HotSet{}, model.ErrNotLearning
 	}
 	h := s.hot
-	h.Requests = h.Requests[:min(max, len(h.Requests))]
+	h.Total = len(h.Requests)
+	from = min(from, h.Total)
+	h.Requests = h.Requests[from:min(from+n, h.Total)]
 	return h, nil
 }
 

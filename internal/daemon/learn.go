@@ -31,9 +31,9 @@ func (s *Server) learn(sess *session, req *protocol.Learn) protocol.Body {
 }
 
 // hot answers a learning service's most passed requests of the last
-// window, as many as fit one reply, or max if fewer. Who may read them is
-// who may read the service's rule counters: they tell other clients'
-// requests.
+// window from the one at index from on, as many as fit one reply, or max
+// if fewer. Who may read them is who may read the service's rule counters:
+// they tell other clients' requests.
 func (s *Server) hot(sess *session, req *protocol.Hot) protocol.Body {
 	s.mu.Lock()
 	sv, perr := s.owned(sess, req.ServiceID)
@@ -45,11 +45,11 @@ func (s *Server) hot(sess *session, req *protocol.Hot) protocol.Body {
 	if max == 0 {
 		max = (protocol.MaxMessage - protocol.HotOverhead) / protocol.HotRequestSize(&protocol.HotRequest{})
 	}
-	set, err := s.dp.Hot(sv.ID, max)
+	set, err := s.dp.Hot(sv.ID, int(req.From), max)
 	if err != nil {
 		return dataplaneError(err)
 	}
-	r := &protocol.HotReply{WindowMS: uint32(set.Window.Milliseconds())}
+	r := &protocol.HotReply{WindowMS: uint32(set.Window.Milliseconds()), Window: set.Number, Total: uint32(set.Total)}
 	room := protocol.MaxMessage - protocol.HotOverhead
 	for _, h := range set.Requests {
 		item := protocol.HotRequest{Passes: h.Passes, Key: h.Key}

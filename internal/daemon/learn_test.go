@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"bytes"
 	"reflect"
 	"syscall"
 	"testing"
@@ -82,5 +83,41 @@ func TestLearnNeedsVersion2(t *testing.T) {
 	list := s.connectV1(t, alice).ok(&protocol.ListServices{}).(*protocol.ListServicesReply)
 	if len(list.Services) != 1 || list.Services[0].Manager != "" {
 		t.Fatalf("version 1 LIST_SERVICES gives %+v", list.Services)
+	}
+}
+
+// In version 5 HOT reads a set in pages: from an index on, each reply
+// telling the window's number and the whole set's size; a set larger
+// than one reply needs more than one.
+func TestHotPages(t *testing.T) {
+	s := newTestServer(t, nil)
+	a := s.connect(t, alice, true)
+	id := a.attach()
+	a.ok(&protocol.Learn{ServiceID: id, KeyOff: 2, Enable: true})
+	s.dp.setHot(model.ServiceID(id), model.HotSet{Window: time.Second, Number: 7, Requests: []model.HotRequest{
+		{Passes: 30, Key: []byte("www")}, {Passes: 20, Key: []byte("mail")}, {Passes: 1, Key: []byte("ftp")}}})
+	got := a.ok(&protocol.Hot{ServiceID: id, Max: 5, From: 1}).(*protocol.HotReply)
+	want := &protocol.HotReply{WindowMS: 1000, Window: 7, Total: 3, Requests: []protocol.HotRequest{{Passes: 20, Key: []byte("mail")}, {Passes: 1, Key: []byte("ftp")}}}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("HOT from 1 gives %+v, want %+v", got, want)
+	}
+	if past := a.ok(&protocol.Hot{ServiceID: id, Max: 5, From: 9}).(*protocol.HotReply); len(past.Requests) != 0 || past.Total != 3 {
+		t.Errorf("HOT past the end gives %+v", past)
+	}
+
+	// 1000 keys of 200 bytes: more than one reply holds.
+	big := make([]model.HotRequest, 1000)
+	for i := range big {
+		big[i] = model.HotRequest{Passes: uint32(1000 - i), Key: bytes.Repeat([]byte{byte(i)}, 200)}
+	}
+	s.dp.setHot(model.ServiceID(id), model.HotSet{Window: time.Second, Number: 8, Requests: big})
+	first := a.ok(&protocol.Hot{ServiceID: id, Max: 1000}).(*protocol.HotReply)
+	n := len(first.Requests)
+	if n == 0 || n >= 1000 || first.Total != 1000 {
+		t.Fatalf("the first page holds %d of %d", n, first.Total)
+	}
+	rest := a.ok(&protocol.Hot{ServiceID: id, Max: uint32(1000 - n), From: uint32(n)}).(*protocol.HotReply)
+	if len(rest.Requests) == 0 || rest.Requests[0].Passes != big[n].Passes {
+		t.Fatalf("the second page starts with %+v, want passes %d", rest.Requests[:min(1, len(rest.Requests))], big[n].Passes)
 	}
 }

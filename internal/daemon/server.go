@@ -27,7 +27,7 @@ type Dataplane interface {
 	EachRuleStats(ids []model.RuleID, out func(model.RuleID, model.RuleStats)) error
 	PathStats() (model.PathStats, error)
 	SetLearning(model.ServiceID, model.Learning) error
-	Hot(id model.ServiceID, max int) (model.HotSet, error)
+	Hot(id model.ServiceID, from, n int) (model.HotSet, error)
 	SetParser(model.ServiceID, model.Parser) error
 	Generation(id model.ServiceID, key []byte) (model.Generation, error)
 	MemcachedStats(model.ServiceID) (model.MemcachedStats, error)

@@ -30,14 +30,14 @@ func TestHello(t *testing.T) {
 		{bob, protocol.HelloReply{Version: protocol.MaxVersion, UID: 1001, GID: 100, PID: 12, QuotaRules: 7, QuotaBytes: 99}},
 		{admin, protocol.HelloReply{Version: protocol.MaxVersion, UID: 1002, GID: 100, PID: 13, Admin: true}},
 	} {
-		got := *s.connect(t, tc.peer, false).ok(&protocol.Hello{MinVersion: 1, MaxVersion: 4}).(*protocol.HelloReply)
+		got := *s.connect(t, tc.peer, false).ok(&protocol.Hello{MinVersion: 1, MaxVersion: protocol.MaxVersion}).(*protocol.HelloReply)
 		tc.want.Daemon = s.version
 		if got != tc.want {
 			t.Errorf("HELLO of %+v = %+v, want %+v", tc.peer, got, tc.want)
 		}
 	}
 	c := s.connect(t, alice, false)
-	c.refused(&protocol.Hello{MinVersion: 5, MaxVersion: 7}, syscall.EPROTONOSUPPORT, "the client speaks versions 5 to 7; santad speaks versions 1 to 4")
+	c.refused(&protocol.Hello{MinVersion: 6, MaxVersion: 8}, syscall.EPROTONOSUPPORT, "the client speaks versions 6 to 8; santad speaks versions 1 to 5")
 	c.refused(&protocol.Hello{MinVersion: 2, MaxVersion: 1}, syscall.EPROTONOSUPPORT, "the client speaks versions 2 to 1")
 	// Still open, still without HELLO: anything else now closes it.
 	c.refused(&protocol.Status{}, syscall.EPROTO, "the first request must be HELLO, not STATUS")

@@ -208,8 +208,9 @@ func (l *learner) end(id uint32) {
 	}
 }
 
-// hot is service's last hot set, its first max requests.
-func (l *learner) hot(service model.ServiceID, max int) (model.HotSet, error) {
+// hot is service's last hot set: at most n of its requests, from the one
+// at index from on.
+func (l *learner) hot(service model.ServiceID, from, n int) (model.HotSet, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	id, ok := l.bySvc[service]
@@ -217,7 +218,9 @@ func (l *learner) hot(service model.ServiceID, max int) (model.HotSet, error) {
 		return model.HotSet{}, fmt.Errorf("service %d: %w", service, model.ErrNotLearning)
 	}
 	h := l.byLearn[id].hot
-	h.Requests = slices.Clone(h.Requests[:min(max, len(h.Requests))])
+	h.Total = len(h.Requests)
+	from = min(max(from, 0), h.Total)
+	h.Requests = slices.Clone(h.Requests[from:min(from+n, h.Total)])
 	return h, nil
 }
 
@@ -449,11 +452,11 @@ func (l *learner) countPasses(hash, passes uint64, scale float64) {
 	}
 }
 
-// makeHotSets sorts each learning service's hot set, most passes first.
-// Called with l.mu held.
+// makeHotSets sorts each learning service's hot set, most passes first,
+// and numbers it with the window that just started. Called with l.mu held.
 func (l *learner) makeHotSets(window time.Duration) {
 	for _, lr := range l.byLearn {
-		lr.hot.Window = window
+		lr.hot.Window, lr.hot.Number = window, l.window
 		slices.SortFunc(lr.hot.Requests, func(a, b model.HotRequest) int {
 			if c := cmp.Compare(b.Passes, a.Passes); c != 0 {
 				return c

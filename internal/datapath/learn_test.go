@@ -214,7 +214,7 @@ func TestLearnOff(t *testing.T) {
 	}
 	xdpPasses(t, d, request(to, pkttest.DNSQuery(1, "off.example")).Bytes())
 	oneCount(t, d, 0)
-	if _, err := d.Hot(s, 10); !errors.Is(err, model.ErrNotLearning) {
+	if _, err := d.Hot(s, 0, 10); !errors.Is(err, model.ErrNotLearning) {
 		t.Errorf("Hot of a service that does not learn: %v, want ErrNotLearning", err)
 	}
 }
@@ -235,39 +235,47 @@ func TestHotWindows(t *testing.T) {
 	if err := d.learnStep(); err != nil {
 		t.Fatal(err)
 	}
-	hot, err := d.Hot(s, 10)
+	hot, err := d.Hot(s, 0, 10)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// Counted from their samples, at their second pass.
 	want := []string{"b.example:10", "a.example:5"}
-	if got := hotNames(hot); fmt.Sprint(got) != fmt.Sprint(want) || hot.Window <= 0 {
-		t.Fatalf("hot %v over %v; want %v over a window", got, hot.Window, want)
+	if got := hotNames(hot); fmt.Sprint(got) != fmt.Sprint(want) || hot.Window <= 0 || hot.Total != 2 || hot.Number == 0 {
+		t.Fatalf("hot %v over %v (window %d, total %d); want %v over a numbered window", got, hot.Window, hot.Number, hot.Total, want)
 	}
-	if top, _ := d.Hot(s, 1); len(top.Requests) != 1 {
-		t.Errorf("Hot(1) gave %d requests", len(top.Requests))
+	// Pages: the first, the second, past the end.
+	for _, p := range []struct {
+		from, n int
+		want    []string
+	}{{0, 1, want[:1]}, {1, 5, want[1:]}, {2, 5, nil}, {7, 1, nil}} {
+		page, err := d.Hot(s, p.from, p.n)
+		if got := hotNames(page); err != nil || fmt.Sprint(got) != fmt.Sprint(p.want) || page.Total != 2 || page.Number != hot.Number {
+			t.Errorf("Hot(from %d, %d) gave %v of %d in window %d (%v); want %v of 2 in window %d", p.from, p.n, got, page.Total, page.Number, err, p.want, hot.Number)
+		}
 	}
+	number := hot.Number
 	// The next window: a.example passes 9 times, smoothed to
 	// 5 + 0.3 × (9 - 5) = 6.2; b.example does not pass, and leaves.
 	send("a.example", 9)
 	if err := d.learnStep(); err != nil {
 		t.Fatal(err)
 	}
-	if hot, _ = d.Hot(s, 10); fmt.Sprint(hotNames(hot)) != "[a.example:6]" {
-		t.Fatalf("second window: %v, want [a.example:6]", hotNames(hot))
+	if hot, _ = d.Hot(s, 0, 10); fmt.Sprint(hotNames(hot)) != "[a.example:6]" || hot.Number != number+1 {
+		t.Fatalf("second window: %v in window %d, want [a.example:6] in %d", hotNames(hot), hot.Number, number+1)
 	}
 	// b.example passes again: exact again.
 	send("b.example", 4)
 	if err := d.learnStep(); err != nil {
 		t.Fatal(err)
 	}
-	if hot, _ = d.Hot(s, 10); fmt.Sprint(hotNames(hot)) != "[b.example:4]" {
+	if hot, _ = d.Hot(s, 0, 10); fmt.Sprint(hotNames(hot)) != "[b.example:4]" {
 		t.Fatalf("third window: %v, want [b.example:4]", hotNames(hot))
 	}
 	if err := d.RemoveService(s); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := d.Hot(s, 10); !errors.Is(err, model.ErrUnknownService) {
+	if _, err := d.Hot(s, 0, 10); !errors.Is(err, model.ErrUnknownService) {
 		t.Errorf("Hot of a removed service: %v", err)
 	}
 }
@@ -287,7 +295,7 @@ func TestHotForgetsIdle(t *testing.T) {
 		if err := d.learnStep(); err != nil {
 			t.Fatal(err)
 		}
-		hot, err := d.Hot(s, 10)
+		hot, err := d.Hot(s, 0, 10)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -339,7 +347,7 @@ func TestLearnCountsBudget(t *testing.T) {
 	if err := d.learnStep(); err != nil {
 		t.Fatal(err)
 	}
-	hot, err := d.Hot(s, 10)
+	hot, err := d.Hot(s, 0, 10)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -410,7 +418,7 @@ func TestLearnRealPackets(t *testing.T) {
 	if err := d.learnStep(); err != nil {
 		t.Fatal(err)
 	}
-	hot, err := d.Hot(s, 10)
+	hot, err := d.Hot(s, 0, 10)
 	if err != nil {
 		t.Fatal(err)
 	}

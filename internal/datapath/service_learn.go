@@ -16,12 +16,12 @@ func (d *Datapath) SetLearning(id model.ServiceID, l model.Learning) error {
 }
 
 // Hot is the last complete window's most passed requests of a learning
-// service, at most max, most first.
-func (d *Datapath) Hot(id model.ServiceID, max int) (model.HotSet, error) {
+// service, most first: at most n, from the one at index from on.
+func (d *Datapath) Hot(id model.ServiceID, from, n int) (model.HotSet, error) {
 	if _, err := d.store.service(id); err != nil {
 		return model.HotSet{}, err
 	}
-	return d.store.learn.hot(id, max)
+	return d.store.learn.hot(id, from, n)
 }
 
 func (st *store) setLearning(id model.ServiceID, l model.Learning) error {

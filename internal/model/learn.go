@@ -26,9 +26,14 @@ type HotRequest struct {
 }
 
 // HotSet is a service's most passed request forms of the last complete
-// window, most first.
+// window, most first: all of them, or a page (Total tells how many the
+// whole set holds).
 type HotSet struct {
-	Window   time.Duration // the window the counts cover; 0 before the first ends
+	Window time.Duration // the window the counts cover; 0 before the first ends
+	// Number is the window's, counted from santad's start: the set of a
+	// later window has another.
+	Number   uint32
+	Total    int
 	Requests []HotRequest
 }
 

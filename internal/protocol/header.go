@@ -24,9 +24,12 @@ const (
 	Version3 = 3
 	// Version4 adds MEMCACHED_STATS's filled.
 	Version4 = 4
+	// Version5 pages HOT (its request's from, its reply's window and
+	// total).
+	Version5 = 5
 
 	MinVersion = Version1 // the oldest version this side speaks
-	MaxVersion = Version4 // the newest
+	MaxVersion = Version5 // the newest
 )
 
 // le is the byte order of every integer of the protocol.

@@ -27,10 +27,13 @@ type LearnReply struct{ empty }
 func (*LearnReply) Type() Type { return TypeLearn | ReplyBit }
 
 // Hot asks for a service's most passed request forms of the last complete
-// window, at most Max (0: as many as fit one reply).
+// window, at most Max (0: as many as fit one reply), from the one at index
+// From on (version 5; 0 in earlier versions): a hot set larger than one
+// reply is read in pages.
 type Hot struct {
 	ServiceID uint32
 	Max       uint32
+	From      uint32
 }
 
 func (*Hot) Type() Type { return TypeHot }
@@ -38,6 +41,9 @@ func (*Hot) Type() Type { return TypeHot }
 func (h *Hot) fields(c codec) {
 	c.u32("service_id", &h.ServiceID)
 	c.u32("max", &h.Max)
+	if c.version() >= Version5 {
+		c.u32("from", &h.From)
+	}
 }
 
 // HotRequest is one request form: how many times it passed, and its key
@@ -56,8 +62,14 @@ func hotRequestFields(c codec, r *HotRequest) {
 const minHotRequestSize = 6
 
 // HotReply holds the forms most passed first, over a window of WindowMS.
+// In version 5 it also tells which window that was (Window, counted by
+// santad from its start; it changes when a new window's set replaces the
+// last) and how many forms the whole set holds (Total), so that a reader
+// of pages knows where the set ends and whether it changed between them.
 type HotReply struct {
 	WindowMS uint32
+	Window   uint32 // version 5
+	Total    uint32 // version 5
 	Requests []HotRequest
 }
 
@@ -65,6 +77,10 @@ func (*HotReply) Type() Type { return TypeHot | ReplyBit }
 
 func (h *HotReply) fields(c codec) {
 	c.u32("window_ms", &h.WindowMS)
+	if c.version() >= Version5 {
+		c.u32("window", &h.Window)
+		c.u32("total", &h.Total)
+	}
 	list(c, "requests", 4, 0, minHotRequestSize, &h.Requests, hotRequestFields)
 }
 
@@ -76,5 +92,6 @@ func HotRequestSize(r *HotRequest) int {
 }
 
 // HotOverhead is what a HOT reply takes besides its requests: the header,
-// window_ms and the count.
-const HotOverhead = HeaderLen + 4 + 4
+// window_ms, window and total (version 5; earlier versions' replies are 8
+// bytes shorter) and the count.
+const HotOverhead = HeaderLen + 4 + 4 + 4 + 4

@@ -134,3 +134,41 @@ func TestServiceStatsReasonsAreVersion2(t *testing.T) {
 		t.Errorf("version 1 decodes %+v, want %+v", body, want)
 	}
 }
+
+// Version 5's HOT request ends with from, its reply tells the window and
+// the set's size before the count; version 2's has none of them.
+func TestHotVersion5(t *testing.T) {
+	req := &Hot{ServiceID: 3, Max: 100, From: 5}
+	v5 := mustEncode(Version5, 7, req)
+	if got, want := v5[HeaderLen:], mustHex("03000000"+"64000000"+"05000000"); !bytes.Equal(got, want) {
+		t.Fatalf("version 5 request %x, want %x", got, want)
+	}
+	if _, body, err := Decode(v5); err != nil || !reflect.DeepEqual(body, req) {
+		t.Fatalf("version 5 request decodes to %+v (%v)", body, err)
+	}
+	reply := &HotReply{WindowMS: 1000, Window: 9, Total: 40, Requests: []HotRequest{{Passes: 9, Key: []byte("ab")}}}
+	v5 = mustEncode(Version5, 7, reply)
+	if got, want := v5[HeaderLen:], mustHex("e8030000"+"09000000"+"28000000"+"01000000"+"09000000"+"0200"+"6162"); !bytes.Equal(got, want) {
+		t.Fatalf("version 5 reply %x, want %x", got, want)
+	}
+	if _, body, err := Decode(v5); err != nil || !reflect.DeepEqual(body, reply) {
+		t.Fatalf("version 5 reply decodes to %+v (%v)", body, err)
+	}
+	if len(v5) > HotOverhead+len("ab")+minHotRequestSize {
+		t.Errorf("a version 5 reply of one 2-byte key is %d bytes; HotOverhead leaves room for %d", len(v5), HotOverhead)
+	}
+	for _, b := range []Body{req, reply} {
+		v4 := mustEncode(Version4, 7, b)
+		_, body, err := Decode(v4)
+		switch body := body.(type) {
+		case *Hot:
+			if err != nil || body.From != 0 || len(v4) != HeaderLen+8 {
+				t.Errorf("version 4 request %x decodes to %+v (%v): from must not travel", v4, body, err)
+			}
+		case *HotReply:
+			if err != nil || body.Window != 0 || body.Total != 0 || len(body.Requests) != 1 {
+				t.Errorf("version 4 reply decodes to %+v (%v): window and total must not travel", body, err)
+			}
+		}
+	}
+}
