@@ -94,6 +94,11 @@ type agent struct {
 	stats    stats
 	// rankForms is rankForms but in tests.
 	rankForms int
+
+	// The window loop's own (follow): the number of the last hot set
+	// read, and when.
+	lastHot    uint32
+	lastWindow time.Time
 }
 
 // retry is a form whose learning ran out of time on lost asks (an
@@ -173,7 +178,7 @@ func (a *agent) run(ctx context.Context) {
 	a.zonesCtx = zctx
 	var loops santadconn.Loops
 	loops.Every(ctx, time.Duration(a.cfg.Scan), a.scan)
-	loops.Every(ctx, time.Duration(a.cfg.Window), a.window)
+	loops.Every(ctx, time.Duration(a.cfg.Window)/hotPolls, a.follow)
 	loops.Every(ctx, time.Second, a.sweep)
 	if a.cfg.LogEvery > 0 {
 		loops.Every(ctx, time.Duration(a.cfg.LogEvery), func(context.Context) { a.logSummary() })

@@ -214,6 +214,43 @@ func TestAttachAndLearn(t *testing.T) {
 	}
 }
 
+// The window loop follows santad's hot sets: one window for each newly
+// numbered set, however often the loop asks; without numbers, one a
+// Window.
+func TestWindowFollowsHotSets(t *testing.T) {
+	r := newRig(t, nil)
+	r.a.scan(r.ctx)
+	r.d.setHot(1, hot(30, "www.example.com"))
+	r.d.setHot(2, hot(30, "www.example.com"))
+	follow := func(times int) uint64 {
+		before := r.a.windows
+		for range times {
+			r.a.follow(r.ctx)
+		}
+		return r.a.windows - before
+	}
+	r.d.setWindow(5)
+	if n := follow(3); n != 1 {
+		t.Fatalf("%d windows for a new set, want 1", n)
+	}
+	r.wantInstalled("www.example.com")
+	if n := follow(3); n != 0 {
+		t.Errorf("%d windows for a set read already, want 0", n)
+	}
+	r.d.setWindow(6)
+	if n := follow(3); n != 1 {
+		t.Errorf("%d windows for the next set, want 1", n)
+	}
+	r.d.setWindow(0)
+	if n := follow(3); n != 0 {
+		t.Errorf("%d windows within a Window of the last, unnumbered, want 0", n)
+	}
+	r.clock.Add(int64(r.a.cfg.Window))
+	if n := follow(3); n != 1 {
+		t.Errorf("%d windows a Window later, unnumbered, want 1", n)
+	}
+}
+
 // sortedBy is got sorted if it has the elements of want, else got.
 func sortedBy(got, want []string) []string {
 	g, w := slices.Sorted(slices.Values(got)), slices.Sorted(slices.Values(want))

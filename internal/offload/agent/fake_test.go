@@ -85,6 +85,17 @@ func (d *fakeDaemon) setHot(id uint32, reqs ...HotRequest) {
 	d.hot[id] = HotSet{Window: 1e9, Requests: reqs}
 }
 
+// setWindow numbers every hot set as santad's window n's (0: unnumbered,
+// as from a santad of protocol version 4).
+func (d *fakeDaemon) setWindow(n uint32) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for id, h := range d.hot {
+		h.Number = n
+		d.hot[id] = h
+	}
+}
+
 // end ends a service, as santa_sock_release does when its socket closes.
 func (d *fakeDaemon) end(id uint32) {
 	d.mu.Lock()
