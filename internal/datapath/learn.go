@@ -38,12 +38,17 @@ import (
 
 const (
 	learnWindow = time.Second
-	learnBudget = 4096 // samples per CPU and window
+	learnBudget = 8192 // samples per CPU and window
 	// learnCounts bounds the passed requests a CPU counts in a window:
 	// counting one costs 30-350 ns, and under overload a server's CPU
-	// passes far more requests than its socket takes. Counts are scaled
-	// up by passed / counted.
-	learnCounts       = 50000
+	// passes far more requests than its socket takes (at most 35 ms of
+	// a second, 3.5 %). Counts are scaled up by passed / counted. The
+	// counted requests are what the kernel knows of the passed ones: at
+	// 1M names, 50,000 a window (and 4096 samples) brought about 3,600
+	// new keys a window, 100,000 (and 8192) twice as many, 200,000 (and
+	// 16384) four times, at twice the worst case's cost
+	// (docs/benchmarks.md (h), "The hot set in pages").
+	learnCounts       = 100000
 	learnMinThreshold = 2       // a key's passes in a window that bring a sample, at least
 	learnMaxThreshold = 1 << 24 // and at most
 	// The ring is sized for the budget of learnRingCPUs CPUs at most, with
