@@ -42,9 +42,10 @@ type HotRequest struct {
 // complete window, most first.
 type HotSet struct {
 	Window time.Duration // what the counts cover; 0 before a window ended
-	// Number is the window's, counted by santad from its start: a later
-	// window's set has another (0 from a daemon of protocol version 2 to
-	// 4, which does not tell).
+	// Number is the window's, one more each window santad's learner
+	// steps: a later window's set has another (0 before the service's
+	// first window, and from a daemon of protocol version 2 to 4, which
+	// does not tell).
 	Number   uint32
 	Requests []HotRequest
 }

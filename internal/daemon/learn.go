@@ -41,16 +41,16 @@ func (s *Server) hot(sess *session, req *protocol.Hot) protocol.Body {
 	if perr != nil {
 		return perr
 	}
-	max := int(req.Max)
-	if max == 0 {
-		max = (protocol.MaxMessage - protocol.HotOverhead) / protocol.HotRequestSize(&protocol.HotRequest{})
+	room := protocol.MaxMessage - protocol.HotOverhead(sess.version)
+	max := room / protocol.HotRequestSize(&protocol.HotRequest{}) // as many as could fit
+	if req.Max != 0 {
+		max = min(max, int(req.Max))
 	}
 	set, err := s.dp.Hot(sv.ID, int(req.From), max)
 	if err != nil {
 		return dataplaneError(err)
 	}
 	r := &protocol.HotReply{WindowMS: uint32(set.Window.Milliseconds()), Window: set.Number, Total: uint32(set.Total)}
-	room := protocol.MaxMessage - protocol.HotOverhead
 	for _, h := range set.Requests {
 		item := protocol.HotRequest{Passes: h.Passes, Key: h.Key}
 		if room -= protocol.HotRequestSize(&item); room < 0 {

@@ -121,3 +121,21 @@ func TestHotPages(t *testing.T) {
 		t.Fatalf("the second page starts with %+v, want passes %d", rest.Requests[:min(1, len(rest.Requests))], big[n].Passes)
 	}
 }
+
+// A client of version 2 to 4 gets as many forms in a reply as before
+// version 5: its replies carry neither window nor total.
+func TestHotOlderClientsAsBefore(t *testing.T) {
+	s := newTestServer(t, nil)
+	c := s.connectV2(t, alice)
+	id := c.attach()
+	c.ok(&protocol.Learn{ServiceID: id, KeyOff: 2, Enable: true})
+	const n = (protocol.MaxMessage - protocol.HeaderLen - 8) / 8 // 2-byte keys
+	set := make([]model.HotRequest, n+5)
+	for i := range set {
+		set[i] = model.HotRequest{Passes: 1, Key: []byte{byte(i), byte(i >> 8)}}
+	}
+	s.dp.setHot(model.ServiceID(id), model.HotSet{Window: time.Second, Number: 1, Requests: set})
+	if r := c.ok(&protocol.Hot{ServiceID: id}).(*protocol.HotReply); len(r.Requests) != n {
+		t.Errorf("a version 2 HOT gives %d forms; %d fit", len(r.Requests), n)
+	}
+}

@@ -30,8 +30,8 @@ type HotRequest struct {
 // whole set holds).
 type HotSet struct {
 	Window time.Duration // the window the counts cover; 0 before the first ends
-	// Number is the window's, counted from santad's start: the set of a
-	// later window has another.
+	// Number is the window's, one more each window the learner steps: the
+	// set of a later window has another (0 before the service's first).
 	Number   uint32
 	Total    int
 	Requests []HotRequest

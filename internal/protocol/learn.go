@@ -91,7 +91,12 @@ func HotRequestSize(r *HotRequest) int {
 	return s.n
 }
 
-// HotOverhead is what a HOT reply takes besides its requests: the header,
-// window_ms, window and total (version 5; earlier versions' replies are 8
-// bytes shorter) and the count.
-const HotOverhead = HeaderLen + 4 + 4 + 4 + 4
+// HotOverhead is what a HOT reply of version v takes besides its
+// requests: the header, window_ms, window and total (version 5) and the
+// count.
+func HotOverhead(v uint16) int {
+	if v >= Version5 {
+		return HeaderLen + 4 + 4 + 4 + 4
+	}
+	return HeaderLen + 4 + 4
+}

@@ -154,8 +154,11 @@ func TestHotVersion5(t *testing.T) {
 	if _, body, err := Decode(v5); err != nil || !reflect.DeepEqual(body, reply) {
 		t.Fatalf("version 5 reply decodes to %+v (%v)", body, err)
 	}
-	if len(v5) > HotOverhead+len("ab")+minHotRequestSize {
-		t.Errorf("a version 5 reply of one 2-byte key is %d bytes; HotOverhead leaves room for %d", len(v5), HotOverhead)
+	if want := HotOverhead(Version5) + len("ab") + minHotRequestSize; len(v5) != want {
+		t.Errorf("a version 5 reply of one 2-byte key is %d bytes; HotOverhead says %d", len(v5), want)
+	}
+	if v4, want := mustEncode(Version4, 7, reply), HotOverhead(Version4)+len("ab")+minHotRequestSize; len(v4) != want {
+		t.Errorf("a version 4 reply of one 2-byte key is %d bytes; HotOverhead says %d", len(v4), want)
 	}
 	for _, b := range []Body{req, reply} {
 		v4 := mustEncode(Version4, 7, b)

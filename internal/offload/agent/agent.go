@@ -178,7 +178,7 @@ func (a *agent) run(ctx context.Context) {
 	a.zonesCtx = zctx
 	var loops santadconn.Loops
 	loops.Every(ctx, time.Duration(a.cfg.Scan), a.scan)
-	loops.Every(ctx, time.Duration(a.cfg.Window)/hotPolls, a.follow)
+	loops.Every(ctx, a.hotPoll(), a.follow)
 	loops.Every(ctx, time.Second, a.sweep)
 	if a.cfg.LogEvery > 0 {
 		loops.Every(ctx, time.Duration(a.cfg.LogEvery), func(context.Context) { a.logSummary() })

@@ -214,40 +214,59 @@ func TestAttachAndLearn(t *testing.T) {
 	}
 }
 
-// The window loop follows santad's hot sets: one window for each newly
-// numbered set, however often the loop asks; without numbers, one a
-// Window.
+// The window loop follows santad's hot sets: a window for each newly
+// numbered set, a Window at least after the last (the config's window,
+// whatever santad's); without numbers, one a Window; with a number that
+// stays, one every hotStale Windows all the same.
 func TestWindowFollowsHotSets(t *testing.T) {
-	r := newRig(t, nil)
+	r := newRig(t, func(c *Config) { c.Window = Duration(2 * time.Second) })
 	r.a.scan(r.ctx)
 	r.d.setHot(1, hot(30, "www.example.com"))
 	r.d.setHot(2, hot(30, "www.example.com"))
-	follow := func(times int) uint64 {
+	// poll runs the loop's polls over d of the clock: the windows run.
+	poll := func(d time.Duration) uint64 {
 		before := r.a.windows
-		for range times {
+		for range d / r.a.hotPoll() {
+			r.clock.Add(int64(r.a.hotPoll()))
 			r.a.follow(r.ctx)
 		}
 		return r.a.windows - before
 	}
 	r.d.setWindow(5)
-	if n := follow(3); n != 1 {
-		t.Fatalf("%d windows for a new set, want 1", n)
+	if n := poll(r.a.hotPoll()); n != 1 {
+		t.Fatalf("%d windows for the first set, want 1", n)
 	}
 	r.wantInstalled("www.example.com")
-	if n := follow(3); n != 0 {
+	if n := poll(3 * time.Second); n != 0 {
 		t.Errorf("%d windows for a set read already, want 0", n)
 	}
+	// A new set: read at once, a Window after the last; the next not
+	// before a Window since.
 	r.d.setWindow(6)
-	if n := follow(3); n != 1 {
+	if n := poll(r.a.hotPoll()); n != 1 {
 		t.Errorf("%d windows for the next set, want 1", n)
 	}
-	r.d.setWindow(0)
-	if n := follow(3); n != 0 {
-		t.Errorf("%d windows within a Window of the last, unnumbered, want 0", n)
+	r.d.setWindow(7)
+	if n := poll(time.Second); n != 0 {
+		t.Errorf("%d windows within a Window of the last, want 0", n)
 	}
-	r.clock.Add(int64(r.a.cfg.Window))
-	if n := follow(3); n != 1 {
-		t.Errorf("%d windows a Window later, unnumbered, want 1", n)
+	if n := poll(time.Second); n != 1 {
+		t.Errorf("%d windows a Window after the last, want 1", n)
+	}
+	// One service tells no number (its socket closed): the next is asked.
+	r.d.end(2)
+	r.d.setWindow(8)
+	if n := poll(2 * time.Second); n != 1 {
+		t.Errorf("%d windows for set 8 with one service gone, want 1", n)
+	}
+	// A number that stays: a window every hotStale Windows all the same.
+	if n := poll(hotStale * 2 * time.Second); n != 1 {
+		t.Errorf("%d windows in %d Windows of one number, want 1", n, hotStale)
+	}
+	// No number: a window every Window.
+	r.d.setWindow(0)
+	if n := poll(4 * time.Second); n != 2 {
+		t.Errorf("%d windows in 2 Windows without numbers, want 2", n)
 	}
 }
 
