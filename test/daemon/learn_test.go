@@ -1,11 +1,13 @@
 package daemon
 
 import (
+	"bytes"
 	"fmt"
 	"testing"
 	"time"
 
 	"github.com/santa-offload/santa/client"
+	"github.com/santa-offload/santa/internal/protocol"
 	"github.com/santa-offload/santa/internal/santadtest"
 	"github.com/santa-offload/santa/rule"
 )
@@ -71,4 +73,54 @@ func waitHot(t *testing.T, c *client.Client, service uint32) string {
 		}
 	}
 	return "nothing"
+}
+
+// A hot set larger than one HOT reply is read whole, in pages of one
+// window (protocol version 5): 1500 keys of 200 bytes, about 630 to a
+// reply. Each key passes three times: its second brings its sample, its
+// third counts.
+func TestLearnHotPages(t *testing.T) {
+	e := newEnv(t, "p", "")
+	c, _, svc := e.attachedUDP(t)
+	if err := c.SetLearning(svc.ServiceID, client.Learning{KeyOffset: 2, Enabled: true}); err != nil {
+		t.Fatal(err)
+	}
+	const keys, keyLen = 1500, 200
+	onePage := (protocol.MaxMessage - protocol.HotOverhead(protocol.Version5)) / (6 + keyLen)
+	q := e.dialUDP(t, svc.Port)
+	// A batch that straddles the end of a window may leave too few keys in
+	// either: then the next batch is looked for, at most three.
+	for try := range 3 {
+		for range 3 {
+			for i := range keys {
+				key := fmt.Appendf(nil, "%d-%04d-", try, i)
+				key = append(key, bytes.Repeat([]byte{'x'}, keyLen-len(key))...)
+				if _, err := q.Write(append([]byte{0, 0}, key...)); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+			set, err := c.Hot(svc.ServiceID, 2*keys)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(set.Requests) <= onePage {
+				continue
+			}
+			seen := map[string]bool{}
+			for _, r := range set.Requests {
+				if len(r.Key) != keyLen || seen[string(r.Key)] {
+					t.Fatalf("a key of %d bytes, or twice: %q", len(r.Key), r.Key[:min(len(r.Key), 12)])
+				}
+				seen[string(r.Key)] = true
+			}
+			if set.Number == 0 {
+				t.Fatalf("%d forms of window 0", len(set.Requests))
+			}
+			t.Logf("batch %d: %d forms of window %d, %d to a reply", try, len(set.Requests), set.Number, onePage)
+			return
+		}
+	}
+	t.Fatalf("no window's hot set held more than one reply's %d forms", onePage)
 }
