@@ -196,7 +196,7 @@ func (c *conn) recv() protocol.Body {
 func (c *conn) recvSeq() (uint32, protocol.Body) {
 	c.t.Helper()
 	buf := make([]byte, protocol.MaxMessage)
-	n, _, _, _, err := unix.Recvmsg(c.fd, buf, nil, 0)
+	n, err := c.read(buf)
 	if err != nil {
 		c.t.Fatalf("reading a reply: %v", err)
 	}
@@ -253,11 +253,23 @@ func (c *conn) refused(req protocol.Body, code syscall.Errno, want string, fds .
 	return e
 }
 
+// read reads one message, again when a signal interrupted the wait: with
+// a receive timeout (SO_RCVTIMEO) a read is not restarted, and the Go
+// runtime's preemption signals interrupt it (CI saw EINTR).
+func (c *conn) read(buf []byte) (int, error) {
+	for {
+		n, _, _, _, err := unix.Recvmsg(c.fd, buf, nil, 0)
+		if err != unix.EINTR {
+			return n, err
+		}
+	}
+}
+
 // closed checks that the server closed the connection.
 func (c *conn) closed() {
 	c.t.Helper()
 	buf := make([]byte, 16)
-	n, err := unix.Read(c.fd, buf)
+	n, err := c.read(buf)
 	if n != 0 || err != nil {
 		c.t.Fatalf("connection still open: read %d bytes, %v", n, err)
 	}
