@@ -117,11 +117,12 @@ type learner struct {
 	done    chan struct{}
 }
 
-// learning is one service's: its last hot set (its candidates are those
-// of byHash that point to it).
+// learning is one service's: its last hot set, and the next while a step
+// makes it (its candidates are those of byHash that point to it).
 type learning struct {
 	service model.ServiceID
 	hot     model.HotSet
+	next    []model.HotRequest
 }
 
 // candidate is a key a sample brought, watched under its hash.
@@ -391,7 +392,7 @@ func (l *learner) unwatch(hashes []uint64) error {
 // with l.mu held.
 func (l *learner) readCounts(scale float64) error {
 	for _, lr := range l.byLearn {
-		lr.hot = model.HotSet{}
+		lr.next = nil
 	}
 	var cursor ebpf.MapBatchCursor
 	for {
@@ -453,21 +454,23 @@ func (l *learner) countPasses(hash, passes uint64, scale float64) {
 		c.rate = rate.Smooth(c.rate, n)
 	}
 	if r := math.Round(c.rate); r >= 1 {
-		c.of.hot.Requests = append(c.of.hot.Requests, model.HotRequest{Passes: uint32(min(r, 1<<32-1)), Key: []byte(c.key)})
+		c.of.next = append(c.of.next, model.HotRequest{Passes: uint32(min(r, 1<<32-1)), Key: []byte(c.key)})
 	}
 }
 
-// makeHotSets sorts each learning service's hot set, most passes first,
-// and numbers it with the window that just started. Called with l.mu held.
+// makeHotSets makes each learning service's next hot set its hot set:
+// sorted, most passes first, and numbered with the window that just
+// started. A step that failed before leaves the last one whole, with its
+// number. Called with l.mu held.
 func (l *learner) makeHotSets(window time.Duration) {
 	for _, lr := range l.byLearn {
-		lr.hot.Window, lr.hot.Number = window, l.window
-		slices.SortFunc(lr.hot.Requests, func(a, b model.HotRequest) int {
+		slices.SortFunc(lr.next, func(a, b model.HotRequest) int {
 			if c := cmp.Compare(b.Passes, a.Passes); c != 0 {
 				return c
 			}
 			return bytes.Compare(a.Key, b.Key)
 		})
+		lr.hot, lr.next = model.HotSet{Window: window, Number: l.window, Requests: lr.next}, nil
 	}
 }
 

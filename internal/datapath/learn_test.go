@@ -280,6 +280,41 @@ func TestHotWindows(t *testing.T) {
 	}
 }
 
+// A step that fails while it reads the counts leaves the last hot set
+// whole, with its number: a reader never sees half a set.
+func TestHotSetWholeAfterAFailedStep(t *testing.T) {
+	d := openTest(t)
+	s, to := learningService(t, d)
+	for i := range 5 {
+		xdpPasses(t, d, request(to, pkttest.DNSQuery(uint16(i), "a.example")).Bytes())
+	}
+	if err := d.learnStep(); err != nil {
+		t.Fatal(err)
+	}
+	before, err := d.Hot(s, 0, 10)
+	if err != nil || len(before.Requests) != 1 {
+		t.Fatalf("hot %v (%v); want a.example", hotNames(before), err)
+	}
+	// The watched counts cannot be read: a closed copy of the map.
+	l := d.store.learn
+	closed, err := l.objs.LearnWatch.Clone()
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed.Close()
+	watch := l.objs.LearnWatch
+	l.objs.LearnWatch = closed
+	err = d.learnStep()
+	l.objs.LearnWatch = watch
+	if err == nil {
+		t.Fatal("a step without its counts did not fail")
+	}
+	after, err := d.Hot(s, 0, 10)
+	if err != nil || fmt.Sprint(hotNames(after)) != fmt.Sprint(hotNames(before)) || after.Number != before.Number || after.Window != before.Window {
+		t.Errorf("after a failed step: %v of window %d (%v); want the last set, %v of window %d", hotNames(after), after.Number, err, hotNames(before), before.Number)
+	}
+}
+
 // A candidate idle for learnIdleWindows is no longer watched; when it
 // passes the threshold's times in a window again, it is a candidate again.
 func TestHotForgetsIdle(t *testing.T) {
