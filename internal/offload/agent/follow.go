@@ -21,14 +21,12 @@ func (a *agent) follow(ctx context.Context) {
 	window := time.Duration(a.cfg.Window)
 	// Half a poll early is on time: the polls' ticks and santad's steps
 	// drift against each other.
-	due := window - a.hotPoll()/2
 	since := a.now().Sub(a.lastWindow)
-	n, numbered := a.hotNumber()
-	switch {
-	case since >= hotStale*window:
-	case since < due:
+	if since < window-a.hotPoll()/2 {
 		return
-	case numbered && n == a.lastHot:
+	}
+	n, numbered := a.hotNumber()
+	if numbered && n == a.lastHot && since < hotStale*window {
 		return
 	}
 	if numbered {
