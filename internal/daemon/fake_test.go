@@ -223,11 +223,7 @@ func (f *fakeDP) Hot(id model.ServiceID, from, n int) (model.HotSet, error) {
 	case !s.learning.Enabled:
 		return model.HotSet{}, model.ErrNotLearning
 	}
-	h := s.hot
-	h.Total = len(h.Requests)
-	from = min(from, h.Total)
-	h.Requests = h.Requests[from:min(from+n, h.Total)]
-	return h, nil
+	return s.hot.Page(from, n), nil
 }
 
 // learningOf is what the fake data plane learns of a service.

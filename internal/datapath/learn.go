@@ -223,10 +223,8 @@ func (l *learner) hot(service model.ServiceID, from, n int) (model.HotSet, error
 	if !ok {
 		return model.HotSet{}, fmt.Errorf("service %d: %w", service, model.ErrNotLearning)
 	}
-	h := l.byLearn[id].hot
-	h.Total = len(h.Requests)
-	from = min(max(from, 0), h.Total)
-	h.Requests = slices.Clone(h.Requests[from:min(from+n, h.Total)])
+	h := l.byLearn[id].hot.Page(from, n)
+	h.Requests = slices.Clone(h.Requests)
 	return h, nil
 }
 

@@ -37,6 +37,15 @@ type HotSet struct {
 	Requests []HotRequest
 }
 
+// Page is h with at most n of its requests, from the one at index from
+// on, and Total the whole set's size. Its requests are h's, not a copy.
+func (h HotSet) Page(from, n int) HotSet {
+	h.Total = len(h.Requests)
+	from = min(max(from, 0), h.Total)
+	h.Requests = h.Requests[from:min(from+max(n, 0), h.Total)]
+	return h
+}
+
 // Learning's limits: a key longer than MaxLearnKey is not counted, and
 // KeyOffset is at most MaxLearnOffset (santa_abi.h's SANTA_LEARN_MAX_KEY
 // and SANTA_LEARN_MAX_OFF, checked by internal/datapath's
