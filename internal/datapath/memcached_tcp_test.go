@@ -87,16 +87,19 @@ func startMcTCPIn(t testing.TB, cgroup string) *mcTCP {
 		m.proc.Kill()
 		cmd.Wait()
 	})
+	// memcached binds its UDP socket after it listens on TCP: wait for
+	// both (CI once found no UDP socket right after the listener).
+	at := netip.MustParseAddr("127.0.0.1")
 	if !eventually(5*time.Second, 20*time.Millisecond, func() bool {
 		c, err := net.Dial("tcp", m.addr)
 		if err == nil {
 			c.Close()
 		}
-		return err == nil
+		udp, _ := procsock.BoundUDP("", port, at)
+		return err == nil && len(udp) == 1
 	}) {
-		t.Fatal("memcached did not listen")
+		t.Fatal("memcached did not listen on TCP and UDP")
 	}
-	at := netip.MustParseAddr("127.0.0.1")
 	listeners, err := procsock.ListeningTCP("", port, at)
 	if err != nil || len(listeners) != 1 {
 		t.Fatalf("memcached's listener: %v %v", listeners, err)
