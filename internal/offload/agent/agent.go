@@ -222,24 +222,37 @@ func (a *agent) detachAll() {
 // the reply (transaction id 0) if every reply is safe and all are the
 // same. A lost ask is asked again (askUDP).
 func (a *agent) askStable(ctx context.Context, dst netip.AddrPort, query []byte, n int) ([]byte, *dnsmsg.Message, error) {
-	var first []byte
-	var m *dnsmsg.Message
-	for i := range n {
+	r, err := a.askUDP(ctx, dst, query)
+	if err != nil {
+		return nil, nil, err
+	}
+	r, m, err := checkReply(query, r)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := a.askAgain(ctx, dst, query, r, 2, n); err != nil {
+		return nil, nil, err
+	}
+	return r, m, nil
+}
+
+// askAgain asks query again for asks from..n (numbered from 1), each
+// reply safe and the same as first.
+func (a *agent) askAgain(ctx context.Context, dst netip.AddrPort, query, first []byte, from, n int) error {
+	for i := from; i <= n; i++ {
 		r, err := a.askUDP(ctx, dst, query)
 		if err != nil {
-			return nil, nil, err
+			return err
 		}
-		r, rm, err := checkReply(query, r)
+		r, _, err = checkReply(query, r)
 		if err != nil {
-			return nil, nil, err
+			return err
 		}
-		if i == 0 {
-			first, m = r, rm
-		} else if string(r) != string(first) {
-			return nil, nil, &dnsmsg.Skip{Reason: dnsmsg.Unstable, Detail: fmt.Sprintf("ask %d got another reply than ask 1", i+1)}
+		if string(r) != string(first) {
+			return &dnsmsg.Skip{Reason: dnsmsg.Unstable, Detail: fmt.Sprintf("ask %d got another reply than ask 1", i)}
 		}
 	}
-	return first, m, nil
+	return nil
 }
 
 // askUDP asks query over UDP, and again each time no reply came within

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -466,6 +467,28 @@ func TestZoneChangeOneBatchPerService(t *testing.T) {
 		t.Fatalf("batches %q; want %q", got, want)
 	}
 	r.wantInstalled("alias.example.com", "mail.example.com", "www.example.com")
+}
+
+// A re-check asks a form whose reply is unchanged once, and one whose
+// reply changed asks times in all, as learning would.
+func TestRecheckAsksUnchangedOnce(t *testing.T) {
+	r := newRig(t, func(c *Config) { c.Asks = 3 })
+	r.installAll()
+	asked := len(r.srv.Asked())
+	r.srv.SetZone(exampleZone(2, 99)) // www changed; mail and the alias did not
+	r.a.pollOnce(r.ctx, r.zone("example.com"))
+	counts := map[string]int{}
+	for _, name := range r.srv.Asked()[asked:] {
+		counts[name]++
+	}
+	want := map[string]int{"www.example.com.": 3, "mail.example.com.": 1, "alias.example.com.": 1, "example.com.": counts["example.com."]}
+	if !maps.Equal(counts, want) {
+		t.Fatalf("asked %v; want %v (and the SOA)", counts, want)
+	}
+	r.wantInstalled("alias.example.com", "mail.example.com", "www.example.com")
+	if r.a.stats.replaced != 1 {
+		t.Fatalf("replaced %d; want 1", r.a.stats.replaced)
+	}
 }
 
 func TestZoneChangeDeletesWhatCannotBeRechecked(t *testing.T) {
