@@ -6,6 +6,7 @@
 package agent
 
 import (
+	"container/list"
 	"context"
 	"errors"
 	"fmt"
@@ -92,6 +93,12 @@ type agent struct {
 	retries  map[skipKey]*retry    // forms whose learning ran out of time
 	windows  uint64                // windows started
 	stats    stats
+	// line is the offloaded forms in the order of their last checks,
+	// oldest first: the sweep's order, kept as forms are checked rather
+	// than sorted each second (100,000 forms sorted a second were 2 % of
+	// the server's core, docs/benchmarks.md (h)). A form joins when
+	// installed, its learning asked at most a window before.
+	line list.List
 	// rankForms is rankForms but in tests.
 	rankForms int
 
@@ -148,6 +155,7 @@ type form struct {
 	rate      float64   // requests per second, last window
 	installed time.Time // when first installed
 	checked   time.Time // when last asked
+	inLine    *list.Element
 }
 
 type skipKey struct {

@@ -150,11 +150,31 @@ func (r *rig) wantInstalled(names ...string) {
 
 // wantConsistent checks that the agent's record of rule ids is santad's:
 // every service has exactly the rules the agent noted, each of the form
-// noted, and the group has exactly those forms.
+// noted, and the group has exactly those forms; and that the sweep's line
+// has every form once, oldest check first.
 func (r *rig) wantConsistent() {
 	r.t.Helper()
 	r.a.mu.Lock()
 	defer r.a.mu.Unlock()
+	inLine := 0
+	var last time.Time
+	for f := range r.a.inLine() {
+		if r.a.groups[f.group.local] != f.group || f.group.forms[f.key] != f {
+			r.t.Fatalf("the sweep's line has %q, which the agent dropped", f.key)
+		}
+		if f.checked.Before(last) {
+			r.t.Fatalf("the sweep's line has %q, checked at %v, after a form checked at %v", f.key, f.checked, last)
+		}
+		last = f.checked
+		inLine++
+	}
+	forms := 0
+	for _, g := range r.a.groups {
+		forms += len(g.forms)
+	}
+	if inLine != forms {
+		r.t.Fatalf("the sweep's line has %d forms; the agent has %d", inLine, forms)
+	}
 	r.d.mu.Lock()
 	defer r.d.mu.Unlock()
 	for id, sv := range r.a.services {

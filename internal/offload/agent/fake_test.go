@@ -215,20 +215,20 @@ func (c *fakeConn) Hot(id uint32, max int) (HotSet, error) {
 }
 
 func (c *fakeConn) Rules(id uint32) iter.Seq2[client.RuleEntry, error] {
-	return list(c, id, func(s *fakeService, rid uint32) client.RuleEntry {
+	return eachRule(c, id, func(s *fakeService, rid uint32) client.RuleEntry {
 		return client.RuleEntry{RuleID: rid, Rule: s.rules[rid]}
 	})
 }
 
 func (c *fakeConn) RuleStats(id uint32) iter.Seq2[client.RuleCounters, error] {
-	return list(c, id, func(s *fakeService, rid uint32) client.RuleCounters {
+	return eachRule(c, id, func(s *fakeService, rid uint32) client.RuleCounters {
 		return client.RuleCounters{RuleID: rid, Hits: s.hits[rid]}
 	})
 }
 
-// list yields item(rule) of each rule of a service, by rising id, as the
+// eachRule yields item(rule) of each rule of a service, by rising id, as the
 // client's paged lists do.
-func list[T any](c *fakeConn, id uint32, item func(*fakeService, uint32) T) iter.Seq2[T, error] {
+func eachRule[T any](c *fakeConn, id uint32, item func(*fakeService, uint32) T) iter.Seq2[T, error] {
 	return func(yield func(T, error) bool) {
 		var none T
 		d, err := c.lock()

@@ -292,6 +292,7 @@ func (a *agent) install(g *group, ls []*learned) {
 		f.installed = now
 		f.rate = g.learning[f.key]
 		g.forms[f.key] = f
+		f.inLine = a.line.PushBack(f)
 		delete(a.retries, skipKey{g.local, f.key})
 		for _, z := range f.zones {
 			a.watch(z, f)
@@ -348,6 +349,7 @@ func (a *agent) dropForm(f *form, cause string) {
 		return // dropped already
 	}
 	delete(f.group.forms, f.key)
+	a.line.Remove(f.inLine)
 	for _, z := range f.zones {
 		delete(z.forms, f)
 	}

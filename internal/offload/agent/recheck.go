@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"errors"
+	"iter"
 	"slices"
 	"time"
 
@@ -108,7 +109,7 @@ func (a *agent) apply(checks []check, cause string) {
 			deleted = append(deleted, f)
 		case !a.current(f, c.seq):
 		case string(c.reply) == string(f.reply):
-			f.checked = now
+			a.checkedAt(f, now)
 		default:
 			updates = append(updates, update{f, c.reply, c.seq})
 		}
@@ -155,7 +156,8 @@ func (a *agent) apply(checks []check, cause string) {
 		updates = nil
 	}
 	for _, u := range updates {
-		u.f.reply, u.f.seq, u.f.checked = u.reply, u.seq, now
+		u.f.reply, u.f.seq = u.reply, u.seq
+		a.checkedAt(u.f, now)
 		a.stats.replaced++
 	}
 	a.deleteForms(deleted, cause)
@@ -210,20 +212,13 @@ func (a *agent) commit(sv *service, replace []client.RuleEntry, del []uint32) er
 // deleted.
 func (a *agent) sweep(ctx context.Context) {
 	a.mu.Lock()
-	var all []*form
-	for _, g := range a.groups {
-		for _, f := range g.forms {
-			all = append(all, f)
-		}
-	}
-	slices.SortFunc(all, func(x, y *form) int { return x.checked.Compare(y.checked) })
-	n := sweepDue(all, a.now(), time.Duration(a.cfg.Sweep))
+	due := a.dueForSweep(a.now(), time.Duration(a.cfg.Sweep))
 	a.mu.Unlock()
-	if n == 0 {
+	if len(due) == 0 {
 		return
 	}
 	sctx, cancel := context.WithTimeout(ctx, time.Second)
-	checks := a.recheck(sctx, all[:n])
+	checks := a.recheck(sctx, due)
 	cancel()
 	if ctx.Err() != nil {
 		return
@@ -251,15 +246,49 @@ func (a *agent) sweep(ctx context.Context) {
 // turn sweep old: at most twice the steady rate. The last sweep to
 // include a form may start when it has less than a second left; its asks
 // take that second.
-func sweepDue(forms []*form, now time.Time, sweep time.Duration) int {
-	rate, due := 0, 0
-	for i, f := range forms {
+func sweepDue(forms iter.Seq[*form], now time.Time, sweep time.Duration) int {
+	rate, due, i := 0, 0, 0
+	for f := range forms {
 		left := f.checked.Add(sweep).Sub(now)
 		if left <= sweep/2 {
 			due = i + 1
 		}
 		seconds := max(1, int((left+time.Second-1)/time.Second))
 		rate = max(rate, (i+1+seconds-1)/seconds)
+		i++
 	}
 	return min(rate, due)
+}
+
+// dueForSweep is the forms a second's sweep re-checks (sweepDue), from
+// the line. Called with a.mu held.
+func (a *agent) dueForSweep(now time.Time, sweep time.Duration) []*form {
+	n := sweepDue(a.inLine(), now, sweep)
+	due := make([]*form, 0, n)
+	for f := range a.inLine() {
+		if len(due) == n {
+			break
+		}
+		due = append(due, f)
+	}
+	return due
+}
+
+// inLine is the forms of the line, oldest check first. Called with a.mu
+// held.
+func (a *agent) inLine() iter.Seq[*form] {
+	return func(yield func(*form) bool) {
+		for e := a.line.Front(); e != nil; e = e.Next() {
+			if !yield(e.Value.(*form)) {
+				return
+			}
+		}
+	}
+}
+
+// checkedAt notes that f was checked at t: it goes to the end of the
+// line. Called with a.mu held.
+func (a *agent) checkedAt(f *form, t time.Time) {
+	f.checked = t
+	a.line.MoveToBack(f.inLine)
 }

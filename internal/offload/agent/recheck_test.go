@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"slices"
 	"testing"
 	"time"
 )
@@ -8,7 +9,7 @@ import (
 func TestSweepDue(t *testing.T) {
 	now := time.Unix(1e9, 0)
 	const sweep = 30 * time.Second
-	// forms checked ages ago, oldest first, as sweep sorts them.
+	// forms checked ages ago, oldest first, as in the sweep's line.
 	forms := func(ages ...time.Duration) []*form {
 		var fs []*form
 		for _, a := range ages {
@@ -50,7 +51,7 @@ func TestSweepDue(t *testing.T) {
 		// Forms a sweep old or older (not reached before): all of them now.
 		{"overdue", append(burst(7, 40*time.Second), spread(10, 5*time.Second)...), 7},
 	} {
-		if got := sweepDue(tc.forms, now, sweep); got != tc.want {
+		if got := sweepDue(slices.Values(tc.forms), now, sweep); got != tc.want {
 			t.Errorf("%s: %d due; want %d", tc.name, got, tc.want)
 		}
 	}
