@@ -155,6 +155,7 @@ type form struct {
 	rate      float64   // requests per second, last window
 	installed time.Time // when first installed
 	checked   time.Time // when last asked
+	hits      uint64    // its rules' hits read since the last ranking
 	inLine    *list.Element
 }
 

@@ -83,8 +83,7 @@ func (a *agent) choose(g *group) []string {
 		a.expireSkips(now)
 		return learn
 	}
-	hits, ok := a.readHits(g)
-	if !ok {
+	if !a.readHits(g) {
 		return nil
 	}
 	elapsed := now.Sub(g.ranked)
@@ -104,8 +103,9 @@ func (a *agent) choose(g *group) []string {
 			span = since
 		}
 		if !first && span > 0 {
-			r += float64(hits[f]) / span.Seconds()
+			r += float64(f.hits) / span.Seconds()
 		}
+		f.hits = 0
 		// A form installed during the last window has not had a whole
 		// window of hits: it keeps the rate that chose it. Others are
 		// smoothed as santad smooths the passes.
@@ -168,24 +168,26 @@ func (a *agent) readHot(g *group) (passes map[string]float64, window float64, ok
 	return passes, window, true
 }
 
-// readHits reads the hits of the group's rules since they were last read,
-// summed over its sockets. Called with a.mu held.
-func (a *agent) readHits(g *group) (map[*form]uint64, bool) {
-	hits := map[*form]uint64{}
+// readHits adds to each form's hits those of its rules since they were
+// last read, over the group's sockets. Called with a.mu held.
+func (a *agent) readHits(g *group) bool {
 	for _, sv := range g.services {
 		err := santadconn.HitDeltas(a.sd.RuleStats(sv.id), sv.hits, func(rule uint32, n uint64) bool {
 			f := sv.byRule[rule]
 			if f != nil {
-				hits[f] += n
+				f.hits += n
 			}
 			return f != nil
 		})
 		if err != nil {
 			a.failed("reading rule stats", err)
-			return nil, false
+			for _, f := range g.forms {
+				f.hits = 0 // a ranking's hits are all its span's, or none
+			}
+			return false
 		}
 	}
-	return hits, true
+	return true
 }
 
 // newcomers are the passed forms not offloaded, being learned or skipped
