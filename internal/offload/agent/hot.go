@@ -3,6 +3,7 @@ package agent
 import (
 	"cmp"
 	"context"
+	"math/rand/v2"
 	"slices"
 	"time"
 
@@ -75,8 +76,9 @@ func (a *agent) choose(g *group) []string {
 	var learn []string
 	if !g.ranked.IsZero() && g.windows-g.rankedAt < a.rankEvery(len(g.forms)) {
 		// Admitted: the best newcomers, into the room below MaxRules.
-		slices.SortFunc(newcomers, byScore)
-		for _, c := range newcomers[:min(len(newcomers), max(0, a.cfg.MaxRules-len(g.forms)))] {
+		admitted := selectBest(newcomers, max(0, a.cfg.MaxRules-len(g.forms)), byScore)
+		slices.SortFunc(admitted, byScore)
+		for _, c := range admitted {
 			learn = append(learn, c.key)
 			g.learning[c.key] = c.rate
 		}
@@ -117,21 +119,62 @@ func (a *agent) choose(g *group) []string {
 		f.rate = r
 		cands = append(cands, candidate{key: key, f: f, score: r * boost})
 	}
-	slices.SortFunc(cands, byScore)
+	top := selectBest(cands, a.cfg.MaxRules, byScore)
 	a.log.Debug("hot set", "group", g.local, "passed", len(passes), "candidates", len(cands))
 	var cold []*form
-	for i, c := range cands {
-		switch {
-		case c.f != nil && i >= a.cfg.MaxRules:
+	for _, c := range cands[len(top):] {
+		if c.f != nil {
 			cold = append(cold, c.f)
-		case c.f == nil && i < a.cfg.MaxRules:
-			learn = append(learn, c.key)
-			g.learning[c.key] = c.rate
 		}
+	}
+	top = slices.DeleteFunc(top, func(c candidate) bool { return c.f != nil })
+	slices.SortFunc(top, byScore)
+	for _, c := range top {
+		learn = append(learn, c.key)
+		g.learning[c.key] = c.rate
 	}
 	a.deleteForms(cold, "cold")
 	a.expireSkips(now)
 	return learn
+}
+
+// selectBest reorders s so that its first k elements are the best k by
+// cmp (least first), in no particular order, and returns them: a ranking
+// needs which candidates are in the top set, not the order of all of
+// them, and sorting 120,000 candidates every ranking was 1.5 % of the
+// server's core at 1M names (docs/benchmarks.md (h)). Quickselect with a
+// three-way partition (many candidates share a score): expected time
+// linear in len(s).
+func selectBest[E any](s []E, k int, cmp func(x, y E) int) []E {
+	k = min(max(k, 0), len(s))
+	lo, hi := 0, len(s) // the k-th least lies in s[lo:hi]
+	for lo < k && k < hi {
+		p := s[lo+rand.IntN(hi-lo)]
+		// s[lo:lt] is less than p, s[lt:i] the same, s[gt:hi] more.
+		lt, i, gt := lo, lo, hi
+		for i < gt {
+			switch c := cmp(s[i], p); {
+			case c < 0:
+				s[lt], s[i] = s[i], s[lt]
+				lt++
+				i++
+			case c > 0:
+				gt--
+				s[i], s[gt] = s[gt], s[i]
+			default:
+				i++
+			}
+		}
+		switch {
+		case k < lt:
+			hi = lt
+		case k > gt:
+			lo = gt
+		default:
+			return s[:k]
+		}
+	}
+	return s[:k]
 }
 
 // rankForms is how many offloaded forms of a group one window ranks: with
