@@ -102,10 +102,8 @@ type agent struct {
 	// rankForms is rankForms but in tests.
 	rankForms int
 
-	// The window loop's own (follow): the number of the last hot set
-	// read, and when.
-	lastHot    uint32
-	lastWindow time.Time
+	// follower times the windows: the window loop's own.
+	follower *santadconn.Follower
 }
 
 // retry is a form whose learning ran out of time on lost asks (an
@@ -168,7 +166,7 @@ func newAgent(cfg Config, f server.Scanner, take func(server.Socket) (int, error
 	a := &agent{cfg: cfg, log: cfg.Log, finder: f, take: take, probe: p, polls: polls, now: time.Now,
 		sockets: map[uint64]*service{}, services: map[uint32]*service{}, groups: map[netip.AddrPort]*group{},
 		zones: map[zoneKey]*zone{}, skipped: map[skipKey]time.Time{}, retries: map[skipKey]*retry{}, stats: newStats(),
-		rankForms: rankForms}
+		rankForms: rankForms, follower: santadconn.NewFollower(time.Duration(cfg.Window))}
 	if a.log == nil {
 		a.log = slog.New(slog.DiscardHandler)
 	}
@@ -187,7 +185,7 @@ func (a *agent) run(ctx context.Context) {
 	a.zonesCtx = zctx
 	var loops santadconn.Loops
 	loops.Every(ctx, time.Duration(a.cfg.Scan), a.scan)
-	loops.Every(ctx, a.hotPoll(), a.follow)
+	loops.Every(ctx, a.follower.Poll(), a.follow)
 	loops.Every(ctx, time.Second, a.sweep)
 	if a.cfg.LogEvery > 0 {
 		loops.Every(ctx, time.Duration(a.cfg.LogEvery), func(context.Context) { a.logSummary() })

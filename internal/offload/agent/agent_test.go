@@ -20,6 +20,7 @@ import (
 	"github.com/santa-offload/santa/internal/offload/dnsmsg"
 	. "github.com/santa-offload/santa/internal/offload/dnsmsg/dnstest"
 	"github.com/santa-offload/santa/internal/offload/probe"
+	"github.com/santa-offload/santa/internal/offload/santadconn"
 	"github.com/santa-offload/santa/internal/offload/server"
 	"github.com/santa-offload/santa/internal/offload/server/servertest"
 	"github.com/santa-offload/santa/rule"
@@ -238,7 +239,7 @@ func TestAttachAndLearn(t *testing.T) {
 // The window loop follows santad's hot sets: a window for each newly
 // numbered set, a Window at least after the last (the config's window,
 // whatever santad's); without numbers, one a Window; with a number that
-// stays, one every hotStale Windows all the same.
+// stays, one every santadconn.Stale Windows all the same.
 func TestWindowFollowsHotSets(t *testing.T) {
 	r := newRig(t, func(c *Config) { c.Window = Duration(2 * time.Second) })
 	r.a.scan(r.ctx)
@@ -247,14 +248,14 @@ func TestWindowFollowsHotSets(t *testing.T) {
 	// poll runs the loop's polls over d of the clock: the windows run.
 	poll := func(d time.Duration) uint64 {
 		before := r.a.windows
-		for range d / r.a.hotPoll() {
-			r.clock.Add(int64(r.a.hotPoll()))
+		for range d / r.a.follower.Poll() {
+			r.clock.Add(int64(r.a.follower.Poll()))
 			r.a.follow(r.ctx)
 		}
 		return r.a.windows - before
 	}
 	r.d.setWindow(5)
-	if n := poll(r.a.hotPoll()); n != 1 {
+	if n := poll(r.a.follower.Poll()); n != 1 {
 		t.Fatalf("%d windows for the first set, want 1", n)
 	}
 	r.wantInstalled("www.example.com")
@@ -264,7 +265,7 @@ func TestWindowFollowsHotSets(t *testing.T) {
 	// A new set: read at once, a Window after the last; the next not
 	// before a Window since.
 	r.d.setWindow(6)
-	if n := poll(r.a.hotPoll()); n != 1 {
+	if n := poll(r.a.follower.Poll()); n != 1 {
 		t.Errorf("%d windows for the next set, want 1", n)
 	}
 	r.d.setWindow(7)
@@ -280,9 +281,9 @@ func TestWindowFollowsHotSets(t *testing.T) {
 	if n := poll(2 * time.Second); n != 1 {
 		t.Errorf("%d windows for set 8 with one service gone, want 1", n)
 	}
-	// A number that stays: a window every hotStale Windows all the same.
-	if n := poll(hotStale * 2 * time.Second); n != 1 {
-		t.Errorf("%d windows in %d Windows of one number, want 1", n, hotStale)
+	// A number that stays: a window every santadconn.Stale Windows all the same.
+	if n := poll(santadconn.Stale * 2 * time.Second); n != 1 {
+		t.Errorf("%d windows in %d Windows of one number, want 1", n, santadconn.Stale)
 	}
 	// No number: a window every Window.
 	r.d.setWindow(0)

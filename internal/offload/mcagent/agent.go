@@ -93,6 +93,8 @@ type agent struct {
 	lastRead time.Time
 	windows  uint64
 	rankKeys int
+	// follower times the windows: the window loop's own.
+	follower *santadconn.Follower
 	// evictions is memcached's eviction count when last read (if
 	// evictionsRead), evictedAt when it was last seen to move.
 	evictions     uint64
@@ -169,6 +171,7 @@ func newAgent(cfg Config, f server.Scanner, take func(server.Socket) (int, error
 	a := &agent{cfg: cfg, log: cfg.Log, finder: f, take: take, probe: p, items: items, now: time.Now,
 		sockets: map[uint64]*service{}, services: map[uint32]*service{}, keys: map[string]*key{},
 		skipped: map[string]time.Time{}, tainted: map[uint64]bool{}, stats: newStats(), rankKeys: rankKeys,
+		follower: santadconn.NewFollower(time.Duration(cfg.Window)),
 		evidence: rate.NewEvidence(evidenceSpan)}
 	if a.log == nil {
 		a.log = slog.New(slog.DiscardHandler)
@@ -191,7 +194,7 @@ func (a *agent) run(ctx context.Context) error {
 			cancel(err)
 		}
 	})
-	loops.Every(ctx, time.Duration(a.cfg.Window), a.window)
+	loops.Every(ctx, a.follower.Poll(), a.follow)
 	if a.cfg.Watch > 0 {
 		loops.Every(ctx, time.Duration(a.cfg.Watch), a.watch)
 	}

@@ -85,6 +85,39 @@ func (r *rig) window(d time.Duration) {
 	r.a.window(context.Background())
 }
 
+// The window loop follows santad's hot sets: a window for each newly
+// numbered set, once (santadconn.Follower).
+func TestWindowsFollowHotSets(t *testing.T) {
+	r := newRig(t, nil)
+	r.scan()
+	_, udp := r.services()
+	r.mc.set("k", "v", -1)
+	r.d.setHot(udp, map[string]uint32{get("k"): 10})
+	// follow runs the loop's polls over d of the clock: the windows run.
+	follow := func(d time.Duration) uint64 {
+		before := r.a.windows
+		for range d / r.a.follower.Poll() {
+			r.clock = r.clock.Add(r.a.follower.Poll())
+			r.a.follow(context.Background())
+		}
+		return r.a.windows - before
+	}
+	r.d.setNumber(udp, 5)
+	if n := follow(r.a.follower.Poll()); n != 1 {
+		t.Fatalf("%d windows for the first set, want 1", n)
+	}
+	if n := follow(2 * time.Second); n != 0 {
+		t.Errorf("%d windows for a set read already, want 0", n)
+	}
+	r.d.setNumber(udp, 6)
+	if n := follow(r.a.follower.Poll()); n != 1 {
+		t.Errorf("%d windows for the next set, want 1", n)
+	}
+	if got := r.d.rules(udp); len(got) != 1 {
+		t.Errorf("santad has %d rules; want the hot key's", len(got))
+	}
+}
+
 // offloadOne has the agent find memcached's sockets and offload key, hot
 // for one window, and returns the UDP service's id.
 func (r *rig) offloadOne(key, value string) (udp uint32) {

@@ -77,6 +77,14 @@ func (d *fakeSantad) setHot(id uint32, passes map[string]uint32) {
 	d.services[id].hot = client.HotSet{Window: time.Second, Requests: reqs}
 }
 
+// setNumber numbers a service's hot set as santad's window n's (0:
+// unnumbered, as from a santad of protocol version 4).
+func (d *fakeSantad) setNumber(id uint32, n uint32) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.services[id].hot.Number = n
+}
+
 func (d *fakeSantad) setGen(key string, g client.Generation) {
 	d.mu.Lock()
 	defer d.mu.Unlock()

@@ -12,6 +12,31 @@ import (
 	"github.com/santa-offload/santa/internal/rate"
 )
 
+// follow runs a window when santad's hot sets make one due
+// (santadconn.Follower). Only the window loop calls it.
+func (a *agent) follow(ctx context.Context) {
+	if a.follower.Due(a.now(), a.hotNumber) {
+		a.window(ctx)
+	}
+}
+
+// hotNumber is the number of the newest hot set of the UDP services
+// (santadconn.HotNumber).
+func (a *agent) hotNumber() (uint32, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.sd == nil {
+		return 0, false
+	}
+	return santadconn.HotNumber(a.sd.Hot, func(yield func(uint32) bool) {
+		for _, sv := range a.udpServices() {
+			if !yield(sv.id) {
+				return
+			}
+		}
+	})
+}
+
 // window keeps the offloaded keys the hot ones: it reads the rates (the
 // rules' hits and the passed gets the kernel counted), deletes the keys
 // that fell out of the top MaxRules, and learns the newcomers and the
