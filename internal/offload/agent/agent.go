@@ -237,16 +237,16 @@ func (a *agent) askStable(ctx context.Context, dst netip.AddrPort, query []byte,
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := a.askAgain(ctx, dst, query, r, 2, n); err != nil {
+	if err := a.askAgain(ctx, dst, query, r, n); err != nil {
 		return nil, nil, err
 	}
 	return r, m, nil
 }
 
-// askAgain asks query again for asks from..n (numbered from 1), each
-// reply safe and the same as first.
-func (a *agent) askAgain(ctx context.Context, dst netip.AddrPort, query, first []byte, from, n int) error {
-	for i := from; i <= n; i++ {
+// askAgain asks query again until it has been asked n times, first
+// being the first reply: each reply must be safe and the same as first.
+func (a *agent) askAgain(ctx context.Context, dst netip.AddrPort, query, first []byte, n int) error {
+	for i := 2; i <= n; i++ {
 		r, err := a.askUDP(ctx, dst, query)
 		if err != nil {
 			return err

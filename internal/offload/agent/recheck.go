@@ -43,7 +43,7 @@ func (a *agent) recheck(ctx context.Context, forms []*form) []check {
 		a.mu.Unlock()
 		reply, m, err := a.askStable(ctx, f.group.dst, f.query, 1)
 		if err == nil && string(reply) != string(old) {
-			if err = a.askAgain(ctx, f.group.dst, f.query, reply, 2, a.cfg.Asks); err != nil {
+			if err = a.askAgain(ctx, f.group.dst, f.query, reply, a.cfg.Asks); err != nil {
 				reply = nil
 			}
 		}
