@@ -512,6 +512,30 @@ func TestRecheckAsksUnchangedOnce(t *testing.T) {
 	}
 }
 
+// A check that confirmed, with one ask, the reply a form had when it was
+// asked, which another check has replaced since, is no new reply asked
+// asks times: it replaces nothing (a sweep's ask answered by a server
+// still giving the old reply while a zone change's re-check installed
+// the new one).
+func TestRecheckConfirmingAReplacedReply(t *testing.T) {
+	r := newRig(t, nil)
+	r.installAll()
+	r.a.mu.Lock()
+	var f *form
+	for _, g := range r.a.groups {
+		f = g.forms[string(key("www.example.com", TypeA))]
+	}
+	old := f.reply
+	r.a.mu.Unlock()
+	r.srv.SetZone(exampleZone(2, 99))
+	r.a.pollOnce(r.ctx, r.zone("example.com"))
+	r.a.apply([]check{{f: f, seq: r.a.seq.Add(1), reply: old, once: true}}, "sweep")
+	r.wantInstalled("alias.example.com", "mail.example.com", "www.example.com")
+	if r.a.stats.replaced != 1 {
+		t.Fatalf("replaced %d; want 1, the zone change's", r.a.stats.replaced)
+	}
+}
+
 func TestZoneChangeDeletesWhatCannotBeRechecked(t *testing.T) {
 	r := newRig(t, nil)
 	r.installAll()

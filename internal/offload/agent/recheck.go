@@ -16,12 +16,14 @@ import (
 // check is the result of re-asking a form: its reply now, or nil if it
 // could not be re-checked (no reply in time, an unsafe or unstable reply,
 // answers from other zones than before). unreached is whether that was
-// for want of a reply in time.
+// for want of a reply in time; once, whether reply was asked once only,
+// as the reply the form had when asked.
 type check struct {
 	f         *form
 	seq       uint64
 	reply     []byte
 	unreached bool
+	once      bool
 }
 
 // recheck re-asks forms, probe_concurrency at a time, until ctx ends,
@@ -42,7 +44,8 @@ func (a *agent) recheck(ctx context.Context, forms []*form) []check {
 		old := f.reply
 		a.mu.Unlock()
 		reply, m, err := a.askStable(ctx, f.group.dst, f.query, 1)
-		if err == nil && string(reply) != string(old) {
+		once := err == nil && string(reply) == string(old)
+		if err == nil && !once {
 			if err = a.askAgain(ctx, f.group.dst, f.query, reply, a.cfg.Asks); err != nil {
 				reply = nil
 			}
@@ -51,7 +54,7 @@ func (a *agent) recheck(ctx context.Context, forms []*form) []check {
 			reply = nil
 		}
 		unreached := err != nil && (dnsmsg.ReasonOf(err) == dnsmsg.Timeout || ctx.Err() != nil && errors.Is(err, ctx.Err()))
-		checks[i] = check{f: f, seq: seq, reply: reply, unreached: unreached}
+		checks[i] = check{f: f, seq: seq, reply: reply, unreached: unreached, once: once}
 	})
 	a.mu.Lock()
 	a.stats.rechecks += uint64(len(forms))
@@ -110,6 +113,10 @@ func (a *agent) apply(checks []check, cause string) {
 		case !a.current(f, c.seq):
 		case string(c.reply) == string(f.reply):
 			a.checkedAt(f, now)
+		case c.once:
+			// It confirmed a reply another check has replaced since: asked
+			// once, it is no new reply asked cfg.Asks times. The form
+			// stays as it is, first in line for the sweep.
 		default:
 			updates = append(updates, update{f, c.reply, c.seq})
 		}
