@@ -157,24 +157,27 @@ func (r *rig) wantConsistent() {
 	r.t.Helper()
 	r.a.mu.Lock()
 	defer r.a.mu.Unlock()
-	inLine := 0
+	inLine := map[*form]bool{}
 	var last time.Time
 	for f := range r.a.inLine() {
 		if r.a.groups[f.group.local] != f.group || f.group.forms[f.key] != f {
 			r.t.Fatalf("the sweep's line has %q, which the agent dropped", f.key)
 		}
+		if inLine[f] {
+			r.t.Fatalf("the sweep's line has %q twice", f.key)
+		}
 		if f.checked.Before(last) {
 			r.t.Fatalf("the sweep's line has %q, checked at %v, after a form checked at %v", f.key, f.checked, last)
 		}
 		last = f.checked
-		inLine++
+		inLine[f] = true
 	}
 	forms := 0
 	for _, g := range r.a.groups {
 		forms += len(g.forms)
 	}
-	if inLine != forms {
-		r.t.Fatalf("the sweep's line has %d forms; the agent has %d", inLine, forms)
+	if len(inLine) != forms {
+		r.t.Fatalf("the sweep's line has %d forms; the agent has %d", len(inLine), forms)
 	}
 	r.d.mu.Lock()
 	defer r.d.mu.Unlock()

@@ -179,7 +179,7 @@ func selectBest[E any](s []E, k int, cmp func(x, y E) int) []E {
 
 // rankForms is how many offloaded forms of a group one window ranks: with
 // more, they are ranked every rankEvery windows. Each ranking weighs every
-// form (its hits read through santad, its rate, a sort): at 1M names the
+// form (its hits read through santad, its rate, a selection): at 1M names the
 // ranking was a fifth of the agent's time, and santad's reading of the
 // counters grew with the forms (docs/benchmarks.md (h)).
 const rankForms = 25000
