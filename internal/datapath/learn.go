@@ -12,6 +12,7 @@ import (
 	"slices"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/ringbuf"
@@ -314,15 +315,16 @@ func (l *learner) drain() ([]santaSantaLearnSample, error) {
 }
 
 // decodeSample reads a learn_samples record: the sample's header, then at
-// least its key's bytes.
+// least its key's bytes. The record is the C struct's own bytes (host
+// layout and byte order), so they are copied as they are: decoding them
+// by reflection took a tenth of santad's time while it learned 1M names.
 func decodeSample(raw []byte) (santaSantaLearnSample, bool) {
 	var s santaSantaLearnSample
 	if len(raw) < sampleHeader {
 		return s, false
 	}
-	full := make([]byte, binary.Size(s))
-	copy(full, raw)
-	if _, err := binary.Decode(full, binary.NativeEndian, &s); err != nil || int(s.Len) > min(len(s.Key), len(raw)-sampleHeader) {
+	copy(unsafe.Slice((*byte)(unsafe.Pointer(&s)), unsafe.Sizeof(s)), raw)
+	if int(s.Len) > min(len(s.Key), len(raw)-sampleHeader) {
 		return s, false
 	}
 	return s, true

@@ -486,6 +486,17 @@ func TestLearnSampleRecordSize(t *testing.T) {
 			t.Fatalf("%d-byte key: decoded %v, key %x", n, ok, s.Key[:s.Len])
 		}
 	}
+	// The header's fields are read where the C struct has them.
+	rec := make([]byte, sampleHeader+8)
+	var at santaSantaLearnSample
+	binary.NativeEndian.PutUint64(rec[unsafe.Offsetof(at.Hash):], 0x0102030405060708)
+	binary.NativeEndian.PutUint32(rec[unsafe.Offsetof(at.Passes):], 77)
+	binary.NativeEndian.PutUint32(rec[unsafe.Offsetof(at.Learn):], 5)
+	binary.NativeEndian.PutUint16(rec[unsafe.Offsetof(at.Len):], 3)
+	copy(rec[sampleHeader:], "abc")
+	if s, ok := decodeSample(rec); !ok || s.Hash != 0x0102030405060708 || s.Passes != 77 || s.Learn != 5 || string(s.Key[:s.Len]) != "abc" {
+		t.Fatalf("decoded %v: hash %#x passes %d learn %d key %q", ok, s.Hash, s.Passes, s.Learn, s.Key[:s.Len])
+	}
 	// A record shorter than its key says is refused.
 	if _, ok := decodeSample(make([]byte, sampleHeader)); !ok {
 		t.Fatal("an empty key's record is refused")
