@@ -3,8 +3,9 @@
  * Learning what a service's clients ask (santa_abi.h, "Learning"): the UDP
  * programs count each passed request of a service with learning on by its
  * key, payload[learn_off:], exactly: a key user space watches in
- * learn_watch, any other in an LRU hash, by window, where its count
- * brings a sample of its bytes when it reaches the threshold.
+ * learn_passes, at its slot in learn_watch; any other in an LRU
+ * hash, by window, where its count brings a sample of its bytes when it
+ * reaches the threshold.
  * User space (internal/datapath/learn.go) watches the sampled keys, reads
  * their counts once per window and starts the next window, which renews
  * each CPU's sample budget.
@@ -24,14 +25,26 @@ struct {
 	__type(value, struct santa_learn_config);
 } learn_config SEC(".maps");
 
-/* The passes of the keys user space watches, by hash: user space adds
- * and removes them, and reads them all once per window. */
+/* The keys user space watches, by hash: each one's slot in
+ * learn_passes. User space adds and removes them. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, SANTA_DEFAULT_LEARN_WATCH);
 	__type(key, __u64);
-	__type(value, __u64);
+	__type(value, __u32);
 } learn_watch SEC(".maps");
+
+/* The watched keys' passes, by slot: user space maps the array and reads
+ * it whole once per window, with no syscall and no walk of a hash (a
+ * batch lookup of learn_watch's 2^17 buckets took 1.6 % of the server
+ * core at 1M names). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, SANTA_DEFAULT_LEARN_WATCH);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__type(key, __u32);
+	__type(value, __u64);
+} learn_passes SEC(".maps");
 
 /* The passes of the other keys in the window they last passed in, by
  * hash, until they bring a sample. An LRU, so that a flood of keys seen
@@ -167,6 +180,7 @@ __noinline int santa_learn_count(struct santa_scratch *s, __u32 learn, __u32 off
 	struct santa_learn_cpu *cpu;
 	struct santa_learn_entry *count, first;
 	__u64 h, *watched;
+	__u32 *slot;
 	__u32 zero = 0;
 
 	if (!s || len == 0 || len > SANTA_LEARN_MAX_KEY)
@@ -182,9 +196,11 @@ __noinline int santa_learn_count(struct santa_scratch *s, __u32 learn, __u32 off
 		return 0;
 	cpu->counted++;
 	h = santa_learn_hash(s, learn, off, len);
-	watched = bpf_map_lookup_elem(&learn_watch, &h);
-	if (watched) {
-		__sync_fetch_and_add(watched, 1);
+	slot = bpf_map_lookup_elem(&learn_watch, &h);
+	if (slot) {
+		watched = bpf_map_lookup_elem(&learn_passes, slot);
+		if (watched)
+			__sync_fetch_and_add(watched, 1);
 		return 0;
 	}
 	first.passes = 1;

@@ -254,7 +254,8 @@ struct santa_rule_stats {
  * passes (no rule answered) by their key, payload[learn_off:], exactly, by
  * the key's 64-bit hash (seeded, with the service's learn id and the key's
  * length). A key user space watches (a candidate) is counted in
- * learn_watch, which user space reads once per window; any other in
+ * learn_passes at the slot learn_watch gives it, which user space
+ * reads once per window; any other in
  * learn_counts, an LRU hash, by window: when its count in a window reaches
  * the threshold, a sample with its bytes goes to the learn_samples ring
  * (at most budget per CPU and window), and user space makes it a

@@ -94,8 +94,8 @@ func (d *Datapath) learnRecords() ([][]byte, error) {
 // learnSamples takes the samples on the ring.
 func (d *Datapath) learnSamples() ([]santaSantaLearnSample, error) { return d.store.learn.drain() }
 
-// learnCounts is every key's count in learn_counts and learn_watch, by
-// its hash.
+// learnCounts is every key's count in learn_counts and (watched)
+// learn_passes, by its hash.
 func (d *Datapath) learnCounts() (map[uint64]uint64, error) {
 	out := map[uint64]uint64{}
 	var h, n uint64
@@ -107,8 +107,12 @@ func (d *Datapath) learnCounts() (map[uint64]uint64, error) {
 	if err := it.Err(); err != nil {
 		return nil, err
 	}
+	var slot uint32
 	it = d.objs.LearnWatch.Iterate()
-	for it.Next(&h, &n) {
+	for it.Next(&h, &slot) {
+		if err := d.objs.LearnPasses.Lookup(slot, &n); err != nil {
+			return nil, err
+		}
 		out[h] += n
 	}
 	return out, it.Err()

@@ -14,7 +14,6 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/ringbuf"
 	"golang.org/x/sys/unix"
 
@@ -25,7 +24,9 @@ import (
 // Learning the hot requests (docs/architecture.md, "Learning the hot
 // requests"). The UDP programs count each passed request of a learning
 // service by its key, exactly (bpf/include/learn.h): a candidate's in
-// learn_watch, any other key's in the learn_counts LRU hash, by window,
+// learn_passes, at the slot learn_watch gives its hash (user space
+// maps the array and reads it whole), any other key's in the learn_counts
+// LRU hash, by window,
 // which puts the key on the learn_samples ring when its count in a window
 // reaches the threshold. Once per window the learner starts the next
 // window (which renews the sample budgets), makes the samples candidates
@@ -59,8 +60,6 @@ const (
 	// its key reaches the threshold in another window.
 	learnRingKey  = 64
 	learnRingCPUs = 4
-	// learnReadBatch is how many counts one syscall reads.
-	learnReadBatch = 4096
 	// learnIdleWindows is how many windows without a pass a candidate
 	// stays watched: an offloaded one no longer passes, and one that
 	// passes again comes back with a sample.
@@ -105,13 +104,12 @@ type learner struct {
 	window    uint32
 	threshold uint32
 	started   time.Time // of the current window
-	hashes    []uint64  // read buffers
-	passes    []uint64
 
 	mu      sync.Mutex
 	byLearn map[uint32]*learning
 	bySvc   map[model.ServiceID]uint32
 	byHash  map[uint64]*candidate // every service's candidates, as watched
+	slots   slots                 // of learn_passes
 	lastID  uint32
 	running bool
 	stop    chan struct{}
@@ -130,6 +128,7 @@ type learning struct {
 type candidate struct {
 	key  string
 	of   *learning
+	slot uint32  // its count's in learn_passes
 	read uint64  // its count at the last read
 	idle int     // windows since it last passed
 	slow int     // windows in a row it passed less than half the threshold
@@ -137,13 +136,16 @@ type candidate struct {
 }
 
 func newLearner(objs *santaObjects, log *slog.Logger) (*learner, error) {
+	passes, err := newSlots(objs.LearnPasses)
+	if err != nil {
+		return nil, err
+	}
 	ring, err := ringbuf.NewReader(objs.LearnSamples)
 	if err != nil {
 		return nil, fmt.Errorf("reading learning samples: %w", err)
 	}
 	l := &learner{objs: objs, ring: ring, log: log, every: learnWindow,
-		threshold: learnMinThreshold, started: time.Now(),
-		hashes: make([]uint64, learnReadBatch), passes: make([]uint64, learnReadBatch),
+		threshold: learnMinThreshold, started: time.Now(), slots: passes,
 		byLearn: map[uint32]*learning{}, bySvc: map[model.ServiceID]uint32{}, byHash: map[uint64]*candidate{}}
 	if err := l.writeConfig(); err != nil {
 		ring.Close()
@@ -206,7 +208,6 @@ func (l *learner) end(id uint32) {
 	var gone []uint64
 	for h, c := range l.byHash {
 		if c.of == lr {
-			delete(l.byHash, h)
 			gone = append(gone, h)
 		}
 	}
@@ -258,6 +259,9 @@ func (l *learner) active() bool {
 func (l *learner) step() error {
 	l.stepMu.Lock()
 	defer l.stepMu.Unlock()
+	l.mu.Lock()
+	l.slots.step()
+	l.mu.Unlock()
 	if !l.active() {
 		l.started = time.Now()
 		return nil
@@ -333,29 +337,43 @@ func decodeSample(raw []byte) (santaSantaLearnSample, bool) {
 // merge makes the samples of learning services candidates, as many as
 // learn_watch holds, and watches them. Called with l.mu held.
 func (l *learner) merge(samples []santaSantaLearnSample) error {
-	room := int(l.objs.LearnWatch.MaxEntries())
-	var added, seeds []uint64
+	var added []uint64
+	var slots []uint32
+	// forget undoes the merge: a watched key is never sampled, so any of
+	// added that made it into learn_watch leaves it.
+	forget := func() {
+		for i, h := range added {
+			delete(l.byHash, h)
+			l.objs.LearnWatch.Delete(h)
+			l.slots.give(slots[i])
+		}
+	}
 	for i := range samples {
 		s := &samples[i]
 		lr, ok := l.byLearn[s.Learn]
 		if !ok {
 			continue // its service stopped learning
 		}
-		if _, ok := l.byHash[s.Hash]; ok || len(l.byHash) >= room {
+		if _, ok := l.byHash[s.Hash]; ok {
 			continue
 		}
-		l.byHash[s.Hash] = &candidate{key: string(s.Key[:s.Len]), of: lr, rate: -1}
+		slot, ok := l.slots.take()
+		if !ok {
+			continue // learn_watch is full
+		}
+		l.byHash[s.Hash] = &candidate{key: string(s.Key[:s.Len]), of: lr, slot: slot, rate: -1}
 		added = append(added, s.Hash)
-		seeds = append(seeds, l.passesAfter(s))
+		slots = append(slots, slot)
+		if err := l.slots.start(slot, l.passesAfter(s)); err != nil {
+			forget()
+			return err
+		}
 	}
 	if len(added) == 0 {
 		return nil
 	}
-	if _, err := l.objs.LearnWatch.BatchUpdate(added, seeds, nil); err != nil {
-		for _, h := range added {
-			delete(l.byHash, h)
-			l.objs.LearnWatch.Delete(h) // if some were added: a watched key is never sampled
-		}
+	if _, err := l.objs.LearnWatch.BatchUpdate(added, slots, nil); err != nil {
+		forget()
 		return fmt.Errorf("watching learned keys: %w", err)
 	}
 	return nil
@@ -375,40 +393,42 @@ func (l *learner) passesAfter(s *santaSantaLearnSample) uint64 {
 	return uint64(e.Passes - s.Passes)
 }
 
-// unwatch stops counting keys in learn_watch.
+// unwatch stops counting candidates' keys and forgets them; their slots
+// are given back once learn_watch no longer has their hashes (a key the
+// kernel failed to delete keeps its slot: another key counted there would
+// get its passes). Called with l.mu held.
 func (l *learner) unwatch(hashes []uint64) error {
 	if len(hashes) == 0 {
 		return nil
 	}
-	if _, err := l.objs.LearnWatch.BatchDelete(hashes, nil); err != nil {
+	n, err := l.objs.LearnWatch.BatchDelete(hashes, nil)
+	for i, h := range hashes {
+		if i < n {
+			l.slots.give(l.byHash[h].slot)
+		}
+		delete(l.byHash, h)
+	}
+	if err != nil {
 		return fmt.Errorf("unwatching learned keys: %w", err)
 	}
 	return nil
 }
 
-// readCounts reads the candidates' counts: each gains its passes since
-// the last read, times scale, in its service's hot set; those idle for
+// readCounts reads the candidates' counts (learn_passes, whole):
+// each gains its passes since the last read, times scale, in its
+// service's hot set; those idle for
 // learnIdleWindows, or slow for learnSlowWindows, are dropped. Called
 // with l.mu held.
 func (l *learner) readCounts(scale float64) error {
 	for _, lr := range l.byLearn {
 		lr.next = nil
 	}
-	var cursor ebpf.MapBatchCursor
-	for {
-		n, err := l.objs.LearnWatch.BatchLookup(&cursor, l.hashes, l.passes, nil)
-		for i := range n {
-			l.countPasses(l.hashes[i], l.passes[i], scale)
-		}
-		if errors.Is(err, ebpf.ErrKeyNotExist) {
-			break
-		}
-		if err != nil {
-			return fmt.Errorf("reading the learning counts: %w", err)
-		}
+	if err := l.slots.read(); err != nil {
+		return err
 	}
 	var gone []uint64
 	for h, c := range l.byHash {
+		l.countPasses(c, l.slots.passes(c.slot), scale)
 		c.idle++
 		if c.rate >= 0 && c.rate < float64(l.threshold)/2 {
 			c.slow++
@@ -417,7 +437,6 @@ func (l *learner) readCounts(scale float64) error {
 		}
 		if c.idle > learnIdleWindows || c.slow > learnSlowWindows {
 			gone = append(gone, h)
-			delete(l.byHash, h)
 		}
 	}
 	return l.unwatch(gone)
@@ -428,11 +447,7 @@ func (l *learner) readCounts(scale float64) error {
 // exactly in its first window with passes, smoothed in the windows after
 // while it keeps passing; and the candidate to its service's hot set if
 // it passes about once a window or more. Called with l.mu held.
-func (l *learner) countPasses(hash, passes uint64, scale float64) {
-	c := l.byHash[hash]
-	if c == nil {
-		return
-	}
+func (l *learner) countPasses(c *candidate, passes uint64, scale float64) {
 	n := float64(passes - c.read)
 	if passes < c.read {
 		n = 0

@@ -280,7 +280,7 @@ func TestHotWindows(t *testing.T) {
 	}
 }
 
-// A step that fails while it reads the counts leaves the last hot set
+// A step that fails while it watches new keys leaves the last hot set
 // whole, with its number: a reader never sees half a set.
 func TestHotSetWholeAfterAFailedStep(t *testing.T) {
 	d := openTest(t)
@@ -295,7 +295,11 @@ func TestHotSetWholeAfterAFailedStep(t *testing.T) {
 	if err != nil || len(before.Requests) != 1 {
 		t.Fatalf("hot %v (%v); want a.example", hotNames(before), err)
 	}
-	// The watched counts cannot be read: a closed copy of the map.
+	// A new key is sampled, and cannot be watched: learn_watch is a
+	// closed copy.
+	for i := range 3 {
+		xdpPasses(t, d, request(to, pkttest.DNSQuery(uint16(i), "b.example")).Bytes())
+	}
 	l := d.store.learn
 	closed, err := l.objs.LearnWatch.Clone()
 	if err != nil {
@@ -307,7 +311,7 @@ func TestHotSetWholeAfterAFailedStep(t *testing.T) {
 	err = d.learnStep()
 	l.objs.LearnWatch = watch
 	if err == nil {
-		t.Fatal("a step without its counts did not fail")
+		t.Fatal("a step that could not watch its new key did not fail")
 	}
 	after, err := d.Hot(s, 0, 10)
 	if err != nil || fmt.Sprint(hotNames(after)) != fmt.Sprint(hotNames(before)) || after.Number != before.Number || after.Window != before.Window {
@@ -340,8 +344,9 @@ func TestHotForgetsIdle(t *testing.T) {
 	}
 	watched := func() int {
 		n := 0
-		var h, c uint64
-		for it := d.objs.LearnWatch.Iterate(); it.Next(&h, &c); {
+		var h uint64
+		var slot uint32
+		for it := d.objs.LearnWatch.Iterate(); it.Next(&h, &slot); {
 			n++
 		}
 		return n

@@ -42,7 +42,7 @@ func main() {
 	check(sets[1].D.SetLearning(sets[1].Svc, model.Learning{KeyOffset: 2, Enabled: true}))
 	mem, err := sets[1].KernelMemory()
 	check(err)
-	for _, m := range []string{"learn_counts", "learn_watch", "learn_samples", "learn_cpu", "learn_config"} {
+	for _, m := range []string{"learn_counts", "learn_watch", "learn_passes", "learn_samples", "learn_cpu", "learn_config"} {
 		fmt.Printf("RESULT name=dataplane/learn/kmem/%s value=%d unit=bytes cpus=%d\n", m, mem[m], runtime.NumCPU())
 	}
 
