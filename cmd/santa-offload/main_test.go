@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"runtime/debug"
 	"testing"
 	"time"
 
@@ -79,5 +80,23 @@ func TestMemcachedFlags(t *testing.T) {
 		if key := f.Tag.Get("json"); !f.Anonymous && key != "-" && mcUsages[key] == "" {
 			t.Errorf("key %q has no usage", key)
 		}
+	}
+}
+
+// The agents collect at gcPercent, unless GOGC is set: the operator's
+// GOGC wins.
+func TestGCPercent(t *testing.T) {
+	before := debug.SetGCPercent(100)
+	defer debug.SetGCPercent(before)
+	t.Setenv("GOGC", "") // restored after the test
+	os.Unsetenv("GOGC")
+	setGCPercent()
+	if got := debug.SetGCPercent(100); got != gcPercent {
+		t.Errorf("without GOGC: %d; want %d", got, gcPercent)
+	}
+	t.Setenv("GOGC", "100")
+	setGCPercent()
+	if got := debug.SetGCPercent(100); got != 100 {
+		t.Errorf("with GOGC=100: %d; want it left at 100", got)
 	}
 }
