@@ -14,6 +14,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/ringbuf"
 	"golang.org/x/sys/unix"
 
@@ -90,8 +91,9 @@ func learnRingBytes(cpus int) uint32 {
 
 // learner is the user-space half of learning: the learn ids of the
 // services that learn, their candidates and their last window's hot set.
-// Its lock guards those; the window's work on the maps (step) runs
-// outside it, one step at a time. The store tells it of services that
+// Its lock guards those and the watched keys' slots; the window's reading
+// of the ring and the CPUs' counts (step) runs outside it, one step at a
+// time. The store tells it of services that
 // start and stop learning, with the store's lock held: the lock order is
 // store, then learner.
 type learner struct {
@@ -335,17 +337,15 @@ func decodeSample(raw []byte) (santaSantaLearnSample, bool) {
 }
 
 // merge makes the samples of learning services candidates, as many as
-// learn_watch holds, and watches them. Called with l.mu held.
+// there are free slots, and watches them. Called with l.mu held.
 func (l *learner) merge(samples []santaSantaLearnSample) error {
 	var added []uint64
-	var slots []uint32
 	// forget undoes the merge: a watched key is never sampled, so any of
-	// added that made it into learn_watch leaves it.
+	// added that made it into learn_watch leaves it (one the kernel keeps
+	// stays a candidate).
 	forget := func() {
-		for i, h := range added {
-			delete(l.byHash, h)
-			l.objs.LearnWatch.Delete(h)
-			l.slots.give(slots[i])
+		for _, h := range added {
+			l.dropWatched(h)
 		}
 	}
 	for i := range samples {
@@ -359,11 +359,10 @@ func (l *learner) merge(samples []santaSantaLearnSample) error {
 		}
 		slot, ok := l.slots.take()
 		if !ok {
-			continue // learn_watch is full
+			continue // every slot is taken, or waits
 		}
 		l.byHash[s.Hash] = &candidate{key: string(s.Key[:s.Len]), of: lr, slot: slot, rate: -1}
 		added = append(added, s.Hash)
-		slots = append(slots, slot)
 		if err := l.slots.start(slot, l.passesAfter(s)); err != nil {
 			forget()
 			return err
@@ -372,7 +371,11 @@ func (l *learner) merge(samples []santaSantaLearnSample) error {
 	if len(added) == 0 {
 		return nil
 	}
-	if _, err := l.objs.LearnWatch.BatchUpdate(added, slots, nil); err != nil {
+	at := make([]uint32, len(added))
+	for i, h := range added {
+		at[i] = l.byHash[h].slot
+	}
+	if _, err := l.objs.LearnWatch.BatchUpdate(added, at, nil); err != nil {
 		forget()
 		return fmt.Errorf("watching learned keys: %w", err)
 	}
@@ -393,25 +396,51 @@ func (l *learner) passesAfter(s *santaSantaLearnSample) uint64 {
 	return uint64(e.Passes - s.Passes)
 }
 
-// unwatch stops counting candidates' keys and forgets them; their slots
-// are given back once learn_watch no longer has their hashes (a key the
-// kernel failed to delete keeps its slot: another key counted there would
-// get its passes). Called with l.mu held.
+// unwatch stops counting candidates' keys and forgets them. A key the
+// kernel fails to delete stays a candidate, watched, and is tried again
+// when it is dropped again: forgotten, it would keep its slot and never be
+// sampled again. Called with l.mu held.
 func (l *learner) unwatch(hashes []uint64) error {
 	if len(hashes) == 0 {
 		return nil
 	}
-	n, err := l.objs.LearnWatch.BatchDelete(hashes, nil)
-	for i, h := range hashes {
-		if i < n {
-			l.slots.give(l.byHash[h].slot)
+	_, err := l.objs.LearnWatch.BatchDelete(hashes, nil)
+	if err == nil {
+		for _, h := range hashes {
+			l.forgetCandidate(h)
 		}
-		delete(l.byHash, h)
+		return nil
 	}
-	if err != nil {
-		return fmt.Errorf("unwatching learned keys: %w", err)
+	// The kernel stops at the first failure, and the count it returns is
+	// the request's own when it failed before deleting anything (a bad
+	// descriptor): each key is deleted alone.
+	kept := 0
+	for _, h := range hashes {
+		if !l.dropWatched(h) {
+			kept++
+		}
+	}
+	if kept > 0 {
+		return fmt.Errorf("unwatching %d learned keys: %w", kept, err)
 	}
 	return nil
+}
+
+// dropWatched deletes a candidate's key from learn_watch and forgets it,
+// unless the kernel still has it. Called with l.mu held.
+func (l *learner) dropWatched(h uint64) bool {
+	if err := l.objs.LearnWatch.Delete(h); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+		return false
+	}
+	l.forgetCandidate(h)
+	return true
+}
+
+// forgetCandidate forgets a candidate whose key learn_watch no longer has,
+// and gives its slot back. Called with l.mu held.
+func (l *learner) forgetCandidate(h uint64) {
+	l.slots.give(l.byHash[h].slot)
+	delete(l.byHash, h)
 }
 
 // readCounts reads the candidates' counts (learn_passes, whole):

@@ -13,6 +13,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
 
 	"github.com/santa-offload/santa/internal/model"
@@ -316,6 +317,50 @@ func TestHotSetWholeAfterAFailedStep(t *testing.T) {
 	after, err := d.Hot(s, 0, 10)
 	if err != nil || fmt.Sprint(hotNames(after)) != fmt.Sprint(hotNames(before)) || after.Number != before.Number || after.Window != before.Window {
 		t.Errorf("after a failed step: %v of window %d (%v); want the last set, %v of window %d", hotNames(after), after.Number, err, hotNames(before), before.Number)
+	}
+}
+
+// A key the kernel fails to unwatch stays a candidate, with its slot, and
+// is unwatched when tried again: forgotten, it would hold its slot and
+// never be sampled again.
+func TestUnwatchKeepsWhatTheKernelKept(t *testing.T) {
+	d := openTest(t)
+	_, to := learningService(t, d)
+	for i := range 5 {
+		xdpPasses(t, d, request(to, pkttest.DNSQuery(uint16(i), "a.example")).Bytes())
+	}
+	if err := d.learnStep(); err != nil {
+		t.Fatal(err)
+	}
+	l := d.store.learn
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var hashes []uint64
+	for h := range l.byHash {
+		hashes = append(hashes, h)
+	}
+	if len(hashes) != 1 {
+		t.Fatalf("%d candidates; want a.example's", len(hashes))
+	}
+	closed, err := l.objs.LearnWatch.Clone()
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed.Close()
+	watch := l.objs.LearnWatch
+	l.objs.LearnWatch = closed
+	err = l.unwatch(hashes)
+	l.objs.LearnWatch = watch
+	if err == nil || l.byHash[hashes[0]] == nil || len(l.slots.given) != 0 {
+		t.Fatalf("unwatching through a closed map: %v, candidate kept %v, %d slots given; want an error, the candidate and its slot kept",
+			err, l.byHash[hashes[0]] != nil, len(l.slots.given))
+	}
+	if err := l.unwatch(hashes); err != nil || l.byHash[hashes[0]] != nil || len(l.slots.given) != 1 {
+		t.Fatalf("unwatching again: %v, candidate kept %v, %d slots given; want it gone and its slot given", err, l.byHash[hashes[0]] != nil, len(l.slots.given))
+	}
+	var slot uint32
+	if err := watch.Lookup(hashes[0], &slot); !errors.Is(err, ebpf.ErrKeyNotExist) {
+		t.Errorf("learn_watch still has the key: %v", err)
 	}
 }
 

@@ -64,8 +64,9 @@ func (s *slots) step() {
 }
 
 // read copies every slot's count. A count is an aligned 8-byte word the
-// data plane adds to atomically; the copy reads each whole on x86 and
-// arm64.
+// data plane adds to atomically, and the copy (Go's memmove) promises
+// nothing per word: a count read while it changes could mix its halves,
+// which only a key past 2^32 passes since it was watched could see.
 func (s *slots) read() error {
 	if _, err := s.mem.ReadAt(s.buf, 0); err != nil {
 		return fmt.Errorf("reading the learning counts: %w", err)

@@ -49,4 +49,31 @@ func TestLearnSlots(t *testing.T) {
 	if err := s.read(); err != nil || s.passes(c) != 0 {
 		t.Fatalf("a slot taken again reads %d (%v); want 0", s.passes(c), err)
 	}
+	// Over steps, every slot is in use, free, waiting or given up, once.
+	inUse := map[uint32]bool{a: true, c: true}
+	for step := range 6 {
+		for slot := range inUse {
+			if step%2 == 0 {
+				s.give(slot)
+				delete(inUse, slot)
+			}
+		}
+		s.step()
+		if slot, ok := s.take(); ok {
+			inUse[slot] = true
+		}
+		seen := map[uint32]int{}
+		for _, l := range [][]uint32{s.free, s.waiting, s.given} {
+			for _, slot := range l {
+				seen[slot]++
+			}
+		}
+		for slot := range inUse {
+			seen[slot]++
+		}
+		if len(seen) != 2 || seen[0] != 1 || seen[1] != 1 {
+			t.Fatalf("step %d: slots seen %v (in use %v, free %v, waiting %v, given %v); want each of 0 and 1 once",
+				step, seen, inUse, s.free, s.waiting, s.given)
+		}
+	}
 }
