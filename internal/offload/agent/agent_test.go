@@ -386,6 +386,36 @@ func TestTopNWithHysteresis(t *testing.T) {
 	}
 }
 
+// A ranking whose hits cannot be read ranks nothing: no form is deleted
+// or displaced that window, the connection is dropped, no form keeps hits
+// of part of a span, and the next ranking, connected again, displaces.
+func TestRankingWithoutHits(t *testing.T) {
+	r := newRig(t, func(c *Config) { c.MaxRules = 2 })
+	r.a.scan(r.ctx)
+	r.d.setHot(1, hot(100, "a.example.com"), hot(80, "b.example.com"))
+	r.tick()
+	r.wantInstalled("a.example.com", "b.example.com")
+	r.d.hit(1, key("a.example.com", TypeA), 100)
+	r.d.hit(1, key("b.example.com", TypeA), 50)
+	r.d.setHot(1, hot(1000, "c.example.com"))
+	r.d.failStats(true)
+	r.tick()
+	r.wantInstalled("a.example.com", "b.example.com")
+	if r.a.sd != nil {
+		t.Fatal("the connection outlived a failed read of the rules' hits")
+	}
+	for key, f := range r.a.groups[r.srv.Addr()].forms {
+		if f.hits != 0 {
+			t.Fatalf("%q kept %d hits of a ranking that did not happen", key, f.hits)
+		}
+	}
+	r.d.failStats(false)
+	r.a.scan(r.ctx)
+	r.tick()
+	r.wantInstalled("a.example.com", "c.example.com")
+	r.wantConsistent()
+}
+
 // With more than rankForms forms, they are ranked every few windows: in
 // between, newcomers only fill free room, and displace nothing.
 func TestRankEvery(t *testing.T) {

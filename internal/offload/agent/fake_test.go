@@ -26,6 +26,9 @@ type fakeDaemon struct {
 	hot      map[uint32]HotSet
 	learning map[uint32]Learning
 	batches  []string
+	// statsFail fails reading the rules' counters, alone, after the
+	// first rule's, as a connection that breaks there does.
+	statsFail bool
 }
 
 type fakeService struct {
@@ -77,6 +80,13 @@ func (d *fakeDaemon) hit(id uint32, pattern []byte, n uint64) {
 			d.services[id].hits[rid] += n
 		}
 	}
+}
+
+// failStats makes reading the rules' counters fail, or work again.
+func (d *fakeDaemon) failStats(fail bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.statsFail = fail
 }
 
 func (d *fakeDaemon) setHot(id uint32, reqs ...HotRequest) {
@@ -221,9 +231,24 @@ func (c *fakeConn) Rules(id uint32) iter.Seq2[client.RuleEntry, error] {
 }
 
 func (c *fakeConn) RuleStats(id uint32) iter.Seq2[client.RuleCounters, error] {
-	return eachRule(c, id, func(s *fakeService, rid uint32) client.RuleCounters {
+	all := eachRule(c, id, func(s *fakeService, rid uint32) client.RuleCounters {
 		return client.RuleCounters{RuleID: rid, Hits: s.hits[rid]}
 	})
+	c.d.mu.Lock()
+	fail := c.d.statsFail
+	c.d.mu.Unlock()
+	if !fail {
+		return all
+	}
+	return func(yield func(client.RuleCounters, error) bool) {
+		for rc, err := range all {
+			if !yield(rc, err) || err != nil {
+				return
+			}
+			yield(client.RuleCounters{}, errBroken)
+			return
+		}
+	}
 }
 
 // eachRule yields item(rule) of each rule of a service, by rising id, as the
