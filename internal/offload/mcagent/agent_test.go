@@ -17,6 +17,7 @@ import (
 
 	"github.com/santa-offload/santa/client"
 	"github.com/santa-offload/santa/internal/offload/config"
+	"github.com/santa-offload/santa/internal/offload/santadconn"
 	"github.com/santa-offload/santa/internal/offload/server/servertest"
 	"github.com/santa-offload/santa/rule"
 )
@@ -86,7 +87,8 @@ func (r *rig) window(d time.Duration) {
 }
 
 // The window loop follows santad's hot sets: a window for each newly
-// numbered set, once (santadconn.Follower).
+// numbered set, once; every Stale windows for a set that stays; every
+// window for sets without numbers (santadconn.Follower).
 func TestWindowsFollowHotSets(t *testing.T) {
 	r := newRig(t, nil)
 	r.scan()
@@ -112,6 +114,18 @@ func TestWindowsFollowHotSets(t *testing.T) {
 	r.d.setNumber(udp, 6)
 	if n := follow(r.a.follower.Poll()); n != 1 {
 		t.Errorf("%d windows for the next set, want 1", n)
+	}
+	// A set that stays the same (a learner that stopped stepping): a
+	// window every Stale windows nonetheless.
+	window := time.Duration(r.a.cfg.Window)
+	if n := follow(santadconn.Stale * window); n != 1 {
+		t.Errorf("%d windows in %d windows of one set, want 1", n, santadconn.Stale)
+	}
+	// Sets without numbers (a santad of protocol version 4): a window
+	// every window.
+	r.d.setNumber(udp, 0)
+	if n := follow(3 * window); n != 3 {
+		t.Errorf("%d windows in 3 windows of unnumbered sets, want 3", n)
 	}
 	if got := r.d.rules(udp); len(got) != 1 {
 		t.Errorf("santad has %d rules; want the hot key's", len(got))
