@@ -25,11 +25,10 @@ import (
 // Learning the hot requests (docs/architecture.md, "Learning the hot
 // requests"). The UDP programs count each passed request of a learning
 // service by its key, exactly (bpf/include/learn.h): a candidate's in
-// learn_passes, at the slot learn_watch gives its hash (user space
-// maps the array and reads it whole), any other key's in the learn_counts
-// LRU hash, by window,
-// which puts the key on the learn_samples ring when its count in a window
-// reaches the threshold. Once per window the learner starts the next
+// learn_passes, at the slot learn_watch gives its hash (user space maps
+// the array and reads it whole), any other key's in the learn_counts LRU
+// hash, by window, which puts the key on the learn_samples ring when its
+// count in a window reaches the threshold. Once per window the learner starts the next
 // window (which renews the sample budgets), makes the samples candidates
 // (watched from then on), reads the candidates' counts, and makes each
 // service's hot set: its candidates by their passes per window, from
@@ -93,9 +92,8 @@ func learnRingBytes(cpus int) uint32 {
 // services that learn, their candidates and their last window's hot set.
 // Its lock guards those and the watched keys' slots; the window's reading
 // of the ring and the CPUs' counts (step) runs outside it, one step at a
-// time. The store tells it of services that
-// start and stop learning, with the store's lock held: the lock order is
-// store, then learner.
+// time. The store tells it of services that start and stop learning, with
+// the store's lock held: the lock order is store, then learner.
 type learner struct {
 	objs  *santaObjects
 	ring  *ringbuf.Reader
@@ -443,11 +441,10 @@ func (l *learner) forgetCandidate(h uint64) {
 	delete(l.byHash, h)
 }
 
-// readCounts reads the candidates' counts (learn_passes, whole):
-// each gains its passes since the last read, times scale, in its
-// service's hot set; those idle for
-// learnIdleWindows, or slow for learnSlowWindows, are dropped. Called
-// with l.mu held.
+// readCounts reads the candidates' counts (learn_passes, whole): each
+// gains its passes since the last read, times scale, in its service's hot
+// set; those idle for learnIdleWindows, or slow for learnSlowWindows, are
+// dropped. Called with l.mu held.
 func (l *learner) readCounts(scale float64) error {
 	for _, lr := range l.byLearn {
 		lr.next = nil
