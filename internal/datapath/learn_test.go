@@ -281,9 +281,10 @@ func TestHotWindows(t *testing.T) {
 	}
 }
 
-// A step that fails while it watches new keys leaves the last hot set
-// whole, with its number: a reader never sees half a set.
-func TestHotSetWholeAfterAFailedStep(t *testing.T) {
+// learnedOne is a learning service whose a.example is a candidate, after
+// one step.
+func learnedOne(t *testing.T) (*Datapath, model.ServiceID, netip.AddrPort) {
+	t.Helper()
 	d := openTest(t)
 	s, to := learningService(t, d)
 	for i := range 5 {
@@ -292,6 +293,27 @@ func TestHotSetWholeAfterAFailedStep(t *testing.T) {
 	if err := d.learnStep(); err != nil {
 		t.Fatal(err)
 	}
+	return d, s, to
+}
+
+// closeWatch swaps the learner's learn_watch for a closed copy, on which
+// every call fails, until restore.
+func closeWatch(t *testing.T, l *learner) (restore func()) {
+	t.Helper()
+	closed, err := l.objs.LearnWatch.Clone()
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed.Close()
+	watch := l.objs.LearnWatch
+	l.objs.LearnWatch = closed
+	return func() { l.objs.LearnWatch = watch }
+}
+
+// A step that fails while it watches new keys leaves the last hot set
+// whole, with its number: a reader never sees half a set.
+func TestHotSetWholeAfterAFailedStep(t *testing.T) {
+	d, s, to := learnedOne(t)
 	before, err := d.Hot(s, 0, 10)
 	if err != nil || len(before.Requests) != 1 {
 		t.Fatalf("hot %v (%v); want a.example", hotNames(before), err)
@@ -301,16 +323,9 @@ func TestHotSetWholeAfterAFailedStep(t *testing.T) {
 	for i := range 3 {
 		xdpPasses(t, d, request(to, pkttest.DNSQuery(uint16(i), "b.example")).Bytes())
 	}
-	l := d.store.learn
-	closed, err := l.objs.LearnWatch.Clone()
-	if err != nil {
-		t.Fatal(err)
-	}
-	closed.Close()
-	watch := l.objs.LearnWatch
-	l.objs.LearnWatch = closed
+	restore := closeWatch(t, d.store.learn)
 	err = d.learnStep()
-	l.objs.LearnWatch = watch
+	restore()
 	if err == nil {
 		t.Fatal("a step that could not watch its new key did not fail")
 	}
@@ -324,14 +339,7 @@ func TestHotSetWholeAfterAFailedStep(t *testing.T) {
 // is unwatched when tried again: forgotten, it would hold its slot and
 // never be sampled again.
 func TestUnwatchKeepsWhatTheKernelKept(t *testing.T) {
-	d := openTest(t)
-	_, to := learningService(t, d)
-	for i := range 5 {
-		xdpPasses(t, d, request(to, pkttest.DNSQuery(uint16(i), "a.example")).Bytes())
-	}
-	if err := d.learnStep(); err != nil {
-		t.Fatal(err)
-	}
+	d, _, _ := learnedOne(t)
 	l := d.store.learn
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -342,15 +350,9 @@ func TestUnwatchKeepsWhatTheKernelKept(t *testing.T) {
 	if len(hashes) != 1 {
 		t.Fatalf("%d candidates; want a.example's", len(hashes))
 	}
-	closed, err := l.objs.LearnWatch.Clone()
-	if err != nil {
-		t.Fatal(err)
-	}
-	closed.Close()
-	watch := l.objs.LearnWatch
-	l.objs.LearnWatch = closed
-	err = l.unwatch(hashes)
-	l.objs.LearnWatch = watch
+	restore := closeWatch(t, l)
+	err := l.unwatch(hashes)
+	restore()
 	if err == nil || l.byHash[hashes[0]] == nil || len(l.slots.given) != 0 {
 		t.Fatalf("unwatching through a closed map: %v, candidate kept %v, %d slots given; want an error, the candidate and its slot kept",
 			err, l.byHash[hashes[0]] != nil, len(l.slots.given))
@@ -359,7 +361,7 @@ func TestUnwatchKeepsWhatTheKernelKept(t *testing.T) {
 		t.Fatalf("unwatching again: %v, candidate kept %v, %d slots given; want it gone and its slot given", err, l.byHash[hashes[0]] != nil, len(l.slots.given))
 	}
 	var slot uint32
-	if err := watch.Lookup(hashes[0], &slot); !errors.Is(err, ebpf.ErrKeyNotExist) {
+	if err := l.objs.LearnWatch.Lookup(hashes[0], &slot); !errors.Is(err, ebpf.ErrKeyNotExist) {
 		t.Errorf("learn_watch still has the key: %v", err)
 	}
 }
