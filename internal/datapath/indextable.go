@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"math/bits"
+	"os"
+	"unsafe"
 
 	"github.com/cilium/ebpf"
 )
@@ -43,8 +45,21 @@ func indexPositions(maxEntries uint32) uint32 {
 	return 1 << bits.Len64(want-1)
 }
 
+// newIndexTable makes a table of positions, every page of it written
+// once now. The kernel's rule_index is allocated in full when it is made;
+// this copy, left to the first write of each page, took a page fault for
+// each page a new key landed on, and new keys come in bursts while an
+// agent installs thousands of rules a second on a busy server: in a VM
+// (a fault there costs ~17 µs) that was half of santad's time while an
+// agent learned 1M names (docs/benchmarks.md (h), "The rule index's
+// pages").
 func newIndexTable(positions uint32) *indexTable {
-	return &indexTable{keys: make([]santaSantaIndexKey, positions)}
+	t := &indexTable{keys: make([]santaSantaIndexKey, positions)}
+	perPage := max(1, os.Getpagesize()/int(unsafe.Sizeof(santaSantaIndexKey{})))
+	for i := 0; i < len(t.keys); i += perPage {
+		t.keys[i].IndexId = 0
+	}
+	return t
 }
 
 func (t *indexTable) mask() uint32 { return uint32(len(t.keys) - 1) }

@@ -4,8 +4,12 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"os"
 	"testing"
 	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/santa-offload/santa/internal/model"
 	"github.com/santa-offload/santa/rule"
@@ -167,5 +171,28 @@ func (d *Datapath) expectIndexMirrored(t *testing.T) {
 		if e.Key != want {
 			t.Errorf("position %d holds %+v, user space placed %+v", pos, e.Key, want)
 		}
+	}
+}
+
+// A new table is in memory from the start: no page of it is left to fault
+// in while rules are installed.
+func TestIndexTableResident(t *testing.T) {
+	tab := newIndexTable(1 << 20)
+	page := uintptr(os.Getpagesize())
+	start := uintptr(unsafe.Pointer(&tab.keys[0]))
+	end := start + uintptr(len(tab.keys))*unsafe.Sizeof(tab.keys[0])
+	start &^= page - 1
+	resident := make([]byte, (end-start+page-1)/page)
+	if _, _, errno := unix.Syscall(unix.SYS_MINCORE, start, end-start, uintptr(unsafe.Pointer(&resident[0]))); errno != 0 {
+		t.Fatal("mincore:", errno)
+	}
+	missing := 0
+	for _, r := range resident {
+		if r&1 == 0 {
+			missing++
+		}
+	}
+	if missing > 0 {
+		t.Errorf("%d of the table's %d pages are not in memory", missing, len(resident))
 	}
 }
