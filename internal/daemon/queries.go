@@ -84,6 +84,7 @@ func (s *Server) ruleStats(sess *session, req *protocol.RuleStats) protocol.Body
 	if len(ids) > limit {
 		r.Next, ids = uint32(ids[limit]), ids[:limit]
 	}
+	r.Counters = make([]protocol.RuleCounters, 0, len(ids))
 	err := s.dp.EachRuleStats(ids, func(id model.RuleID, st model.RuleStats) { // rules deleted since are left out
 		r.Counters = append(r.Counters, protocol.RuleCounters{RuleID: uint32(id), Hits: st.Hits, Bytes: st.Bytes})
 	})

@@ -82,6 +82,7 @@ type Datapath struct {
 	store     *store
 	tcp       *tcpPlane
 	restore   *restoring
+	stats     statsBuffers
 	addrs     *localAddrs // the host's addresses, followed from Open to Close
 	netns     netnsID     // the namespace Open ran in, whose addresses addrs are
 

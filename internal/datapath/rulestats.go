@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"sync"
 	"unsafe"
 
 	"github.com/cilium/ebpf"
@@ -27,13 +28,29 @@ func (d *Datapath) RuleStats(id model.RuleID) (model.RuleStats, error) {
 // (16 bytes per id and CPU).
 const maxBatchSpan = 16384
 
+// statsBuffers are EachRuleStats' buffers, kept from one call to the
+// next: an agent reads every rule's counters every few seconds, and
+// buffers of their own each time (megabytes at 100,000 rules, with the
+// reply's) grew santad's heap by as much, a page fault for each page it
+// grew by and a collection after, on the server's core
+// (docs/benchmarks.md (h), "santad's garbage"). They hold at most
+// maxBatchSpan ids' counters.
+type statsBuffers struct {
+	mu     sync.Mutex // held through a whole EachRuleStats
+	keys   []uint32
+	values []santaSantaRuleStats
+}
+
 // EachRuleStats reads the counters of ids, in rising order, and calls out
 // for each rule still installed. A run of ids whose span is at most twice
 // its length is read in one system call (BPF_MAP_LOOKUP_BATCH over that
 // range of the counters' array): an agent reads the counters of 100,000
 // rules every second, and one lookup per rule made that a tenth of the
-// server core (docs/benchmarks.md (j)).
+// server core (docs/benchmarks.md (j)). Calls run one at a time; out must
+// not call EachRuleStats.
 func (d *Datapath) EachRuleStats(ids []model.RuleID, out func(model.RuleID, model.RuleStats)) error {
+	d.stats.mu.Lock()
+	defer d.stats.mu.Unlock()
 	for len(ids) > 0 {
 		n := denseRun(ids)
 		run := ids[:n]
@@ -75,7 +92,8 @@ func denseRun(ids []model.RuleID) int {
 // readRuleStats reads count consecutive entries of the per-CPU rule
 // counters from first on, CPU by CPU for each id, with one
 // BPF_MAP_LOOKUP_BATCH (cilium/ebpf's batch API starts only where its
-// last call ended).
+// last call ended), into d.stats: the values are the caller's until its
+// next call. Called with d.stats.mu held.
 func (d *Datapath) readRuleStats(first, count uint32) ([]santaSantaRuleStats, error) {
 	ncpu, err := ebpf.PossibleCPU()
 	if err != nil {
@@ -84,8 +102,8 @@ func (d *Datapath) readRuleStats(first, count uint32) ([]santaSantaRuleStats, er
 	if max := d.objs.RuleStats.MaxEntries(); first >= max || count > max-first {
 		return nil, fmt.Errorf("rule ids %d to %d: past the counters' %d entries", first, first+count-1, max)
 	}
-	keys := make([]uint32, count)
-	values := make([]santaSantaRuleStats, int(count)*ncpu)
+	keys := grow(&d.stats.keys, int(count))
+	values := grow(&d.stats.values, int(count)*ncpu)
 	var prev, next uint32
 	attr := struct {
 		inBatch, outBatch, keys, values uint64
@@ -120,3 +138,12 @@ func (d *Datapath) readRuleStats(first, count uint32) ([]santaSantaRuleStats, er
 // The kernel lays per-CPU values out at 8-byte strides: the counters'
 // 16 bytes need no padding between CPUs.
 var _ [16]byte = [unsafe.Sizeof(santaSantaRuleStats{})]byte{}
+
+// grow makes *buf n long, reallocating it only if it is too short.
+func grow[E any](buf *[]E, n int) []E {
+	if cap(*buf) < n {
+		*buf = make([]E, n)
+	}
+	*buf = (*buf)[:n]
+	return *buf
+}

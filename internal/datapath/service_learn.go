@@ -16,7 +16,8 @@ func (d *Datapath) SetLearning(id model.ServiceID, l model.Learning) error {
 }
 
 // Hot is the last complete window's most passed requests of a learning
-// service, most first: at most n, from the one at index from on.
+// service, most first: at most n, from the one at index from on. The keys
+// are the learner's own bytes: read them, never write them.
 func (d *Datapath) Hot(id model.ServiceID, from, n int) (model.HotSet, error) {
 	if _, err := d.store.service(id); err != nil {
 		return model.HotSet{}, err
