@@ -24,6 +24,7 @@ type Client struct {
 	mu  sync.Mutex // one request in flight, so the reply read is its own
 	seq uint32
 	buf []byte // one datagram
+	out []byte // the last request's, which the next is encoded into
 }
 
 // Dial connects to santad at path ("": DefaultPath, $SANTA_SOCKET or
@@ -94,10 +95,11 @@ func call[R protocol.Body](c *Client, req protocol.Body, oob []byte) (R, error) 
 // with c.mu held.
 func (c *Client) send(req protocol.Body, oob []byte) error {
 	c.seq++
-	msg, err := protocol.Encode(c.version, c.seq, req)
+	msg, err := protocol.AppendEncode(c.out, c.version, c.seq, req)
 	if err != nil {
 		return err
 	}
+	c.out = msg
 	_, _, err = c.conn.WriteMsgUnix(msg, oob, nil)
 	return err
 }

@@ -57,6 +57,7 @@ func (s *Server) Serve(c *net.UnixConn, peer Peer) {
 	log := s.log.With("uid", peer.UID, "pid", peer.PID)
 	buf := make([]byte, protocol.MaxMessage+1)
 	oob := make([]byte, unix.CmsgSpace(4*maxFDs))
+	var out []byte // the last reply's, which the next is encoded into
 	for {
 		n, fds, err := receive(raw, buf, oob)
 		if err != nil || (n == 0 && hungUp(raw)) {
@@ -68,7 +69,7 @@ func (s *Server) Serve(c *net.UnixConn, peer Peer) {
 		closeFDs(fds)
 		s.counters.request(h, reply)
 		v := sess.replyVersion(h)
-		msg, err := protocol.Encode(v, h.Seq, reply)
+		msg, err := protocol.AppendEncode(out, v, h.Seq, reply)
 		if err != nil {
 			log.Error("encoding a reply", "reply", reply.Type(), "err", err)
 			s.counters.failed(errEncode)
@@ -77,6 +78,7 @@ func (s *Server) Serve(c *net.UnixConn, peer Peer) {
 		if _, err := c.Write(msg); err != nil {
 			return
 		}
+		out = msg
 		if done {
 			if e, ok := reply.(*protocol.Error); ok {
 				log.Info("closing a connection that broke the protocol", "client", sess.client, "err", e)

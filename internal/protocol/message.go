@@ -15,13 +15,22 @@ type Body interface {
 // same *Error, and one version v cannot carry (a length condition in
 // version 1).
 func Encode(v uint16, seq uint32, body Body) ([]byte, error) {
+	return AppendEncode(nil, v, seq, body)
+}
+
+// AppendEncode is Encode into buf's room, from buf[:0] on: a connection
+// that sends one message at a time can encode each into the last one's
+// buffer, where a buffer of its own grew by doubling to each message's
+// size (128 KiB for a page of rule counters, of which an agent reads a
+// dozen every few seconds: page faults and garbage on the server's core).
+func AppendEncode(buf []byte, v uint16, seq uint32, body Body) ([]byte, error) {
 	if !Speaks(v) {
 		return nil, Errorf(syscall.EINVAL, "version %d; this side speaks versions %d to %d", v, MinVersion, MaxVersion)
 	}
 	if err := checkVersion(body.Type(), v); err != nil {
 		return nil, err
 	}
-	e := encoder{cursor: cursor{v: v, index: NoIndex}, b: make([]byte, HeaderLen, 64)}
+	e := encoder{cursor: cursor{v: v, index: NoIndex}, b: append(buf[:0], make([]byte, HeaderLen)...)}
 	body.fields(&e)
 	if e.err != nil {
 		return nil, e.err

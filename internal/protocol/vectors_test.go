@@ -283,6 +283,12 @@ func checkVector(t *testing.T, v vector) {
 	if got := hex.EncodeToString(msg); got != v.Hex {
 		t.Errorf("encode gives\n%s\nwant\n%s", got, v.Hex)
 	}
+	// Into a used buffer with room for it: the same bytes, in its storage.
+	used := bytes.Repeat([]byte{0xa5}, len(msg)+64)
+	again, err := AppendEncode(used, v.Message.Version, v.Message.Seq, body)
+	if err != nil || !bytes.Equal(again, msg) || &again[0] != &used[0] {
+		t.Errorf("encoding into a used buffer gives %x, %v; want the same bytes in its storage", again, err)
+	}
 	size := sizer{v: v.Message.Version}
 	body.fields(&size)
 	if size.n != len(msg)-HeaderLen {
