@@ -49,10 +49,9 @@ func indexPositions(maxEntries uint32) uint32 {
 // once now. The kernel's rule_index is allocated in full when it is made;
 // this copy, left to the first write of each page, took a page fault for
 // each page a new key landed on, and new keys come in bursts while an
-// agent installs thousands of rules a second on a busy server: in a VM
-// (a fault there costs ~17 µs) that was half of santad's time while an
-// agent learned 1M names (docs/benchmarks.md (h), "The rule index's
-// pages").
+// agent installs thousands of rules a second on a busy server: in a VM,
+// up to a quarter of santad's time while an agent learned 1M names
+// (docs/benchmarks.md (h), "santad's garbage").
 func newIndexTable(positions uint32) *indexTable {
 	t := &indexTable{keys: make([]santaSantaIndexKey, positions)}
 	perPage := max(1, os.Getpagesize()/int(unsafe.Sizeof(santaSantaIndexKey{})))
