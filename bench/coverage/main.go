@@ -1,0 +1,132 @@
+// Command coverage tells how much of a DNS bench run's traffic an agent's
+// rules cover: the share of the queries the XDP generator sends (its cycled
+// sequence of -sequence draws from -popularity over -names names, seed
+// -seed, as bench/scenario's generator draws them) that the names of each
+// rule dump answer, beside the same number of the most sent names (the
+// best any choice of that many could do) and of the first names by index
+// (the oracle's top N). Unlike replies/s, coverage is free of a run's
+// noise: it tells a learner that chooses badly from one that chooses well
+// but costs the server's core too much (docs/benchmarks.md (h), "What the
+// agent has learned at 10 s").
+//
+// Each argument is a dump of `santactl --json rules list SERVICE` taken
+// during the run.
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strconv"
+
+	"github.com/santa-offload/santa/internal/popularity"
+)
+
+func main() {
+	names := flag.Int("names", 1000000, "the zone's names (bench/dns -names)")
+	pop := flag.String("popularity", "zipf:1", "the generator's popularity (bench/dns -popularity)")
+	seqLen := flag.Int("sequence", 1<<20, "the generator's sequence length (bench/gen's default)")
+	seed := flag.Uint64("seed", 1, "the generator's seed (bench/scenario's)")
+	flag.Parse()
+	p, err := popularity.Parse(*pop)
+	if err != nil {
+		fail(err)
+	}
+	sent := sentCounts(p.Sequence(*names, *seqLen, *seed), *names)
+	for _, path := range flag.Args() {
+		picked, err := readDump(path)
+		if err != nil {
+			fail(err)
+		}
+		report(os.Stdout, path, sent, picked)
+	}
+}
+
+func fail(err error) {
+	fmt.Fprintln(os.Stderr, "coverage:", err)
+	os.Exit(1)
+}
+
+// sentCounts is how often the sequence sends each of n names.
+func sentCounts(seq []uint32, n int) []int {
+	count := make([]int, n)
+	for _, i := range seq {
+		count[i]++
+	}
+	return count
+}
+
+// readDump reads the bench's name indices from the query patterns of a
+// santactl rule dump; a rule for any other name is left out.
+func readDump(path string) ([]int, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var dump struct {
+		Rules []struct {
+			Condition struct {
+				Hex string `json:"hex"`
+			} `json:"condition"`
+		} `json:"rules"`
+	}
+	if err := json.Unmarshal(b, &dump); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	var out []int
+	seen := map[int]bool{} // a name's forms count once
+	for _, r := range dump.Rules {
+		if i, ok := nameIndex(r.Condition.Hex); ok && !seen[i] {
+			seen[i] = true
+			out = append(out, i)
+		}
+	}
+	return out, nil
+}
+
+// nameIndex reads i from a query pattern (the query after its transaction
+// id, in hex) for the name n<i>.example (internal/dnstest.Name).
+func nameIndex(hex string) (int, bool) {
+	const header = 10 // flags and the four counts
+	var q []byte
+	if _, err := fmt.Sscanf(hex, "%x", &q); err != nil || len(q) <= header {
+		return 0, false
+	}
+	q = q[header:]
+	l := int(q[0])
+	if l < 2 || len(q) < 1+l+9 || q[1] != 'n' || string(q[1+l:1+l+9]) != "\x07example\x00" {
+		return 0, false
+	}
+	i, err := strconv.Atoi(string(q[2 : 1+l]))
+	return i, err == nil && strconv.Itoa(i) == string(q[2:1+l])
+}
+
+// report writes what the picked names cover of the queries sent.
+func report(w io.Writer, what string, sent []int, picked []int) {
+	total := 0
+	for _, c := range sent {
+		total += c
+	}
+	k := min(len(picked), len(sent))
+	share := func(counts []int) float64 {
+		s := 0
+		for _, c := range counts {
+			s += c
+		}
+		return float64(s) / float64(total)
+	}
+	var got []int
+	for _, i := range picked {
+		if i < len(sent) {
+			got = append(got, sent[i])
+		}
+	}
+	most := slices.Clone(sent)
+	slices.SortFunc(most, func(a, b int) int { return b - a })
+	cov, best := share(got), share(most[:k])
+	fmt.Fprintf(w, "%s: %d names cover %.3f of the queries sent; the %d most sent %.3f (%.3f of that); the first %d by index %.3f\n",
+		what, len(picked), cov, k, best, cov/best, k, share(sent[:k]))
+}
