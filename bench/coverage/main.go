@@ -60,7 +60,8 @@ func sentCounts(seq []uint32, n int) []int {
 }
 
 // readDump reads the bench's name indices from the query patterns of a
-// santactl rule dump; a rule for any other name is left out.
+// santactl rule dump; a rule at another offset than the query's after its
+// transaction id, or for any other name, is left out.
 func readDump(path string) ([]int, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -69,7 +70,8 @@ func readDump(path string) ([]int, error) {
 	var dump struct {
 		Rules []struct {
 			Condition struct {
-				Hex string `json:"hex"`
+				Offset int    `json:"offset"`
+				Hex    string `json:"hex"`
 			} `json:"condition"`
 		} `json:"rules"`
 	}
@@ -79,6 +81,9 @@ func readDump(path string) ([]int, error) {
 	var out []int
 	seen := map[int]bool{} // a name's forms count once
 	for _, r := range dump.Rules {
+		if r.Condition.Offset != 2 { // not a query after its transaction id
+			continue
+		}
 		if i, ok := nameIndex(r.Condition.Hex); ok && !seen[i] {
 			seen[i] = true
 			out = append(out, i)
@@ -101,28 +106,33 @@ func nameIndex(hex string) (int, bool) {
 		return 0, false
 	}
 	i, err := strconv.Atoi(string(q[2 : 1+l]))
-	return i, err == nil && strconv.Itoa(i) == string(q[2:1+l])
+	return i, err == nil && i >= 0 && strconv.Itoa(i) == string(q[2:1+l])
 }
 
-// report writes what the picked names cover of the queries sent.
+// report writes what the picked names (indices of sent) cover of the
+// queries sent.
 func report(w io.Writer, what string, sent []int, picked []int) {
 	total := 0
 	for _, c := range sent {
 		total += c
 	}
-	k := min(len(picked), len(sent))
+	var got []int
+	for _, i := range picked {
+		if i < len(sent) { // a name past the zone's is not sent
+			got = append(got, sent[i])
+		}
+	}
+	k := len(got)
+	if total == 0 || k == 0 {
+		fmt.Fprintf(w, "%s: %d names of the zone, %d queries sent: nothing to weigh\n", what, k, total)
+		return
+	}
 	share := func(counts []int) float64 {
 		s := 0
 		for _, c := range counts {
 			s += c
 		}
 		return float64(s) / float64(total)
-	}
-	var got []int
-	for _, i := range picked {
-		if i < len(sent) {
-			got = append(got, sent[i])
-		}
 	}
 	most := slices.Clone(sent)
 	slices.SortFunc(most, func(a, b int) int { return b - a })

@@ -58,6 +58,7 @@ func newIndexTable(positions uint32) *indexTable {
 	for i := 0; i < len(t.keys); i += perPage {
 		t.keys[i].IndexId = 0
 	}
+	t.keys[len(t.keys)-1].IndexId = 0 // the last page, wherever the stride ends
 	return t
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"testing"
 	"time"
 	"unsafe"
@@ -186,6 +187,7 @@ func TestIndexTableResident(t *testing.T) {
 	if _, _, errno := unix.Syscall(unix.SYS_MINCORE, start, end-start, uintptr(unsafe.Pointer(&resident[0]))); errno != 0 {
 		t.Fatal("mincore:", errno)
 	}
+	runtime.KeepAlive(tab) // until mincore has looked
 	missing := 0
 	for _, r := range resident {
 		if r&1 == 0 {

@@ -454,7 +454,7 @@ func (l *learner) forgetCandidate(h uint64) {
 // dropped. Called with l.mu held.
 func (l *learner) readCounts(scale float64) error {
 	for _, lr := range l.byLearn {
-		lr.next = nil
+		lr.next = lr.next[:0] // makeHotSets gave it storage of its own
 	}
 	if err := l.slots.read(); err != nil {
 		return err
