@@ -285,8 +285,11 @@ func (m *mcTCP) inFlightWindow(t *testing.T, write, replied func(), taken bool) 
 	t.Helper()
 	m.stop(t)
 	write()
-	if !eventually(time.Second, time.Millisecond, func() bool { return m.generation(t, "k").InFlight }) {
-		t.Fatal("the write is not in flight")
+	// The write's line bumps its key when it arrives, in softirq or, when
+	// the parser defers, in a workqueue; CI once saw no bump within 1 s.
+	if !eventually(5*time.Second, time.Millisecond, func() bool { return m.generation(t, "k").InFlight }) {
+		s, err := m.d.MemcachedStats(m.tcp)
+		t.Fatalf("the write is not in flight after 5 s: generation %+v, counters %+v (%v)", m.generation(t, "k"), s, err)
 	}
 	during := m.generation(t, "k")
 	m.guard(t, "k", "old", during)
