@@ -125,6 +125,8 @@ type group struct {
 	learning map[string]float64 // being learned: the rate that chose it
 	ranked   time.Time          // the last ranking, which read the rules' hits
 	rankedAt uint64             // the window of the last ranking
+	edge     float64            // the least score in the top set it chose; 0 while there was room
+	rate     float64            // and the set's queries a second
 	windows  uint64             // windows chosen
 	// evidence is the passed queries of the forms not offloaded over the
 	// last windows, from which newcomers are ranked (choose).

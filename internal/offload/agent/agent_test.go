@@ -437,6 +437,64 @@ func TestRankEvery(t *testing.T) {
 	r.wantConsistent()
 }
 
+// A full top set is ranked only when newcomers beat its edge by enough,
+// or every rankIdle spans: in between, reading every rule's hits would
+// displace little.
+func TestRankIdle(t *testing.T) {
+	r := newRig(t, func(c *Config) { c.MaxRules = 2 })
+	r.a.scan(r.ctx)
+	r.d.setHot(1, hot(100, "a.example.com"), hot(80, "b.example.com"))
+	r.tick() // window 1 ranks: a and b fill the set
+	r.wantInstalled("a.example.com", "b.example.com")
+	g := r.a.groups[r.srv.Addr()]
+	var ranked []uint64
+	for range 2 * rankIdle {
+		r.d.hit(1, key("a.example.com", TypeA), 100)
+		r.d.hit(1, key("b.example.com", TypeA), 80)
+		r.d.setHot(1, hot(5, "c.example.com"))
+		r.tick()
+		if g.rankedAt == g.windows {
+			ranked = append(ranked, g.windows)
+		}
+	}
+	if want := []uint64{1 + rankIdle, 1 + 2*rankIdle}; !slices.Equal(ranked, want) {
+		t.Fatalf("ranked at windows %v; want %v, every %d with no newcomer near the edge", ranked, want, rankIdle)
+	}
+	r.wantInstalled("a.example.com", "b.example.com")
+	r.d.hit(1, key("a.example.com", TypeA), 100)
+	r.d.hit(1, key("b.example.com", TypeA), 80)
+	r.d.setHot(1, hot(1000, "c.example.com"))
+	r.tick()
+	if g.rankedAt != g.windows {
+		t.Fatal("a newcomer far above the edge did not bring a ranking")
+	}
+	r.wantInstalled("a.example.com", "c.example.com")
+}
+
+// While the room below MaxRules takes every newcomer, no ranking is made:
+// none could displace a form.
+func TestNoRankingWithRoom(t *testing.T) {
+	r := newRig(t, func(c *Config) { c.MaxRules = 3 })
+	r.a.scan(r.ctx)
+	r.d.setHot(1, hot(100, "a.example.com"))
+	r.tick() // window 1 ranks
+	g := r.a.groups[r.srv.Addr()]
+	r.d.setHot(1, hot(50, "b.example.com"), hot(40, "c.example.com"))
+	r.tick()
+	r.d.hit(1, key("a.example.com", TypeA), 100)
+	r.tick()
+	if g.rankedAt != 1 {
+		t.Fatalf("ranked at window %d with room for every newcomer", g.rankedAt)
+	}
+	r.wantInstalled("a.example.com", "b.example.com", "c.example.com")
+	r.d.setHot(1, hot(500, "www.example.com"))
+	r.tick() // a fourth form: no room
+	if g.rankedAt != g.windows {
+		t.Fatal("no ranking with more newcomers than room")
+	}
+	r.wantInstalled("a.example.com", "b.example.com", "www.example.com")
+}
+
 // A form installed just before a ranking (its learning took the whole
 // window) keeps the rate that chose it: a hit in the millisecond since its
 // install is not a thousand a second.

@@ -44,7 +44,7 @@ func (a *agent) window(ctx context.Context) {
 }
 
 // candidate is a form in the running for a group's top set: score ranks
-// it; a newcomer's rate is its passed queries a second.
+// it; rate is its queries a second (a newcomer's: its passed ones).
 type candidate struct {
 	key   string
 	f     *form // nil: not offloaded yet
@@ -59,7 +59,9 @@ const evidenceSpan = 8
 // choose reads the group's rates, deletes the forms that fell out of the
 // top set and returns the keys to learn, best first. With more than
 // rankForms forms it ranks them every few windows only (rankEvery),
-// admitting newcomers into free room in between.
+// admitting newcomers into free room in between; with its top set full,
+// only when the newcomers beat the last ranking's edge by enough, or
+// every rankIdle rankings' spans (rankDue).
 func (a *agent) choose(g *group) []string {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -74,7 +76,7 @@ func (a *agent) choose(g *group) []string {
 	newcomers := a.newcomers(g, passes, hotWindow, now)
 	g.windows++
 	var learn []string
-	if !g.ranked.IsZero() && g.windows-g.rankedAt < a.rankEvery(len(g.forms)) {
+	if !a.rankDue(g, newcomers) {
 		// Admitted: the best newcomers, into the room below MaxRules.
 		admitted := selectBest(newcomers, max(0, a.cfg.MaxRules-len(g.forms)), byScore)
 		slices.SortFunc(admitted, byScore)
@@ -89,6 +91,7 @@ func (a *agent) choose(g *group) []string {
 		return nil
 	}
 	elapsed := now.Sub(g.ranked)
+	every := time.Duration(a.rankEvery(len(g.forms))) * time.Duration(a.cfg.Window)
 	first := g.ranked.IsZero()
 	g.ranked, g.rankedAt = now, g.windows
 	// The passes of offloaded forms (those whose rules came during the
@@ -115,22 +118,35 @@ func (a *agent) choose(g *group) []string {
 		if since := now.Sub(f.installed); since >= time.Duration(a.cfg.Window) && since < span {
 			span = since
 		}
+		spans := 1.0 // the first ranking read no hits: one window's passes
 		if !first && span > 0 {
 			r += float64(f.hits) / span.Seconds()
+			spans = float64(span) / float64(every)
 		}
 		f.hits = 0
 		// A form installed during the last window has not had a whole
 		// window of hits: it keeps the rate that chose it. Others are
-		// smoothed as santad smooths the passes.
+		// smoothed as santad smooths the passes, a ranking's usual span
+		// (rankEvery windows) weighing as one window: a longer span
+		// (rankIdle) weighs as that many. (Each window of the span weighing
+		// as one made the rates noisy at the edge: at 100,000 forms, 2.5
+		// times as many were displaced, each learned anew.)
 		if now.Sub(f.installed) < time.Duration(a.cfg.Window)+time.Duration(a.cfg.Window)/2 {
 			r = max(r, f.rate)
 		} else {
-			r = rate.Smooth(f.rate, r)
+			r = rate.SmoothOver(f.rate, r, spans)
 		}
 		f.rate = r
-		cands = append(cands, candidate{key: key, f: f, score: r * boost})
+		cands = append(cands, candidate{key: key, f: f, score: r * boost, rate: r})
 	}
 	top := selectBest(cands, a.cfg.MaxRules, byScore)
+	g.edge, g.rate = 0, 0
+	if len(top) == a.cfg.MaxRules {
+		g.edge = slices.MinFunc(top, func(x, y candidate) int { return cmp.Compare(x.score, y.score) }).score
+		for _, c := range top {
+			g.rate += c.rate
+		}
+	}
 	a.log.Debug("hot set", "group", g.local, "passed", len(passes), "candidates", len(cands))
 	var cold []*form
 	for _, c := range cands[len(top):] {
@@ -196,8 +212,52 @@ func selectBest[E any](s []E, k int, cmp func(x, y E) int) []E {
 const rankForms = 25000
 
 // rankEvery is how many windows go from one ranking of n forms to the
-// next.
+// next, at least.
 func (a *agent) rankEvery(n int) uint64 { return uint64(max(1, (n+a.rankForms-1)/a.rankForms)) }
+
+// rankIdle is how many rankEvery spans a full top set goes unranked
+// while the newcomers that beat its edge bring little (rankWorth): a
+// ranking would displace only forms that serve about as many queries
+// as their newcomers, each learned anew, and the offloaded forms that
+// cooled since the last, which the ranking after rankIdle spans finds.
+// Every 4 windows at 100,000 forms, reading the rules' hits was 1.4 % of
+// the server's core in santad and 1.0 % in the agent (docs/benchmarks.md
+// (h)).
+const rankIdle = 4
+
+// rankWorth is the share of the top set's queries a second that the
+// newcomers beating its edge must bring for a ranking before rankIdle
+// spans: at 1M names and 100,000 forms, a hundred newcomers or so beat
+// the edge at every ranking by a fraction of a query a second each, and
+// a popularity that shifts, or a single name that turns hot, brings
+// thousands of queries a second.
+const rankWorth = 0.001
+
+// rankDue is whether this window ranks the group's forms: the first
+// window, then at most every rankEvery windows, and at those only when
+// the newcomers outnumber the room left below MaxRules, and then while
+// the top set has room, or after rankIdle spans, or when the newcomers
+// whose score beats the least score in the top set at the last ranking
+// (its edge) bring, by how much they beat it, rankWorth of the set's
+// rate. Called with a.mu held.
+func (a *agent) rankDue(g *group, newcomers []candidate) bool {
+	if g.ranked.IsZero() {
+		return true
+	}
+	every := a.rankEvery(len(g.forms))
+	since := g.windows - g.rankedAt
+	switch {
+	case since < every || len(g.forms)+len(newcomers) <= a.cfg.MaxRules:
+		return false // or there is room for every newcomer: none displaces a form
+	case g.edge == 0 || since >= rankIdle*every:
+		return true
+	}
+	var worth float64
+	for _, c := range newcomers {
+		worth += max(0, c.score-g.edge)
+	}
+	return worth > rankWorth*g.rate
+}
 
 // readHot reads the hot sets of the group's sockets, merged: each passed
 // form's queries a second, and the longest of their windows, in seconds.
