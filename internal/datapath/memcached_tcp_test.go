@@ -285,12 +285,7 @@ func (m *mcTCP) inFlightWindow(t *testing.T, write, replied func(), taken bool) 
 	t.Helper()
 	m.stop(t)
 	write()
-	// The write's line bumps its key when it arrives, in softirq or, when
-	// the parser defers, in a workqueue; CI once saw no bump within 1 s.
-	if !eventually(5*time.Second, time.Millisecond, func() bool { return m.generation(t, "k").InFlight }) {
-		s, err := m.d.MemcachedStats(m.tcp)
-		t.Fatalf("the write is not in flight after 5 s: generation %+v, counters %+v (%v)", m.generation(t, "k"), s, err)
-	}
+	m.waitInFlight(t, "k")
 	during := m.generation(t, "k")
 	m.guard(t, "k", "old", during)
 	m.get(t, "k", "")
@@ -309,15 +304,26 @@ func (m *mcTCP) inFlightWindow(t *testing.T, write, replied func(), taken bool) 
 	}
 }
 
+// waitInFlight waits until a write of key sent over TCP is in flight. Its
+// line bumps the key when it arrives, in softirq or, where the stream
+// parser defers, in a workqueue; CI once saw no bump within 1 s, so the
+// wait is 5 s, and a failure says what the key and the domain's counters
+// were.
+func (m *mcTCP) waitInFlight(t *testing.T, key string) {
+	t.Helper()
+	if !eventually(5*time.Second, time.Millisecond, func() bool { return m.generation(t, key).InFlight }) {
+		s, err := m.d.MemcachedStats(m.tcp)
+		t.Fatalf("the write of %q is not in flight after 5 s: generation %+v, counters %+v (%v)", key, m.generation(t, key), s, err)
+	}
+}
+
 // A noreply write stays in flight until a later command's reply (here an
 // mn's) leaves.
 func TestMemcachedTCPNoreply(t *testing.T) {
 	m := newMcTCP(t)
 	c := m.client(t)
 	c.send(t, "set k 0 0 1 noreply\r\nB\r\n")
-	if !eventually(time.Second, time.Millisecond, func() bool { return m.generation(t, "k").InFlight }) {
-		t.Fatal("the noreply set is not in flight")
-	}
+	m.waitInFlight(t, "k")
 	time.Sleep(50 * time.Millisecond) // memcached has done it by now; still no reply
 	if !m.generation(t, "k").InFlight {
 		t.Fatal("a noreply write left flight without a reply")
@@ -357,9 +363,7 @@ func TestMemcachedTCPCloseInFlight(t *testing.T) {
 	m := newMcTCP(t)
 	c := m.client(t)
 	c.send(t, "set k 0 0 1 noreply\r\nB\r\n")
-	if !eventually(time.Second, time.Millisecond, func() bool { return m.generation(t, "k").InFlight }) {
-		t.Fatal("the noreply set is not in flight")
-	}
+	m.waitInFlight(t, "k")
 	before := m.generation(t, "k")
 	c.c.Close()
 	if !eventually(2*time.Second, 5*time.Millisecond, func() bool { return !m.generation(t, "k").InFlight }) {

@@ -40,6 +40,9 @@ func TestListeningTCPAsProc(t *testing.T) {
 	after := listeners(t)
 	dumped := map[Socket]bool{}
 	for _, s := range got {
+		if dumped[s] {
+			t.Errorf("sock_diag lists %v twice", s)
+		}
 		dumped[s] = true
 	}
 	for s := range before {

@@ -125,9 +125,15 @@ type group struct {
 	learning map[string]float64 // being learned: the rate that chose it
 	ranked   time.Time          // the last ranking, which read the rules' hits
 	rankedAt uint64             // the window of the last ranking
-	edge     float64            // the least score in the top set it chose; 0 while there was room
+	full     bool               // whether it filled the top set (MaxRules forms)
+	edge     float64            // the least score in the top set it chose, if full
 	rate     float64            // and the set's queries a second
 	windows  uint64             // windows chosen
+	// hitsSince is when the rules' hits were last counted from anew
+	// (resync after a new connection to santad), and recount whether the
+	// next resync does that: a ranking's span starts there at the earliest.
+	hitsSince time.Time
+	recount   bool
 	// evidence is the passed queries of the forms not offloaded over the
 	// last windows, from which newcomers are ranked (choose).
 	evidence *rate.Evidence
@@ -215,6 +221,7 @@ func (a *agent) failed(what string, err error) {
 	// The sockets are taken again, and their services found by cookie.
 	for _, s := range a.services {
 		s.group.services = map[uint32]*service{}
+		s.group.recount = true
 	}
 	a.sockets = map[uint64]*service{}
 	a.services = map[uint32]*service{}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -23,6 +24,7 @@ import (
 	"github.com/santa-offload/santa/internal/offload/santadconn"
 	"github.com/santa-offload/santa/internal/offload/server"
 	"github.com/santa-offload/santa/internal/offload/server/servertest"
+	"github.com/santa-offload/santa/internal/rate"
 	"github.com/santa-offload/santa/rule"
 )
 
@@ -469,6 +471,82 @@ func TestRankIdle(t *testing.T) {
 		t.Fatal("a newcomer far above the edge did not bring a ranking")
 	}
 	r.wantInstalled("a.example.com", "c.example.com")
+}
+
+// A full set waits for newcomers that beat its edge by rankWorth of its
+// rate in all: beating it by less brings no ranking before rankIdle
+// spans.
+func TestRankDueWorth(t *testing.T) {
+	r := newRig(t, func(c *Config) { c.MaxRules = 1 })
+	g := &group{ranked: time.Unix(1, 0), rankedAt: 1, windows: 2, full: true, edge: 10, rate: 1e6,
+		forms: map[string]*form{"a": {key: "a"}}}
+	for _, c := range []struct {
+		windows uint64
+		score   float64
+		want    bool
+	}{
+		{2, 11, false},                // beats the edge by 1 query a second: rankWorth of 10^6 is 1000
+		{2, 1011, true},               // by 1001
+		{1 + rankIdle - 1, 11, false}, // not yet rankIdle spans
+		{1 + rankIdle, 11, true},      // rankIdle spans
+		{1 + rankIdle, 5, true},       // whatever the newcomers
+	} {
+		g.windows = c.windows
+		if got := r.a.rankDue(g, []candidate{{key: "b", score: c.score}}); got != c.want {
+			t.Errorf("window %d, a newcomer at %v: rankDue = %v, want %v", c.windows, c.score, got, c.want)
+		}
+	}
+}
+
+// A ranking after rankIdle spans weighs the span as that many usual ones:
+// a form whose hits stopped keeps 0.7 of its rate per window, not 0.7
+// over the whole span.
+func TestRateOverIdleSpan(t *testing.T) {
+	r := newRig(t, func(c *Config) { c.MaxRules = 2 })
+	r.a.scan(r.ctx)
+	r.d.setHot(1, hot(100, "a.example.com"), hot(80, "b.example.com"))
+	r.tick()
+	g := r.a.groups[r.srv.Addr()]
+	for range rankIdle {
+		r.d.setHot(1, hot(5, "c.example.com"))
+		r.tick()
+	}
+	if g.rankedAt != g.windows {
+		t.Fatalf("no ranking after %d spans", rankIdle)
+	}
+	f := g.forms[string(key("a.example.com", TypeA))]
+	if want := 100 * math.Pow(1-rate.Weight, rankIdle); f == nil || math.Abs(f.rate-want) > 1e-6 {
+		t.Fatalf("a offloaded as %+v; want its rate at %v after %d windows without hits", f, want, rankIdle)
+	}
+}
+
+// After a new connection to santad, the hits read are those since it: a
+// ranking's span starts there, not at the ranking before, which would
+// read half a span's hits as the whole span's.
+func TestRateAfterReconnect(t *testing.T) {
+	r := newRig(t, func(c *Config) { c.MaxRules = 2 })
+	r.a.scan(r.ctx)
+	r.d.setHot(1, hot(100, "a.example.com"), hot(80, "b.example.com"))
+	r.tick()
+	g := r.a.groups[r.srv.Addr()]
+	for w := range rankIdle {
+		r.d.hit(1, key("a.example.com", TypeA), 100)
+		r.d.hit(1, key("b.example.com", TypeA), 80)
+		if w == rankIdle/2 {
+			r.a.failed("testing", errBroken)
+			r.a.scan(r.ctx) // a new connection: the hits so far are gone
+			r.d.hit(1, key("a.example.com", TypeA), 100)
+			r.d.hit(1, key("b.example.com", TypeA), 80)
+		}
+		r.d.setHot(1, hot(5, "c.example.com"))
+		r.tick()
+	}
+	if g.rankedAt != g.windows {
+		t.Fatalf("no ranking after %d spans", rankIdle)
+	}
+	if f := g.forms[string(key("a.example.com", TypeA))]; f == nil || math.Abs(f.rate-100) > 1e-6 {
+		t.Fatalf("a offloaded as %+v; want its rate at its 100 hits a second", f)
+	}
 }
 
 // While the room below MaxRules takes every newcomer, no ranking is made:

@@ -91,6 +91,9 @@ func (a *agent) choose(g *group) []string {
 		return nil
 	}
 	elapsed := now.Sub(g.ranked)
+	if g.hitsSince.After(g.ranked) {
+		elapsed = now.Sub(g.hitsSince) // the hits read are since then
+	}
 	every := time.Duration(a.rankEvery(len(g.forms))) * time.Duration(a.cfg.Window)
 	first := g.ranked.IsZero()
 	g.ranked, g.rankedAt = now, g.windows
@@ -140,8 +143,8 @@ func (a *agent) choose(g *group) []string {
 		cands = append(cands, candidate{key: key, f: f, score: r * boost, rate: r})
 	}
 	top := selectBest(cands, a.cfg.MaxRules, byScore)
-	g.edge, g.rate = 0, 0
-	if len(top) == a.cfg.MaxRules {
+	g.full, g.edge, g.rate = len(top) == a.cfg.MaxRules, 0, 0
+	if g.full {
 		g.edge = slices.MinFunc(top, func(x, y candidate) int { return cmp.Compare(x.score, y.score) }).score
 		for _, c := range top {
 			g.rate += c.rate
@@ -235,21 +238,23 @@ const rankWorth = 0.001
 
 // rankDue is whether this window ranks the group's forms: the first
 // window, then at most every rankEvery windows, and at those only when
-// the newcomers outnumber the room left below MaxRules, and then while
-// the top set has room, or after rankIdle spans, or when the newcomers
-// whose score beats the least score in the top set at the last ranking
-// (its edge) bring, by how much they beat it, rankWorth of the set's
-// rate. Called with a.mu held.
+// the newcomers outnumber the room left below MaxRules (under a MaxBytes
+// budget, always: the room in bytes is known only to install), and then
+// while the top set has room, or after rankIdle spans, or when the
+// newcomers whose score beats the least score in the top set at the last
+// ranking (its edge) bring, by how much they beat it, rankWorth of the
+// set's rate. Called with a.mu held.
 func (a *agent) rankDue(g *group, newcomers []candidate) bool {
 	if g.ranked.IsZero() {
 		return true
 	}
 	every := a.rankEvery(len(g.forms))
 	since := g.windows - g.rankedAt
+	room := a.cfg.MaxBytes == 0 && len(g.forms)+len(newcomers) <= a.cfg.MaxRules
 	switch {
-	case since < every || len(g.forms)+len(newcomers) <= a.cfg.MaxRules:
-		return false // or there is room for every newcomer: none displaces a form
-	case g.edge == 0 || since >= rankIdle*every:
+	case since < every || room:
+		return false // too soon, or every newcomer fits: none displaces a form
+	case !g.full || since >= rankIdle*every:
 		return true
 	}
 	var worth float64

@@ -125,6 +125,9 @@ func (a *agent) resync(sd Santad, sv *service) {
 		a.failed("reading rule stats", err)
 		return
 	}
+	if g.recount { // the hits since the last ranking went with the connection
+		g.hitsSince, g.recount = a.now(), false
+	}
 	if len(stale) > 0 {
 		if err := a.deleteIDs(sd, sv.id, stale); err != nil {
 			a.failed("deleting rules the agent does not know", err)
