@@ -443,34 +443,55 @@ func TestRankEvery(t *testing.T) {
 // or every rankIdle spans: in between, reading every rule's hits would
 // displace little.
 func TestRankIdle(t *testing.T) {
-	r := newRig(t, func(c *Config) { c.MaxRules = 2 })
-	r.a.scan(r.ctx)
-	r.d.setHot(1, hot(100, "a.example.com"), hot(80, "b.example.com"))
-	r.tick() // window 1 ranks: a and b fill the set
-	r.wantInstalled("a.example.com", "b.example.com")
-	g := r.a.groups[r.srv.Addr()]
+	r, g := fullPair(t)
 	var ranked []uint64
-	for range 2 * rankIdle {
-		r.d.hit(1, key("a.example.com", TypeA), 100)
-		r.d.hit(1, key("b.example.com", TypeA), 80)
-		r.d.setHot(1, hot(5, "c.example.com"))
-		r.tick()
-		if g.rankedAt == g.windows {
-			ranked = append(ranked, g.windows)
-		}
+	for range 2 {
+		r.idleSpans(g, func(int) { r.hitPair(100, 80) })
+		ranked = append(ranked, g.rankedAt)
 	}
 	if want := []uint64{1 + rankIdle, 1 + 2*rankIdle}; !slices.Equal(ranked, want) {
 		t.Fatalf("ranked at windows %v; want %v, every %d with no newcomer near the edge", ranked, want, rankIdle)
 	}
 	r.wantInstalled("a.example.com", "b.example.com")
-	r.d.hit(1, key("a.example.com", TypeA), 100)
-	r.d.hit(1, key("b.example.com", TypeA), 80)
+	r.hitPair(100, 80)
 	r.d.setHot(1, hot(1000, "c.example.com"))
 	r.tick()
 	if g.rankedAt != g.windows {
 		t.Fatal("a newcomer far above the edge did not bring a ranking")
 	}
 	r.wantInstalled("a.example.com", "c.example.com")
+}
+
+// fullPair is a rig whose top set of two is full: a, chosen at 100
+// passes a second, and b at 80, in window 1.
+func fullPair(t *testing.T) (*rig, *group) {
+	r := newRig(t, func(c *Config) { c.MaxRules = 2 })
+	r.a.scan(r.ctx)
+	r.d.setHot(1, hot(100, "a.example.com"), hot(80, "b.example.com"))
+	r.tick()
+	r.wantInstalled("a.example.com", "b.example.com")
+	return r, r.a.groups[r.srv.Addr()]
+}
+
+// hitPair gives fullPair's a and b hits.
+func (r *rig) hitPair(a, b uint64) {
+	r.d.hit(1, key("a.example.com", TypeA), a)
+	r.d.hit(1, key("b.example.com", TypeA), b)
+}
+
+// idleSpans runs rankIdle windows in which only c passes, 5 times a
+// window, far below g's edge, each after before(window), and checks that
+// the last one ranked and none before it.
+func (r *rig) idleSpans(g *group, before func(w int)) {
+	r.t.Helper()
+	for w := range rankIdle {
+		before(w)
+		r.d.setHot(1, hot(5, "c.example.com"))
+		r.tick()
+		if ranked := g.rankedAt == g.windows; ranked != (w == rankIdle-1) {
+			r.t.Fatalf("window %d of %d after the last ranking: ranked %v", w+1, rankIdle, ranked)
+		}
+	}
 }
 
 // A full set waits for newcomers that beat its edge by rankWorth of its
@@ -502,18 +523,8 @@ func TestRankDueWorth(t *testing.T) {
 // a form whose hits stopped keeps 0.7 of its rate per window, not 0.7
 // over the whole span.
 func TestRateOverIdleSpan(t *testing.T) {
-	r := newRig(t, func(c *Config) { c.MaxRules = 2 })
-	r.a.scan(r.ctx)
-	r.d.setHot(1, hot(100, "a.example.com"), hot(80, "b.example.com"))
-	r.tick()
-	g := r.a.groups[r.srv.Addr()]
-	for range rankIdle {
-		r.d.setHot(1, hot(5, "c.example.com"))
-		r.tick()
-	}
-	if g.rankedAt != g.windows {
-		t.Fatalf("no ranking after %d spans", rankIdle)
-	}
+	r, g := fullPair(t)
+	r.idleSpans(g, func(int) {})
 	f := g.forms[string(key("a.example.com", TypeA))]
 	if want := 100 * math.Pow(1-rate.Weight, rankIdle); f == nil || math.Abs(f.rate-want) > 1e-6 {
 		t.Fatalf("a offloaded as %+v; want its rate at %v after %d windows without hits", f, want, rankIdle)
@@ -524,26 +535,15 @@ func TestRateOverIdleSpan(t *testing.T) {
 // ranking's span starts there, not at the ranking before, which would
 // read half a span's hits as the whole span's.
 func TestRateAfterReconnect(t *testing.T) {
-	r := newRig(t, func(c *Config) { c.MaxRules = 2 })
-	r.a.scan(r.ctx)
-	r.d.setHot(1, hot(100, "a.example.com"), hot(80, "b.example.com"))
-	r.tick()
-	g := r.a.groups[r.srv.Addr()]
-	for w := range rankIdle {
-		r.d.hit(1, key("a.example.com", TypeA), 100)
-		r.d.hit(1, key("b.example.com", TypeA), 80)
+	r, g := fullPair(t)
+	r.idleSpans(g, func(w int) {
+		r.hitPair(100, 80)
 		if w == rankIdle/2 {
 			r.a.failed("testing", errBroken)
 			r.a.scan(r.ctx) // a new connection: the hits so far are gone
-			r.d.hit(1, key("a.example.com", TypeA), 100)
-			r.d.hit(1, key("b.example.com", TypeA), 80)
+			r.hitPair(100, 80)
 		}
-		r.d.setHot(1, hot(5, "c.example.com"))
-		r.tick()
-	}
-	if g.rankedAt != g.windows {
-		t.Fatalf("no ranking after %d spans", rankIdle)
-	}
+	})
 	if f := g.forms[string(key("a.example.com", TypeA))]; f == nil || math.Abs(f.rate-100) > 1e-6 {
 		t.Fatalf("a offloaded as %+v; want its rate at its 100 hits a second", f)
 	}
