@@ -14,14 +14,16 @@
 package main
 
 import (
+	"encoding/hex"
 	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
 	"os"
 	"slices"
-	"strconv"
 
+	"github.com/santa-offload/santa/internal/dnstest"
+	"github.com/santa-offload/santa/internal/offload/dnsmsg"
 	"github.com/santa-offload/santa/internal/popularity"
 )
 
@@ -93,20 +95,22 @@ func readDump(path string) ([]int, error) {
 }
 
 // nameIndex reads i from a query pattern (the query after its transaction
-// id, in hex) for the name n<i>.example (internal/dnstest.Name).
-func nameIndex(hex string) (int, bool) {
-	const header = 10 // flags and the four counts
-	var q []byte
-	if _, err := fmt.Sscanf(hex, "%x", &q); err != nil || len(q) <= header {
+// id, in hex) for the name dnstest.Name(i).
+func nameIndex(pattern string) (int, bool) {
+	q, err := hex.DecodeString(pattern)
+	if err != nil {
 		return 0, false
 	}
-	q = q[header:]
-	l := int(q[0])
-	if l < 2 || len(q) < 1+l+9 || q[1] != 'n' || string(q[1+l:1+l+9]) != "\x07example\x00" {
+	m, err := dnsmsg.Parse(append([]byte{0, 0}, q...))
+	if err != nil || len(m.Question) != 1 {
 		return 0, false
 	}
-	i, err := strconv.Atoi(string(q[2 : 1+l]))
-	return i, err == nil && i >= 0 && strconv.Itoa(i) == string(q[2:1+l])
+	name := m.Question[0].Name.String()
+	var i int
+	if _, err := fmt.Sscanf(name, "n%d.example.", &i); err != nil || i < 0 || dnstest.Name(i)+"." != name {
+		return 0, false
+	}
+	return i, true
 }
 
 // report writes what the picked names (indices of sent) cover of the
