@@ -5,8 +5,10 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/btf"
 	"github.com/cilium/ebpf/link"
 )
 
@@ -22,7 +24,9 @@ type loaded struct {
 	chunks [hugeRule]chunks // the UDP classes' rule bodies
 }
 
-// load loads both objects with opts' sizes (defaults applied).
+// load loads both objects with opts' sizes (defaults applied): the maps
+// first, santa_udp's, then santa_tcp's (most of which are santa_udp's),
+// then every program of both at once (loadPrograms).
 func load(opts Options) (*loaded, error) {
 	spec, err := loadSanta()
 	if err != nil {
@@ -51,61 +55,162 @@ func load(opts Options) (*loaded, error) {
 		return nil, err
 	}
 	spec.Maps["learn_samples"].MaxEntries = learnRingBytes(ebpf.MustPossibleCPU())
-	if err := loadOnto(spec, &l.udp, nil, "BPF objects"); err != nil {
+	tcpSpec, err := l.tcpSpec(opts.MaxConnections, opts.MaxServices)
+	if err != nil {
+		return nil, err
+	}
+	cache := btf.NewCache()
+	udp, err := loadMaps(spec, nil, "BPF objects", cache)
+	if err != nil {
+		return nil, err
+	}
+	defer udp.coll.Close()
+	shared := map[string]*ebpf.Map{}
+	for _, name := range tcpShared {
+		shared[name] = udp.coll.Maps[name]
+	}
+	tcp, err := loadMaps(tcpSpec, shared, "TCP BPF objects", cache)
+	if err != nil {
+		return nil, err
+	}
+	defer tcp.coll.Close()
+	if err := loadPrograms(cache, udp, tcp); err != nil {
+		return nil, err
+	}
+	if err := udp.coll.Assign(&l.udp); err != nil {
+		return nil, fmt.Errorf("BPF objects: %w", err)
+	}
+	if err := tcp.coll.Assign(&l.tcp); err != nil {
+		l.udp.Close()
+		return nil, fmt.Errorf("TCP BPF objects: %w", err)
+	}
+	if err := l.attachTCP(); err != nil {
+		l.tcp.Close()
+		l.udp.Close()
 		return nil, err
 	}
 	outers := [hugeRule]*ebpf.Map{smallRule: l.udp.RulesSmall, mediumRule: l.udp.RulesMedium, largeRule: l.udp.RulesLarge}
 	for c, name := range chunkedClassMaps {
 		l.chunks[c] = newChunks(outers[c], spec.Maps[name])
 	}
-	if err := l.loadTCP(opts.MaxConnections, opts.MaxServices); err != nil {
-		l.udp.Close()
-		return nil, err
-	}
 	return l, nil
 }
 
-// loadTCP loads the TCP programs onto l's maps and attaches verdict and
-// reply to the sockhash. maxConns bounds the connections under Santa.
-func (l *loaded) loadTCP(maxConns, maxServices uint32) error {
+// tcpShared are the maps santa_tcp shares with santa_udp.
+var tcpShared = []string{
+	"services", "rule_index", "rules_small", "rules_medium", "rules_large", "rules_huge",
+	"rule_stats", "service_stats", "mc_slots", "mc_domains", "mc_stats", "mc_live",
+	"mc_conns", "mc_udp_state", "mc_fresh", "mc_mortal",
+}
+
+// tcpSpec is santa_tcp's spec, sized for maxConns connections under
+// Santa and maxServices services.
+func (l *loaded) tcpSpec(maxConns, maxServices uint32) (*ebpf.CollectionSpec, error) {
 	spec, err := loadSantaTcp()
 	if err != nil {
-		return fmt.Errorf("loading TCP BPF spec: %w", err)
+		return nil, fmt.Errorf("loading TCP BPF spec: %w", err)
 	}
 	spec.Maps["connections"].MaxEntries = maxConns
 	spec.Maps["tcp_conns"].MaxEntries = maxConns
 	spec.Maps["listeners"].MaxEntries = maxServices
 	if err := l.index.setMask(spec); err != nil {
-		return err
+		return nil, err
 	}
-	shared := map[string]*ebpf.Map{
-		"services": l.udp.Services, "rule_index": l.udp.RuleIndex,
-		"rules_small": l.udp.RulesSmall, "rules_medium": l.udp.RulesMedium,
-		"rules_large": l.udp.RulesLarge, "rules_huge": l.udp.RulesHuge,
-		"rule_stats": l.udp.RuleStats, "service_stats": l.udp.ServiceStats,
-		"mc_slots": l.udp.McSlots, "mc_domains": l.udp.McDomains, "mc_stats": l.udp.McStats, "mc_live": l.udp.McLive,
-		"mc_conns": l.udp.McConns, "mc_udp_state": l.udp.McUdpState, "mc_fresh": l.udp.McFresh,
-		"mc_mortal": l.udp.McMortal,
-	}
-	if err := loadOnto(spec, &l.tcp, shared, "TCP BPF objects"); err != nil {
-		return err
-	}
+	return spec, nil
+}
+
+// attachTCP attaches the TCP verdict and reply programs to the
+// connections' sockhash.
+func (l *loaded) attachTCP() error {
 	for _, a := range []struct {
 		prog   *ebpf.Program
 		attach ebpf.AttachType
 	}{{l.tcp.SantaTcpVerdict, ebpf.AttachSkSKBVerdict}, {l.tcp.SantaTcpReply, ebpf.AttachSkMsgVerdict}} {
 		err := link.RawAttachProgram(link.RawAttachProgramOptions{Target: l.tcp.TcpConns.FD(), Program: a.prog, Attach: a.attach})
 		if err != nil {
-			l.tcp.Close()
 			return fmt.Errorf("attaching %s to the connections sockhash: %w", a.prog, err)
 		}
 	}
 	return nil
 }
 
+// objectFile is one object file's spec and its maps, loaded, to which
+// loadPrograms adds its programs.
+type objectFile struct {
+	spec *ebpf.CollectionSpec
+	coll *ebpf.Collection
+	what string // names the objects in errors
+}
+
+// loadMaps loads spec's maps, with those named in shared replaced by them
+// (sized as they are).
+func loadMaps(spec *ebpf.CollectionSpec, shared map[string]*ebpf.Map, what string, cache *btf.Cache) (*objectFile, error) {
+	if err := sizeShared(spec, shared); err != nil {
+		return nil, err
+	}
+	maps := spec.Copy()
+	maps.Programs = nil
+	coll, err := ebpf.NewCollectionWithOptions(maps, ebpf.CollectionOptions{MapReplacements: shared, Cache: cache})
+	if err != nil {
+		return nil, fmt.Errorf("loading %s: %w", what, err)
+	}
+	coll.Programs = map[string]*ebpf.Program{}
+	return &objectFile{spec: spec, coll: coll, what: what}, nil
+}
+
+// loadPrograms loads every program of files onto their maps, each on a
+// goroutine of its own. The kernel's verifier checks a program on the CPU
+// that loads it, and it is most of santad's start: about 4 s of CPU on
+// the machine of docs/benchmarks.md, a second or so for each of
+// santa_udp, santa_udp_tc, santa_mc_udp_reply and santa_tcp_verdict.
+func loadPrograms(cache *btf.Cache, files ...*objectFile) error {
+	var mu sync.Mutex
+	var errs []error
+	var wg sync.WaitGroup
+	for _, f := range files {
+		for name := range f.spec.Programs {
+			wg.Go(func() {
+				p, err := f.loadProgram(name, cache)
+				mu.Lock()
+				defer mu.Unlock()
+				if err != nil {
+					errs = append(errs, err)
+					return
+				}
+				f.coll.Programs[name] = p
+			})
+		}
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// loadProgram loads the program name of f onto f's maps.
+func (f *objectFile) loadProgram(name string, cache *btf.Cache) (*ebpf.Program, error) {
+	one := f.spec.Copy()
+	one.Programs = map[string]*ebpf.ProgramSpec{name: one.Programs[name]}
+	coll, err := ebpf.NewCollectionWithOptions(one, ebpf.CollectionOptions{MapReplacements: f.coll.Maps, Cache: cache})
+	if err != nil {
+		return nil, loadError(f.what, err)
+	}
+	defer coll.Close()
+	return coll.DetachProgram(name), nil
+}
+
 // loadOnto loads spec's objects into objs, with the maps named in shared
 // replaced by those (sized as they are). what names the objects in errors.
 func loadOnto(spec *ebpf.CollectionSpec, objs any, shared map[string]*ebpf.Map, what string) error {
+	if err := sizeShared(spec, shared); err != nil {
+		return err
+	}
+	if err := spec.LoadAndAssign(objs, &ebpf.CollectionOptions{MapReplacements: shared}); err != nil {
+		return loadError(what, err)
+	}
+	return nil
+}
+
+// sizeShared sizes spec's maps named in shared as those are.
+func sizeShared(spec *ebpf.CollectionSpec, shared map[string]*ebpf.Map) error {
 	for name, m := range shared {
 		info, err := m.Info()
 		if err != nil {
@@ -113,14 +218,17 @@ func loadOnto(spec *ebpf.CollectionSpec, objs any, shared map[string]*ebpf.Map, 
 		}
 		spec.Maps[name].MaxEntries = info.MaxEntries
 	}
-	if err := spec.LoadAndAssign(objs, &ebpf.CollectionOptions{MapReplacements: shared}); err != nil {
-		var verr *ebpf.VerifierError
-		if errors.As(err, &verr) {
-			return fmt.Errorf("loading %s: %+v", what, verr)
-		}
-		return fmt.Errorf("loading %s: %w", what, err)
-	}
 	return nil
+}
+
+// loadError is err, of loading what, with the verifier's whole log if it
+// is the verifier's.
+func loadError(what string, err error) error {
+	var verr *ebpf.VerifierError
+	if errors.As(err, &verr) {
+		return fmt.Errorf("loading %s: %+v", what, verr)
+	}
+	return fmt.Errorf("loading %s: %w", what, err)
 }
 
 // tcpObjects are the TCP programs and the maps only they use; the maps
