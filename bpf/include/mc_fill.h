@@ -38,6 +38,7 @@
 #include "santa_abi.h"
 #include "guard.h"
 #include "mc_fresh.h"
+#include "iter.h"
 #include "mc_udp.h"
 
 /* A datagram waiting for its reply. */
@@ -122,27 +123,33 @@ struct santa_mc_fill_text {
 };
 
 /* Parses text (len bytes, "VALUE " checked) as one value's reply; returns
- * whether it is one, with t filled in. */
+ * whether it is one, with t filled in. An open-coded loop: as a bounded
+ * one, its state machine took the verifier 830,000 instructions of its
+ * million, every key length a path of its own. So nothing here counts
+ * bytes: the key's length is where its space is. */
 static __always_inline int santa_mc_fill_parse(const __u8 *text, __u32 len, struct santa_mc_fill_text *t)
 {
+	int i;
+
 	t->hash = MC_FNV_OFFSET;
-	for (__u32 i = 6; i < SANTA_MC_FRESH_LEN; i++) {
+	santa_for(i, 6, SANTA_MC_FRESH_LEN)
+	{
 		__u8 b;
 
-		if (i >= len)
+		if ((__u32)i >= len)
 			return 0;
 		b = text[i];
 		if (t->tok == 0) {
 			if (b == ' ') {
-				if (t->keylen == 0)
-					return 0;
+				if (i == 6)
+					return 0; /* an empty key */
+				t->keylen = i - 6;
 				t->tok = 1;
 				continue;
 			}
 			if (b <= ' ' || b == 0x7f)
 				return 0;
 			t->hash = (t->hash ^ b) * MC_FNV_PRIME;
-			t->keylen++;
 			continue;
 		}
 		if (t->tok == 3) {

@@ -10,20 +10,7 @@
 #include "santa_abi.h"
 #include "maps.h"
 #include "tcp_maps.h"
-
-extern int bpf_iter_num_new(struct bpf_iter_num *it, int start, int end) __weak __ksym;
-extern int *bpf_iter_num_next(struct bpf_iter_num *it) __weak __ksym;
-extern void bpf_iter_num_destroy(struct bpf_iter_num *it) __weak __ksym;
-
-/* for (i = start; i < end; i++), verified once (libbpf's bpf_for). */
-#define santa_for(i, start, end)                                                                      \
-	for (struct bpf_iter_num ___it __attribute__((aligned(8), cleanup(bpf_iter_num_destroy))),      \
-	     *___p __attribute__((unused)) =                                                            \
-		     (bpf_iter_num_new(&___it, (start), (end)), (void)bpf_iter_num_destroy, (void *)0); \
-	     ({                                                                                         \
-		     int *___t = bpf_iter_num_next(&___it);                                             \
-		     (___t && ((i) = *___t, (i) >= (start) && (i) < (end)));                            \
-	     });)
+#include "iter.h"
 
 /* Copies message bytes [off, off + len) to s, len <= SANTA_SCRATCH_LEN. */
 __noinline int santa_msg_read(struct sk_msg_md *msg, __u32 off, struct santa_scratch *s, __u32 len)

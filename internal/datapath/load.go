@@ -25,54 +25,15 @@ type loaded struct {
 }
 
 // load loads both objects with opts' sizes (defaults applied): the maps
-// first, santa_udp's, then santa_tcp's (most of which are santa_udp's),
-// then every program of both at once (loadPrograms).
+// first, then every program of both at once (loadPrograms).
 func load(opts Options) (*loaded, error) {
-	spec, err := loadSanta()
-	if err != nil {
-		return nil, fmt.Errorf("loading BPF spec: %w", err)
-	}
-	spec.Maps["services"].MaxEntries = opts.MaxServices
-	spec.Maps["service_stats"].MaxEntries = opts.MaxServices
-	spec.Maps["mc_domains"].MaxEntries = opts.MaxServices
-	spec.Maps["mc_stats"].MaxEntries = opts.MaxServices
-	spec.Maps["mc_live"].MaxEntries = opts.MaxServices
-	spec.Maps["mc_conns"].MaxEntries = opts.MaxConnections
-	for _, m := range chunkedClassMaps {
-		sizeChunks(spec, m, opts.MaxRules)
-	}
-	spec.Maps["rules_huge"].MaxEntries = opts.MaxRules
 	l := &loaded{index: newIndexTable(indexPositions(opts.MaxRules))}
-	spec.Maps["rule_index"].MaxEntries = uint32(len(l.index.keys))
-	spec.Maps["rule_stats"].MaxEntries = opts.MaxRules
-	if err := spec.Variables["santa_reply_ttl"].Set(opts.ReplyTTL); err != nil {
-		return nil, fmt.Errorf("setting reply TTL: %w", err)
-	}
-	if err := l.index.setMask(spec); err != nil {
-		return nil, err
-	}
-	if err := setLearnSeed(spec); err != nil {
-		return nil, err
-	}
-	spec.Maps["learn_samples"].MaxEntries = learnRingBytes(ebpf.MustPossibleCPU())
-	tcpSpec, err := l.tcpSpec(opts.MaxConnections, opts.MaxServices)
-	if err != nil {
-		return nil, err
-	}
 	cache := btf.NewCache()
-	udp, err := loadMaps(spec, nil, "BPF objects", cache)
+	udp, tcp, err := l.loadMaps(opts, cache)
 	if err != nil {
 		return nil, err
 	}
 	defer udp.coll.Close()
-	shared := map[string]*ebpf.Map{}
-	for _, name := range tcpShared {
-		shared[name] = udp.coll.Maps[name]
-	}
-	tcp, err := loadMaps(tcpSpec, shared, "TCP BPF objects", cache)
-	if err != nil {
-		return nil, err
-	}
 	defer tcp.coll.Close()
 	if err := loadPrograms(cache, udp, tcp); err != nil {
 		return nil, err
@@ -91,9 +52,65 @@ func load(opts Options) (*loaded, error) {
 	}
 	outers := [hugeRule]*ebpf.Map{smallRule: l.udp.RulesSmall, mediumRule: l.udp.RulesMedium, largeRule: l.udp.RulesLarge}
 	for c, name := range chunkedClassMaps {
-		l.chunks[c] = newChunks(outers[c], spec.Maps[name])
+		l.chunks[c] = newChunks(outers[c], udp.spec.Maps[name])
 	}
 	return l, nil
+}
+
+// loadMaps loads the maps of santa_udp, then those of santa_tcp (most of
+// which are santa_udp's), sized by opts.
+func (l *loaded) loadMaps(opts Options, cache *btf.Cache) (udp, tcp *objectFile, err error) {
+	spec, err := l.udpSpec(opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	tcpSpec, err := l.tcpSpec(opts.MaxConnections, opts.MaxServices)
+	if err != nil {
+		return nil, nil, err
+	}
+	if udp, err = loadMaps(spec, nil, "BPF objects", cache); err != nil {
+		return nil, nil, err
+	}
+	shared := map[string]*ebpf.Map{}
+	for _, name := range tcpShared {
+		shared[name] = udp.coll.Maps[name]
+	}
+	if tcp, err = loadMaps(tcpSpec, shared, "TCP BPF objects", cache); err != nil {
+		udp.coll.Close()
+		return nil, nil, err
+	}
+	return udp, tcp, nil
+}
+
+// udpSpec is santa_udp's spec, sized by opts.
+func (l *loaded) udpSpec(opts Options) (*ebpf.CollectionSpec, error) {
+	spec, err := loadSanta()
+	if err != nil {
+		return nil, fmt.Errorf("loading BPF spec: %w", err)
+	}
+	spec.Maps["services"].MaxEntries = opts.MaxServices
+	spec.Maps["service_stats"].MaxEntries = opts.MaxServices
+	spec.Maps["mc_domains"].MaxEntries = opts.MaxServices
+	spec.Maps["mc_stats"].MaxEntries = opts.MaxServices
+	spec.Maps["mc_live"].MaxEntries = opts.MaxServices
+	spec.Maps["mc_conns"].MaxEntries = opts.MaxConnections
+	for _, m := range chunkedClassMaps {
+		sizeChunks(spec, m, opts.MaxRules)
+	}
+	spec.Maps["rules_huge"].MaxEntries = opts.MaxRules
+	spec.Maps["rule_index"].MaxEntries = uint32(len(l.index.keys))
+	spec.Maps["rule_stats"].MaxEntries = opts.MaxRules
+	if err := spec.Variables["santa_reply_ttl"].Set(opts.ReplyTTL); err != nil {
+		return nil, fmt.Errorf("setting reply TTL: %w", err)
+	}
+	if err := l.index.setMask(spec); err != nil {
+		return nil, err
+	}
+	if err := setLearnSeed(spec); err != nil {
+		return nil, err
+	}
+	spec.Maps["learn_samples"].MaxEntries = learnRingBytes(ebpf.MustPossibleCPU())
+	return spec, nil
 }
 
 // tcpShared are the maps santa_tcp shares with santa_udp.
@@ -137,9 +154,10 @@ func (l *loaded) attachTCP() error {
 // objectFile is one object file's spec and its maps, loaded, to which
 // loadPrograms adds its programs.
 type objectFile struct {
-	spec *ebpf.CollectionSpec
-	coll *ebpf.Collection
-	what string // names the objects in errors
+	spec  *ebpf.CollectionSpec
+	coll  *ebpf.Collection
+	what  string              // names the objects in errors
+	progs ebpf.ProgramOptions // how its programs load (a test asks for the verifier's statistics)
 }
 
 // loadMaps loads spec's maps, with those named in shared replaced by them
@@ -189,7 +207,7 @@ func loadPrograms(cache *btf.Cache, files ...*objectFile) error {
 func (f *objectFile) loadProgram(name string, cache *btf.Cache) (*ebpf.Program, error) {
 	one := f.spec.Copy()
 	one.Programs = map[string]*ebpf.ProgramSpec{name: one.Programs[name]}
-	coll, err := ebpf.NewCollectionWithOptions(one, ebpf.CollectionOptions{MapReplacements: f.coll.Maps, Cache: cache})
+	coll, err := ebpf.NewCollectionWithOptions(one, ebpf.CollectionOptions{MapReplacements: f.coll.Maps, Programs: f.progs, Cache: cache})
 	if err != nil {
 		return nil, loadError(f.what, err)
 	}

@@ -11,6 +11,7 @@ package datapath
 import (
 	"bytes"
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
@@ -87,6 +88,33 @@ func TestMemcachedGetRefills(t *testing.T) {
 	// A rule of another key of the domain keeps its own value.
 	m.guardNow(t, "other", "O")
 	m.get(t, "other", "O")
+}
+
+// Replies of other shapes refill as memcached prints them (mc_fill.h
+// parses the reply): a key of 200 bytes, flags of nine digits (the most it
+// takes), a value of twelve bytes.
+func TestMemcachedGetRefillShapes(t *testing.T) {
+	m := newMcTCP(t)
+	c := m.client(t)
+	cl := newMcUDPClient(t)
+	for i, tc := range []struct{ key, flags string }{
+		{strings.Repeat("k", 200), "0"},
+		{"f9", "123456789"},
+	} {
+		c.send(t, "set "+tc.key+" 0 0 1\r\nA\r\n")
+		c.expect(t, "STORED")
+		m.guardNow(t, tc.key, "A")
+		c.send(t, "set "+tc.key+" "+tc.flags+" 0 1\r\nA\r\n")
+		c.expect(t, "STORED")
+		c.send(t, "append "+tc.key+" 0 0 11\r\n0123456789B\r\n")
+		c.expect(t, "STORED")
+		m.get(t, tc.key, "")
+		m.refill(t, cl, uint16(20+i), tc.key, "VALUE "+tc.key+" "+tc.flags+" 12\r\nA0123456789B\r\nEND\r\n")
+		m.getAsMemcached(t, tc.key)
+	}
+	if s := m.stats(t); s.Filled != 2 {
+		t.Fatalf("%d filled, want 2", s.Filled)
+	}
 }
 
 // Two sets of one key in flight at once (TestMemcachedSetsRacing): neither
