@@ -29,7 +29,7 @@ type loaded struct {
 func load(opts Options) (*loaded, error) {
 	l := &loaded{index: newIndexTable(indexPositions(opts.MaxRules))}
 	cache := btf.NewCache()
-	udp, tcp, err := l.loadMaps(opts, cache)
+	udp, tcp, err := l.loadAllMaps(opts, cache)
 	if err != nil {
 		return nil, err
 	}
@@ -57,9 +57,9 @@ func load(opts Options) (*loaded, error) {
 	return l, nil
 }
 
-// loadMaps loads the maps of santa_udp, then those of santa_tcp (most of
-// which are santa_udp's), sized by opts.
-func (l *loaded) loadMaps(opts Options, cache *btf.Cache) (udp, tcp *objectFile, err error) {
+// loadAllMaps loads the maps of santa_udp, then those of santa_tcp (most
+// of which are santa_udp's), sized by opts.
+func (l *loaded) loadAllMaps(opts Options, cache *btf.Cache) (udp, tcp *objectFile, err error) {
 	spec, err := l.udpSpec(opts)
 	if err != nil {
 		return nil, nil, err
@@ -250,7 +250,7 @@ func loadError(what string, err error) error {
 }
 
 // tcpObjects are the TCP programs and the maps only they use; the maps
-// they share with santa_udp are santaObjects' (loadTCP).
+// they share with santa_udp are santaObjects' (tcpShared).
 type tcpObjects struct {
 	santaTcpPrograms
 	Connections  *ebpf.Map `ebpf:"connections"`

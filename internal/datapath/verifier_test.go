@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/btf"
 
 	"github.com/santa-offload/santa/internal/model"
 )
@@ -26,7 +27,8 @@ func TestVerifierHeadroom(t *testing.T) {
 	opts := Options{MaxRules: model.DefaultMaxRules, MaxServices: model.DefaultMaxServices,
 		MaxConnections: model.DefaultMaxConnections, ReplyTTL: 64}
 	l := &loaded{index: newIndexTable(indexPositions(opts.MaxRules))}
-	udp, tcp, err := l.loadMaps(opts, nil)
+	cache := btf.NewCache()
+	udp, tcp, err := l.loadAllMaps(opts, cache)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,7 +36,7 @@ func TestVerifierHeadroom(t *testing.T) {
 	defer tcp.coll.Close()
 	stats := ebpf.ProgramOptions{LogLevel: ebpf.LogLevelStats}
 	udp.progs, tcp.progs = stats, stats
-	if err := loadPrograms(nil, udp, tcp); err != nil {
+	if err := loadPrograms(cache, udp, tcp); err != nil {
 		t.Fatal(err)
 	}
 	processed := regexp.MustCompile(`processed (\d+) insns`)
