@@ -10,6 +10,7 @@ package datapath
 
 import (
 	"bytes"
+	"fmt"
 	"net/netip"
 	"strings"
 	"testing"
@@ -114,6 +115,54 @@ func TestMemcachedGetRefillShapes(t *testing.T) {
 	}
 	if s := m.stats(t); s.Filled != 2 {
 		t.Fatalf("%d filled, want 2", s.Filled)
+	}
+}
+
+// The reply's parse (mc_fill.h) refills only from one value of the get's
+// key, framed as memcached frames it. A test socket as memcached's UDP
+// service sends each reply below to a get that may refill (its key's rule
+// killed by a set over UDP and its STORED): the well-formed one refills,
+// which shows the others reach the parse; every other leaves the rule
+// dead.
+func TestMemcachedRefillParseRefuses(t *testing.T) {
+	m := newMcUDP(t)
+	cl := newMcUDPClient(t)
+	for i, tc := range []struct {
+		name, reply string
+		fills       bool
+	}{
+		{"well formed", "VALUE k 0 2\r\nAB\r\nEND\r\n", true},
+		{"flags of nine digits", "VALUE k 123456789 2\r\nAB\r\nEND\r\n", true},
+		{"no key", "VALUE  0 2\r\nAB\r\nEND\r\n", false},
+		{"another key", "VALUE j 0 2\r\nAB\r\nEND\r\n", false},
+		{"the key and more", "VALUE kk 0 2\r\nAB\r\nEND\r\n", false},
+		{"flags of ten digits", "VALUE k 1234567890 2\r\nAB\r\nEND\r\n", false},
+		{"no flags", "VALUE k  2\r\nAB\r\nEND\r\n", false},
+		{"a sign", "VALUE k -1 2\r\nAB\r\nEND\r\n", false},
+		{"no length", "VALUE k 0 \r\nAB\r\nEND\r\n", false},
+		{"a longer length", "VALUE k 0 3\r\nAB\r\nEND\r\n", false},
+		{"a shorter length", "VALUE k 0 1\r\nAB\r\nEND\r\n", false},
+		{"CR without LF", "VALUE k 0 2\rXAB\r\nEND\r\n", false},
+		{"another end", "VALUE k 0 2\r\nAB\r\nENX\r\n", false},
+		{"two values", "VALUE k 0 2\r\nAB\r\nVALUE k 0 2\r\nAB\r\nEND\r\n", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			key := fmt.Sprintf("k%d", i) // the reply's k
+			m.guarded(t, key, "A", time.Time{})
+			m.write(t, cl, 1, "set "+key+" 0 0 2\r\nAB\r\n")
+			m.reply(t, cl, mcReplyFrame(1, 0, 1, "STORED\r\n"))
+			m.expectGet(t, key, "")
+			reply := strings.ReplaceAll(tc.reply, "k", key)
+			m.write(t, cl, 2, "get "+key+"\r\n")
+			m.reply(t, cl, mcReplyFrame(2, 0, 1, reply))
+			answered, out := m.send(t, mcFrame(0x1234, "get "+key+"\r\n"))
+			if want := mcFrame(0x1234, reply); tc.fills && !bytes.Equal(out, want) {
+				t.Fatalf("the kernel answered %v %q, want %q", answered, out, want)
+			}
+			if !tc.fills && answered {
+				t.Fatalf("the kernel answered %q", out)
+			}
+		})
 	}
 }
 
