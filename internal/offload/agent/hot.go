@@ -374,8 +374,10 @@ func (a *agent) install(g *group, ls []*learned) {
 		return
 	}
 	used := 0
-	for _, f := range g.forms {
-		used += f.size()
+	if a.cfg.MaxBytes > 0 { // a walk of every form, each window: only for a budget
+		for _, f := range g.forms {
+			used += f.size()
+		}
 	}
 	// Best first, for the budget.
 	slices.SortFunc(ls, func(x, y *learned) int {
