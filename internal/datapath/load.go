@@ -178,9 +178,9 @@ func loadMaps(spec *ebpf.CollectionSpec, shared map[string]*ebpf.Map, what strin
 
 // loadPrograms loads every program of files onto their maps, each on a
 // goroutine of its own. The kernel's verifier checks a program on the CPU
-// that loads it, and it is most of santad's start: about 4 s of CPU on
+// that loads it, and it is most of santad's start: about 3 s of CPU on
 // the machine of docs/benchmarks.md, a second or so for each of
-// santa_udp, santa_udp_tc, santa_mc_udp_reply and santa_tcp_verdict.
+// santa_udp, santa_udp_tc and santa_tcp_verdict (docs/operations.md).
 func loadPrograms(cache *btf.Cache, files ...*objectFile) error {
 	var mu sync.Mutex
 	var errs []error
