@@ -180,7 +180,16 @@ func (m *mcTCP) client(t testing.TB) *mcClient {
 	}
 	c.(*net.TCPConn).SetNoDelay(true)
 	t.Cleanup(func() { c.Close() })
-	return &mcClient{c: c, r: bufio.NewReader(c)}
+	mc := &mcClient{c: c, r: bufio.NewReader(c)}
+	// Accepted before it is used: a test that stops memcached next would
+	// otherwise find the connection still waiting for memcached's
+	// accept(), before which the kernel parses none of its requests
+	// (docs/tcp.md, "Requests that arrive before accept()"), and its write
+	// never in flight (TestMemcachedTCPInFlight failed so in CI, every
+	// counter of the domain 0).
+	mc.send(t, "mn\r\n")
+	mc.expect(t, "MN")
+	return mc
 }
 
 // send writes one segment (TCP_NODELAY: each write leaves at once).
