@@ -217,6 +217,10 @@ func (f *objectFile) loadProgram(name string, cache *btf.Cache) (*ebpf.Program, 
 
 // loadOnto loads spec's objects into objs, with the maps named in shared
 // replaced by those (sized as they are). what names the objects in errors.
+// Unlike loadMaps, it creates only the maps objs's programs use: the
+// handover's object declares most maps of the data plane and uses a few
+// (its rule_stats alone, a per-CPU array of 1M entries, would take half a
+// second and 16 MiB a CPU).
 func loadOnto(spec *ebpf.CollectionSpec, objs any, shared map[string]*ebpf.Map, what string) error {
 	if err := sizeShared(spec, shared); err != nil {
 		return err
