@@ -315,9 +315,10 @@ func (m *mcTCP) inFlightWindow(t *testing.T, write, replied func(), taken bool) 
 
 // waitInFlight waits until a write of key sent over TCP is in flight. Its
 // line bumps the key when it arrives, in softirq or, where the stream
-// parser defers, in a workqueue; CI once saw no bump within 1 s, so the
-// wait is 5 s, and a failure says what the key and the domain's counters
-// were.
+// parser defers, in a workqueue. A failure says what the key and the
+// domain's counters were: that is how the one CI failure was told apart
+// (every counter 0: the connection not yet accepted, which client() now
+// waits for), not a late bump.
 func (m *mcTCP) waitInFlight(t *testing.T, key string) {
 	t.Helper()
 	if !eventually(5*time.Second, time.Millisecond, func() bool { return m.generation(t, key).InFlight }) {
