@@ -18,13 +18,23 @@ type Learning struct {
 	// counted. 0: none.
 	ProbePort uint16
 	Enabled   bool
+	// Counts is the most passed requests a CPU counts a window while the
+	// service learns (protocol version 6), up to santad's limit of
+	// 100,000, its default (0). santad counts as many as the learning
+	// service that asks for most: fewer cost the server less, and tell
+	// less of the requests that pass.
+	Counts uint32
 }
 
 // SetLearning turns a service's learning on or off (LEARN, protocol
-// version 2). The caller becomes the service's manager. santad does not
-// keep it across its restarts: send it again after reconnecting.
+// version 2; Counts, version 6). The caller becomes the service's
+// manager. santad does not keep it across its restarts: send it again
+// after reconnecting.
 func (c *Client) SetLearning(service uint32, l Learning) error {
-	req := &protocol.Learn{ServiceID: service, KeyOff: l.KeyOffset, ProbePort: l.ProbePort, Enable: l.Enabled}
+	if l.Counts != 0 && c.version < protocol.Version6 {
+		return fmt.Errorf("set learning of service %d: counts is protocol version 6's; santad speaks %d", service, c.version)
+	}
+	req := &protocol.Learn{ServiceID: service, KeyOff: l.KeyOffset, ProbePort: l.ProbePort, Enable: l.Enabled, Counts: l.Counts}
 	if _, err := call[*protocol.LearnReply](c, req, nil); err != nil {
 		return fmt.Errorf("set learning of service %d: %w", service, err)
 	}
@@ -46,8 +56,22 @@ type HotSet struct {
 	// steps: a later window's set has another (0 before the service's
 	// first window, and from a daemon of protocol version 2 to 4, which
 	// does not tell).
-	Number   uint32
-	Requests []HotRequest
+	Number uint32
+	// CountedPPM is the share of the window's passed requests santad's
+	// data plane counted, in millionths (protocol version 6; 0 from an
+	// older daemon): Passes are scaled up to all of them, and rest on
+	// Passes * CountedPPM / 10^6 counts.
+	CountedPPM uint32
+	Requests   []HotRequest
+}
+
+// CountedShare is the share of the window's passed requests counted, 0
+// to 1: 1 when every one was, or the daemon does not tell.
+func (h HotSet) CountedShare() float64 {
+	if h.CountedPPM == 0 || h.CountedPPM >= 1e6 {
+		return 1
+	}
+	return float64(h.CountedPPM) / 1e6
 }
 
 // hotRestarts is how many times Hot starts over when santad's window ends
@@ -78,7 +102,8 @@ func (c *Client) Hot(service uint32, max int) (HotSet, error) {
 			continue
 		}
 		if req.From == 0 {
-			set = HotSet{Window: time.Duration(r.WindowMS) * time.Millisecond, Number: r.Window, Requests: make([]HotRequest, 0, len(r.Requests))}
+			set = HotSet{Window: time.Duration(r.WindowMS) * time.Millisecond, Number: r.Window, CountedPPM: r.CountedPPM,
+				Requests: make([]HotRequest, 0, len(r.Requests))}
 		}
 		for _, h := range r.Requests {
 			set.Requests = append(set.Requests, HotRequest(h))

@@ -81,6 +81,48 @@ func TestLearningNeedsVersion2(t *testing.T) {
 	}
 }
 
+// In version 6 SetLearning sends the counts asked for, and Hot tells the
+// share of passes counted; to an older daemon, counts are refused before
+// anything is sent.
+func TestLearningCounts(t *testing.T) {
+	for _, version := range []uint16{protocol.Version5, protocol.Version6} {
+		var mu sync.Mutex
+		var got *protocol.Learn
+		path := serve(t, func(req protocol.Body, _ []int) protocol.Body {
+			mu.Lock()
+			defer mu.Unlock()
+			switch req := req.(type) {
+			case *protocol.Hello:
+				return &protocol.HelloReply{Version: version}
+			case *protocol.Learn:
+				got = req
+				return &protocol.LearnReply{}
+			case *protocol.Hot:
+				return &protocol.HotReply{WindowMS: 1000, Window: 2, Total: 1, CountedPPM: 125000,
+					Requests: []protocol.HotRequest{{Passes: 8, Key: []byte("a")}}}
+			}
+			return protocol.Errorf(syscall.EINVAL, "unexpected %v", req.Type())
+		})
+		c := dialTo(t, path)
+		err := c.SetLearning(3, Learning{KeyOffset: 2, Enabled: true, Counts: 12500})
+		mu.Lock()
+		switch {
+		case version == protocol.Version5 && (err == nil || !strings.Contains(err.Error(), "counts is protocol version 6's; santad speaks 5") || got != nil):
+			t.Errorf("version 5: SetLearning with counts gives %v, sent %+v; want it refused, nothing sent", err, got)
+		case version == protocol.Version6 && (err != nil || got == nil || got.Counts != 12500):
+			t.Errorf("version 6: SetLearning with counts gives %v, sent %+v; want counts 12500", err, got)
+		}
+		mu.Unlock()
+		want := uint32(125000)
+		if version < protocol.Version6 {
+			want = 0 // does not travel
+		}
+		if hot, err := c.Hot(3, 1); err != nil || hot.CountedPPM != want {
+			t.Errorf("version %d: Hot gives %+v (%v); want counted_ppm %d", version, hot, err, want)
+		}
+	}
+}
+
 // From a daemon of version 5, Hot reads a set larger than one reply in
 // pages, and starts over when a new window's set replaced the one it was
 // reading; from a version 4 daemon it takes the one reply.
@@ -127,6 +169,7 @@ func TestHotPages(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", tc.name, err)
 		}
+		mu.Lock()
 		got := ""
 		for i, r := range hot.Requests {
 			got += string(r.Key)
@@ -134,7 +177,6 @@ func TestHotPages(t *testing.T) {
 				t.Errorf("%s: %s has passes %d, want %d: pages of two windows", tc.name, r.Key, r.Passes, want)
 			}
 		}
-		mu.Lock()
 		if got != tc.want || asks != tc.asks {
 			t.Errorf("%s: Hot(4) gives %q in %d asks, want %q in %d", tc.name, got, asks, tc.want, tc.asks)
 		}

@@ -14,19 +14,22 @@ func (s *Server) learn(sess *session, req *protocol.Learn) protocol.Body {
 	if req.KeyOff > model.MaxLearnOffset {
 		return protocol.Errorf(syscall.EINVAL, "key_off is %d; the limit is %d", req.KeyOff, model.MaxLearnOffset)
 	}
+	if req.Counts > model.MaxLearnCounts {
+		return protocol.Errorf(syscall.EINVAL, "counts is %d; the limit is %d (0: the limit)", req.Counts, model.MaxLearnCounts)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	sv, perr := s.owned(sess, req.ServiceID)
 	if perr != nil {
 		return perr
 	}
-	l := model.Learning{KeyOffset: req.KeyOff, ProbePort: req.ProbePort, Enabled: req.Enable}
+	l := model.Learning{KeyOffset: req.KeyOff, ProbePort: req.ProbePort, Enabled: req.Enable, Counts: req.Counts}
 	if err := s.dp.SetLearning(sv.ID, l); err != nil {
 		return dataplaneError(err)
 	}
 	sv.manager = sess.client
 	s.log.Info("service learning", "service", sv.ID, "enabled", l.Enabled, "key_off", l.KeyOffset,
-		"probe_port", l.ProbePort, "client", sess.client)
+		"probe_port", l.ProbePort, "counts", l.Counts, "client", sess.client)
 	return &protocol.LearnReply{}
 }
 
@@ -50,7 +53,8 @@ func (s *Server) hot(sess *session, req *protocol.Hot) protocol.Body {
 	if err != nil {
 		return dataplaneError(err)
 	}
-	r := &protocol.HotReply{WindowMS: uint32(set.Window.Milliseconds()), Window: set.Number, Total: uint32(set.Total)}
+	r := &protocol.HotReply{WindowMS: uint32(set.Window.Milliseconds()), Window: set.Number, Total: uint32(set.Total),
+		CountedPPM: set.CountedPPM}
 	for _, h := range set.Requests {
 		item := protocol.HotRequest{Passes: h.Passes, Key: h.Key}
 		if room -= protocol.HotRequestSize(&item); room < 0 {

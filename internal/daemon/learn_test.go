@@ -139,3 +139,26 @@ func TestHotOlderClientsAsBefore(t *testing.T) {
 		t.Errorf("a version 2 HOT gives %d forms; %d fit", len(r.Requests), n)
 	}
 }
+
+// Version 6's LEARN tells the counts the service asks for, up to the
+// data plane's most; its HOT reply tells the share of passes counted.
+func TestLearnCounts(t *testing.T) {
+	s := newTestServer(t, nil)
+	a := s.connect(t, alice, true)
+	id := a.attach()
+	svc := model.ServiceID(id)
+	a.ok(&protocol.Learn{ServiceID: id, KeyOff: 2, Enable: true, Counts: 12500})
+	if got, want := s.dp.learningOf(svc), (model.Learning{KeyOffset: 2, Enabled: true, Counts: 12500}); got != want {
+		t.Fatalf("the data plane learns %+v, want %+v", got, want)
+	}
+	a.refused(&protocol.Learn{ServiceID: id, KeyOff: 2, Enable: true, Counts: model.MaxLearnCounts + 1}, syscall.EINVAL,
+		"counts is 100001; the limit is 100000 (0: the limit)")
+	if got := s.dp.learningOf(svc).Counts; got != 12500 {
+		t.Fatalf("a refused LEARN changed the counts to %d", got)
+	}
+	s.dp.setHot(svc, model.HotSet{Window: time.Second, Number: 3, CountedPPM: 125000,
+		Requests: []model.HotRequest{{Passes: 8, Key: []byte("www")}}})
+	if r := a.ok(&protocol.Hot{ServiceID: id}).(*protocol.HotReply); r.CountedPPM != 125000 || len(r.Requests) != 1 {
+		t.Fatalf("HOT gives %+v; want counted_ppm 125000 and one form", r)
+	}
+}

@@ -70,7 +70,7 @@ func (d *Datapath) learnStep() error { return d.store.learn.step() }
 // learnConfig sets the data plane's learning threshold and budget, in
 // window 0.
 func (d *Datapath) learnConfig(threshold, budget uint32) error {
-	return d.objs.LearnConfig.Put(uint32(0), santaSantaLearnConfig{Threshold: threshold, Budget: budget, Counts: learnCounts})
+	return d.objs.LearnConfig.Put(uint32(0), santaSantaLearnConfig{Threshold: threshold, Budget: budget, Counts: model.MaxLearnCounts})
 }
 
 // learnRecords takes the raw records on the samples' ring.

@@ -41,16 +41,14 @@ import (
 const (
 	learnWindow = time.Second
 	learnBudget = 8192 // samples per CPU and window
-	// learnCounts bounds the passed requests a CPU counts in a window:
-	// counting one costs 30-350 ns, and under overload a server's CPU
-	// passes far more requests than its socket takes (at most 35 ms of
-	// a second, 3.5 %). Counts are scaled up by passed / counted. The
+	// The passed requests a CPU counts in a window are bounded by the
+	// largest Counts a learning service asks, model.MaxLearnCounts at
+	// most (its cost). Counts are scaled up by passed / counted. The
 	// counted requests are what the kernel knows of the passed ones: at
 	// 1M names, 50,000 a window (and 4096 samples) brought about 3,600
 	// new keys a window, 100,000 (and 8192) twice as many, 200,000 (and
 	// 16384) four times, at twice the worst case's cost
 	// (docs/benchmarks.md (h), "The hot set in pages").
-	learnCounts       = 100000
 	learnMinThreshold = 2       // a key's passes in a window that bring a sample, at least
 	learnMaxThreshold = 1 << 24 // and at most
 	// The ring is sized for the budget of learnRingCPUs CPUs at most, with
@@ -117,10 +115,12 @@ type learner struct {
 	done    chan struct{}
 }
 
-// learning is one service's: its last hot set, and the next while a step
-// makes it (its candidates are those of byHash that point to it).
+// learning is one service's: the counts it asks for, its last hot set,
+// and the next while a step makes it (its candidates are those of byHash
+// that point to it).
 type learning struct {
 	service model.ServiceID
+	counts  uint32 // 1 to model.MaxLearnCounts
 	hot     model.HotSet
 	next    []model.HotRequest
 }
@@ -155,8 +155,11 @@ func newLearner(objs *santaObjects, log *slog.Logger) (*learner, error) {
 	return l, nil
 }
 
+// writeConfig writes the window, the threshold and the counts a CPU
+// makes a window: the most any learning service asks. Called without
+// l.mu.
 func (l *learner) writeConfig() error {
-	cfg := santaSantaLearnConfig{Window: l.window, Threshold: l.threshold, Budget: learnBudget, Counts: learnCounts}
+	cfg := santaSantaLearnConfig{Window: l.window, Threshold: l.threshold, Budget: learnBudget, Counts: l.counts()}
 	if err := l.objs.LearnConfig.Put(uint32(0), cfg); err != nil {
 		return fmt.Errorf("writing the learning configuration: %w", err)
 	}
@@ -179,21 +182,56 @@ func (l *learner) close() {
 }
 
 // start gives service a new learn id, under which the data plane counts
-// its passed requests, and starts the windows if they do not run yet.
-func (l *learner) start(service model.ServiceID) uint32 {
+// its passed requests (counts a CPU and window, from the next window on;
+// 0: model.MaxLearnCounts), and starts the windows if they do not run
+// yet.
+func (l *learner) start(service model.ServiceID, counts uint32) uint32 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.lastID++
 	if l.lastID == 0 { // after 2^32 starts: 0 means off
 		l.lastID++
 	}
-	l.byLearn[l.lastID] = &learning{service: service}
+	l.byLearn[l.lastID] = &learning{service: service, counts: askedCounts(counts)}
 	l.bySvc[service] = l.lastID
 	if !l.running && l.every > 0 {
 		l.running, l.stop, l.done = true, make(chan struct{}), make(chan struct{})
 		go l.loop()
 	}
 	return l.lastID
+}
+
+// askedCounts is the counts a service asks for, 0 being the most.
+func askedCounts(counts uint32) uint32 {
+	if counts == 0 || counts > model.MaxLearnCounts {
+		return model.MaxLearnCounts
+	}
+	return counts
+}
+
+// setCounts changes the counts a learn id asks for, from the next window
+// on.
+func (l *learner) setCounts(id, counts uint32) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if lr, ok := l.byLearn[id]; ok {
+		lr.counts = askedCounts(counts)
+	}
+}
+
+// counts is the passed requests a CPU counts a window: the most any
+// learning service asks for.
+func (l *learner) counts() uint32 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var most uint32
+	for _, lr := range l.byLearn {
+		most = max(most, lr.counts)
+	}
+	if most == 0 {
+		return model.MaxLearnCounts
+	}
+	return most
 }
 
 // end forgets a learn id: its samples still on the ring are dropped.
@@ -290,7 +328,7 @@ func (l *learner) step() error {
 		err = l.readCounts(scale)
 	}
 	if err == nil {
-		l.makeHotSets(window)
+		l.makeHotSets(window, scale)
 	}
 	l.mu.Unlock()
 	if err != nil {
@@ -463,7 +501,8 @@ func (l *learner) readCounts(scale float64) error {
 	for h, c := range l.byHash {
 		l.countPasses(c, l.slots.passes(c.slot), scale)
 		c.idle++
-		if c.rate >= 0 && c.rate < float64(l.threshold)/2 {
+		// The threshold counts counted passes; the rate, all of them.
+		if c.rate >= 0 && c.rate < float64(l.threshold)/2*scale {
 			c.slow++
 		} else {
 			c.slow = 0
@@ -507,10 +546,11 @@ func (l *learner) countPasses(c *candidate, passes uint64, scale float64) {
 }
 
 // makeHotSets makes each learning service's next hot set its hot set:
-// sorted, most passes first, and numbered with the window that just
-// started. A step that failed before leaves the last one whole, with its
-// number. Called with l.mu held.
-func (l *learner) makeHotSets(window time.Duration) {
+// sorted, most passes first, numbered with the window that just started,
+// with the share of passes counted (1/scale). A step that failed before
+// leaves the last one whole, with its number. Called with l.mu held.
+func (l *learner) makeHotSets(window time.Duration, scale float64) {
+	ppm := uint32(math.Round(1e6 / scale))
 	for _, lr := range l.byLearn {
 		slices.SortFunc(lr.next, func(a, b model.HotRequest) int {
 			if c := cmp.Compare(b.Passes, a.Passes); c != 0 {
@@ -518,7 +558,7 @@ func (l *learner) makeHotSets(window time.Duration) {
 			}
 			return bytes.Compare(a.Key, b.Key)
 		})
-		lr.hot = model.HotSet{Window: window, Number: l.window, Requests: lr.next}
+		lr.hot = model.HotSet{Window: window, Number: l.window, CountedPPM: ppm, Requests: lr.next}
 		lr.next = make([]model.HotRequest, 0, len(lr.hot.Requests))
 	}
 }

@@ -159,7 +159,7 @@ func TestLearnFixtures(t *testing.T) {
 	if samples, err = d.learnSamples(); err != nil || len(samples) != 2 {
 		t.Fatalf("%d samples (%v) after three more keys reached the threshold; the budget of 3 leaves 2", len(samples), err)
 	}
-	if err := d.objs.LearnConfig.Put(uint32(0), santaSantaLearnConfig{Window: 1, Threshold: 2, Budget: 3, Counts: learnCounts}); err != nil {
+	if err := d.objs.LearnConfig.Put(uint32(0), santaSantaLearnConfig{Window: 1, Threshold: 2, Budget: 3, Counts: model.MaxLearnCounts}); err != nil {
 		t.Fatal(err)
 	}
 	// In a new window the budget is whole again, and a key's count
@@ -439,9 +439,54 @@ func TestLearnCountsBudget(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Counted 4 of 8: sampled at its second, then 2 more, times 8 / 4.
-	if got := fmt.Sprint(hotNames(hot)); got != "[budget.example:4]" {
-		t.Fatalf("hot %s; want [budget.example:4]", got)
+	if got := fmt.Sprint(hotNames(hot)); got != "[budget.example:4]" || hot.CountedPPM != 500000 {
+		t.Fatalf("hot %s, %d ppm counted; want [budget.example:4], 500000", got, hot.CountedPPM)
 	}
+}
+
+// The data plane counts as many passed requests a CPU and window as the
+// learning service that asks for most: the default unless each asks for
+// fewer. A change of counts keeps the service's count.
+func TestLearnCountsAsked(t *testing.T) {
+	d := openTest(t)
+	a, _ := learningService(t, d)
+	b, _ := learningService(t, d)
+	set := func(s model.ServiceID, counts uint32) {
+		t.Helper()
+		if err := d.SetLearning(s, model.Learning{KeyOffset: 2, ProbePort: probePort, Enabled: true, Counts: counts}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	counts := func(want uint32) {
+		t.Helper()
+		if err := d.learnStep(); err != nil {
+			t.Fatal(err)
+		}
+		var cfg santaSantaLearnConfig
+		if err := d.objs.LearnConfig.Lookup(uint32(0), &cfg); err != nil {
+			t.Fatal(err)
+		}
+		if cfg.Counts != want {
+			t.Fatalf("the data plane counts %d a window; want %d", cfg.Counts, want)
+		}
+	}
+	counts(model.MaxLearnCounts)
+	id := d.store.services[a].learnID
+	set(a, 1000)
+	counts(model.MaxLearnCounts) // b asks for the default
+	if got := d.store.services[a].learnID; got != id {
+		t.Fatalf("a change of counts started a new count: learn id %d, was %d", got, id)
+	}
+	set(b, 5000)
+	counts(5000)
+	set(b, model.MaxLearnCounts+1) // above the most: the most
+	counts(model.MaxLearnCounts)
+	if err := d.SetLearning(b, model.Learning{}); err != nil {
+		t.Fatal(err)
+	}
+	counts(1000)
+	set(a, 0)
+	counts(model.MaxLearnCounts)
 }
 
 // hotNames are a hot set's DNS names with their counts.

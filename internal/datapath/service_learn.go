@@ -9,8 +9,9 @@ import (
 )
 
 // SetLearning turns a UDP service's learning on or off, or changes its
-// key offset or probe port (learn.go). Turning it on, or changing the key
-// offset, starts a new count: the hot set of the window before is gone.
+// key offset, probe port or counts (learn.go). Turning it on, or changing
+// the key offset, starts a new count: the hot set of the window before is
+// gone.
 func (d *Datapath) SetLearning(id model.ServiceID, l model.Learning) error {
 	return d.store.setLearning(id, l)
 }
@@ -42,7 +43,7 @@ func (st *store) setLearning(id model.ServiceID, l model.Learning) error {
 	if !l.Enabled {
 		newID = 0
 	} else if wasID == 0 || was.KeyOffset != l.KeyOffset {
-		newID = st.learn.start(id)
+		newID = st.learn.start(id, l.Counts)
 	}
 	svc.learning, svc.learnID = l, newID
 	if err := st.objs.Services.Put(svc.info.Cookie, svc.value()); err != nil {
@@ -54,6 +55,9 @@ func (st *store) setLearning(id model.ServiceID, l model.Learning) error {
 	}
 	if wasID != 0 && wasID != newID {
 		st.learn.end(wasID)
+	}
+	if newID != 0 && newID == wasID {
+		st.learn.setCounts(newID, l.Counts)
 	}
 	return nil
 }

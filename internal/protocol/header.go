@@ -27,9 +27,11 @@ const (
 	// Version5 pages HOT (its request's from, its reply's window and
 	// total).
 	Version5 = 5
+	// Version6 adds LEARN's counts and HOT's reply's counted_ppm.
+	Version6 = 6
 
 	MinVersion = Version1 // the oldest version this side speaks
-	MaxVersion = Version5 // the newest
+	MaxVersion = Version6 // the newest
 )
 
 // le is the byte order of every integer of the protocol.

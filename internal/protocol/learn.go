@@ -10,6 +10,10 @@ type Learn struct {
 	KeyOff    uint16
 	ProbePort uint16 // UDP source port (host order) never answered nor counted; 0: none
 	Enable    bool   // flags bit 0
+	// Counts is the most passed requests a CPU counts a window while the
+	// service learns (version 6; 0: the daemon's default, and in earlier
+	// versions).
+	Counts uint32
 }
 
 func (*Learn) Type() Type { return TypeLearn }
@@ -19,6 +23,9 @@ func (l *Learn) fields(c codec) {
 	c.u16("key_off", &l.KeyOff)
 	c.u16("probe_port", &l.ProbePort)
 	c.flag("flags", &l.Enable)
+	if c.version() >= Version6 {
+		c.u32("counts", &l.Counts)
+	}
 }
 
 // LearnReply is the empty reply to LEARN.
@@ -66,11 +73,17 @@ const minHotRequestSize = 6
 // santad from its start; it changes when a new window's set replaces the
 // last) and how many forms the whole set holds (Total), so that a reader
 // of pages knows where the set ends and whether it changed between them.
+//
+// Passes are scaled up to every passed request: in version 6 CountedPPM
+// tells what share of them the data plane counted in the window, in
+// millionths, so that a reader can tell how many counts a figure rests
+// on (its passes times CountedPPM / 10^6).
 type HotReply struct {
-	WindowMS uint32
-	Window   uint32 // version 5
-	Total    uint32 // version 5
-	Requests []HotRequest
+	WindowMS   uint32
+	Window     uint32 // version 5
+	Total      uint32 // version 5
+	CountedPPM uint32 // version 6
+	Requests   []HotRequest
 }
 
 func (*HotReply) Type() Type { return TypeHot | ReplyBit }
@@ -80,6 +93,9 @@ func (h *HotReply) fields(c codec) {
 	if c.version() >= Version5 {
 		c.u32("window", &h.Window)
 		c.u32("total", &h.Total)
+	}
+	if c.version() >= Version6 {
+		c.u32("counted_ppm", &h.CountedPPM)
 	}
 	list(c, "requests", 4, 0, minHotRequestSize, &h.Requests, hotRequestFields)
 }
@@ -92,11 +108,15 @@ func HotRequestSize(r *HotRequest) int {
 }
 
 // HotOverhead is what a HOT reply of version v takes besides its
-// requests: the header, window_ms, window and total (version 5) and the
-// count.
+// requests: the header, window_ms, window and total (version 5),
+// counted_ppm (version 6) and the count.
 func HotOverhead(v uint16) int {
+	n := HeaderLen + 4 + 4 // window_ms and the count
 	if v >= Version5 {
-		return HeaderLen + 4 + 4 + 4 + 4
+		n += 4 + 4
 	}
-	return HeaderLen + 4 + 4
+	if v >= Version6 {
+		n += 4
+	}
+	return n
 }

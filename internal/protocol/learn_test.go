@@ -175,3 +175,33 @@ func TestHotVersion5(t *testing.T) {
 		}
 	}
 }
+
+// Version 6's LEARN ends with counts, its HOT reply tells counted_ppm
+// before the count; version 5's have neither.
+func TestLearnVersion6(t *testing.T) {
+	learn := &Learn{ServiceID: 3, KeyOff: 2, ProbePort: 5353, Enable: true, Counts: 12500}
+	v6 := mustEncode(Version6, 7, learn)
+	if got, want := v6[HeaderLen:], mustHex("03000000"+"0200"+"e914"+"01"+"d4300000"); !bytes.Equal(got, want) {
+		t.Fatalf("version 6 LEARN %x, want %x", got, want)
+	}
+	if _, body, err := Decode(v6); err != nil || !reflect.DeepEqual(body, learn) {
+		t.Fatalf("version 6 LEARN decodes to %+v (%v)", body, err)
+	}
+	reply := &HotReply{WindowMS: 1000, Window: 9, Total: 40, CountedPPM: 125000, Requests: []HotRequest{{Passes: 9, Key: []byte("ab")}}}
+	v6 = mustEncode(Version6, 7, reply)
+	if got, want := v6[HeaderLen:], mustHex("e8030000"+"09000000"+"28000000"+"48e80100"+"01000000"+"09000000"+"0200"+"6162"); !bytes.Equal(got, want) {
+		t.Fatalf("version 6 HOT reply %x, want %x", got, want)
+	}
+	if _, body, err := Decode(v6); err != nil || !reflect.DeepEqual(body, reply) {
+		t.Fatalf("version 6 HOT reply decodes to %+v (%v)", body, err)
+	}
+	if want := HotOverhead(Version6) + len("ab") + minHotRequestSize; len(v6) != want {
+		t.Errorf("a version 6 reply of one 2-byte key is %d bytes; HotOverhead says %d", len(v6), want)
+	}
+	if _, body, err := Decode(mustEncode(Version5, 7, learn)); err != nil || body.(*Learn).Counts != 0 {
+		t.Errorf("version 5 LEARN decodes to %+v (%v): counts must not travel", body, err)
+	}
+	if _, body, err := Decode(mustEncode(Version5, 7, reply)); err != nil || body.(*HotReply).CountedPPM != 0 {
+		t.Errorf("version 5 HOT reply decodes to %+v (%v): counted_ppm must not travel", body, err)
+	}
+}

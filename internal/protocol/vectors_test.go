@@ -206,7 +206,7 @@ func goInvalid() []struct {
 		{"truncated header", hello[:10], syscall.EPROTO},
 		{"bad magic", header(0, 'X'), syscall.EPROTO},
 		{"header version 0", header(4, 0, 0), syscall.EPROTO},
-		{"header version 6", header(4, 6, 0), syscall.EPROTO},
+		{"header version 7", header(4, 7, 0), syscall.EPROTO},
 		{"type 0", header(6, 0, 0), syscall.EPROTO},
 		{"unknown request type", header(6, 15, 0), syscall.EPROTO},
 		{"unknown reply type", header(6, 15, 0x80), syscall.EPROTO},

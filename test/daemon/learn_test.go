@@ -78,15 +78,17 @@ func waitHot(t *testing.T, c *client.Client, service uint32) string {
 // A hot set larger than one HOT reply is read whole, in pages of one
 // window (protocol version 5): 1500 keys of 200 bytes, about 630 to a
 // reply. Each key passes three times: its second brings its sample, its
-// third counts.
+// third counts. With counts asked for (protocol version 6) above the
+// passes of a window, every passed request is counted, and the set says
+// so.
 func TestLearnHotPages(t *testing.T) {
 	e := newEnv(t, "p", "")
 	c, _, svc := e.attachedUDP(t)
-	if err := c.SetLearning(svc.ServiceID, client.Learning{KeyOffset: 2, Enabled: true}); err != nil {
+	if err := c.SetLearning(svc.ServiceID, client.Learning{KeyOffset: 2, Enabled: true, Counts: 50000}); err != nil {
 		t.Fatal(err)
 	}
 	const keys, keyLen = 1500, 200
-	onePage := (protocol.MaxMessage - protocol.HotOverhead(protocol.Version5)) / (6 + keyLen)
+	onePage := (protocol.MaxMessage - protocol.HotOverhead(protocol.MaxVersion)) / (6 + keyLen)
 	q := e.dialUDP(t, svc.Port)
 	// A batch that straddles the end of a window may leave too few keys in
 	// either: then the next batch is looked for, at most three.
@@ -115,8 +117,8 @@ func TestLearnHotPages(t *testing.T) {
 				}
 				seen[string(r.Key)] = true
 			}
-			if set.Number == 0 {
-				t.Fatalf("%d forms of window 0", len(set.Requests))
+			if set.Number == 0 || set.CountedPPM != 1e6 {
+				t.Fatalf("%d forms of window %d, %d ppm counted; want a window's, all counted", len(set.Requests), set.Number, set.CountedPPM)
 			}
 			t.Logf("batch %d: %d forms of window %d, %d to a reply", try, len(set.Requests), set.Number, onePage)
 			return
