@@ -44,7 +44,7 @@ var commands = []command{
 		func() options { return &statsOptions{} }},
 	{"top", "[-interval D] [-n N] [-iterations K] [-sort hits|rate] [SERVICE]", "a live view of the rules with the most hits",
 		func() options { return &topOptions{} }},
-	{"learn", "[-key-offset BYTE] [-probe-port PORT] [-off] SERVICE", "count a UDP service's passed requests, for hot",
+	{"learn", "[-key-offset BYTE] [-probe-port PORT] [-counts N] [-off] SERVICE", "count a UDP service's passed requests, for hot",
 		func() options { return &learnOptions{} }},
 	{"hot", "[-n N] SERVICE", "the requests a learning service passed most in the last window",
 		func() options { return &hotOptions{} }},

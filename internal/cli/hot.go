@@ -33,7 +33,7 @@ func (o *hotOptions) run(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	v := hotView{Service: service, WindowMS: set.Window.Milliseconds(), Requests: []hotRequestView{}}
+	v := hotView{Service: service, WindowMS: set.Window.Milliseconds(), CountedPPM: set.CountedPPM, Requests: []hotRequestView{}}
 	for _, r := range set.Requests {
 		v.Requests = append(v.Requests, hotRequestView{Passes: r.Passes, Key: newByteString(r.Key), key: r.Key})
 	}
@@ -41,9 +41,12 @@ func (o *hotOptions) run(ctx context.Context, e *env, args []string) error {
 }
 
 type hotView struct {
-	Service  uint32           `json:"service_id"`
-	WindowMS int64            `json:"window_ms"`
-	Requests []hotRequestView `json:"requests"`
+	Service  uint32 `json:"service_id"`
+	WindowMS int64  `json:"window_ms"`
+	// The share of the passed requests counted, in millionths (0: not
+	// told, a daemon before protocol version 6).
+	CountedPPM uint32           `json:"counted_ppm,omitempty"`
+	Requests   []hotRequestView `json:"requests"`
 }
 
 type hotRequestView struct {
@@ -53,7 +56,11 @@ type hotRequestView struct {
 }
 
 func (v hotView) table(w io.Writer) error {
-	fmt.Fprintf(w, "service %d, passed in the last %.1f s:\n", v.Service, float64(v.WindowMS)/1000)
+	counted := ""
+	if v.CountedPPM > 0 && v.CountedPPM < 1e6 {
+		counted = fmt.Sprintf(" (%.1f %% of them counted, scaled up)", float64(v.CountedPPM)/1e4)
+	}
+	fmt.Fprintf(w, "service %d, passed in the last %.1f s%s:\n", v.Service, float64(v.WindowMS)/1000, counted)
 	t := newTable(w, "PASSES", "BYTES", "KEY")
 	for _, r := range v.Requests {
 		t.row(r.Passes, len(r.key), quote(r.key))

@@ -24,19 +24,19 @@ func TestLearnAndHot(t *testing.T) {
 	if code != 1 || !strings.Contains(stderr, "learning is off") {
 		t.Fatalf("hot before learn: stdout %q, stderr %q, status %d", stdout, stderr, code)
 	}
-	if _, stderr, code := santactl(t, path, "learn", "-key-offset", "2", "-probe-port", "5300", svc); code != 0 {
+	if _, stderr, code := santactl(t, path, "learn", "-key-offset", "2", "-probe-port", "5300", "-counts", "12500", svc); code != 0 {
 		t.Fatalf("learn: %s", stderr)
 	}
 	f.mu.Lock()
 	got := *f.services[id].learning
-	f.services[id].hot = protocol.HotReply{WindowMS: 1000, Requests: []protocol.HotRequest{
+	f.services[id].hot = protocol.HotReply{WindowMS: 1000, CountedPPM: 125000, Requests: []protocol.HotRequest{
 		{Passes: 120, Key: []byte("\x01\x00\x00\x01\x03www\x00")}, {Passes: 7, Key: []byte("ab")}}}
 	f.mu.Unlock()
-	if want := (protocol.Learn{ServiceID: id, KeyOff: 2, ProbePort: 5300, Enable: true}); got != want {
+	if want := (protocol.Learn{ServiceID: id, KeyOff: 2, ProbePort: 5300, Enable: true, Counts: 12500}); got != want {
 		t.Errorf("LEARN sent %+v, want %+v", got, want)
 	}
 	stdout, stderr, code = santactl(t, path, "hot", "-n", "5", svc)
-	check(t, "hot", stdout, `service 7, passed in the last 1.0 s:
+	check(t, "hot", stdout, `service 7, passed in the last 1.0 s (12.5 % of them counted, scaled up):
 PASSES  BYTES  KEY
 120     9      "\x01\x00\x00\x01\x03www\x00"
 7       2      "ab"
@@ -48,6 +48,7 @@ PASSES  BYTES  KEY
 	check(t, "hot -json", stdout, `{
   "service_id": 7,
   "window_ms": 1000,
+  "counted_ppm": 125000,
   "requests": [
     {
       "passes": 120,
