@@ -53,6 +53,7 @@ var dnsUsages = map[string]string{
 	"probe_timeout":     "how long one ask waits for the server",
 	"probe_concurrency": "asks in flight at most",
 	"asks":              "identical replies a form needs",
+	"settled_counts":    "passed queries a CPU counts a window once the top set is settled (0: santad's most, always)",
 	"skip_retry":        "how long a skipped form is not tried again",
 	"metrics":           "serve Prometheus metrics at http://`addr`/metrics",
 	"log_every":         "how often a summary line is logged (0: never)",

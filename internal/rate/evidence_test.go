@@ -52,30 +52,46 @@ func TestEvidence(t *testing.T) {
 	window := func(counts map[string]float64) {
 		e.Window()
 		for k, n := range counts {
-			e.Add(k, n)
+			e.Add(k, Seen{n, n})
 		}
 	}
 	window(map[string]float64{"pair": 2, "hot": 100, "warm": 2})
-	if l := e.Least("pair", 2, 1); l > 0.02 {
+	if l := e.Least("pair", Seen{2, 2}, 1); l > 0.02 {
 		t.Errorf("a pair in one window shows %v/s", l)
 	}
-	if l := e.Least("hot", 100, 1); l < 60 {
+	if l := e.Least("hot", Seen{100, 100}, 1); l < 60 {
 		t.Errorf("100 gets in one window show %v/s; want at least 60", l)
 	}
 	for range 7 {
 		window(map[string]float64{"warm": 2})
 	}
-	if l := e.Least("warm", 2, 1); l < 0.5 || l > 2 {
+	if l := e.Least("warm", Seen{2, 2}, 1); l < 0.5 || l > 2 {
 		t.Errorf("2 gets a second over 8 windows show %v/s; want 0.5..2", l)
 	}
 	// Two generations on, the hot key's window is gone.
 	for range 8 {
 		window(nil)
 	}
-	if l := e.Least("hot", 0, 1); l != 0 {
+	if l := e.Least("hot", Seen{0, 0}, 1); l != 0 {
 		t.Errorf("a key unseen for two generations shows %v/s", l)
 	}
 	if n := len(e.cur) + len(e.prev); n != 0 {
 		t.Errorf("%d keys kept after two generations without them", n)
+	}
+}
+
+// Requests scaled up from a share of them show what their counts show,
+// scaled: 16 requests from 2 counts as little as 2 do, times 8.
+func TestEvidenceScaled(t *testing.T) {
+	e := NewEvidence(4)
+	e.Window()
+	e.Add("sampled", Scaled(16, 0.125))
+	e.Add("all", Scaled(16, 1))
+	sampled, all := e.Least("sampled", Scaled(16, 0.125), 1), e.Least("all", Scaled(16, 1), 1)
+	if want := Least(2, 1) * 8; math.Abs(sampled-want) > 1e-9 || sampled >= all {
+		t.Errorf("16 requests from 2 counts show %v/s, from 16 %v/s; want %v, and less", sampled, all, want)
+	}
+	if got := Scaled(16, 0); got != (Seen{16, 16}) {
+		t.Errorf("a share of 0 (unknown) gives %+v; want every request counted", got)
 	}
 }

@@ -137,6 +137,8 @@ type group struct {
 	// evidence is the passed queries of the forms not offloaded over the
 	// last windows, from which newcomers are ranked (choose).
 	evidence *rate.Evidence
+	calm     int    // windows in a row its top set was settled, up to settleWindows
+	counts   uint32 // the learning's counts it asked santad for (settle)
 }
 
 // service is an attached socket.

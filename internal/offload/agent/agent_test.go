@@ -24,6 +24,7 @@ import (
 	"github.com/santa-offload/santa/internal/offload/santadconn"
 	"github.com/santa-offload/santa/internal/offload/server"
 	"github.com/santa-offload/santa/internal/offload/server/servertest"
+	"github.com/santa-offload/santa/internal/protocol"
 	"github.com/santa-offload/santa/internal/rate"
 	"github.com/santa-offload/santa/rule"
 )
@@ -491,6 +492,55 @@ func (r *rig) idleSpans(g *group, before func(w int)) {
 		if ranked := g.rankedAt == g.windows; ranked != (w == rankIdle-1) {
 			r.t.Fatalf("window %d of %d after the last ranking: ranked %v", w+1, rankIdle, ranked)
 		}
+	}
+}
+
+// A full top set whose newcomers bring little for settleWindows windows
+// asks santad for settledCounts on every socket of the group; a newcomer
+// far above the edge asks for the most again at once. A daemon before
+// protocol version 6 is never asked, nor any with settled_counts 0.
+func TestSettle(t *testing.T) {
+	for _, c := range []struct {
+		version uint16
+		settled int
+	}{{protocol.Version5, 12500}, {protocol.Version6, 0}, {protocol.Version6, 12500}} {
+		version := c.version
+		r, g := fullPair(t)
+		r.a.cfg.SettledCounts = c.settled
+		r.d.mu.Lock()
+		r.d.version = version
+		r.d.mu.Unlock()
+		counts := func(want uint32) {
+			t.Helper()
+			r.d.mu.Lock()
+			defer r.d.mu.Unlock()
+			if len(r.d.learning) != 2 {
+				t.Fatalf("%d services learn; want the group's 2", len(r.d.learning))
+			}
+			for id, l := range r.d.learning {
+				if l.Counts != want || !l.Enabled {
+					t.Fatalf("version %d, window %d: service %d learns %+v; want counts %d", version, g.windows, id, l, want)
+				}
+			}
+		}
+		for range settleWindows - 1 {
+			r.hitPair(100, 80)
+			r.d.setHot(1, hot(5, "c.example.com"))
+			r.tick()
+			counts(0)
+		}
+		r.hitPair(100, 80)
+		r.d.setHot(1, hot(5, "c.example.com"))
+		r.tick()
+		if version < protocol.Version6 || c.settled == 0 {
+			counts(0)
+			continue
+		}
+		counts(uint32(r.a.cfg.SettledCounts))
+		r.hitPair(100, 80)
+		r.d.setHot(1, hot(1000, "c.example.com"))
+		r.tick()
+		counts(0)
 	}
 }
 

@@ -32,6 +32,10 @@ type Config struct {
 	Sweep Duration `json:"sweep"`
 	// Asks is how many identical replies a form needs (at least 2).
 	Asks int `json:"asks"`
+	// SettledCounts is the passed queries a CPU counts a window, asked of
+	// santad while a group's top set is settled (settle.go); 0: never
+	// fewer than santad's most.
+	SettledCounts int `json:"settled_counts"`
 
 	// Dial connects to santad (default: the client at Socket); Log logs
 	// (default: nothing). For tests and embedders.
@@ -48,6 +52,7 @@ func DefaultConfig() Config {
 		RecheckBudget: Duration(250 * time.Millisecond),
 		Sweep:         Duration(30 * time.Second),
 		Asks:          2,
+		SettledCounts: 12500,
 	}
 	// The agent learns at most the forms it reads a window: with 2000,
 	// 100,000 forms take 50 windows at least. Once the set is full,
@@ -78,6 +83,8 @@ func (c Config) Validate() error {
 		return err
 	case c.Port == 0:
 		return errors.New("port is 0")
+	case c.SettledCounts < 0 || c.SettledCounts > maxLearnCounts:
+		return fmt.Errorf("settled_counts is %d; it must be 0 to %d", c.SettledCounts, maxLearnCounts)
 	case c.Asks < 2:
 		return fmt.Errorf("asks is %d; a reply must be seen at least twice", c.Asks)
 	case time.Duration(c.Asks)*time.Duration(c.ProbeTimeout) > time.Duration(c.RecheckBudget):

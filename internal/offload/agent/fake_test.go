@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"iter"
@@ -29,6 +30,7 @@ type fakeDaemon struct {
 	// statsFail fails reading the rules' counters, alone, after the
 	// first rule's, as a connection that breaks there does.
 	statsFail bool
+	version   uint16 // the protocol version it speaks; 0: the newest
 }
 
 type fakeService struct {
@@ -143,6 +145,14 @@ func (c *fakeConn) service(id uint32) (*fakeService, error) {
 		return nil, refuse(syscall.ENOENT, client.NoIndex, "no service %d", id)
 	}
 	return s, nil
+}
+
+// Session is a connection of the newest protocol version, unless the
+// daemon is made older.
+func (c *fakeConn) Session() client.Session {
+	c.d.mu.Lock()
+	defer c.d.mu.Unlock()
+	return client.Session{Version: cmp.Or(c.d.version, protocol.MaxVersion)}
 }
 
 func (c *fakeConn) Services() ([]client.ServiceInfo, error) {

@@ -69,12 +69,13 @@ func (a *agent) choose(g *group) []string {
 		return nil
 	}
 	now := a.now()
-	passes, hotWindow, ok := a.readHot(g)
+	passes, hotWindow, share, ok := a.readHot(g)
 	if !ok {
 		return nil
 	}
-	newcomers := a.newcomers(g, passes, hotWindow, now)
+	newcomers := a.newcomers(g, passes, hotWindow, share, now)
 	g.windows++
+	a.settle(g, newcomers)
 	var learn []string
 	if !a.rankDue(g, newcomers) {
 		// Admitted: the best newcomers, into the room below MaxRules.
@@ -257,24 +258,21 @@ func (a *agent) rankDue(g *group, newcomers []candidate) bool {
 	case !g.full || since >= rankIdle*every:
 		return true
 	}
-	var worth float64
-	for _, c := range newcomers {
-		worth += max(0, c.score-g.edge)
-	}
-	return worth > rankWorth*g.rate
+	return g.worth(newcomers) > rankWorth*g.rate
 }
 
 // readHot reads the hot sets of the group's sockets, merged: each passed
-// form's queries a second, and the longest of their windows, in seconds.
-// Called with a.mu held.
-func (a *agent) readHot(g *group) (passes map[string]float64, window float64, ok bool) {
-	passes = map[string]float64{}
+// form's queries a second, the longest of their windows, in seconds, and
+// the least share of passed queries they counted. Called with a.mu held.
+func (a *agent) readHot(g *group) (passes map[string]float64, window, share float64, ok bool) {
+	passes, share = map[string]float64{}, 1
 	for _, sv := range g.services {
 		hot, err := a.sd.Hot(sv.id, a.cfg.HotMax)
 		if err != nil {
 			a.failed("reading the hot set", err)
-			return nil, 0, false
+			return nil, 0, 0, false
 		}
+		share = min(share, hot.CountedShare())
 		w := hot.Window.Seconds()
 		if w <= 0 {
 			w = 1
@@ -284,7 +282,7 @@ func (a *agent) readHot(g *group) (passes map[string]float64, window float64, ok
 			passes[string(r.Key)] += float64(r.Passes) / w
 		}
 	}
-	return passes, window, true
+	return passes, window, share, true
 }
 
 // readHits adds to each form's hits those of its rules since they were
@@ -315,8 +313,9 @@ func (a *agent) readHits(g *group) bool {
 // last window: at the edge of a top 100,000 of 1M Zipf names, rates are
 // a fraction of a query a second, and the tail's chance pairs displaced
 // 2,200 forms a second, each asked three times and installed, for no gain
-// (docs/benchmarks.md (h)). Called with a.mu held.
-func (a *agent) newcomers(g *group, passes map[string]float64, window float64, now time.Time) []candidate {
+// (docs/benchmarks.md (h)). The least rate rests on the queries the data
+// plane counted, share of those passed. Called with a.mu held.
+func (a *agent) newcomers(g *group, passes map[string]float64, window, share float64, now time.Time) []candidate {
 	g.evidence.Window()
 	var out []candidate
 	for key, r := range passes {
@@ -325,8 +324,9 @@ func (a *agent) newcomers(g *group, passes map[string]float64, window float64, n
 			a.retries[k] != nil && a.windows < a.retries[k].next {
 			continue
 		}
-		g.evidence.Add(key, r*window)
-		out = append(out, candidate{key: key, score: g.evidence.Least(key, r*window, window), rate: r})
+		seen := rate.Scaled(r*window, share)
+		g.evidence.Add(key, seen)
+		out = append(out, candidate{key: key, score: g.evidence.Least(key, seen, window), rate: r})
 	}
 	return out
 }

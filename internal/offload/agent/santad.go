@@ -11,6 +11,7 @@ import (
 // Santad is what the agent asks of santad: *client.Client's methods, and
 // the learning of issue 22 (SetLearning, Hot). Tests give a fake.
 type Santad interface {
+	Session() client.Session
 	Services() ([]client.ServiceInfo, error)
 	AttachFD(fd int) (client.ServiceInfo, error)
 	Detach(service uint32) error

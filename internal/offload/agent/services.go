@@ -79,17 +79,16 @@ func (a *agent) attach(sd Santad, s server.Socket, byCookie map[uint64]client.Se
 	case !adopted:
 		a.stats.attached++
 	}
-	learning := Learning{KeyOffset: 2, ProbePort: a.probe.Port(), Enabled: true}
-	if err := sd.SetLearning(info.ServiceID, learning); err != nil {
-		a.failed("enabling learning", err)
-		return
-	}
 	g := a.groups[s.Local]
 	if g == nil {
 		g = &group{local: s.Local, dst: server.AskAddr(s.Local), services: map[uint32]*service{}, forms: map[string]*form{}, learning: map[string]float64{},
 			evidence: rate.NewEvidence(evidenceSpan)}
-		a.groups[s.Local] = g
 	}
+	if err := sd.SetLearning(info.ServiceID, a.learning(sd, g)); err != nil {
+		a.failed("enabling learning", err)
+		return
+	}
+	a.groups[s.Local] = g
 	sv := &service{id: info.ServiceID, inode: s.Inode, group: g, rules: map[*form]uint32{}, byRule: map[uint32]*form{}, hits: map[uint32]uint64{}}
 	g.services[sv.id] = sv
 	a.services[sv.id] = sv

@@ -89,11 +89,11 @@ func (a *agent) choose() []want {
 		return nil
 	}
 	now := a.now()
-	passes, hotWindow, ok := a.hotPasses(udp)
+	passes, hotWindow, share, ok := a.hotPasses(udp)
 	if !ok {
 		return nil
 	}
-	newcomers := a.newcomers(passes, hotWindow, now)
+	newcomers := a.newcomers(passes, hotWindow, share, now)
 	a.windows++
 	if (a.windows-1)%a.rankEvery() != 0 {
 		return a.admit(newcomers, passes, hotWindow, now)
@@ -172,9 +172,10 @@ const evidenceSpan = 8
 // 100,000 keys, rates are a fraction of a get a second, and raw counts let
 // the tail's chance pairs swap a thousand keys a second with the hot set's
 // edge (each a read of memcached, a delete and an add), which took a
-// third of the server core (docs/benchmarks.md (j)). Called with a.mu
-// held.
-func (a *agent) newcomers(passes map[string]float64, hotWindow time.Duration, now time.Time) []candidate {
+// third of the server core (docs/benchmarks.md (j)). The least rate
+// rests on the gets the data plane counted, share of those passed.
+// Called with a.mu held.
+func (a *agent) newcomers(passes map[string]float64, hotWindow time.Duration, share float64, now time.Time) []candidate {
 	window := hotWindow.Seconds()
 	a.evidence.Window()
 	var out []candidate
@@ -187,11 +188,11 @@ func (a *agent) newcomers(passes map[string]float64, hotWindow time.Duration, no
 			a.skip(form, err)
 			continue
 		}
-		a.evidence.Add(form, r*window)
+		a.evidence.Add(form, rate.Scaled(r*window, share))
 		out = append(out, candidate{form: form, mkey: mkey, rate: r})
 	}
 	for i, c := range out {
-		out[i].score = a.evidence.Least(c.form, c.rate*window, window)
+		out[i].score = a.evidence.Least(c.form, rate.Scaled(c.rate*window, share), window)
 	}
 	slices.SortFunc(out, byScore)
 	return out
@@ -315,16 +316,17 @@ func (a *agent) ruleHits(udp []*service) (map[*key]uint64, bool) {
 }
 
 // hotPasses reads the passed gets of the kernel's last complete hot
-// window per second, over every UDP service, and how long that window
-// is. Called with a.mu held.
-func (a *agent) hotPasses(udp []*service) (passes map[string]float64, hotWindow time.Duration, ok bool) {
-	passes, hotWindow = map[string]float64{}, time.Second
+// window per second, over every UDP service, how long that window is,
+// and the least share of passed gets they counted. Called with a.mu held.
+func (a *agent) hotPasses(udp []*service) (passes map[string]float64, hotWindow time.Duration, share float64, ok bool) {
+	passes, hotWindow, share = map[string]float64{}, time.Second, 1
 	for _, sv := range udp {
 		hot, err := a.sd.Hot(sv.id, a.cfg.HotMax)
 		if err != nil {
 			a.failed("reading the hot set", err)
-			return nil, 0, false
+			return nil, 0, 0, false
 		}
+		share = min(share, hot.CountedShare())
 		hotWindow = max(hotWindow, hot.Window)
 		window := hot.Window.Seconds()
 		if window <= 0 {
@@ -334,7 +336,7 @@ func (a *agent) hotPasses(udp []*service) (passes map[string]float64, hotWindow 
 			passes[string(r.Key)] += float64(r.Passes) / window
 		}
 	}
-	return passes, hotWindow, true
+	return passes, hotWindow, share, true
 }
 
 // skip counts a hot form not offloaded now; one that cannot be (not a
