@@ -31,9 +31,6 @@ type Learning struct {
 // manager. santad does not keep it across its restarts: send it again
 // after reconnecting.
 func (c *Client) SetLearning(service uint32, l Learning) error {
-	if l.Counts != 0 && c.version < protocol.Version6 {
-		return fmt.Errorf("set learning of service %d: counts is protocol version 6's; santad speaks %d", service, c.version)
-	}
 	req := &protocol.Learn{ServiceID: service, KeyOff: l.KeyOffset, ProbePort: l.ProbePort, Enable: l.Enabled, Counts: l.Counts}
 	if _, err := call[*protocol.LearnReply](c, req, nil); err != nil {
 		return fmt.Errorf("set learning of service %d: %w", service, err)
@@ -59,8 +56,10 @@ type HotSet struct {
 	Number uint32
 	// CountedPPM is the share of the window's passed requests santad's
 	// data plane counted, in millionths (protocol version 6; 0 from an
-	// older daemon): Passes are scaled up to all of them, and rest on
-	// Passes * CountedPPM / 10^6 counts.
+	// older daemon, and before the first window ended): Passes are scaled
+	// up to all of them, and rest on about Passes * CountedPPM / 10^6
+	// counts (the passes are smoothed over windows, the share is the
+	// last window's).
 	CountedPPM uint32
 	Requests   []HotRequest
 }

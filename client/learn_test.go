@@ -107,7 +107,7 @@ func TestLearningCounts(t *testing.T) {
 		err := c.SetLearning(3, Learning{KeyOffset: 2, Enabled: true, Counts: 12500})
 		mu.Lock()
 		switch {
-		case version == protocol.Version5 && (err == nil || !strings.Contains(err.Error(), "counts is protocol version 6's; santad speaks 5") || got != nil):
+		case version == protocol.Version5 && (!errors.As(err, new(*Error)) || !strings.Contains(err.Error(), "counts needs protocol version 6") || got != nil):
 			t.Errorf("version 5: SetLearning with counts gives %v, sent %+v; want it refused, nothing sent", err, got)
 		case version == protocol.Version6 && (err != nil || got == nil || got.Counts != 12500):
 			t.Errorf("version 6: SetLearning with counts gives %v, sent %+v; want counts 12500", err, got)

@@ -34,8 +34,8 @@ import (
 // service's hot set: its candidates by their passes per window, from
 // their sample on in a key's first window with passes, smoothed in the
 // windows after while it keeps passing (internal/rate). A
-// candidate that has not passed for learnIdleWindows, or passed less than
-// half the threshold's times a window for learnSlowWindows, is no longer
+// candidate that has not passed for learnIdleWindows, or was counted less
+// than half the threshold's times a window for learnSlowWindows, is no longer
 // watched: its key is sampled again if it passes that often again.
 
 const (
@@ -62,8 +62,8 @@ const (
 	// stays watched: an offloaded one no longer passes, and one that
 	// passes again comes back with a sample.
 	learnIdleWindows = 8
-	// learnSlowWindows is how many windows in a row a candidate may pass
-	// less than half the threshold's times and stay watched: the
+	// learnSlowWindows is how many windows in a row a candidate may be
+	// counted less than half the threshold's times and stay watched: the
 	// threshold is the load's measure of a key worth knowing, and every
 	// candidate costs a read each window.
 	learnSlowWindows = 4
@@ -501,8 +501,7 @@ func (l *learner) readCounts(scale float64) error {
 	for h, c := range l.byHash {
 		l.countPasses(c, l.slots.passes(c.slot), scale)
 		c.idle++
-		// The threshold counts counted passes; the rate, all of them.
-		if c.rate >= 0 && c.rate < float64(l.threshold)/2*scale {
+		if l.slow(c, scale) {
 			c.slow++
 		} else {
 			c.slow = 0
@@ -512,6 +511,13 @@ func (l *learner) readCounts(scale float64) error {
 		}
 	}
 	return l.unwatch(gone)
+}
+
+// slow is whether a candidate that passed passed less than half the
+// threshold's times in the window: the threshold counts counted passes,
+// the rate all of them (scale passed per counted).
+func (l *learner) slow(c *candidate, scale float64) bool {
+	return c.rate >= 0 && c.rate/scale < float64(l.threshold)/2
 }
 
 // countPasses adds a candidate's passes since the last read, times scale
@@ -550,7 +556,7 @@ func (l *learner) countPasses(c *candidate, passes uint64, scale float64) {
 // with the share of passes counted (1/scale). A step that failed before
 // leaves the last one whole, with its number. Called with l.mu held.
 func (l *learner) makeHotSets(window time.Duration, scale float64) {
-	ppm := uint32(math.Round(1e6 / scale))
+	ppm := uint32(max(1, math.Round(1e6/scale))) // 0 would say every one was counted
 	for _, lr := range l.byLearn {
 		slices.SortFunc(lr.next, func(a, b model.HotRequest) int {
 			if c := cmp.Compare(b.Passes, a.Passes); c != 0 {

@@ -444,6 +444,23 @@ func TestLearnCountsBudget(t *testing.T) {
 	}
 }
 
+// A candidate is slow by its counted passes, which the threshold counts:
+// 12 passes a window from a quarter counted are 3 counts, under half of
+// a threshold of 8.
+func TestLearnSlowByCounts(t *testing.T) {
+	l := &learner{threshold: 8}
+	for _, c := range []struct {
+		rate, scale float64
+		want        bool
+	}{
+		{12, 4, true}, {12, 1, false}, {16, 4, false}, {3, 1, true}, {-1, 1, false},
+	} {
+		if got := l.slow(&candidate{rate: c.rate}, c.scale); got != c.want {
+			t.Errorf("rate %v at scale %v: slow %v, want %v", c.rate, c.scale, got, c.want)
+		}
+	}
+}
+
 // The data plane counts as many passed requests a CPU and window as the
 // learning service that asks for most: the default unless each asks for
 // fewer. A change of counts keeps the service's count.

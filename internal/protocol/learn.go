@@ -25,6 +25,8 @@ func (l *Learn) fields(c codec) {
 	c.flag("flags", &l.Enable)
 	if c.version() >= Version6 {
 		c.u32("counts", &l.Counts)
+	} else if l.Counts != 0 {
+		c.refuse("counts", "counts needs protocol version %d; this connection speaks version %d", Version6, c.version())
 	}
 }
 

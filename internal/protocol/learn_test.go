@@ -198,8 +198,14 @@ func TestLearnVersion6(t *testing.T) {
 	if want := HotOverhead(Version6) + len("ab") + minHotRequestSize; len(v6) != want {
 		t.Errorf("a version 6 reply of one 2-byte key is %d bytes; HotOverhead says %d", len(v6), want)
 	}
-	if _, body, err := Decode(mustEncode(Version5, 7, learn)); err != nil || body.(*Learn).Counts != 0 {
-		t.Errorf("version 5 LEARN decodes to %+v (%v): counts must not travel", body, err)
+	var pe *Error
+	if _, err := Encode(Version5, 7, learn); !errors.As(err, &pe) || pe.Code != syscall.EINVAL ||
+		pe.Message != "counts: counts needs protocol version 6; this connection speaks version 5" {
+		t.Errorf("version 5 LEARN with counts encodes: %v; want EINVAL", err)
+	}
+	learn.Counts = 0
+	if _, body, err := Decode(mustEncode(Version5, 7, learn)); err != nil || !reflect.DeepEqual(body, learn) {
+		t.Errorf("version 5 LEARN decodes to %+v (%v)", body, err)
 	}
 	if _, body, err := Decode(mustEncode(Version5, 7, reply)); err != nil || body.(*HotReply).CountedPPM != 0 {
 		t.Errorf("version 5 HOT reply decodes to %+v (%v): counted_ppm must not travel", body, err)

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -541,6 +542,100 @@ func TestSettle(t *testing.T) {
 		r.d.setHot(1, hot(1000, "c.example.com"))
 		r.tick()
 		counts(0)
+	}
+}
+
+// settled is fullPair's rig with its top set settled: settleWindows calm
+// windows.
+func settled(t *testing.T) (*rig, *group) {
+	r, g := fullPair(t)
+	for range settleWindows {
+		r.hitPair(100, 80)
+		r.d.setHot(1, hot(5, "c.example.com"))
+		r.tick()
+	}
+	if g.counts != uint32(r.a.cfg.SettledCounts) {
+		t.Fatalf("not settled after %d calm windows", settleWindows)
+	}
+	return r, g
+}
+
+// A connection that breaks while the counts change ends the window: no
+// ranking is made on hits it could not read, nothing is deleted as cold.
+// Taken up again, the sockets learn at the group's counts.
+func TestSettleOnABrokenConnection(t *testing.T) {
+	r, g := settled(t)
+	r.d.mu.Lock()
+	r.d.learnErr = errBroken
+	r.d.mu.Unlock()
+	r.hitPair(100, 80)
+	r.d.setHot(1, hot(1000, "c.example.com"))
+	r.tick()
+	if r.a.sd != nil || len(g.forms) != 2 || g.counts != uint32(r.a.cfg.SettledCounts) {
+		t.Fatalf("after a failed change of counts: connected %v, %d forms, counts %d; want dropped, both forms, counts unchanged",
+			r.a.sd != nil, len(g.forms), g.counts)
+	}
+	r.d.mu.Lock()
+	r.d.learnErr = nil
+	r.d.mu.Unlock()
+	r.a.scan(r.ctx)
+	r.d.mu.Lock()
+	for id, l := range r.d.learning {
+		if l.Counts != g.counts {
+			t.Errorf("service %d taken up learns %+v; want the group's counts %d", id, l, g.counts)
+		}
+	}
+	r.d.mu.Unlock()
+	r.wantInstalled("a.example.com", "b.example.com")
+}
+
+// A refused change of counts is asked again the next window.
+func TestSettleRefusedIsAskedAgain(t *testing.T) {
+	r, g := fullPair(t)
+	r.d.mu.Lock()
+	r.d.learnErr = refuse(syscall.EBUSY, 0, "not now")
+	r.d.mu.Unlock()
+	for range settleWindows {
+		r.hitPair(100, 80)
+		r.d.setHot(1, hot(5, "c.example.com"))
+		r.tick()
+	}
+	if g.counts != 0 || r.a.sd == nil {
+		t.Fatalf("counts %d after a refusal (connected %v); want 0, still connected", g.counts, r.a.sd != nil)
+	}
+	r.d.mu.Lock()
+	r.d.learnErr = nil
+	r.d.mu.Unlock()
+	r.hitPair(100, 80)
+	r.d.setHot(1, hot(5, "c.example.com"))
+	r.tick()
+	if g.counts != uint32(r.a.cfg.SettledCounts) {
+		t.Fatalf("counts %d the window after the refusal; want %d", g.counts, r.a.cfg.SettledCounts)
+	}
+}
+
+// A newcomer's least rate rests on the queries santad counted: the same
+// scaled-up passes from an eighth of them show less.
+func TestNewcomersRestOnCounts(t *testing.T) {
+	score := func(ppm uint32) float64 {
+		r := newRig(t, func(c *Config) { c.MaxRules = 1 })
+		r.a.scan(r.ctx)
+		r.d.mu.Lock()
+		r.d.counted = ppm
+		r.d.mu.Unlock()
+		r.d.setHot(1, hot(40, "a.example.com"))
+		r.a.mu.Lock()
+		defer r.a.mu.Unlock()
+		g := r.a.groups[r.srv.Addr()]
+		passes, window, share, ok := r.a.readHot(g)
+		if !ok {
+			t.Fatal("reading the hot set failed")
+		}
+		return r.a.newcomers(g, passes, window, share, r.a.now())[0].score
+	}
+	all, eighth := score(0), score(125000)
+	if want := rate.Least(5, 1) * 8; math.Abs(eighth-want) > 1e-9 || all != rate.Least(40, 1) {
+		t.Errorf("40 passes score %v when all were counted, %v from an eighth; want %v and %v", all, eighth, rate.Least(40, 1), want)
 	}
 }
 

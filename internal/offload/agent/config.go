@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/santa-offload/santa/client"
+	"github.com/santa-offload/santa/internal/model"
 	"github.com/santa-offload/santa/internal/offload/config"
 	"github.com/santa-offload/santa/internal/offload/probe"
 )
@@ -83,8 +84,8 @@ func (c Config) Validate() error {
 		return err
 	case c.Port == 0:
 		return errors.New("port is 0")
-	case c.SettledCounts < 0 || c.SettledCounts > maxLearnCounts:
-		return fmt.Errorf("settled_counts is %d; it must be 0 to %d", c.SettledCounts, maxLearnCounts)
+	case c.SettledCounts < 0 || c.SettledCounts > model.MaxLearnCounts:
+		return fmt.Errorf("settled_counts is %d; it must be 0 to %d", c.SettledCounts, model.MaxLearnCounts)
 	case c.Asks < 2:
 		return fmt.Errorf("asks is %d; a reply must be seen at least twice", c.Asks)
 	case time.Duration(c.Asks)*time.Duration(c.ProbeTimeout) > time.Duration(c.RecheckBudget):

@@ -3,6 +3,7 @@ package agent
 import (
 	"testing"
 
+	"github.com/santa-offload/santa/internal/model"
 	"github.com/santa-offload/santa/internal/offload/config/configtest"
 )
 
@@ -36,7 +37,7 @@ func TestValidate(t *testing.T) {
 		"negative hysteresis":  func(c *Config) { c.Hysteresis = -0.1 },
 		"no hot":               func(c *Config) { c.HotMax = 0 },
 		"negative counts":      func(c *Config) { c.SettledCounts = -1 },
-		"counts over santad's": func(c *Config) { c.SettledCounts = maxLearnCounts + 1 },
+		"counts over santad's": func(c *Config) { c.SettledCounts = model.MaxLearnCounts + 1 },
 	} {
 		c := ok
 		change(&c)

@@ -31,6 +31,8 @@ type fakeDaemon struct {
 	// first rule's, as a connection that breaks there does.
 	statsFail bool
 	version   uint16 // the protocol version it speaks; 0: the newest
+	learnErr  error  // what LEARN gives, if not nil
+	counted   uint32 // the hot sets' counted_ppm (0: not told)
 }
 
 type fakeService struct {
@@ -94,7 +96,7 @@ func (d *fakeDaemon) failStats(fail bool) {
 func (d *fakeDaemon) setHot(id uint32, reqs ...HotRequest) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.hot[id] = HotSet{Window: 1e9, Requests: reqs}
+	d.hot[id] = HotSet{Window: 1e9, CountedPPM: d.counted, Requests: reqs}
 }
 
 // setWindow numbers every hot set as santad's window n's (0: unnumbered,
@@ -212,6 +214,9 @@ func (c *fakeConn) SetLearning(id uint32, l Learning) error {
 	defer d.mu.Unlock()
 	if _, err := c.service(id); err != nil {
 		return err
+	}
+	if d.learnErr != nil {
+		return d.learnErr
 	}
 	d.learning[id] = l
 	return nil

@@ -75,7 +75,9 @@ func (a *agent) choose(g *group) []string {
 	}
 	newcomers := a.newcomers(g, passes, hotWindow, share, now)
 	g.windows++
-	a.settle(g, newcomers)
+	if !a.settle(g, newcomers) {
+		return nil
+	}
 	var learn []string
 	if !a.rankDue(g, newcomers) {
 		// Admitted: the best newcomers, into the room below MaxRules.

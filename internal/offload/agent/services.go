@@ -84,7 +84,7 @@ func (a *agent) attach(sd Santad, s server.Socket, byCookie map[uint64]client.Se
 		g = &group{local: s.Local, dst: server.AskAddr(s.Local), services: map[uint32]*service{}, forms: map[string]*form{}, learning: map[string]float64{},
 			evidence: rate.NewEvidence(evidenceSpan)}
 	}
-	if err := sd.SetLearning(info.ServiceID, a.learning(sd, g)); err != nil {
+	if err := sd.SetLearning(info.ServiceID, a.learning(sd, g.counts)); err != nil {
 		a.failed("enabling learning", err)
 		return
 	}

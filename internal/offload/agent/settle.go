@@ -10,19 +10,18 @@ import "github.com/santa-offload/santa/internal/protocol"
 // Once a group's top set is full and the newcomers that beat its edge
 // bring less than rankWorth of its rate for settleWindows windows in a
 // row, the agent asks santad to count SettledCounts passed queries a CPU
-// and window instead of its most (maxLearnCounts); the first window
+// and window instead of its most (model.MaxLearnCounts); the first window
 // whose newcomers bring more asks for the most again. A popularity that
 // shifts still shows: a name turned hot is counted in proportion, and
 // the newcomers' least rates rest on the counts (rate.Scaled).
-const (
-	settleWindows  = 3
-	maxLearnCounts = 100000 // santad's most and default (model.MaxLearnCounts)
-)
+const settleWindows = 3
 
 // settle follows whether the group's top set is settled, and asks santad
-// for the counts that go with it when that changes. Called with a.mu
-// held.
-func (a *agent) settle(g *group, newcomers []candidate) {
+// for the counts that go with it when that changes: on every socket of
+// the group, or again the next window if santad refused one. It returns
+// false if the connection to santad failed (the group's services are
+// gone with it). Called with a.mu held.
+func (a *agent) settle(g *group, newcomers []candidate) bool {
 	if g.full && g.worth(newcomers) <= rankWorth*g.rate {
 		g.calm = min(g.calm+1, settleWindows)
 	} else {
@@ -33,25 +32,32 @@ func (a *agent) settle(g *group, newcomers []candidate) {
 		counts = uint32(a.cfg.SettledCounts)
 	}
 	if counts == g.counts || a.sd.Session().Version < protocol.Version6 {
-		return
+		return true
 	}
-	g.counts = counts
+	all := true
 	for _, sv := range g.services {
-		if err := a.sd.SetLearning(sv.id, a.learning(a.sd, g)); err != nil {
+		if err := a.sd.SetLearning(sv.id, a.learning(a.sd, counts)); err != nil {
 			a.failed("changing the learning's counts", err)
-			return
+			if a.sd == nil {
+				return false
+			}
+			all = false
 		}
 	}
-	a.log.Info("learning counts", "group", g.local, "counts", counts, "settled", counts != 0)
+	if all {
+		g.counts = counts
+		a.log.Info("learning counts", "group", g.local, "counts", counts, "settled", counts != 0)
+	}
+	return true
 }
 
-// learning is how the services of group g learn: by everything after the
-// transaction id, not the agent's own asks, g's counts (which santad
-// before protocol version 6 does not take: its most).
-func (a *agent) learning(sd Santad, g *group) Learning {
+// learning is how the agent's services learn: by everything after the
+// transaction id, not the agent's own asks, counts a CPU and window (0:
+// santad's most; santad before protocol version 6 takes only that).
+func (a *agent) learning(sd Santad, counts uint32) Learning {
 	l := Learning{KeyOffset: 2, ProbePort: a.probe.Port(), Enabled: true}
 	if sd.Session().Version >= protocol.Version6 {
-		l.Counts = g.counts
+		l.Counts = counts
 	}
 	return l
 }

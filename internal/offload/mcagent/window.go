@@ -188,11 +188,9 @@ func (a *agent) newcomers(passes map[string]float64, hotWindow time.Duration, sh
 			a.skip(form, err)
 			continue
 		}
-		a.evidence.Add(form, rate.Scaled(r*window, share))
-		out = append(out, candidate{form: form, mkey: mkey, rate: r})
-	}
-	for i, c := range out {
-		out[i].score = a.evidence.Least(c.form, rate.Scaled(c.rate*window, share), window)
+		seen := rate.Scaled(r*window, share)
+		a.evidence.Add(form, seen)
+		out = append(out, candidate{form: form, mkey: mkey, rate: r, score: a.evidence.Least(form, seen, window)})
 	}
 	slices.SortFunc(out, byScore)
 	return out
