@@ -14,7 +14,10 @@ import (
 
 // SetLearning and Hot speak version 2 to a daemon that agrees on it, and
 // the services it lists carry their manager.
-func TestLearning(t *testing.T) {
+// learningDaemon is a daemon of protocol version that keeps the last
+// LEARN, answers HOT with hot's reply and LIST_SERVICES with service 3,
+// managed by santa-offload.
+func learningDaemon(t *testing.T, version uint16, hot func(*protocol.Hot) protocol.Body) (c *Client, learned func() *protocol.Learn) {
 	var mu sync.Mutex
 	var got *protocol.Learn
 	path := serve(t, func(req protocol.Body, _ []int) protocol.Body {
@@ -22,29 +25,37 @@ func TestLearning(t *testing.T) {
 		defer mu.Unlock()
 		switch req := req.(type) {
 		case *protocol.Hello:
-			return &protocol.HelloReply{Version: 2}
+			return &protocol.HelloReply{Version: version}
 		case *protocol.Learn:
 			got = req
 			return &protocol.LearnReply{}
 		case *protocol.Hot:
-			if req.ServiceID != 3 || req.Max != 2 {
-				return protocol.Errorf(syscall.EINVAL, "asked %+v", req)
-			}
-			return &protocol.HotReply{WindowMS: 1000, Requests: []protocol.HotRequest{{Passes: 5, Key: []byte("a")}, {Passes: 2, Key: []byte("b")}}}
+			return hot(req)
 		case *protocol.ListServices:
 			return &protocol.ListServicesReply{Services: []protocol.ServiceInfo{{ServiceID: 3, Manager: "santa-offload"}}}
 		}
 		return protocol.Errorf(syscall.EINVAL, "unexpected %v", req.Type())
 	})
-	c := dialTo(t, path)
+	return dialTo(t, path), func() *protocol.Learn {
+		mu.Lock()
+		defer mu.Unlock()
+		return got
+	}
+}
+
+func TestLearning(t *testing.T) {
+	c, learned := learningDaemon(t, protocol.Version2, func(req *protocol.Hot) protocol.Body {
+		if req.ServiceID != 3 || req.Max != 2 {
+			return protocol.Errorf(syscall.EINVAL, "asked %+v", req)
+		}
+		return &protocol.HotReply{WindowMS: 1000, Requests: []protocol.HotRequest{{Passes: 5, Key: []byte("a")}, {Passes: 2, Key: []byte("b")}}}
+	})
 	if err := c.SetLearning(3, Learning{KeyOffset: 2, ProbePort: 5300, Enabled: true}); err != nil {
 		t.Fatal(err)
 	}
-	mu.Lock()
-	if want := (&protocol.Learn{ServiceID: 3, KeyOff: 2, ProbePort: 5300, Enable: true}); !reflect.DeepEqual(got, want) {
+	if got, want := learned(), (&protocol.Learn{ServiceID: 3, KeyOff: 2, ProbePort: 5300, Enable: true}); !reflect.DeepEqual(got, want) {
 		t.Errorf("LEARN sent %+v, want %+v", got, want)
 	}
-	mu.Unlock()
 	hot, err := c.Hot(3, 2)
 	if err != nil {
 		t.Fatal(err)
@@ -86,33 +97,17 @@ func TestLearningNeedsVersion2(t *testing.T) {
 // anything is sent.
 func TestLearningCounts(t *testing.T) {
 	for _, version := range []uint16{protocol.Version5, protocol.Version6} {
-		var mu sync.Mutex
-		var got *protocol.Learn
-		path := serve(t, func(req protocol.Body, _ []int) protocol.Body {
-			mu.Lock()
-			defer mu.Unlock()
-			switch req := req.(type) {
-			case *protocol.Hello:
-				return &protocol.HelloReply{Version: version}
-			case *protocol.Learn:
-				got = req
-				return &protocol.LearnReply{}
-			case *protocol.Hot:
-				return &protocol.HotReply{WindowMS: 1000, Window: 2, Total: 1, CountedPPM: 125000,
-					Requests: []protocol.HotRequest{{Passes: 8, Key: []byte("a")}}}
-			}
-			return protocol.Errorf(syscall.EINVAL, "unexpected %v", req.Type())
+		c, learned := learningDaemon(t, version, func(*protocol.Hot) protocol.Body {
+			return &protocol.HotReply{WindowMS: 1000, Window: 2, Total: 1, CountedPPM: 125000,
+				Requests: []protocol.HotRequest{{Passes: 8, Key: []byte("a")}}}
 		})
-		c := dialTo(t, path)
 		err := c.SetLearning(3, Learning{KeyOffset: 2, Enabled: true, Counts: 12500})
-		mu.Lock()
-		switch {
+		switch got := learned(); {
 		case version == protocol.Version5 && (!errors.As(err, new(*Error)) || !strings.Contains(err.Error(), "counts needs protocol version 6") || got != nil):
 			t.Errorf("version 5: SetLearning with counts gives %v, sent %+v; want it refused, nothing sent", err, got)
 		case version == protocol.Version6 && (err != nil || got == nil || got.Counts != 12500):
 			t.Errorf("version 6: SetLearning with counts gives %v, sent %+v; want counts 12500", err, got)
 		}
-		mu.Unlock()
 		want := uint32(125000)
 		if version < protocol.Version6 {
 			want = 0 // does not travel

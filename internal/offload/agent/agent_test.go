@@ -525,14 +525,10 @@ func TestSettle(t *testing.T) {
 			}
 		}
 		for range settleWindows - 1 {
-			r.hitPair(100, 80)
-			r.d.setHot(1, hot(5, "c.example.com"))
-			r.tick()
+			r.calmWindow()
 			counts(0)
 		}
-		r.hitPair(100, 80)
-		r.d.setHot(1, hot(5, "c.example.com"))
-		r.tick()
+		r.calmWindow()
 		if version < protocol.Version6 || c.settled == 0 {
 			counts(0)
 			continue
@@ -550,9 +546,7 @@ func TestSettle(t *testing.T) {
 func settled(t *testing.T) (*rig, *group) {
 	r, g := fullPair(t)
 	for range settleWindows {
-		r.hitPair(100, 80)
-		r.d.setHot(1, hot(5, "c.example.com"))
-		r.tick()
+		r.calmWindow()
 	}
 	if g.counts != uint32(r.a.cfg.SettledCounts) {
 		t.Fatalf("not settled after %d calm windows", settleWindows)
@@ -560,14 +554,20 @@ func settled(t *testing.T) (*rig, *group) {
 	return r, g
 }
 
+// calmWindow is a window of fullPair's rig whose only newcomer, c, passes
+// far below the edge.
+func (r *rig) calmWindow() {
+	r.hitPair(100, 80)
+	r.d.setHot(1, hot(5, "c.example.com"))
+	r.tick()
+}
+
 // A connection that breaks while the counts change ends the window: no
 // ranking is made on hits it could not read, nothing is deleted as cold.
 // Taken up again, the sockets learn at the group's counts.
 func TestSettleOnABrokenConnection(t *testing.T) {
 	r, g := settled(t)
-	r.d.mu.Lock()
-	r.d.learnErr = errBroken
-	r.d.mu.Unlock()
+	r.d.failLearning(errBroken)
 	r.hitPair(100, 80)
 	r.d.setHot(1, hot(1000, "c.example.com"))
 	r.tick()
@@ -575,9 +575,7 @@ func TestSettleOnABrokenConnection(t *testing.T) {
 		t.Fatalf("after a failed change of counts: connected %v, %d forms, counts %d; want dropped, both forms, counts unchanged",
 			r.a.sd != nil, len(g.forms), g.counts)
 	}
-	r.d.mu.Lock()
-	r.d.learnErr = nil
-	r.d.mu.Unlock()
+	r.d.failLearning(nil)
 	r.a.scan(r.ctx)
 	r.d.mu.Lock()
 	for id, l := range r.d.learning {
@@ -592,23 +590,15 @@ func TestSettleOnABrokenConnection(t *testing.T) {
 // A refused change of counts is asked again the next window.
 func TestSettleRefusedIsAskedAgain(t *testing.T) {
 	r, g := fullPair(t)
-	r.d.mu.Lock()
-	r.d.learnErr = refuse(syscall.EBUSY, 0, "not now")
-	r.d.mu.Unlock()
+	r.d.failLearning(refuse(syscall.EBUSY, 0, "not now"))
 	for range settleWindows {
-		r.hitPair(100, 80)
-		r.d.setHot(1, hot(5, "c.example.com"))
-		r.tick()
+		r.calmWindow()
 	}
 	if g.counts != 0 || r.a.sd == nil {
 		t.Fatalf("counts %d after a refusal (connected %v); want 0, still connected", g.counts, r.a.sd != nil)
 	}
-	r.d.mu.Lock()
-	r.d.learnErr = nil
-	r.d.mu.Unlock()
-	r.hitPair(100, 80)
-	r.d.setHot(1, hot(5, "c.example.com"))
-	r.tick()
+	r.d.failLearning(nil)
+	r.calmWindow()
 	if g.counts != uint32(r.a.cfg.SettledCounts) {
 		t.Fatalf("counts %d the window after the refusal; want %d", g.counts, r.a.cfg.SettledCounts)
 	}

@@ -93,6 +93,13 @@ func (d *fakeDaemon) failStats(fail bool) {
 	d.statsFail = fail
 }
 
+// failLearning makes LEARN give err, or work again (nil).
+func (d *fakeDaemon) failLearning(err error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.learnErr = err
+}
+
 func (d *fakeDaemon) setHot(id uint32, reqs ...HotRequest) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
