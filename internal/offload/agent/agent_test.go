@@ -648,7 +648,8 @@ func TestRankDueWorth(t *testing.T) {
 		{1 + rankIdle, 5, true},       // whatever the newcomers
 	} {
 		g.windows = c.windows
-		if got := r.a.rankDue(g, []candidate{{key: "b", score: c.score}}); got != c.want {
+		newcomers := []candidate{{key: "b", score: c.score}}
+		if got := r.a.rankDue(g, newcomers, g.worth(newcomers)); got != c.want {
 			t.Errorf("window %d, a newcomer at %v: rankDue = %v, want %v", c.windows, c.score, got, c.want)
 		}
 	}

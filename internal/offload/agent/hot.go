@@ -75,11 +75,12 @@ func (a *agent) choose(g *group) []string {
 	}
 	newcomers := a.newcomers(g, passes, hotWindow, share, now)
 	g.windows++
-	if !a.settle(g, newcomers) {
+	worth := g.worth(newcomers)
+	if !a.settle(g, worth) {
 		return nil
 	}
 	var learn []string
-	if !a.rankDue(g, newcomers) {
+	if !a.rankDue(g, newcomers, worth) {
 		// Admitted: the best newcomers, into the room below MaxRules.
 		admitted := selectBest(newcomers, max(0, a.cfg.MaxRules-len(g.forms)), byScore)
 		slices.SortFunc(admitted, byScore)
@@ -245,9 +246,9 @@ const rankWorth = 0.001
 // budget, always: the room in bytes is known only to install), and then
 // while the top set has room, or after rankIdle spans, or when the
 // newcomers whose score beats the least score in the top set at the last
-// ranking (its edge) bring, by how much they beat it, rankWorth of the
-// set's rate. Called with a.mu held.
-func (a *agent) rankDue(g *group, newcomers []candidate) bool {
+// ranking (its edge) bring, by how much they beat it (worth), rankWorth
+// of the set's rate. Called with a.mu held.
+func (a *agent) rankDue(g *group, newcomers []candidate, worth float64) bool {
 	if g.ranked.IsZero() {
 		return true
 	}
@@ -260,7 +261,7 @@ func (a *agent) rankDue(g *group, newcomers []candidate) bool {
 	case !g.full || since >= rankIdle*every:
 		return true
 	}
-	return g.worth(newcomers) > rankWorth*g.rate
+	return worth > rankWorth*g.rate
 }
 
 // readHot reads the hot sets of the group's sockets, merged: each passed

@@ -16,13 +16,14 @@ import "github.com/santa-offload/santa/internal/protocol"
 // the newcomers' least rates rest on the counts (rate.Scaled).
 const settleWindows = 3
 
-// settle follows whether the group's top set is settled, and asks santad
-// for the counts that go with it when that changes: on every socket of
-// the group, or again the next window if santad refused one. It returns
-// false if the connection to santad failed (the group's services are
-// gone with it). Called with a.mu held.
-func (a *agent) settle(g *group, newcomers []candidate) bool {
-	if g.full && g.worth(newcomers) <= rankWorth*g.rate {
+// settle follows whether the group's top set is settled, by the worth of
+// this window's newcomers, and asks santad for the counts that go with it
+// when that changes: on every socket of the group, or again the next
+// window if santad refused one. It returns false if the connection to
+// santad failed (the group's services are gone with it). Called with a.mu
+// held.
+func (a *agent) settle(g *group, worth float64) bool {
+	if g.full && worth <= rankWorth*g.rate {
 		g.calm = min(g.calm+1, settleWindows)
 	} else {
 		g.calm = 0
