@@ -3,6 +3,7 @@ package agent
 import (
 	"cmp"
 	"context"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"time"
@@ -264,28 +265,17 @@ func (a *agent) rankDue(g *group, newcomers []candidate, worth float64) bool {
 	return worth > rankWorth*g.rate
 }
 
-// readHot reads the hot sets of the group's sockets, merged: each passed
-// form's queries a second, the longest of their windows, in seconds, and
-// the least share of passed queries they counted. Called with a.mu held.
+// readHot reads the hot sets of the group's sockets, merged
+// (santadconn.HotRates): each passed form's queries a second, the longest
+// of their windows, in seconds, and the least share of passed queries
+// they counted. Called with a.mu held.
 func (a *agent) readHot(g *group) (passes map[string]float64, window, share float64, ok bool) {
-	passes, share = map[string]float64{}, 1
-	for _, sv := range g.services {
-		hot, err := a.sd.Hot(sv.id, a.cfg.HotMax)
-		if err != nil {
-			a.failed("reading the hot set", err)
-			return nil, 0, 0, false
-		}
-		share = min(share, hot.CountedShare())
-		w := hot.Window.Seconds()
-		if w <= 0 {
-			w = 1
-		}
-		window = max(window, w)
-		for _, r := range hot.Requests {
-			passes[string(r.Key)] += float64(r.Passes) / w
-		}
+	passes, w, share, err := santadconn.HotRates(a.sd.Hot, maps.Keys(g.services), a.cfg.HotMax)
+	if err != nil {
+		a.failed("reading the hot set", err)
+		return nil, 0, 0, false
 	}
-	return passes, window, share, true
+	return passes, w.Seconds(), share, true
 }
 
 // readHits adds to each form's hits those of its rules since they were

@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"iter"
 	"log/slog"
 	"net/netip"
 	"sync"
@@ -263,6 +264,17 @@ func (a *agent) udpServices() []*service {
 		}
 	}
 	return out
+}
+
+// serviceIDs is the services' ids, in their order.
+func serviceIDs(svcs []*service) iter.Seq[uint32] {
+	return func(yield func(uint32) bool) {
+		for _, sv := range svcs {
+			if !yield(sv.id) {
+				return
+			}
+		}
+	}
 }
 
 func (k *key) String() string { return fmt.Sprintf("%q", k.mkey) }

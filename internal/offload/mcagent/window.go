@@ -28,13 +28,7 @@ func (a *agent) hotNumber() (uint32, bool) {
 	if a.sd == nil {
 		return 0, false
 	}
-	return santadconn.HotNumber(a.sd.Hot, func(yield func(uint32) bool) {
-		for _, sv := range a.udpServices() {
-			if !yield(sv.id) {
-				return
-			}
-		}
-	})
+	return santadconn.HotNumber(a.sd.Hot, serviceIDs(a.udpServices()))
 }
 
 // window keeps the offloaded keys the hot ones: it reads the rates (the
@@ -314,25 +308,14 @@ func (a *agent) ruleHits(udp []*service) (map[*key]uint64, bool) {
 }
 
 // hotPasses reads the passed gets of the kernel's last complete hot
-// window per second, over every UDP service, how long that window is,
-// and the least share of passed gets they counted. Called with a.mu held.
+// window per second, over every UDP service (santadconn.HotRates), how
+// long that window is, and the least share of passed gets they counted.
+// Called with a.mu held.
 func (a *agent) hotPasses(udp []*service) (passes map[string]float64, hotWindow time.Duration, share float64, ok bool) {
-	passes, hotWindow, share = map[string]float64{}, time.Second, 1
-	for _, sv := range udp {
-		hot, err := a.sd.Hot(sv.id, a.cfg.HotMax)
-		if err != nil {
-			a.failed("reading the hot set", err)
-			return nil, 0, 0, false
-		}
-		share = min(share, hot.CountedShare())
-		hotWindow = max(hotWindow, hot.Window)
-		window := hot.Window.Seconds()
-		if window <= 0 {
-			window = 1
-		}
-		for _, r := range hot.Requests {
-			passes[string(r.Key)] += float64(r.Passes) / window
-		}
+	passes, hotWindow, share, err := santadconn.HotRates(a.sd.Hot, serviceIDs(udp), a.cfg.HotMax)
+	if err != nil {
+		a.failed("reading the hot set", err)
+		return nil, 0, 0, false
 	}
 	return passes, hotWindow, share, true
 }
