@@ -17,6 +17,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -171,14 +172,17 @@ func (s *Server) Zone(origin string) *Zone {
 
 // Update edits the zone with origin, bumps its serial, writes its file and
 // reloads it with the server's control program, then waits until the
-// server answers the new serial on every address: the time it returns is
-// when the reload was seen complete. Then the server answers the edited
-// data (a zone is swapped whole).
+// server answers the new serial on every address and, for NSD, until its
+// old server processes have ended (they answer the old data, from the
+// same sockets, for a few ms after new ones answer the new serial): the
+// time it returns is when the reload was seen complete. Then the server
+// answers the edited data (a zone is swapped whole).
 func (s *Server) Update(origin string, edit func(*Zone)) (time.Time, error) {
 	z := s.Zone(origin)
 	if z == nil {
 		return time.Time{}, fmt.Errorf("dnstest: no zone %q", origin)
 	}
+	before := s.Pids()
 	s.mu.Lock()
 	edit(z)
 	z.Serial++
@@ -196,6 +200,9 @@ func (s *Server) Update(origin string, edit func(*Zone)) (time.Time, error) {
 	}
 	for deadline := time.Now().Add(ReloadTimeout); ; time.Sleep(2 * time.Millisecond) {
 		err := s.serving()
+		if err == nil && kinds[s.c.Kind].forks {
+			err = replaced(before, s.Pids())
+		}
 		if err == nil {
 			return time.Now(), nil
 		}
@@ -230,6 +237,18 @@ func (s *Server) serving() error {
 			}
 		}
 		conn.Close()
+	}
+	return nil
+}
+
+// replaced checks that a reload that forks new server processes is over:
+// the server has as many processes as before it, not the same ones (the
+// old ones count until their parent has reaped them).
+func replaced(before, now []int) error {
+	slices.Sort(before)
+	slices.Sort(now)
+	if len(now) != len(before) || slices.Equal(now, before) {
+		return fmt.Errorf("processes %v, %v before the reload: the old ones still run", now, before)
 	}
 	return nil
 }

@@ -32,18 +32,21 @@ type kind struct {
 	// reload is the operator's command that reloads zone (origin without
 	// the final dot) from its file.
 	reload func(c Config, zone string) []string
+	// forks: a reload starts new server processes, and the old ones
+	// answer the old data until they end, after the new ones answer.
+	forks bool
 }
 
 var kinds = map[Kind]kind{
 	BIND: {"named", "rndc", bindConfig, func(c Config, zone string) []string {
 		return []string{"rndc", "-c", filepath.Join(c.Dir, "rndc.conf"), "reload", zone}
-	}},
+	}, false},
 	Knot: {"knotd", "knotc", knotConfig, func(c Config, zone string) []string {
 		return []string{"knotc", "-s", filepath.Join(c.Dir, "knot.sock"), "zone-reload", zone + "."}
-	}},
+	}, false},
 	NSD: {"nsd", "nsd-control", nsdConfig, func(c Config, zone string) []string {
 		return []string{"nsd-control", "-c", filepath.Join(c.Dir, "nsd.conf"), "reload", zone}
-	}},
+	}, true},
 }
 
 // zoneFile is where a zone's file is in the server's directory.
