@@ -795,6 +795,48 @@ func TestZoneChangeOneBatchPerService(t *testing.T) {
 	r.wantInstalled("alias.example.com", "mail.example.com", "www.example.com")
 }
 
+// A server that reloads by starting new processes (NSD) still answers the
+// old data from old ones for a moment after a new one answered the new
+// serial: the re-check waits change_settle, and installs the new answer.
+func TestZoneChangeSettles(t *testing.T) {
+	const linger = 50 * time.Millisecond
+	r := newRig(t, func(c *Config) { c.ChangeSettle = Duration(2 * linger) })
+	r.installAll()
+	old, next := exampleZone(1, 1), exampleZone(2, 99)
+	var mu sync.Mutex
+	var until time.Time // old processes answer until then
+	r.srv.BeforeAnswer(func(m *dnsmsg.Message) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch {
+		case m.Question[0].Type == dnsmsg.TypeSOA:
+			if until.IsZero() {
+				until = time.Now().Add(linger)
+			}
+			r.srv.SetZone(next)
+		case time.Now().Before(until):
+			r.srv.SetZone(old)
+		default:
+			r.srv.SetZone(next)
+		}
+	})
+	r.srv.SetZone(next)
+	start := time.Now()
+	if _, changed := r.a.pollOnce(r.ctx, r.zone("example.com")); !changed {
+		t.Fatal("the new serial was not seen")
+	}
+	if took := time.Since(start); took < 2*linger {
+		t.Fatalf("the re-check ended %v after the poll began: it did not wait change_settle", took)
+	}
+	mu.Lock()
+	time.Sleep(time.Until(until)) // the server's own answer, asked below, is the new one
+	mu.Unlock()
+	r.wantInstalled("alias.example.com", "mail.example.com", "www.example.com")
+	if r.a.stats.replaced != 1 {
+		t.Fatalf("replaced %d; want 1, www", r.a.stats.replaced)
+	}
+}
+
 // A re-check asks a form whose reply is unchanged once, and one whose
 // reply changed asks times in all, as learning would.
 func TestRecheckAsksUnchangedOnce(t *testing.T) {

@@ -29,6 +29,11 @@ type Config struct {
 	// RecheckBudget bounds re-asking a changed zone's forms: those not
 	// re-checked by then are deleted.
 	RecheckBudget Duration `json:"recheck_budget"`
+	// ChangeSettle is how long after a zone's new serial is seen its forms
+	// are re-asked: a server that reloads by starting new processes (NSD)
+	// answers from the old ones too for a moment after the new ones
+	// answer the new serial.
+	ChangeSettle Duration `json:"change_settle"`
 	// Sweep is the time in which every offloaded form is re-checked.
 	Sweep Duration `json:"sweep"`
 	// Asks is how many identical replies a form needs (at least 2).
@@ -51,6 +56,7 @@ func DefaultConfig() Config {
 		Offload:       config.DefaultOffload(client.DefaultPath()),
 		ZonePoll:      Duration(200 * time.Millisecond),
 		RecheckBudget: Duration(250 * time.Millisecond),
+		ChangeSettle:  Duration(100 * time.Millisecond),
 		Sweep:         Duration(30 * time.Second),
 		Asks:          2,
 		SettledCounts: 12500,
@@ -84,6 +90,8 @@ func (c Config) Validate() error {
 		return err
 	case c.Port == 0:
 		return errors.New("port is 0")
+	case c.ChangeSettle < 0:
+		return fmt.Errorf("change_settle is %v; it must not be negative", time.Duration(c.ChangeSettle))
 	case c.SettledCounts < 0 || c.SettledCounts > model.MaxLearnCounts:
 		return fmt.Errorf("settled_counts is %d; it must be 0 to %d", c.SettledCounts, model.MaxLearnCounts)
 	case c.Asks < 2:

@@ -16,8 +16,9 @@ type zone struct {
 	key    zoneKey
 	apex   dnsmsg.Name
 	serial uint32
-	// changed is the ask sequence number when a change was last seen: an
-	// answer asked before it is not installed.
+	// changed is the ask sequence number when a change was last seen, and
+	// again when its re-check began: an answer asked before it is not
+	// installed.
 	changed uint64
 	forms   map[*form]bool
 }
@@ -54,9 +55,9 @@ func (a *agent) watch(z *zone, f *form) { z.forms[f] = true }
 
 // poll asks z's SOA serial every ZonePoll, and at once again after a
 // change was handled, until the zone has no forms left. On a change it
-// re-asks every form of the zone within RecheckBudget and replaces or
-// deletes their rules in one transaction per service; a form not
-// re-checked in time is deleted. A zone whose serial cannot be asked (the
+// waits ChangeSettle, then re-asks every form of the zone within
+// RecheckBudget and replaces or deletes their rules in one transaction
+// per service; a form not re-checked in time is deleted. A zone whose serial cannot be asked (the
 // server is down or does not answer) has its forms deleted: nothing could
 // tell whether they are still right.
 func (a *agent) poll(ctx context.Context, z *zone) {
@@ -100,19 +101,33 @@ func (a *agent) pollOnce(ctx context.Context, z *zone) (alive, changed bool) {
 		a.mu.Unlock()
 		return true, false
 	}
-	// Listed only now: a zone of 100,000 forms, polled every zone_poll,
-	// took a map walk and 800 KB each poll, under a.mu.
-	forms := slices.Collect(maps.Keys(z.forms))
 	if err != nil {
+		// Listed only now: a zone of 100,000 forms, polled every
+		// zone_poll, took a map walk and 800 KB each poll, under a.mu.
+		forms := slices.Collect(maps.Keys(z.forms))
 		a.log.Warn("zone serial", "zone", z.apex.String(), "server", z.key.dst, "err", err, "forms deleted", len(forms))
 		a.deleteForms(forms, "zone_unverifiable")
 		a.mu.Unlock()
 		return true, false
 	}
-	a.log.Info("zone changed", "zone", z.apex.String(), "serial", z.serial, "new", serial, "forms", len(forms))
+	a.log.Info("zone changed", "zone", z.apex.String(), "serial", z.serial, "new", serial, "forms", len(z.forms))
 	z.serial = serial
 	z.changed = a.seq.Add(1)
 	a.stats.zoneChanges++
+	a.mu.Unlock()
+	// NSD reloads by forking new servers; its old ones answer the old data
+	// from the same socket for a few ms after a new one has answered the
+	// new serial (up to 12 ms measured under load): a re-check asked then
+	// could confirm an old answer, to be served until the sweep. Asks and
+	// answers learned before the wait ends are superseded as well.
+	select {
+	case <-ctx.Done():
+		return false, false
+	case <-time.After(time.Duration(a.cfg.ChangeSettle)):
+	}
+	a.mu.Lock()
+	z.changed = a.seq.Add(1)
+	forms := slices.Collect(maps.Keys(z.forms))
 	a.mu.Unlock()
 	rctx, cancel := context.WithTimeout(ctx, time.Duration(a.cfg.RecheckBudget))
 	checks := a.recheck(rctx, forms)
