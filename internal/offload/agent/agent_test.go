@@ -973,6 +973,34 @@ func TestLearnedAnswerOlderThanZoneChangeIsNotInstalled(t *testing.T) {
 	}
 }
 
+// Two forms of a zone not yet followed, learned across a change of its
+// serial, installed in one batch: the zone takes the serial of the first
+// installed (the newer, the busier form's), and the other, asked before
+// the change, is not installed: no poll would ever see its zone change.
+func TestLearnedAcrossAChangeOfANewZone(t *testing.T) {
+	r := newRig(t, nil)
+	r.a.scan(r.ctx)
+	g := r.a.groups[r.srv.Addr()]
+	www, mail := string(key("www.example.com", TypeA)), string(key("mail.example.com", TypeA))
+	before, err := r.a.learn(r.ctx, g.dst, www)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.srv.SetZone(exampleZone(2, 99))
+	after, err := r.a.learn(r.ctx, g.dst, mail)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.a.mu.Lock()
+	g.learning[mail], g.learning[www] = 20, 10 // mail first
+	r.a.mu.Unlock()
+	r.a.install(g, []*learned{before, after})
+	r.wantInstalled("mail.example.com")
+	if r.a.stats.superseded != 1 {
+		t.Fatalf("superseded %d; want 1", r.a.stats.superseded)
+	}
+}
+
 func TestSantadRestart(t *testing.T) {
 	r := newRig(t, nil)
 	r.installAll()

@@ -30,7 +30,11 @@ type zoneKey struct {
 
 // zonesFor is the zones a form learned with sequence number seq comes
 // from, registered (and polled) if new; false if a change of one was seen
-// after the form was asked. Called with a.mu held.
+// after the form was asked, or the form saw another serial of one than
+// the one its poller follows: asked across a change, its reply may be of
+// either version, and nothing would re-check it at the next change (a
+// new zone takes the serial of the first form installed, which may be
+// newer than another's of the same batch). Called with a.mu held.
 func (a *agent) zonesFor(dst netip.AddrPort, seen []zoneSeen, seq uint64) ([]*zone, bool) {
 	var zones []*zone
 	for _, s := range seen {
@@ -42,7 +46,7 @@ func (a *agent) zonesFor(dst netip.AddrPort, seen []zoneSeen, seq uint64) ([]*zo
 			a.pollers.Add(1)
 			go a.poll(a.zonesCtx, z)
 		}
-		if z.changed >= seq {
+		if z.changed >= seq || z.serial != s.serial {
 			return nil, false
 		}
 		zones = append(zones, z)
@@ -57,9 +61,9 @@ func (a *agent) watch(z *zone, f *form) { z.forms[f] = true }
 // change was handled, until the zone has no forms left. On a change it
 // waits ChangeSettle, then re-asks every form of the zone within
 // RecheckBudget and replaces or deletes their rules in one transaction
-// per service; a form not re-checked in time is deleted. A zone whose serial cannot be asked (the
-// server is down or does not answer) has its forms deleted: nothing could
-// tell whether they are still right.
+// per service; a form not re-checked in time is deleted. A zone whose
+// serial cannot be asked (the server is down or does not answer) has its
+// forms deleted: nothing could tell whether they are still right.
 func (a *agent) poll(ctx context.Context, z *zone) {
 	defer a.pollers.Done()
 	wait := time.Duration(a.cfg.ZonePoll)
