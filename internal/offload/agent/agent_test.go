@@ -1001,6 +1001,45 @@ func TestLearnedAcrossAChangeOfANewZone(t *testing.T) {
 	}
 }
 
+// A zone change seen while the agent adds a window's rules: the poll and
+// its re-check do not wait for the install (santad rebuilds an index at
+// each batch: up to 170 ms at 1M names), and the forms asked before the
+// change have their rules deleted again.
+func TestZoneChangeDuringInstall(t *testing.T) {
+	r := newRig(t, nil)
+	r.a.scan(r.ctx)
+	r.d.setHot(1, hot(30, "www.example.com"), hot(20, "mail.example.com"), hot(10, "alias.example.com"))
+	var once sync.Once
+	r.d.mu.Lock()
+	r.d.afterAdd = func() {
+		once.Do(func() {
+			r.srv.SetZone(exampleZone(2, 99))
+			polled := make(chan bool)
+			go func() {
+				_, changed := r.a.pollOnce(r.ctx, r.zone("example.com"))
+				polled <- changed
+			}()
+			select {
+			case changed := <-polled:
+				if !changed {
+					t.Error("the new serial was not seen")
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatal("the zone's poll waits for the install")
+			}
+		})
+	}
+	r.d.mu.Unlock()
+	r.tick()
+	r.wantInstalled()
+	if r.a.stats.superseded != 3 {
+		t.Fatalf("superseded %d; want 3", r.a.stats.superseded)
+	}
+	// Learned again, after the change: installed.
+	r.tick()
+	r.wantInstalled("alias.example.com", "mail.example.com", "www.example.com")
+}
+
 func TestSantadRestart(t *testing.T) {
 	r := newRig(t, nil)
 	r.installAll()

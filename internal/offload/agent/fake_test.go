@@ -33,6 +33,8 @@ type fakeDaemon struct {
 	version   uint16 // the protocol version it speaks; 0: the newest
 	learnErr  error  // what LEARN gives, if not nil
 	counted   uint32 // the hot sets' counted_ppm (0: not told)
+	// afterAdd, if set, is called after each ADD_RULES, without d.mu.
+	afterAdd func()
 }
 
 type fakeService struct {
@@ -304,6 +306,17 @@ func eachRule[T any](c *fakeConn, id uint32, item func(*fakeService, uint32) T) 
 }
 
 func (c *fakeConn) AddRules(id uint32, rs []rule.Rule) ([]uint32, error) {
+	ids, err := c.addRules(id, rs)
+	c.d.mu.Lock()
+	after := c.d.afterAdd
+	c.d.mu.Unlock()
+	if after != nil {
+		after()
+	}
+	return ids, err
+}
+
+func (c *fakeConn) addRules(id uint32, rs []rule.Rule) ([]uint32, error) {
 	d, err := c.lock()
 	if err != nil {
 		return nil, err

@@ -356,16 +356,43 @@ func (a *agent) expireSkips(now time.Time) {
 
 // install offloads learned forms on every socket of the group, unless a
 // change of one of their zones was seen after they were asked, within the
-// group's byte budget. Called without a.mu.
+// group's byte budget. Called without a.mu. santad rebuilds a service's
+// index at every batch of rules (a window's newcomers took up to 170 ms
+// with 70,000 rules installed, at 1M names): they are added without a.mu,
+// so that the zone pollers, their re-checks and commits never wait behind
+// an install (docs/offload-dns.md, "Bound"). Meanwhile the forms are
+// watched by their zones, and one whose zone changed is deleted again.
 func (a *agent) install(g *group, ls []*learned) {
 	if len(ls) == 0 {
 		return
 	}
 	a.mu.Lock()
-	defer a.mu.Unlock()
 	if a.groups[g.local] != g || a.sd == nil {
+		a.mu.Unlock()
 		return
 	}
+	forms := a.installable(g, ls)
+	sd, services := a.sd, slices.Collect(maps.Values(g.services))
+	a.mu.Unlock()
+	added := make([]map[*form]uint32, len(services))
+	var err error
+	for i, sv := range services {
+		if added[i], err = a.add(sd, sv.id, forms); err != nil {
+			break
+		}
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if err != nil && a.sd == sd {
+		a.failed("adding rules", err)
+	}
+	a.noteInstalled(g, sd, forms, services, added)
+}
+
+// installable is the learned forms to install, best first within the
+// group's byte budget, each already watched by its zones. Called with a.mu
+// held.
+func (a *agent) installable(g *group, ls []*learned) []*form {
 	used := 0
 	if a.cfg.MaxBytes > 0 { // a walk of every form, each window: only for a budget
 		for _, f := range g.forms {
@@ -389,20 +416,46 @@ func (a *agent) install(g *group, ls []*learned) {
 		}
 		used += f.size()
 		f.group, f.zones = g, zones
+		for _, z := range zones {
+			a.watch(z, f)
+		}
 		forms = append(forms, f)
 	}
-	installed := map[*form]bool{}
-	for _, sv := range g.services {
-		for _, f := range a.addRules(a.sd, sv, forms) {
-			installed[f] = true
-		}
-		if a.sd == nil {
-			break
-		}
-	}
+	return forms
+}
+
+// noteInstalled records the rules install added (added[i]: on
+// services[i]), if the connection is still sd: a form has its rule on
+// every service still the group's. A form a change of whose zones was
+// seen after it was asked has its rules deleted again. A service that
+// joined the group meanwhile got the group's forms then, and gets these
+// now. Called with a.mu held.
+func (a *agent) noteInstalled(g *group, sd Santad, forms []*form, services []*service, added []map[*form]uint32) {
+	current := a.sd == sd && a.groups[g.local] == g
+	stale := map[*service][]uint32{}
+	var kept []*form
 	now := a.now()
 	for _, f := range forms {
-		if !installed[f] {
+		superseded := changedSince(f.zones, f.seq)
+		on := false
+		for i, sv := range services {
+			id, ok := added[i][f]
+			switch {
+			case !ok || !current || g.services[sv.id] != sv: // its rules ended with the service
+			case superseded:
+				stale[sv] = append(stale[sv], id)
+			default:
+				sv.note(f, id)
+				on = true
+			}
+		}
+		if !on {
+			if current && superseded {
+				a.stats.superseded++
+			}
+			for _, z := range f.zones {
+				delete(z.forms, f)
+			}
 			continue
 		}
 		f.installed = now
@@ -410,10 +463,18 @@ func (a *agent) install(g *group, ls []*learned) {
 		g.forms[f.key] = f
 		f.inLine = a.line.PushBack(f)
 		delete(a.retries, skipKey{g.local, f.key})
-		for _, z := range f.zones {
-			a.watch(z, f)
-		}
 		a.stats.installed++
+		kept = append(kept, f)
+	}
+	for sv, ids := range stale {
+		if a.sd != nil {
+			a.deleteRules(sv, ids)
+		}
+	}
+	for _, sv := range g.services {
+		if a.sd != nil && !slices.Contains(services, sv) {
+			a.addRules(a.sd, sv, kept)
+		}
 	}
 }
 

@@ -173,15 +173,13 @@ func (a *agent) apply(checks []check, cause string) {
 // current is whether a reply asked with sequence number seq may replace
 // f's: asked after f's own and after the last change of its zones.
 func (a *agent) current(f *form, seq uint64) bool {
-	if seq <= f.seq {
-		return false
-	}
-	for _, z := range f.zones {
-		if z.changed >= seq {
-			return false
-		}
-	}
-	return true
+	return seq > f.seq && !changedSince(f.zones, seq)
+}
+
+// changedSince is whether a change of one of zones was seen after the ask
+// with sequence number seq.
+func changedSince(zones []*zone, seq uint64) bool {
+	return slices.ContainsFunc(zones, func(z *zone) bool { return z.changed >= seq })
 }
 
 // commit replaces and deletes rules of a service in one transaction,

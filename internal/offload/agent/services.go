@@ -166,7 +166,25 @@ func (sv *service) unnote(f *form) (uint32, bool) {
 // the batch, which is sent again. It returns the forms installed. Called
 // with a.mu held.
 func (a *agent) addRules(sd Santad, sv *service, forms []*form) []*form {
+	ids, err := a.add(sd, sv.id, forms)
 	var done []*form
+	for _, f := range forms {
+		if id, ok := ids[f]; ok {
+			sv.note(f, id)
+			done = append(done, f)
+		}
+	}
+	if err != nil {
+		a.failed("adding rules", err)
+	}
+	return done
+}
+
+// add installs forms on a service as addRules does, and returns the rule
+// id of each form installed; the error is the connection's. It touches no
+// state of the agent's: it may be called without a.mu.
+func (a *agent) add(sd Santad, service uint32, forms []*form) (map[*form]uint32, error) {
+	ids := map[*form]uint32{}
 	for len(forms) > 0 {
 		n := batch.Fitting(forms, func(f *form) int { return batch.AddSize(dnsmsg.Rule(f.query, f.reply), nil) })
 		batch := forms[:n]
@@ -174,24 +192,22 @@ func (a *agent) addRules(sd Santad, sv *service, forms []*form) []*form {
 		for i, f := range batch {
 			rules[i] = dnsmsg.Rule(f.query, f.reply)
 		}
-		ids, err := sd.AddRules(sv.id, rules)
+		got, err := sd.AddRules(service, rules)
 		var refusal *client.Error
 		switch {
 		case err == nil:
 			for i, f := range batch {
-				sv.note(f, ids[i])
+				ids[f] = got[i]
 			}
-			done = append(done, batch...)
 			forms = forms[n:]
 		case errors.As(err, &refusal) && refusal.Index != client.NoIndex && int(refusal.Index) < n:
-			a.log.Warn("santad refuses a rule", "service", sv.id, "query", queryName(batch[refusal.Index].query), "err", err)
+			a.log.Warn("santad refuses a rule", "service", service, "query", queryName(batch[refusal.Index].query), "err", err)
 			forms = append(append([]*form{}, batch[:refusal.Index]...), forms[refusal.Index+1:]...)
 		default:
-			a.failed("adding rules", err)
-			return done
+			return ids, err
 		}
 	}
-	return done
+	return ids, nil
 }
 
 func queryName(q []byte) string {
