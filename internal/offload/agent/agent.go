@@ -82,6 +82,8 @@ type agent struct {
 	// zonesCtx is the life of the zones' pollers.
 	zonesCtx context.Context
 	pollers  sync.WaitGroup
+	// sighted is when learning first saw the zones' serials.
+	sighted sightings
 
 	mu       sync.Mutex
 	sd       Santad              // nil while not connected

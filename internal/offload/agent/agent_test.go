@@ -64,6 +64,9 @@ func newRig(t *testing.T, config func(*Config)) *rig {
 	cfg.ProbeTimeout = Duration(100 * time.Millisecond) // the race detector is slow
 	cfg.RecheckBudget = Duration(2 * time.Second)
 	cfg.ZonePoll = Duration(time.Hour) // the test polls
+	// The clock stands still within a window: a new zone's forms would
+	// wait a window for change_settle (TestNewZoneSeenInAReload).
+	cfg.ChangeSettle = 0
 	cfg.Dial = func() (Santad, error) {
 		r.mu.Lock()
 		defer r.mu.Unlock()
@@ -761,6 +764,9 @@ func (r *rig) installAll() {
 	r.a.scan(r.ctx)
 	r.d.setHot(1, hot(30, "www.example.com"), hot(20, "mail.example.com"), hot(10, "alias.example.com"))
 	r.tick()
+	if r.a.cfg.ChangeSettle > 0 {
+		r.tick() // the zones' serials were first seen a window ago
+	}
 	r.wantInstalled("alias.example.com", "mail.example.com", "www.example.com")
 	r.d.takeBatches()
 }
@@ -835,6 +841,36 @@ func TestZoneChangeSettles(t *testing.T) {
 	if r.a.stats.replaced != 1 {
 		t.Fatalf("replaced %d; want 1, www", r.a.stats.replaced)
 	}
+}
+
+// A zone first seen while NSD reloads it: a new server process answers
+// the new serial, old ones the forms' old answers. The forms are not
+// installed until change_settle after the serial was first seen, and then
+// with the new answers (no poll would see the zone change: its serial is
+// the one it was first seen with).
+func TestNewZoneSeenInAReload(t *testing.T) {
+	r := newRig(t, func(c *Config) { c.ChangeSettle = Duration(100 * time.Millisecond) })
+	old, next := exampleZone(1, 1), exampleZone(2, 99)
+	var mu sync.Mutex
+	reloading := true
+	r.srv.BeforeAnswer(func(m *dnsmsg.Message) {
+		mu.Lock()
+		defer mu.Unlock()
+		if reloading && m.Question[0].Type != dnsmsg.TypeSOA {
+			r.srv.SetZone(old)
+		} else {
+			r.srv.SetZone(next)
+		}
+	})
+	r.a.scan(r.ctx)
+	r.d.setHot(1, hot(30, "www.example.com"), hot(20, "mail.example.com"))
+	r.tick()
+	mu.Lock()
+	reloading = false // the old processes have quit
+	mu.Unlock()
+	r.wantInstalled()
+	r.tick()
+	r.wantInstalled("mail.example.com", "www.example.com")
 }
 
 // A re-check asks a form whose reply is unchanged once, and one whose

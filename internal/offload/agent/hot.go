@@ -27,6 +27,7 @@ func (a *agent) window(ctx context.Context) {
 		groups = append(groups, g)
 	}
 	a.mu.Unlock()
+	a.sighted.expire(a.now())
 	for _, g := range groups {
 		start := time.Now()
 		learnCtx, cancel := context.WithTimeout(ctx, time.Duration(a.cfg.Window))
@@ -409,7 +410,7 @@ func (a *agent) installable(g *group, ls []*learned) []*form {
 		if g.forms[f.key] != nil || a.cfg.MaxBytes > 0 && used+f.size() > a.cfg.MaxBytes {
 			continue
 		}
-		zones, ok := a.zonesFor(g.dst, l.zones, f.seq)
+		zones, ok := a.zonesFor(g.dst, l)
 		if !ok {
 			a.stats.superseded++
 			continue

@@ -17,6 +17,7 @@ import (
 type learned struct {
 	f     *form
 	zones []zoneSeen
+	asked time.Time // when the reply installed was first asked
 }
 
 type zoneSeen struct {
@@ -54,7 +55,9 @@ func (a *agent) learn(ctx context.Context, dst netip.AddrPort, key string) (*lea
 				return nil, err
 			}
 			found[name.Key()] = zoneSeen{apex, serial}
+			a.sighted.see(zoneKey{dst, apex.Key()}, serial, a.now())
 		}
+		asked := a.now()
 		reply, rm, err := a.askStable(ctx, dst, query, a.cfg.Asks)
 		if err != nil {
 			return nil, err
@@ -63,7 +66,7 @@ func (a *agent) learn(ctx context.Context, dst netip.AddrPort, key string) (*lea
 		zones, known := zonesOf(names, found)
 		switch {
 		case known:
-			return &learned{f: &form{key: key, query: query, reply: reply, seq: seq, checked: a.now()}, zones: zones}, nil
+			return &learned{f: &form{key: key, query: query, reply: reply, seq: seq, checked: a.now()}, zones: zones, asked: asked}, nil
 		case try > 0:
 			return nil, &dnsmsg.Skip{Reason: dnsmsg.Unstable, Detail: "the answers before and after the zone lookup have other names"}
 		}

@@ -28,18 +28,24 @@ type zoneKey struct {
 	apex string // dnsmsg.Name.Key
 }
 
-// zonesFor is the zones a form learned with sequence number seq comes
-// from, registered (and polled) if new; false if a change of one was seen
-// after the form was asked, or the form saw another serial of one than
-// the one its poller follows: asked across a change, its reply may be of
-// either version, and nothing would re-check it at the next change (a
-// new zone takes the serial of the first form installed, which may be
-// newer than another's of the same batch). Called with a.mu held.
-func (a *agent) zonesFor(dst netip.AddrPort, seen []zoneSeen, seq uint64) ([]*zone, bool) {
+// zonesFor is the zones of a learned form (asked with sequence number
+// l.f.seq), registered (and polled) if new; false if a change of one was
+// seen after the form was asked, or the form saw another serial of one
+// than the one its poller follows: asked across a change, its reply may
+// be of either version, and nothing would re-check it at the next change
+// (a new zone takes the serial of the first form installed, which may be
+// newer than another's of the same batch); false too for a new zone
+// whose serial was first seen less than ChangeSettle before the form was
+// asked (sightings). Called with a.mu held.
+func (a *agent) zonesFor(dst netip.AddrPort, l *learned) ([]*zone, bool) {
 	var zones []*zone
-	for _, s := range seen {
+	seq := l.f.seq
+	for _, s := range l.zones {
 		k := zoneKey{dst, s.apex.Key()}
 		z := a.zones[k]
+		if z == nil && !a.sighted.settled(k, s.serial, l.asked, time.Duration(a.cfg.ChangeSettle)) {
+			return nil, false
+		}
 		if z == nil {
 			z = &zone{key: k, apex: s.apex, serial: s.serial, forms: map[*form]bool{}}
 			a.zones[k] = z
