@@ -217,6 +217,42 @@ func TestLoadChecksEveryReply(t *testing.T) {
 	}
 }
 
+// A server restarting answers SERVFAIL until its zones are loaded: with
+// Restarting those replies are counted apart, any other wrong reply is
+// still a mismatch; without it they are mismatches.
+func TestLoadServfailWhileRestarting(t *testing.T) {
+	forms := testForms(2)
+	var asked atomic.Int64
+	addr := server(t, func(q []byte) [][]byte {
+		r := answer(q, 0, byte(formIndex(q)))
+		switch n := asked.Add(1); {
+		case n%4 == 0:
+			r = answer(q, 0)
+			r[3] |= rcodeServfail
+		case n%7 == 0:
+			r = answer(q, 0, 66)
+		}
+		return [][]byte{r}
+	})
+	table := []Expect{{Reply: answer(forms[0].Query(0), 0, 0)}, {Reply: answer(forms[1].Query(0), 0, 1)}}
+	for _, restarting := range []bool{false, true} {
+		res, err := Run(context.Background(), Config{Server: addr, Forms: forms, Expect: table, Count: 280,
+			Window: 1, Popularity: popularity.Uniform, Seed: 3, Restarting: restarting})
+		if err != nil {
+			t.Fatal(err)
+		}
+		servfails, wrong := 70, 40-10 // every 4th; every 7th but the 28th's
+		want := Result{Mismatches: servfails + wrong}
+		if restarting {
+			want = Result{Starting: servfails, Mismatches: wrong}
+		}
+		if res.Starting != want.Starting || res.Mismatches != want.Mismatches {
+			t.Errorf("restarting %v: %d SERVFAIL while starting, %d mismatches; want %d, %d",
+				restarting, res.Starting, res.Mismatches, want.Starting, want.Mismatches)
+		}
+	}
+}
+
 // A reply that comes after its query timed out counts as late, not lost
 // nor unexpected, even when that query was the run's last; one query and
 // reply per syscall or in batches.

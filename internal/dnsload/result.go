@@ -18,6 +18,9 @@ type Result struct {
 	// query reached the server's address while no socket was bound to
 	// its port (a server restarting). Its query is lost (a timeout).
 	Refused int
+	// Starting counts the SERVFAIL replies of a server starting
+	// (Config.Restarting).
+	Starting int
 	// Mismatches are replies that match neither the expected reply nor,
 	// after a change, the one from before it.
 	Mismatches int
@@ -46,8 +49,8 @@ type Mismatch struct {
 // timeouts or stale replies, and hex dumps of the first mismatches.
 func (r Result) Report(forms []Form) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%d sent, %d replies, %d timeouts (%d replied late), %d port unreachable, %d unexpected, %d mismatches, %d old (%d stale) in %v\n",
-		r.Sent, r.Replies, r.Timeouts, r.Late, r.Refused, r.Unexpected, r.Mismatches, r.OldReplies, r.Stale, r.Elapsed.Round(time.Millisecond))
+	fmt.Fprintf(&b, "%d sent, %d replies, %d timeouts (%d replied late), %d port unreachable, %d SERVFAIL while starting, %d unexpected, %d mismatches, %d old (%d stale) in %v\n",
+		r.Sent, r.Replies, r.Timeouts, r.Late, r.Refused, r.Starting, r.Unexpected, r.Mismatches, r.OldReplies, r.Stale, r.Elapsed.Round(time.Millisecond))
 	for i, c := range r.PerForm {
 		if c.Mismatches+c.Timeouts+c.Stale > 0 && i < len(forms) {
 			fmt.Fprintf(&b, "  %v: %d sent, %d replies, %d timeouts, %d mismatches, %d stale\n",
