@@ -874,7 +874,8 @@ func TestNewZoneSeenInAReload(t *testing.T) {
 }
 
 // A re-check asks a form whose reply is unchanged once, and one whose
-// reply changed asks times in all, as learning would.
+// reply changed asks times in all, as learning would, and its name's
+// zone once (zonesStay).
 func TestRecheckAsksUnchangedOnce(t *testing.T) {
 	r := newRig(t, func(c *Config) { c.Asks = 3 })
 	r.installAll()
@@ -885,7 +886,7 @@ func TestRecheckAsksUnchangedOnce(t *testing.T) {
 	for _, name := range r.srv.Asked()[asked:] {
 		counts[name]++
 	}
-	want := map[string]int{"www.example.com.": 3, "mail.example.com.": 1, "alias.example.com.": 1, "example.com.": counts["example.com."]}
+	want := map[string]int{"www.example.com.": 3 + 1, "mail.example.com.": 1, "alias.example.com.": 1, "example.com.": counts["example.com."]}
 	if !maps.Equal(counts, want) {
 		t.Fatalf("asked %v; want %v (and the SOA)", counts, want)
 	}
@@ -959,6 +960,22 @@ func TestSweepCatchesChangeWithoutSerial(t *testing.T) {
 	r.clock.Add(int64(time.Second / 2))
 	r.a.sweep(r.ctx)
 	r.wantInstalled("mail.example.com", "www.example.com")
+}
+
+// A zone added on the server below a form's name (www.example.com, on the
+// same server) answers it from then on, other data under the same owner
+// name: the sweep deletes the form rather than follow it in example.com,
+// and the next window learns it in its new zone.
+func TestRecheckFindsANewZoneBelow(t *testing.T) {
+	r := newRig(t, func(c *Config) { c.Sweep = Duration(time.Second) })
+	r.installAll()
+	r.srv.SetZone(Zone{Apex: "www.example.com", Serial: 1, Records: []RR{A("www.example.com", 192, 0, 2, 77)}})
+	r.clock.Add(int64(time.Second / 2))
+	r.a.sweep(r.ctx)
+	r.wantInstalled("alias.example.com", "mail.example.com")
+	r.tick()
+	r.wantInstalled("alias.example.com", "mail.example.com", "www.example.com")
+	r.zone("www.example.com")
 }
 
 // A form whose answer leads to another name each time it is asked (the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"iter"
+	"net/netip"
 	"slices"
 	"time"
 
@@ -41,7 +42,7 @@ func (a *agent) recheck(ctx context.Context, forms []*form) []check {
 		f := forms[i]
 		seq := a.seq.Add(1)
 		a.mu.Lock()
-		old := f.reply
+		old, zones := f.reply, f.zones
 		a.mu.Unlock()
 		reply, m, err := a.askStable(ctx, f.group.dst, f.query, 1)
 		once := err == nil && string(reply) == string(old)
@@ -50,7 +51,7 @@ func (a *agent) recheck(ctx context.Context, forms []*form) []check {
 				reply = nil
 			}
 		}
-		if err == nil && !sameZones(m, old) {
+		if err == nil && (!sameZones(m, old) || !once && !a.zonesStay(ctx, f.group.dst, m, zones)) {
 			reply = nil
 		}
 		unreached := err != nil && (dnsmsg.ReasonOf(err) == dnsmsg.Timeout || ctx.Err() != nil && errors.Is(err, ctx.Err()))
@@ -60,6 +61,22 @@ func (a *agent) recheck(ctx context.Context, forms []*form) []check {
 	a.stats.rechecks += uint64(len(forms))
 	a.mu.Unlock()
 	return checks
+}
+
+// zonesStay is whether each name of a new answer m is still in one of the
+// zones the form follows: a zone added on the server below one of them
+// (a delegation to itself, a new zone) takes the name away, with the
+// same owner names, and its changes would not be followed. A name whose
+// zone cannot be asked does not stay. Asked only for replies that
+// changed: most re-checks find the reply the same.
+func (a *agent) zonesStay(ctx context.Context, dst netip.AddrPort, m *dnsmsg.Message, zones []*zone) bool {
+	for _, name := range m.ZoneNames() {
+		apex, _, err := a.zoneOf(ctx, dst, name)
+		if err != nil || !slices.ContainsFunc(zones, func(z *zone) bool { return z.apex.Key() == apex.Key() }) {
+			return false
+		}
+	}
+	return true
 }
 
 // sameZones is whether the answer m has the names the answer before had:
