@@ -141,6 +141,10 @@ type group struct {
 	evidence *rate.Evidence
 	calm     int    // windows in a row its top set was settled, up to settleWindows
 	counts   uint32 // the learning's counts it asked santad for (settle)
+	// sockets is the inodes of its services when the connection to santad
+	// last broke: while it has no services, its forms are the process's
+	// that held those sockets (scan).
+	sockets []uint64
 }
 
 // service is an attached socket.
@@ -224,8 +228,10 @@ func (a *agent) failed(what string, err error) {
 	}
 	// The sockets are taken again, and their services found by cookie.
 	for _, s := range a.services {
-		s.group.services = map[uint32]*service{}
-		s.group.recount = true
+		if g := s.group; len(g.services) > 0 {
+			g.services, g.sockets, g.recount = map[uint32]*service{}, nil, true
+		}
+		s.group.sockets = append(s.group.sockets, s.inode)
 	}
 	a.sockets = map[uint64]*service{}
 	a.services = map[uint32]*service{}

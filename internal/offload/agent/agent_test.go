@@ -1151,6 +1151,34 @@ func TestServerRestart(t *testing.T) {
 	}
 }
 
+func TestServerRestartWhileSantadAway(t *testing.T) {
+	r := newRig(t, nil)
+	r.installAll()
+	// The connection to santad breaks, and while the agent is away the
+	// server restarts on the same address with www changed and the same
+	// serial: santad ends the old sockets' services.
+	r.conn.Close()
+	r.a.scan(r.ctx) // fails on the broken connection
+	r.srv.Close()
+	srv2 := NewReusePortServer(t, r.srv.Addr().String(), 2)
+	srv2.SetZone(exampleZone(1, 9))
+	r.d.end(1)
+	r.d.end(2)
+	r.finder.Set(t, servertest.UDP(srv2.Conns())...)
+	r.a.scan(r.ctx) // dials again, attaches the new sockets
+	if len(r.a.services) != 2 || r.a.services[3] == nil || r.a.services[4] == nil {
+		t.Fatalf("services %v; want the new sockets' 3 and 4", r.a.services)
+	}
+	for _, id := range []uint32{3, 4} {
+		if got := r.installed(id); len(got) != 0 {
+			t.Fatalf("the new socket of service %d got the old process's rules for %v", id, got)
+		}
+	}
+	if g := r.a.groups[r.srv.Addr()]; g == nil || len(g.forms) != 0 {
+		t.Fatalf("group %v; want it without the old forms", g)
+	}
+}
+
 func TestDetachOnExit(t *testing.T) {
 	r := newRig(t, nil)
 	r.installAll()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"reflect"
+	"slices"
 
 	"github.com/santa-offload/santa/client"
 	"github.com/santa-offload/santa/internal/offload/batch"
@@ -41,6 +42,7 @@ func (a *agent) scan(context.Context) {
 			a.forget(s, why)
 		}
 	}
+	a.forgetRestarted(sv.Fresh)
 	for _, s := range sv.Fresh {
 		a.attach(sd, s, sv.ByCookie)
 		if a.sd == nil {
@@ -57,11 +59,35 @@ func (a *agent) forget(s *service, why string) {
 	delete(a.sockets, s.inode)
 	g := s.group
 	delete(g.services, s.id)
-	if len(g.services) > 0 {
-		return
+	if len(g.services) == 0 {
+		a.dropGroup(g)
 	}
+}
+
+// forgetRestarted drops the groups left without services by a broken
+// connection to santad whose sockets all closed meanwhile (the server
+// restarted while the agent was away): their forms are the old process's
+// answers, learned again from the new one rather than installed on its
+// sockets. fresh is the server's sockets the agent has not taken (all of
+// them, after a broken connection). Called with a.mu held.
+func (a *agent) forgetRestarted(fresh []server.Socket) {
+	live := map[uint64]bool{}
+	for _, s := range fresh {
+		live[s.Inode] = true
+	}
+	for _, g := range a.groups {
+		if len(g.services) == 0 && !slices.ContainsFunc(g.sockets, func(inode uint64) bool { return live[inode] }) {
+			a.log.Info("the server's sockets closed while santad was away", "addr", g.local, "forms", len(g.forms))
+			a.dropGroup(g)
+		}
+	}
+}
+
+// dropGroup drops a group without services and its forms, whose rules
+// ended with their sockets. Called with a.mu held.
+func (a *agent) dropGroup(g *group) {
 	for _, f := range g.forms {
-		a.dropForm(f, "") // its rules ended with the sockets
+		a.dropForm(f, "")
 	}
 	delete(a.groups, g.local)
 }

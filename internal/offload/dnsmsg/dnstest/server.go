@@ -76,10 +76,7 @@ func NewReusePortServer(t testing.TB, addr string, n int) *Server {
 		s.serveTCP(l)
 	}()
 	t.Cleanup(func() {
-		for _, c := range s.conns {
-			c.Close()
-		}
-		s.CloseTCP()
+		s.Close()
 		done.Wait()
 	})
 	return s
@@ -116,6 +113,14 @@ func listenUDPAndTCP(addr string, n int) ([]*net.UDPConn, net.Listener, error) {
 		return nil, nil, err
 	}
 	return conns, l, nil
+}
+
+// Close stops serving, as a server that ends: its sockets close.
+func (s *Server) Close() {
+	for _, c := range s.conns {
+		c.Close()
+	}
+	s.CloseTCP()
 }
 
 // CloseTCP stops serving TCP: connections are refused, open ones closed.
