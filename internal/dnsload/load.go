@@ -52,8 +52,6 @@ const (
 	// sequenceLen bounds the popularity sequence drawn up front; a longer
 	// run cycles it.
 	sequenceLen = 1 << 20
-	// rcodeServfail is SERVFAIL's RCODE (RFC 1035 4.1.1).
-	rcodeServfail = 2
 )
 
 // Config is one load run.
@@ -280,7 +278,7 @@ func (l *Load) check(i int, reply []byte, t time.Time) {
 		l.held = append(l.held, heldReply{form: int32(i), at: t, bytes: append([]byte(nil), reply...)})
 	case l.old != nil && !l.old[i].Equal(l.cur[i]) && l.old[i].Matches(f, reply):
 		l.sawOld(i, t)
-	case l.c.Restarting && len(reply) >= 4 && reply[3]&0xf == rcodeServfail:
+	case l.c.Restarting && len(reply) >= 12 && rcode(reply) == rcodeServfail:
 		l.res.Starting++
 	default:
 		l.res.Mismatches++

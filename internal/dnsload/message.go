@@ -116,13 +116,19 @@ func maskServerCookie(msg []byte) error {
 	return nil
 }
 
+// rcodeServfail is SERVFAIL's RCODE (RFC 1035 4.1.1).
+const rcodeServfail = 2
+
+// rcode is the RCODE of msg's header, which must be whole (12 bytes).
+func rcode(msg []byte) byte { return msg[3] & 0xf }
+
 // SOASerial is the serial of the SOA record in reply's answer section.
 func SOASerial(reply []byte) (uint32, error) {
 	m, err := parse(reply)
 	if err != nil {
 		return 0, err
 	}
-	if rcode := reply[3] & 0xf; rcode != 0 {
+	if rcode := rcode(reply); rcode != 0 {
 		return 0, fmt.Errorf("rcode %d", rcode)
 	}
 	for _, r := range m.sections[0] {
