@@ -196,8 +196,12 @@ func (a *agent) current(f *form, seq uint64) bool {
 // changedSince is whether a change of one of zones was seen after the ask
 // with sequence number seq.
 func changedSince(zones []*zone, seq uint64) bool {
-	return slices.ContainsFunc(zones, func(z *zone) bool { return z.changed >= seq })
+	return slices.ContainsFunc(zones, func(z *zone) bool { return z.changedSince(seq) })
 }
+
+// changedSince is whether a change of z was seen after the ask with
+// sequence number seq.
+func (z *zone) changedSince(seq uint64) bool { return z.changed >= seq }
 
 // commit replaces and deletes rules of a service in one transaction,
 // batch by batch. Called with a.mu held.

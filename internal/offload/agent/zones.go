@@ -52,7 +52,7 @@ func (a *agent) zonesFor(dst netip.AddrPort, l *learned) ([]*zone, bool) {
 			a.pollers.Add(1)
 			go a.poll(a.zonesCtx, z)
 		}
-		if z.changed >= seq || z.serial != s.serial {
+		if z.changedSince(seq) || z.serial != s.serial {
 			return nil, false
 		}
 		zones = append(zones, z)
