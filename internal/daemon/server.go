@@ -143,7 +143,8 @@ func (s *Server) dropped(id model.ServiceID) {
 
 // SocketClosed is the data plane's news that a service's socket closed
 // and its rules are gone. The id may already name a newer service (ids
-// are reused at once), so the socket's cookie decides.
+// are reused, late but at once when the pool is full), so the socket's
+// cookie decides.
 func (s *Server) SocketClosed(id model.ServiceID, info model.SocketInfo) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

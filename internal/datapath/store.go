@@ -53,7 +53,7 @@ func newStore(objs *santaObjects, tcp *tcpPlane, index *indexTable, chunks [huge
 		tcp:       tcp,
 		services:  make(map[model.ServiceID]*service),
 		rules:     make(map[model.RuleID]*installedRule),
-		svcIDs:    newIDPool(0, maxServices),
+		svcIDs:    newLatePool(0, maxServices),
 		ruleIDs:   newIDPool(0, maxRules),
 		reserved:  make(map[model.RuleID]bool),
 		chunks:    chunks,
