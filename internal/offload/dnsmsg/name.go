@@ -1,7 +1,6 @@
 package dnsmsg
 
 import (
-	"bytes"
 	"strings"
 )
 
@@ -80,12 +79,37 @@ func (n Name) Parent() Name {
 	return n[1+int(n[0]):]
 }
 
-// Key is the name in lower case as a string: names compare without
-// regard to ASCII case (RFC 4343).
-func (n Name) Key() string { return string(bytes.ToLower(n)) }
+// Key is the name with ASCII letters in lower case, as a string: names
+// compare without regard to ASCII case, and only ASCII case (RFC 4343):
+// other bytes, UTF-8 or not, are distinct names. (A length byte is at
+// most 63, below 'A'.)
+func (n Name) Key() string {
+	b := make([]byte, len(n))
+	for i, c := range n {
+		b[i] = lowerASCII(c)
+	}
+	return string(b)
+}
 
-// Equal compares names without regard to ASCII case.
-func (n Name) Equal(o Name) bool { return bytes.EqualFold(n, o) }
+// Equal compares names as Key does.
+func (n Name) Equal(o Name) bool {
+	if len(n) != len(o) {
+		return false
+	}
+	for i := range n {
+		if lowerASCII(n[i]) != lowerASCII(o[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+func lowerASCII(c byte) byte {
+	if 'A' <= c && c <= 'Z' {
+		return c + 'a' - 'A'
+	}
+	return c
+}
 
 // String is the name in presentation format ("www.example.com."), with
 // dots, backslashes and bytes outside printable ASCII escaped.

@@ -93,6 +93,29 @@ func TestNameString(t *testing.T) {
 	}
 }
 
+// Names compare without regard to ASCII case only (RFC 4343): bytes
+// beyond ASCII are distinct, whatever UTF-8 makes of them.
+func TestNameCaseIsASCIIOnly(t *testing.T) {
+	for _, c := range []struct {
+		a, b string
+		same bool
+	}{
+		{"\x03WwW\x07example\x03com\x00", "\x03www\x07EXAMPLE\x03com\x00", true},
+		{"\x02\xc3\x84\x07example\x03com\x00", "\x02\xc3\xa4\x07example\x03com\x00", false}, // Ä, ä
+		{"\x01\xff\x07example\x03com\x00", "\x01\xfe\x07example\x03com\x00", false},         // not UTF-8
+		{"\x01@\x00", "\x01`\x00", false},                                                   // around the letters
+		{"\x01[\x00", "\x01{\x00", false},
+	} {
+		a, b := Name(c.a), Name(c.b)
+		if got := a.Key() == b.Key(); got != c.same {
+			t.Errorf("%q and %q: same key %v; want %v", c.a, c.b, got, c.same)
+		}
+		if got := a.Equal(b); got != c.same {
+			t.Errorf("%q and %q: Equal %v; want %v", c.a, c.b, got, c.same)
+		}
+	}
+}
+
 func TestApexAndSerial(t *testing.T) {
 	question := []Question{Q("www.example.com", dnsmsg.TypeSOA)}
 	tests := []struct {
