@@ -87,6 +87,7 @@ type agent struct {
 
 	mu       sync.Mutex
 	sd       Santad              // nil while not connected
+	conns    uint64              // connections to santad dropped so far: names the current one
 	sockets  map[uint64]*service // by socket inode
 	services map[uint32]*service // by santad's id
 	groups   map[netip.AddrPort]*group
@@ -226,6 +227,7 @@ func (a *agent) failed(what string, err error) {
 	if !santadconn.Drop(&a.sd, a.log, what, err) {
 		return
 	}
+	a.conns++
 	// The sockets are taken again, and their services found by cookie.
 	for _, s := range a.services {
 		if g := s.group; len(g.services) > 0 {

@@ -1127,6 +1127,50 @@ func TestSantadRestart(t *testing.T) {
 	r.wantInstalled("alias.example.com", "mail.example.com", "www.example.com")
 }
 
+// After santad restarts, its restored services answer the agent's asks
+// from their rules until the agent has set its learning (probe port) on
+// them again: a zone change's re-check in that gap, or across it, must
+// not take the old rule's answer for the server's confirmation.
+func TestRecheckAnsweredByTheKernelAfterSantadRestart(t *testing.T) {
+	for _, noticed := range []bool{true, false} {
+		t.Run(fmt.Sprintf("noticed=%v", noticed), func(t *testing.T) {
+			r := newRig(t, nil)
+			r.installAll()
+			next := exampleZone(2, 99)
+			var mu sync.Mutex
+			gap := true // santad restored, the agent has not set its learning yet
+			r.srv.BeforeAnswer(func(m *dnsmsg.Message) {
+				mu.Lock()
+				defer mu.Unlock()
+				if gap && m.Question[0].Type != dnsmsg.TypeSOA {
+					r.srv.SetZone(exampleZone(1, 1)) // the kernel's rule answers
+				} else {
+					r.srv.SetZone(next)
+				}
+			})
+			r.conn.Close() // santad restarts
+			if noticed {
+				r.a.scan(r.ctx) // the agent sees the broken connection
+			}
+			r.srv.SetZone(next)
+			if _, changed := r.a.pollOnce(r.ctx, r.zone("example.com")); !changed {
+				t.Fatal("the new serial was not seen")
+			}
+			mu.Lock()
+			gap = false
+			mu.Unlock()
+			r.a.scan(r.ctx) // connected again: learning set, rules resynced
+			r.a.scan(r.ctx)
+			r.clock.Add(int64(time.Second))
+			r.a.sweep(r.ctx)
+			for _, id := range []uint32{1, 2} {
+				r.installed(id) // fails on a rule that is not the server's answer
+			}
+			r.wantConsistent()
+		})
+	}
+}
+
 func TestServerRestart(t *testing.T) {
 	r := newRig(t, nil)
 	r.installAll()

@@ -18,13 +18,18 @@ import (
 // could not be re-checked (no reply in time, an unsafe or unstable reply,
 // answers from other zones than before). unreached is whether that was
 // for want of a reply in time; once, whether reply was asked once only,
-// as the reply the form had when asked.
+// as the reply the form had when asked; learning whether, when it was
+// asked, the agent's learning settings (their probe port: santad's
+// rules do not answer the agent's asks) were on the form's services in
+// connection conns (agent.conns) to santad.
 type check struct {
 	f         *form
 	seq       uint64
 	reply     []byte
 	unreached bool
 	once      bool
+	learning  bool
+	conns     uint64
 }
 
 // recheck re-asks forms, probe_concurrency at a time, until ctx ends,
@@ -43,6 +48,7 @@ func (a *agent) recheck(ctx context.Context, forms []*form) []check {
 		seq := a.seq.Add(1)
 		a.mu.Lock()
 		old, zones := f.reply, f.zones
+		learning, conns := a.sd != nil && len(f.group.services) > 0, a.conns
 		a.mu.Unlock()
 		reply, m, err := a.askStable(ctx, f.group.dst, f.query, 1)
 		once := err == nil && string(reply) == string(old)
@@ -55,12 +61,49 @@ func (a *agent) recheck(ctx context.Context, forms []*form) []check {
 			reply = nil
 		}
 		unreached := err != nil && (dnsmsg.ReasonOf(err) == dnsmsg.Timeout || ctx.Err() != nil && errors.Is(err, ctx.Err()))
-		checks[i] = check{f: f, seq: seq, reply: reply, unreached: unreached, once: once}
+		checks[i] = check{f: f, seq: seq, reply: reply, unreached: unreached, once: once, learning: learning, conns: conns}
 	})
+	a.keepServersConfirmations(checks)
 	a.mu.Lock()
 	a.stats.rechecks += uint64(len(forms))
 	a.mu.Unlock()
 	return checks
+}
+
+// keepServersConfirmations unmakes the confirmations the kernel may have
+// given instead of the server: the agent's asks pass santad's rules only
+// while its learning settings (their probe port) are on the services,
+// and a santad that restarts restores the services and their rules
+// without them, until the agent has connected again and set them. An ask
+// in that gap, or across it, is answered by the old rule itself, and
+// would confirm it until the sweep (found by a review). A confirmation
+// stands only if the learning was on when it was asked, in a connection
+// to santad that still stands once the replies are in (a call on it
+// succeeds: a santad that restarted closed it); any other is a form not
+// reached, deleted by a zone change's re-check and left first in line
+// by the sweep's.
+func (a *agent) keepServersConfirmations(checks []check) {
+	a.mu.Lock()
+	sd, conns := a.sd, a.conns
+	a.mu.Unlock()
+	alive := false
+	if sd != nil {
+		_, err := sd.Services()
+		alive = err == nil
+		if err != nil {
+			a.mu.Lock()
+			if a.conns == conns {
+				a.failed("checking the connection after re-checks", err)
+			}
+			a.mu.Unlock()
+		}
+	}
+	for i := range checks {
+		c := &checks[i]
+		if c.once && !(alive && c.learning && c.conns == conns) {
+			c.reply, c.once, c.unreached = nil, false, true
+		}
+	}
 }
 
 // zonesStay is whether each name of a new answer m is still in one of the
