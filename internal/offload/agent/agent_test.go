@@ -231,9 +231,10 @@ func TestAttachAndLearn(t *testing.T) {
 	r.tick()
 	// Asked: the SOA of the form's name (the alias owns a CNAME, so its
 	// zone is its parent's), each form twice; the alias's answer leads to
-	// x.other.org: its SOA, then the alias twice again.
+	// x.other.org: its SOA, then the alias twice again. Before the
+	// install, each zone's serial, as its poller asks it.
 	if got, want := r.srv.Asked(), []string{"alias.example.com.", "alias.example.com.", "alias.example.com.", "alias.example.com.", "alias.example.com.",
-		"example.com.", "x.other.org.", "www.example.com.", "www.example.com.", "www.example.com."}; !slices.Equal(sortedBy(got, want), want) {
+		"example.com.", "x.other.org.", "www.example.com.", "www.example.com.", "www.example.com.", "example.com.", "other.org."}; !slices.Equal(sortedBy(got, want), want) {
 		t.Errorf("asked %q; want %q in some order", got, want)
 	}
 	r.wantInstalled("alias.example.com", "www.example.com")
@@ -1052,6 +1053,32 @@ func TestLearnedAcrossAChangeOfANewZone(t *testing.T) {
 	if r.a.stats.superseded != 1 {
 		t.Fatalf("superseded %d; want 1", r.a.stats.superseded)
 	}
+}
+
+// A zone not yet followed changes after its forms were learned, before
+// they are installed (a window's learning runs up to a window): they are
+// not installed, since their zone's poller would start from the serial
+// they saw, and find the change only at its first poll, past the bound.
+func TestNewZoneChangedBeforeInstall(t *testing.T) {
+	r := newRig(t, nil)
+	r.a.scan(r.ctx)
+	g := r.a.groups[r.srv.Addr()]
+	l, err := r.a.learn(r.ctx, g.dst, string(key("www.example.com", TypeA)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.srv.SetZone(exampleZone(2, 99))
+	r.a.install(g, []*learned{l})
+	r.wantInstalled()
+	if r.a.stats.superseded != 1 || len(r.a.zones) != 0 {
+		t.Fatalf("superseded %d, zones %d; want 1 and none followed", r.a.stats.superseded, len(r.a.zones))
+	}
+	// Learned again, at the new serial, it is installed.
+	if l, err = r.a.learn(r.ctx, g.dst, string(key("www.example.com", TypeA))); err != nil {
+		t.Fatal(err)
+	}
+	r.a.install(g, []*learned{l})
+	r.wantInstalled("www.example.com")
 }
 
 // A zone change seen while the agent adds a window's rules: the poll and

@@ -367,12 +367,13 @@ func (a *agent) install(g *group, ls []*learned) {
 	if len(ls) == 0 {
 		return
 	}
+	serials := a.serialsNow(g, ls)
 	a.mu.Lock()
 	if a.groups[g.local] != g || a.sd == nil {
 		a.mu.Unlock()
 		return
 	}
-	forms := a.installable(g, ls)
+	forms := a.installable(g, ls, serials)
 	sd, services := a.sd, slices.Collect(maps.Values(g.services))
 	a.mu.Unlock()
 	added := make([]map[*form]uint32, len(services))
@@ -391,9 +392,10 @@ func (a *agent) install(g *group, ls []*learned) {
 }
 
 // installable is the learned forms to install, best first within the
-// group's byte budget, each already watched by its zones. Called with a.mu
-// held.
-func (a *agent) installable(g *group, ls []*learned) []*form {
+// group's byte budget, each already watched by its zones; serials are the
+// serials of the zones not followed yet, asked just now (serialsNow).
+// Called with a.mu held.
+func (a *agent) installable(g *group, ls []*learned, serials map[zoneKey]uint32) []*form {
 	used := 0
 	if a.cfg.MaxBytes > 0 { // a walk of every form, each window: only for a budget
 		for _, f := range g.forms {
@@ -410,7 +412,7 @@ func (a *agent) installable(g *group, ls []*learned) []*form {
 		if g.forms[f.key] != nil || a.cfg.MaxBytes > 0 && used+f.size() > a.cfg.MaxBytes {
 			continue
 		}
-		zones, ok := a.zonesFor(g.dst, l)
+		zones, ok := a.zonesFor(g.dst, l, serials)
 		if !ok {
 			a.stats.superseded++
 			continue

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/santa-offload/santa/internal/offload/dnsmsg"
+	"github.com/santa-offload/santa/internal/offload/workers"
 )
 
 // zone is a zone of the server whose SOA serial the agent polls, for the
@@ -36,14 +37,16 @@ type zoneKey struct {
 // (a new zone takes the serial of the first form installed, which may be
 // newer than another's of the same batch); false too for a new zone
 // whose serial was first seen less than ChangeSettle before the form was
-// asked (sightings). Called with a.mu held.
-func (a *agent) zonesFor(dst netip.AddrPort, l *learned) ([]*zone, bool) {
+// asked (sightings), or is not the one it has now (serials, asked just
+// before: serialsNow). Called with a.mu held.
+func (a *agent) zonesFor(dst netip.AddrPort, l *learned, serials map[zoneKey]uint32) ([]*zone, bool) {
 	var zones []*zone
 	seq := l.f.seq
 	for _, s := range l.zones {
 		k := zoneKey{dst, s.apex.Key()}
 		z := a.zones[k]
-		if z == nil && !a.sighted.settled(k, s.serial, l.asked, time.Duration(a.cfg.ChangeSettle)) {
+		if now, ok := serials[k]; z == nil && (!ok || now != s.serial ||
+			!a.sighted.settled(k, s.serial, l.asked, time.Duration(a.cfg.ChangeSettle))) {
 			return nil, false
 		}
 		if z == nil {
@@ -58,6 +61,45 @@ func (a *agent) zonesFor(dst netip.AddrPort, l *learned) ([]*zone, bool) {
 		zones = append(zones, z)
 	}
 	return zones, true
+}
+
+// serialsNow asks the serial of each zone of ls that is not followed yet,
+// as its poller would (the zones whose serial could not be asked are
+// missing). A zone is followed from the install of its first forms, up to
+// a window after they were asked: a change in between would go unseen
+// (its poller starts from the serial the forms saw), and their old
+// answers would stay until the first poll's re-check, past the bound
+// (found by a review). Forms whose serial is not the one asked here are
+// not installed (zonesFor); a change after it is the poller's. Called
+// without a.mu.
+func (a *agent) serialsNow(g *group, ls []*learned) map[zoneKey]uint32 {
+	a.mu.Lock()
+	var unfollowed []*zone
+	seen := map[zoneKey]bool{}
+	for _, l := range ls {
+		for _, s := range l.zones {
+			k := zoneKey{g.dst, s.apex.Key()}
+			if a.zones[k] == nil && !seen[k] {
+				seen[k] = true
+				unfollowed = append(unfollowed, &zone{key: k, apex: s.apex})
+			}
+		}
+	}
+	a.mu.Unlock()
+	serials := make([]uint32, len(unfollowed))
+	errs := make([]error, len(unfollowed))
+	workers.Each(len(unfollowed), a.cfg.ProbeConcurrency, func(i int) {
+		serials[i], errs[i] = a.serial(a.zonesCtx, unfollowed[i])
+	})
+	now := map[zoneKey]uint32{}
+	for i, z := range unfollowed {
+		if errs[i] != nil {
+			a.log.Debug("zone serial before its first install", "zone", z.apex.String(), "server", z.key.dst, "err", errs[i])
+			continue
+		}
+		now[z.key] = serials[i]
+	}
+	return now
 }
 
 // watch makes z follow f. Called with a.mu held.
