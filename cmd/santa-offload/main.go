@@ -39,7 +39,7 @@ var dnsUsages = map[string]string{
 	"cgroup":            "the server's cgroup v2 `path` under the hierarchy's root",
 	"port":              "the DNS `port`",
 	"netns":             "the network namespace `path` the server and santad are in (default: the agent's)",
-	"uniform_answers":   "state that the server answers every client alike: no views, GeoIP or client-subnet answers (required)",
+	"uniform_answers":   "state that the server answers every client alike: no views, GeoIP, client-subnet answers or query ACLs (required)",
 	"socket":            "santad's socket `path`",
 	"max_rules":         "query forms offloaded per address the server listens on",
 	"max_bytes":         "pattern and reply `bytes` offloaded per address (0: no bound)",

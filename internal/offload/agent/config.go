@@ -74,7 +74,9 @@ func DefaultConfig() Config {
 var ErrNotUniform = errors.New("refusing to start: the operator has not stated that the server answers every client alike " +
 	"(uniform_answers, -uniform-answers). The kernel gives every client the answer the agent got from the server: a server " +
 	"with views, GeoIP, answers that depend on the client's address or on EDNS Client Subnet would have one client's answer " +
-	"served to all. State it only if none of that is configured")
+	"served to all; and the agent asks from this host, so a query ACL (BIND's allow-query or allow-query-on, Knot's " +
+	"queryacl module) that refuses some clients would have the answers it gives this host served to those clients too. " +
+	"State it only if none of that is configured")
 
 // Validate checks the configuration.
 func (c Config) Validate() error {
