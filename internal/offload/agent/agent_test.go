@@ -1198,6 +1198,30 @@ func TestRecheckAnsweredByTheKernelAfterSantadRestart(t *testing.T) {
 	}
 }
 
+// A service taken up after santad's restart whose learning santad
+// refuses is detached: it would keep its rules with nobody following them.
+func TestAdoptedServiceWhoseLearningIsRefused(t *testing.T) {
+	r := newRig(t, nil)
+	r.installAll()
+	r.conn.Close()
+	r.d.failLearning(refuse(syscall.EIO, ^uint32(0), "no room"))
+	r.a.scan(r.ctx) // fails on the broken connection
+	r.a.scan(r.ctx) // takes the services up; their learning is refused
+	if len(r.d.services) != 0 || len(r.a.services) != 0 {
+		t.Fatalf("santad has services %v, the agent %v; want both detached", r.d.services, r.a.services)
+	}
+	r.d.failLearning(nil)
+	r.a.scan(r.ctx) // attached afresh, the group's forms installed again
+	if len(r.a.services) != 2 || r.a.services[3] == nil || r.a.services[4] == nil {
+		t.Fatalf("services %v; want the two sockets attached again, as 3 and 4", r.a.services)
+	}
+	for _, id := range []uint32{3, 4} {
+		if got, want := r.installed(id), []string{"alias.example.com", "mail.example.com", "www.example.com"}; !slices.Equal(got, want) {
+			t.Fatalf("service %d has rules for %v; want %v", id, got, want)
+		}
+	}
+}
+
 func TestServerRestart(t *testing.T) {
 	r := newRig(t, nil)
 	r.installAll()

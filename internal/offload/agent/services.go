@@ -112,6 +112,15 @@ func (a *agent) attach(sd Santad, s server.Socket, byCookie map[uint64]client.Se
 	}
 	if err := sd.SetLearning(info.ServiceID, a.learning(sd, g.counts)); err != nil {
 		a.failed("enabling learning", err)
+		if a.sd != nil {
+			// Refused: santad keeps the service, with the rules an adopted
+			// one has, and nothing would follow them. The next scan
+			// attaches the socket afresh.
+			a.log.Warn("detaching the service", "service", info.ServiceID, "addr", s.Local)
+			if err := sd.Detach(info.ServiceID); err != nil {
+				a.failed("detaching a service whose learning was refused", err)
+			}
+		}
 		return
 	}
 	a.groups[s.Local] = g
