@@ -1,6 +1,7 @@
 // Package server finds the sockets a server answers on and follows them:
 // the server is the processes of a cgroup (a systemd unit's, or a given
-// process's) or, without one, whatever holds a socket bound to the port;
+// process's) or, without one, the processes of one user that hold sockets
+// bound to the port;
 // its sockets are the unconnected UDP sockets bound to its UDP port (a DNS
 // server's, memcached's -U) and, if asked, the TCP listeners on its TCP
 // port (memcached's -p), in one network namespace (santad's). Outgoing
@@ -13,6 +14,7 @@ import (
 	"maps"
 	"net/netip"
 	"slices"
+	"strings"
 
 	"golang.org/x/sys/unix"
 
@@ -20,11 +22,12 @@ import (
 )
 
 // Target names the server. At most one of PID, Unit and Cgroup is set;
-// with none, every socket bound to Port is the server's.
+// with none, the sockets bound to Port are the server's if one user holds
+// them all (Finder.Scan).
 type Target struct {
 	// PID is a process of the server: the server is the processes of its
-	// cgroup v2 (so a restart under a new pid is followed), or every
-	// process when that is the root cgroup or there is no cgroup v2.
+	// cgroup v2 (so a restart under a new pid is followed), or, when that
+	// is the root cgroup, every process running as the user PID runs as.
 	PID int
 	// Unit is a systemd unit ("named" is named.service): the server is the
 	// processes of the cgroup system.slice/UNIT.
@@ -60,6 +63,18 @@ type Scanner interface {
 type Finder struct {
 	t      Target
 	cgroup string // absolute cgroup directory; "" for every process
+	// Without a cgroup, the server is one user's processes (oneUser):
+	// user is whom PID ran as when the finder was made, if a PID was
+	// given; owned is the sockets the last scan found the server's, by
+	// inode, with their holders.
+	user  procsock.User
+	owned map[uint64]holder
+}
+
+// holder is a process holding a socket, and whom it runs as.
+type holder struct {
+	pid  int
+	user procsock.User
 }
 
 // udpUnconnected is the state an unconnected UDP socket shows in
@@ -102,11 +117,29 @@ func NewFinder(t Target) (*Finder, error) {
 		}
 		f.cgroup = cgroupDir(root, rel)
 	}
+	if f.cgroup == "" && t.PID != 0 {
+		var err error
+		if f.user, err = procsock.UserOf(t.PID); err != nil {
+			return nil, fmt.Errorf("process %d: %w", t.PID, err)
+		}
+	}
 	return f, nil
 }
 
 // Describe says what the finder takes to be the server.
 func (f *Finder) Describe() string {
+	where := f.where()
+	switch {
+	case f.cgroup == "" && f.t.PID != 0:
+		return fmt.Sprintf("the processes running as %v (process %d's user) bound to %s", f.user, f.t.PID, where)
+	case f.cgroup == "":
+		return "the processes of one user bound to " + where
+	}
+	return fmt.Sprintf("the processes of cgroup %s bound to %s", f.cgroup, where)
+}
+
+// where is the server's ports, and its network namespace.
+func (f *Finder) where() string {
 	where := fmt.Sprintf("UDP port %d", f.t.Port)
 	if f.t.TCPPort != 0 {
 		where += fmt.Sprintf(" or listening on TCP port %d", f.t.TCPPort)
@@ -114,17 +147,15 @@ func (f *Finder) Describe() string {
 	if f.t.Netns != "" {
 		where += " in network namespace " + f.t.Netns
 	}
-	if f.cgroup == "" {
-		return "every process bound to " + where
-	}
-	return fmt.Sprintf("the processes of cgroup %s bound to %s", f.cgroup, where)
+	return where
 }
 
 // Scan reads the sockets bound to the ports. Of those in known, it
 // reports which are still bound (live); the others it reports with a
 // process of the server that holds them (fresh), leaving out those no
 // process of the server holds. Only fresh sockets cost a walk over the
-// processes' fds.
+// processes' fds. Without a cgroup it fails if the port's sockets are
+// held by more than one user (oneUser).
 func (f *Finder) Scan(known map[uint64]bool) (live map[uint64]bool, fresh []Socket, err error) {
 	bound, err := procsock.BoundUDP(f.t.Netns, f.t.Port, netip.Addr{})
 	if err != nil {
@@ -160,7 +191,9 @@ func (f *Finder) Scan(known map[uint64]bool) (live map[uint64]bool, fresh []Sock
 	}
 	var held map[uint64]procsock.Held
 	if f.cgroup == "" {
-		held, err = procsock.Holders(unknown)
+		if held, err = procsock.Holders(unknown); err == nil {
+			err = f.oneUser(live, held)
+		}
 	} else {
 		var pids []int
 		if pids, err = cgroupProcs(f.cgroup); err == nil {
@@ -176,6 +209,53 @@ func (f *Finder) Scan(known map[uint64]bool) (live map[uint64]bool, fresh []Sock
 		fresh = append(fresh, s)
 	}
 	return live, fresh, nil
+}
+
+// oneUser keeps the server's sockets to one user's when no cgroup tells
+// the server's processes: any local user may bind the port beside the
+// server (at the server's own address with SO_REUSEADDR, which BIND and
+// memcached set, or on loopback), and a socket of theirs taken for the
+// server's would receive the agent's asks to the server's address, whose
+// answers the kernel would then give every client. With a PID, sockets
+// held by processes of another user than PID's are not the server's, as
+// outside a cgroup. With the port alone, the sockets bound to it (those
+// reported before and still bound, live, and the fresh ones, held) must
+// all be one user's, or the scan fails naming the users: the agent cannot
+// tell which is the server. It drops from held the sockets that are not
+// the server's. A socket held by several processes is judged by the one
+// Holders names (the lowest pid).
+func (f *Finder) oneUser(live map[uint64]bool, held map[uint64]procsock.Held) error {
+	now := make(map[uint64]holder, len(live)+len(held))
+	for inode := range live {
+		if h, ok := f.owned[inode]; ok {
+			now[inode] = h
+		}
+	}
+	for inode, h := range held {
+		u, err := procsock.UserOf(h.PID)
+		if err != nil || (f.t.PID != 0 && u != f.user) {
+			delete(held, inode) // the process ended meanwhile, or it is another user's
+			continue
+		}
+		now[inode] = holder{h.PID, u}
+	}
+	pids := map[procsock.User][]int{}
+	for _, h := range now {
+		pids[h.user] = append(pids[h.user], h.pid)
+	}
+	if len(pids) > 1 {
+		var users []string
+		for _, u := range slices.SortedFunc(maps.Keys(pids), func(a, b procsock.User) int { return slices.Compare(a[:], b[:]) }) {
+			of := slices.Compact(slices.Sorted(slices.Values(pids[u])))
+			users = append(users, fmt.Sprintf("%v (pid %s)", u, strings.Trim(fmt.Sprint(of), "[]")))
+		}
+		return fmt.Errorf("the sockets bound to %s are held by processes of more than one user: %s. Without a cgroup "+
+			"naming the server they must all be one user's, lest another user's socket beside the server's receive "+
+			"the agent's asks and have its answers served to every client: name the server with -pid, -unit or -cgroup",
+			f.where(), strings.Join(users, "; "))
+	}
+	f.owned = now
+	return nil
 }
 
 // Take duplicates the socket into this process (pidfd_getfd: root, or the

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -21,7 +22,7 @@ import (
 	"github.com/santa-offload/santa/internal/santadtest"
 )
 
-const helperEnv = "SANTA_OFFLOAD_SERVER_HELPER" // "server" or "other"
+const helperEnv = "SANTA_OFFLOAD_SERVER_HELPER" // runHelper's mode
 
 func TestMain(m *testing.M) {
 	if mode := os.Getenv(helperEnv); mode != "" {
@@ -37,9 +38,10 @@ func TestMain(m *testing.M) {
 // runHelper binds, in the namespace at ns, what a DNS server binds (mode
 // "server": two SO_REUSEPORT sockets on 0.0.0.0:port, one on [::1]:port,
 // and an outgoing query socket on a random port), another process on the
-// same port (mode "other": 127.0.0.2:port), or memcached (mode
-// "memcached": UDP on port, a TCP listener on port+1 and a connection of
-// its), says "ready" and holds them until its stdin closes.
+// same port (mode "other": 127.0.0.2:port; mode "nobody": 127.0.0.3:port,
+// then running as uid and gid 65534), or memcached (mode "memcached": UDP
+// on port, a TCP listener on port+1 and a connection of its), says
+// "ready" and holds them until its stdin closes.
 func runHelper(mode, ns, portText string) error {
 	port, _ := strconv.Atoi(portText)
 	reuse := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
@@ -55,6 +57,8 @@ func runHelper(mode, ns, portText string) error {
 		switch mode {
 		case "other":
 			binds = [][2]string{{"udp4", fmt.Sprintf("127.0.0.2:%d", port)}}
+		case "nobody":
+			binds = [][2]string{{"udp4", fmt.Sprintf("127.0.0.3:%d", port)}}
 		case "memcached":
 			// A UDP socket, and a TCP listener on the next port with a
 			// connection it accepted: only the listener is a listener.
@@ -84,6 +88,18 @@ func runHelper(mode, ns, portText string) error {
 	})
 	if err != nil {
 		return err
+	}
+	if mode == "nobody" {
+		// syscall's, not unix's: they change every thread.
+		if err := syscall.Setgroups(nil); err != nil {
+			return err
+		}
+		if err := syscall.Setresgid(65534, 65534, 65534); err != nil {
+			return err
+		}
+		if err := syscall.Setresuid(65534, 65534, 65534); err != nil {
+			return err
+		}
 	}
 	fmt.Println("ready")
 	io.Copy(io.Discard, os.Stdin)
@@ -236,6 +252,72 @@ func TestFindAndFollow(t *testing.T) {
 		t.Fatalf("after restart: live %v, found %v held by %v; want none live and %v held by %d", live, addrs, holders, serverAddrs, srv2.pid())
 	}
 	other.stop()
+}
+
+// TestOneUserWithoutACgroup: without a cgroup, the port's sockets are
+// taken only if one user holds them all, and with a pid in the root
+// cgroup only the sockets of the pid's user are the server's.
+func TestOneUserWithoutACgroup(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: network namespaces, other users' processes")
+	}
+	root, err := cgroup2Root()
+	if err != nil {
+		t.Skip(err)
+	}
+	ns, err := santadtest.NewNetns(santadtest.NetnsName("offuid"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ns.Delete() })
+	nsPath := netns.Named(ns.Name)
+	const port = 5354
+	// Both in the root cgroup: a pid there names no cgroup.
+	srv := startHelper(t, "other", nsPath, port, root)
+	byPort, err := NewFinder(Target{Port: port, Netns: nsPath})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, addrs, _, known := found(t, byPort, nil)
+	if !slices.Equal(addrs, []string{"127.0.0.2:5354"}) {
+		t.Fatalf("found %v; want the server's socket", addrs)
+	}
+
+	other := startHelper(t, "nobody", nsPath, port, root)
+	// Another user's socket on the port fails the scan, whether it is
+	// the only one the agent does not know yet or not.
+	for _, k := range []map[uint64]bool{known, nil} {
+		_, fresh, err := byPort.Scan(k)
+		if err == nil {
+			t.Fatalf("Scan(%v) took %+v, sockets of two users", k, fresh)
+		}
+		for _, want := range []string{fmt.Sprintf("uid 0 (pid %d)", srv.pid()), fmt.Sprintf("uid 65534 (pid %d)", other.pid()), "-pid"} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("Scan(%v): %q does not say %q", k, err, want)
+			}
+		}
+	}
+	// A pid names its user's sockets.
+	for _, tt := range []struct {
+		h    *helper
+		want string
+	}{{srv, "127.0.0.2:5354"}, {other, "127.0.0.3:5354"}} {
+		f, err := NewFinder(Target{PID: tt.h.pid(), Port: port, Netns: nsPath})
+		if err != nil || f.cgroup != "" {
+			t.Fatalf("NewFinder(pid %d): cgroup %q, %v; want none", tt.h.pid(), f.cgroup, err)
+		}
+		_, addrs, holders, _ := found(t, f, nil)
+		if !slices.Equal(addrs, []string{tt.want}) || len(holders) != 1 || !holders[tt.h.pid()] {
+			t.Errorf("pid %d: found %v held by %v; want %s held by it", tt.h.pid(), addrs, holders, tt.want)
+		}
+	}
+
+	// The other user gone, the port is one user's again.
+	other.stop()
+	live, fresh, err := byPort.Scan(known)
+	if err != nil || len(fresh) != 0 || len(live) != len(known) {
+		t.Fatalf("Scan: live %v, fresh %v, %v; want the server's socket live", live, fresh, err)
+	}
 }
 
 func TestTakeChecksTheInode(t *testing.T) {
