@@ -13,11 +13,14 @@ import (
 	"fmt"
 	"maps"
 	"net/netip"
+	"os"
 	"slices"
+	"strconv"
 	"strings"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/santa-offload/santa/internal/netns"
 	"github.com/santa-offload/santa/internal/procsock"
 )
 
@@ -286,4 +289,22 @@ func AskAddr(local netip.AddrPort) netip.AddrPort {
 		addr = netip.IPv6Loopback()
 	}
 	return netip.AddrPortFrom(addr, local.Port())
+}
+
+// UnprivilegedPortStart is net.ipv4.ip_unprivileged_port_start of the
+// network namespace at nsPath (this process's for ""): any process may
+// bind a port from there up, over IPv4 and IPv6; a lower one needs
+// CAP_NET_BIND_SERVICE.
+func UnprivilegedPortStart(nsPath string) (int, error) {
+	var start int
+	err := netns.Run(nsPath, func() error {
+		// /proc/sys/net is the calling thread's network namespace's.
+		b, err := os.ReadFile("/proc/sys/net/ipv4/ip_unprivileged_port_start")
+		if err != nil {
+			return err
+		}
+		start, err = strconv.Atoi(strings.TrimSpace(string(b)))
+		return err
+	})
+	return start, err
 }

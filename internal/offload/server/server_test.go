@@ -429,3 +429,36 @@ func TestAskAddr(t *testing.T) {
 		}
 	}
 }
+
+// TestUnprivilegedPortStart reads the sysctl of the namespace named, not
+// the caller's.
+func TestUnprivilegedPortStart(t *testing.T) {
+	own, err := UnprivilegedPortStart("")
+	if err != nil || own < 0 || own > 65536 {
+		t.Fatalf("this namespace's: %d, %v", own, err)
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: network namespaces")
+	}
+	ns, err := santadtest.NewNetns(santadtest.NetnsName("offport"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ns.Delete() })
+	want := 4242
+	if own == want {
+		want++
+	}
+	err = ns.Do(func() error {
+		return os.WriteFile("/proc/sys/net/ipv4/ip_unprivileged_port_start", []byte(strconv.Itoa(want)), 0)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := UnprivilegedPortStart(netns.Named(ns.Name)); got != want || err != nil {
+		t.Errorf("the namespace's: %d, %v; want %d", got, err, want)
+	}
+	if got, _ := UnprivilegedPortStart(""); got != own {
+		t.Errorf("this namespace's became %d; want %d still", got, own)
+	}
+}
