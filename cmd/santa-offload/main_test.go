@@ -45,9 +45,10 @@ func TestBadInput(t *testing.T) {
 	}
 }
 
-func TestUniformAnswersIsABoolFlag(t *testing.T) {
-	cfg, _, err := dnsFlags([]string{"-uniform-answers", "-pid", "7"})
-	if err != nil || !cfg.UniformAnswers || cfg.PID != 7 {
+// The operator's statements are bool flags: given, they are made.
+func TestStatementsAreBoolFlags(t *testing.T) {
+	cfg, _, err := dnsFlags([]string{"-uniform-answers", "-trusted-local-binds", "-pid", "7"})
+	if err != nil || !cfg.UniformAnswers || !cfg.TrustedLocalBinds || cfg.PID != 7 {
 		t.Fatalf("%+v, %v", cfg, err)
 	}
 }

@@ -256,7 +256,8 @@ func TestOffloadAgentWithTheChartsCapabilities(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var log strings.Builder
-	agent := ns.Command(ctx, agentBin, "dns", "-port", port, "-uniform-answers", "-socket", sd.Socket)
+	// 5353 is any user's to bind: the test's binds are trusted.
+	agent := ns.Command(ctx, agentBin, "dns", "-port", port, "-uniform-answers", "-trusted-local-binds", "-socket", sd.Socket)
 	agent.Stdout, agent.Stderr = &log, &log
 	if err := agent.Start(); err != nil {
 		t.Fatal(err)

@@ -355,11 +355,12 @@ func TestDNSAgent(t *testing.T) {
 		"kind":         "dns",
 		"nodeSelector": map[string]any{"dns.example.com/knot": "true"},
 		"config": map[string]any{
-			"cgroup":          "kubepods.slice",
-			"port":            5353,
-			"uniform_answers": true,
-			"max_rules":       500,
-			"window":          "2s",
+			"cgroup":              "kubepods.slice",
+			"port":                5353,
+			"uniform_answers":     true,
+			"trusted_local_binds": true, // 5353 is any user's to bind
+			"max_rules":           500,
+			"window":              "2s",
 		},
 	}}})
 	want := []string{"ServiceAccount/r1", "ConfigMap/r1-santad", "ConfigMap/r1-offload-knot", "DaemonSet/r1-santad", "DaemonSet/r1-offload-knot"}

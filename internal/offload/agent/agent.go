@@ -31,6 +31,9 @@ func Run(ctx context.Context, cfg Config) error {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
+	if err := cfg.checkLocalBinds(server.UnprivilegedPortStart); err != nil {
+		return err
+	}
 	finder, err := server.NewFinder(server.Target{PID: cfg.PID, Unit: cfg.Unit, Cgroup: cfg.Cgroup, Port: cfg.Port, Netns: cfg.Netns})
 	if err != nil {
 		return err

@@ -1290,6 +1290,19 @@ func TestRefusesWithoutUniformAnswers(t *testing.T) {
 	}
 }
 
+// TestRefusesAnUnprivilegedPort: Run reads this namespace's sysctl; at
+// its default 1024, port 5353 is anyone's to bind.
+func TestRefusesAnUnprivilegedPort(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Port, cfg.UniformAnswers = 5353, true
+	if start, err := server.UnprivilegedPortStart(""); err != nil || start > int(cfg.Port) {
+		t.Skipf("port %d is privileged here (%d, %v)", cfg.Port, start, err)
+	}
+	if err := Run(context.Background(), cfg); !errors.Is(err, ErrUnprivilegedPort) {
+		t.Fatalf("Run = %v; want ErrUnprivilegedPort", err)
+	}
+}
+
 // A form deleted by a re-check's transaction is deleted there only: it
 // was deleted a second time outside the transaction, which santad refused
 // (the bench's "service 0 has no rule N" every second).

@@ -21,6 +21,10 @@ type Config struct {
 	// UniformAnswers is the operator's statement that the server gives
 	// every client the same answer to the same query. Required.
 	UniformAnswers bool `json:"uniform_answers"`
+	// TrustedLocalBinds is the operator's statement that no untrusted
+	// local user can bind ports in the server's network namespace.
+	// Required if Port is not privileged there (checkLocalBinds).
+	TrustedLocalBinds bool `json:"trusted_local_binds"`
 	// The hot set (query forms, per address the server listens on), asking
 	// the server, reporting.
 	config.Offload
@@ -77,6 +81,38 @@ var ErrNotUniform = errors.New("refusing to start: the operator has not stated t
 	"served to all; and the agent asks from this host, so a query ACL (BIND's allow-query or allow-query-on, Knot's " +
 	"queryacl module) that refuses some clients would have the answers it gives this host served to those clients too. " +
 	"State it only if none of that is configured")
+
+// ErrUnprivilegedPort is the refusal to start on a port any local user
+// may bind, without TrustedLocalBinds.
+var ErrUnprivilegedPort = errors.New("refusing to start: any local user may bind the DNS port")
+
+// checkLocalBinds refuses a port that any local user may bind in the
+// server's network namespace (unprivilegedStart reads its
+// net.ipv4.ip_unprivileged_port_start), unless the operator trusts every
+// process that can: such a process may bind the port beside the server
+// (on loopback, or at the server's own address with SO_REUSEADDR, which
+// BIND sets), however the server is named, and receive the agent's asks
+// to the server's address; its answers would be installed and given by
+// the kernel to every client. Binding a privileged port takes
+// CAP_NET_BIND_SERVICE.
+func (c Config) checkLocalBinds(unprivilegedStart func(netns string) (int, error)) error {
+	if c.TrustedLocalBinds {
+		return nil
+	}
+	start, err := unprivilegedStart(c.Netns)
+	if err != nil {
+		return fmt.Errorf("reading which ports are privileged in the server's network namespace: %w", err)
+	}
+	if int(c.Port) < start {
+		return nil
+	}
+	return fmt.Errorf("%w: port %d is not below net.ipv4.ip_unprivileged_port_start (%d) in the server's network "+
+		"namespace. A local user could bind it beside the server (on 127.0.0.1, or at the server's own address with "+
+		"SO_REUSEADDR), receive the queries the agent asks the server and answer them, and the kernel would give "+
+		"those answers to every client. Make the port privileged (a server port below the sysctl, or the sysctl "+
+		"raised above the port), or, if no untrusted user can bind ports in that namespace, state it "+
+		"(trusted_local_binds, -trusted-local-binds)", ErrUnprivilegedPort, c.Port, start)
+}
 
 // Validate checks the configuration.
 func (c Config) Validate() error {
