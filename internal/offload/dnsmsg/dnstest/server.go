@@ -25,8 +25,9 @@ type Zone struct {
 
 // Server is an authoritative server for tests, on a UDP socket: it answers
 // like a real one in what the agent looks at (AA, NXDOMAIN and NODATA with
-// the SOA in the authority section, REFUSED outside its zones, one level
-// of CNAME), and can be told to drop queries or rotate RRsets.
+// the SOA in the authority section, REFUSED outside its zones, CNAMEs
+// followed into its zones), and can be told to drop queries or rotate
+// RRsets.
 type Server struct {
 	conns []*net.UDPConn
 	tcp   net.Listener
@@ -291,7 +292,10 @@ func (s *Server) answer(q []byte, tcp bool) []byte {
 	return r
 }
 
-// lookup answers a question: the flags (AA, rcode) and the records.
+// lookup answers a question: the flags (AA, rcode) and the records. A
+// CNAME is followed into any zone the server serves, as BIND does: the
+// end of the chain gives the rcode and the authority section (RFC 6604:
+// NXDOMAIN or NODATA with the SOA of the target's zone).
 func (s *Server) lookup(q dnsmsg.Question) (flags uint16, answer, authority []RR) {
 	name := key(q.Name.String())
 	z, ok := s.zoneOf(name)
@@ -309,9 +313,12 @@ func (s *Server) lookup(q dnsmsg.Question) (flags uint16, answer, authority []RR
 		case rr.Type == q.Type:
 			answer = append(answer, rr)
 		case rr.Type == TypeCNAME:
-			answer = append(answer, rr)
-			_, more, _ := s.lookup(dnsmsg.Question{Name: Name(dnsmsg.Name(rr.Data).String()), Type: q.Type, Class: q.Class})
-			answer = append(answer, more...)
+			f, more, auth := s.lookup(dnsmsg.Question{Name: Name(dnsmsg.Name(rr.Data).String()), Type: q.Type, Class: q.Class})
+			answer = append(append(answer, rr), more...)
+			if f&0xf == 5 {
+				return AA, answer, nil // a target outside the server's zones: the CNAME alone
+			}
+			return AA | f&0xf, answer, auth
 		}
 	}
 	if s.rotate && len(answer) > 1 {
