@@ -100,6 +100,11 @@ func A(name string, ip ...byte) RR {
 	return RR{Name: name, Type: TypeA, Class: dnsmsg.ClassIN, TTL: 300, Data: ip}
 }
 
+// NS is an NS record.
+func NS(name, target string) RR {
+	return RR{Name: name, Type: TypeNS, Class: dnsmsg.ClassIN, TTL: 3600, Data: Name(target)}
+}
+
 // CNAME is a CNAME record.
 func CNAME(name, target string) RR {
 	return RR{Name: name, Type: TypeCNAME, Class: dnsmsg.ClassIN, TTL: 300, Data: Name(target)}

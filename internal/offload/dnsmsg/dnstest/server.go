@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -25,9 +26,10 @@ type Zone struct {
 
 // Server is an authoritative server for tests, on a UDP socket: it answers
 // like a real one in what the agent looks at (AA, NXDOMAIN and NODATA with
-// the SOA in the authority section, REFUSED outside its zones, CNAMEs
-// followed into its zones), and can be told to drop queries or rotate
-// RRsets.
+// the SOA in the authority section, REFUSED outside its zones, referrals
+// below its delegations, CNAMEs followed into its zones, NS records and
+// their addresses with positive answers), and can be told to drop
+// queries or rotate RRsets.
 type Server struct {
 	conns []*net.UDPConn
 	tcp   net.Listener
@@ -270,9 +272,8 @@ func (s *Server) answer(q []byte, tcp bool) []byte {
 		return nil
 	}
 	question := q[dnsmsg.HeaderLen : dnsmsg.HeaderLen+len(m.Question[0].Name)+4]
-	flags, answer, authority := s.lookup(m.Question[0])
+	flags, answer, authority, additional := s.lookup(m.Question[0])
 	flags |= QR | m.Flags&RD
-	var additional []RR
 	for _, rr := range m.Additional {
 		if rr.Type == dnsmsg.TypeOPT {
 			additional = append(additional, OPT(1232))
@@ -292,15 +293,23 @@ func (s *Server) answer(q []byte, tcp bool) []byte {
 	return r
 }
 
-// lookup answers a question: the flags (AA, rcode) and the records. A
+// lookup answers a question: the flags (AA, rcode) and the records of
+// the answer, authority and additional sections. A name at or below a
+// delegation (NS records below the zone's apex) is answered with a
+// referral: AA clear, the delegation's NS records and their addresses. A
 // CNAME is followed into any zone the server serves, as BIND does: the
-// end of the chain gives the rcode and the authority section (RFC 6604:
-// NXDOMAIN or NODATA with the SOA of the target's zone).
-func (s *Server) lookup(q dnsmsg.Question) (flags uint16, answer, authority []RR) {
+// end of the chain gives the rcode and the other sections (RFC 6604:
+// NXDOMAIN or NODATA with the SOA of the target's zone). A positive
+// answer has the zone's NS records in the authority section and their
+// addresses in the additional section, as BIND's minimal-responses no.
+func (s *Server) lookup(q dnsmsg.Question) (flags uint16, answer, authority, additional []RR) {
 	name := key(q.Name.String())
 	z, ok := s.zoneOf(name)
 	if !ok {
-		return 5, nil, nil // REFUSED
+		return 5, nil, nil, nil // REFUSED
+	}
+	if cut := z.delegation(name); cut != nil {
+		return 0, nil, cut, s.addresses(z, cut)
 	}
 	records := append([]RR{SOA(z.Apex, z.Serial)}, z.Records...)
 	exists := false
@@ -313,12 +322,12 @@ func (s *Server) lookup(q dnsmsg.Question) (flags uint16, answer, authority []RR
 		case rr.Type == q.Type:
 			answer = append(answer, rr)
 		case rr.Type == TypeCNAME:
-			f, more, auth := s.lookup(dnsmsg.Question{Name: Name(dnsmsg.Name(rr.Data).String()), Type: q.Type, Class: q.Class})
+			f, more, auth, add := s.lookup(dnsmsg.Question{Name: Name(dnsmsg.Name(rr.Data).String()), Type: q.Type, Class: q.Class})
 			answer = append(append(answer, rr), more...)
 			if f&0xf == 5 {
-				return AA, answer, nil // a target outside the server's zones: the CNAME alone
+				return AA, answer, nil, nil // a target outside the server's zones: the CNAME alone
 			}
-			return AA | f&0xf, answer, auth
+			return AA | f&0xf, answer, auth, add
 		}
 	}
 	if s.rotate && len(answer) > 1 {
@@ -328,11 +337,51 @@ func (s *Server) lookup(q dnsmsg.Question) (flags uint16, answer, authority []RR
 	}
 	switch {
 	case len(answer) > 0:
-		return AA, answer, nil
+		ns := z.records(key(z.Apex), TypeNS)
+		return AA, answer, ns, s.addresses(z, ns)
 	case exists:
-		return AA, nil, []RR{SOA(z.Apex, z.Serial)}
+		return AA, nil, []RR{SOA(z.Apex, z.Serial)}, nil
 	}
-	return AA | 3, nil, []RR{SOA(z.Apex, z.Serial)} // NXDOMAIN
+	return AA | 3, nil, []RR{SOA(z.Apex, z.Serial)}, nil // NXDOMAIN
+}
+
+// records is z's records of name (a key) of the types given.
+func (z Zone) records(name string, types ...uint16) []RR {
+	var rrs []RR
+	for _, rr := range z.Records {
+		if key(rr.Name) == name && slices.Contains(types, rr.Type) {
+			rrs = append(rrs, rr)
+		}
+	}
+	return rrs
+}
+
+// delegation is the NS records of the zone cut at or above name (a key
+// in z) below z's apex, nil if there is none.
+func (z Zone) delegation(name string) []RR {
+	for n := name; n != key(z.Apex); _, n, _ = strings.Cut(n, ".") {
+		if ns := z.records(n, TypeNS); ns != nil {
+			return ns
+		}
+	}
+	return nil
+}
+
+// addresses is the A and AAAA records of the targets of ns, for the
+// additional section: z's own (glue below one of its delegations
+// included), else the authoritative ones of the zone served that holds
+// the target (BIND looks in every zone it serves).
+func (s *Server) addresses(z Zone, ns []RR) []RR {
+	var add []RR
+	for _, rr := range ns {
+		target := key(dnsmsg.Name(rr.Data).String())
+		found := z.records(target, TypeA, TypeAAAA)
+		if tz, ok := s.zoneOf(target); found == nil && ok && tz.delegation(target) == nil {
+			found = tz.records(target, TypeA, TypeAAAA)
+		}
+		add = append(add, found...)
+	}
+	return add
 }
 
 // zoneOf is the zone of the longest apex name is in.
