@@ -44,6 +44,7 @@ const (
 type Skip struct {
 	Reason Reason
 	Detail string
+	rcode  int // the reply's, for Reason RCode
 }
 
 func (s *Skip) Error() string { return fmt.Sprintf("%s: %s", s.Reason, s.Detail) }
@@ -59,6 +60,12 @@ func ReasonOf(err error) Reason {
 		return s.Reason
 	}
 	return ""
+}
+
+// Refused is whether err is a reply with rcode REFUSED (CheckReply).
+func Refused(err error) bool {
+	var s *Skip
+	return errors.As(err, &s) && s.Reason == RCode && s.rcode == RCodeRefused
 }
 
 // MaxQuery is the longest query a rule can match: the condition is every
@@ -174,7 +181,7 @@ func CheckReply(query, reply []byte) (*Message, error) {
 		return nil, err
 	}
 	if rc := m.RCode(); rc != RCodeNoError && rc != RCodeNXDomain {
-		return nil, skip(RCode, "rcode %d", rc)
+		return nil, &Skip{Reason: RCode, Detail: fmt.Sprintf("rcode %d", rc), rcode: rc}
 	}
 	if !m.AA() {
 		return nil, skip(NotAuthoritative, "AA clear")

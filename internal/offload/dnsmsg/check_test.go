@@ -141,4 +141,13 @@ func TestCheckReply(t *testing.T) {
 			}
 		})
 	}
+	// REFUSED is told from the other rcodes and from AA clear.
+	for _, tt := range []struct {
+		flags   uint16
+		refused bool
+	}{{5, true}, {AA | 5, true}, {AA | 2, false}, {0, false}, {AA, false}} {
+		if _, err := dnsmsg.CheckReply(q, reply(tt.flags)); dnsmsg.Refused(err) != tt.refused {
+			t.Errorf("flags %#x: Refused(%v) = %v", tt.flags, err, !tt.refused)
+		}
+	}
 }

@@ -65,6 +65,10 @@ const (
 	RCodeNXDomain = 3
 )
 
+// RCodeRefused is the rcode an authoritative server gives for a name in
+// none of its zones.
+const RCodeRefused = 5
+
 // Question is one entry of the question section.
 type Question struct {
 	Name        Name // as written: a question name is never compressed in a query
