@@ -979,6 +979,139 @@ func TestRecheckFindsANewZoneBelow(t *testing.T) {
 	r.zone("www.example.com")
 }
 
+// A CNAME into another zone the server serves, whose target does not
+// exist there: the reply is NXDOMAIN with that zone's SOA in the
+// authority section, and follows that zone too. Once the target exists,
+// the alias's reply has another name: the form is deleted, and learned
+// again at the next window. (Found by review: the form followed
+// example.com alone, and the kernel answered NXDOMAIN until the sweep.)
+func TestCNAMEIntoAnotherZoneWithoutTheTarget(t *testing.T) {
+	r := newRig(t, nil)
+	r.srv.SetZone(Zone{Apex: "other.org", Serial: 7, Records: []RR{A("y.other.org", 198, 51, 100, 7)}})
+	r.a.scan(r.ctx)
+	r.d.setHot(0, hot(30, "alias.example.com"), hot(20, "y.other.org"))
+	r.tick()
+	r.wantInstalled("alias.example.com", "y.other.org")
+	r.srv.SetZone(Zone{Apex: "other.org", Serial: 8, Records: []RR{A("y.other.org", 198, 51, 100, 7), A("x.other.org", 198, 51, 100, 1)}})
+	if _, changed := r.a.pollOnce(r.ctx, r.zone("other.org")); !changed {
+		t.Fatal("other.org's change was not seen")
+	}
+	r.wantInstalled("y.other.org")
+	r.tick()
+	r.wantInstalled("alias.example.com", "y.other.org")
+}
+
+// The addresses of example.com's NS records in the additional section
+// come from the zone that holds them, other.org: a form of example.com
+// follows other.org too, and is re-checked when it changes.
+func TestAdditionalFromAnotherZoneIsFollowed(t *testing.T) {
+	r := newRig(t, nil)
+	z := exampleZone(1, 1)
+	z.Records = append(z.Records, NS("example.com", "ns.other.org"))
+	r.srv.SetZone(z)
+	other := func(serial uint32, ns byte) Zone {
+		return Zone{Apex: "other.org", Serial: serial, Records: []RR{A("x.other.org", 198, 51, 100, 1), A("ns.other.org", 198, 51, 100, ns)}}
+	}
+	r.srv.SetZone(other(7, 53))
+	r.a.scan(r.ctx)
+	r.d.setHot(0, hot(30, "www.example.com"))
+	r.tick()
+	r.wantInstalled("www.example.com")
+	r.srv.SetZone(other(8, 54))
+	if _, changed := r.a.pollOnce(r.ctx, r.zone("other.org")); !changed {
+		t.Fatal("other.org's change was not seen")
+	}
+	r.wantInstalled("www.example.com")
+	if r.a.stats.replaced != 1 {
+		t.Fatalf("replaced %d; want 1", r.a.stats.replaced)
+	}
+}
+
+// A CNAME into a delegation of another zone the server serves ends with
+// a referral in an authoritative reply: the delegation's NS records and
+// glue, owned by names the server refers elsewhere, are data of the zone
+// holding the delegation, which the form follows.
+func TestCNAMEIntoADelegationFollowsTheDelegatingZone(t *testing.T) {
+	r := newRig(t, nil)
+	z := exampleZone(1, 1)
+	z.Records[len(z.Records)-1] = CNAME("alias.example.com", "x.sub.other.org")
+	r.srv.SetZone(z)
+	other := func(serial uint32, glue byte) Zone {
+		return Zone{Apex: "other.org", Serial: serial, Records: []RR{NS("sub.other.org", "ns.sub.other.org"), A("ns.sub.other.org", 198, 51, 100, glue)}}
+	}
+	r.srv.SetZone(other(7, 53))
+	r.a.scan(r.ctx)
+	r.d.setHot(0, hot(30, "alias.example.com"))
+	r.tick()
+	r.wantInstalled("alias.example.com")
+	r.srv.SetZone(other(8, 54))
+	if _, changed := r.a.pollOnce(r.ctx, r.zone("other.org")); !changed {
+		t.Fatal("other.org's change was not seen")
+	}
+	r.wantInstalled("alias.example.com")
+	if r.a.stats.replaced != 1 {
+		t.Fatalf("replaced %d; want 1", r.a.stats.replaced)
+	}
+}
+
+// A re-check asks the zones of every name of a changed reply, as learning
+// does: a zone added on the server for ns.other.org, whose address is in
+// www's additional section, takes that name out of other.org; the sweep
+// deletes the form, and the next window learns it in its new zones.
+func TestRecheckFindsAnAdditionalNameInANewZone(t *testing.T) {
+	r := newRig(t, func(c *Config) { c.Sweep = Duration(time.Second) })
+	z := exampleZone(1, 1)
+	z.Records = append(z.Records, NS("example.com", "ns.other.org"))
+	r.srv.SetZone(z)
+	r.srv.SetZone(Zone{Apex: "other.org", Serial: 7, Records: []RR{A("ns.other.org", 198, 51, 100, 53)}})
+	r.a.scan(r.ctx)
+	r.d.setHot(0, hot(30, "www.example.com"))
+	r.tick()
+	r.wantInstalled("www.example.com")
+	r.srv.SetZone(Zone{Apex: "ns.other.org", Serial: 1, Records: []RR{A("ns.other.org", 198, 51, 100, 54)}})
+	r.clock.Add(int64(time.Second / 2))
+	r.a.sweep(r.ctx)
+	r.wantInstalled()
+	r.tick()
+	r.wantInstalled("www.example.com")
+	r.zone("ns.other.org")
+}
+
+// Names of the authority and additional sections that the server does
+// not serve do not keep a form from being offloaded: an NS target outside
+// its zones (refused) whose address example.com keeps as out-of-zone
+// glue, and one below a delegation of example.com (referred) with its
+// glue. Both addresses are example.com's data: the form follows it, and
+// no other zone.
+func TestNamesNotServedDoNotStopOffload(t *testing.T) {
+	r := newRig(t, nil)
+	example := func(serial uint32, glue byte) Zone {
+		z := exampleZone(serial, 1)
+		z.Records = append(z.Records, NS("example.com", "ns.provider.net"), A("ns.provider.net", 203, 0, 113, glue),
+			NS("example.com", "ns.sub.example.com"), NS("sub.example.com", "ns.sub.example.com"), A("ns.sub.example.com", 192, 0, 2, glue))
+		return z
+	}
+	r.srv.SetZone(example(1, 53))
+	r.a.scan(r.ctx)
+	r.d.setHot(0, hot(30, "www.example.com"))
+	r.tick()
+	r.wantInstalled("www.example.com")
+	r.a.mu.Lock()
+	zones := slices.Collect(maps.Keys(r.a.zones))
+	r.a.mu.Unlock()
+	if len(zones) != 1 || zones[0].apex != Name("example.com").Key() {
+		t.Fatalf("zones followed %v; want example.com alone", zones)
+	}
+	r.srv.SetZone(example(2, 54))
+	if _, changed := r.a.pollOnce(r.ctx, r.zone("example.com")); !changed {
+		t.Fatal("example.com's change was not seen")
+	}
+	r.wantInstalled("www.example.com")
+	if r.a.stats.replaced != 1 {
+		t.Fatalf("replaced %d; want 1", r.a.stats.replaced)
+	}
+}
+
 // A form whose answer leads to another name each time it is asked (the
 // CNAME's target changes after each lookup of the target's zone) is
 // unstable: the reply installed must have been asked after the serials of

@@ -13,7 +13,7 @@ import (
 )
 
 // learned is a form learned: its reply, and the zones (apex, serial when
-// asked) its answer comes from.
+// asked) its records come from.
 type learned struct {
 	f     *form
 	zones []zoneSeen
@@ -30,12 +30,13 @@ type zoneSeen struct {
 // the UDP replies, all the same (asks in a row see a rotating RRset
 // rotate). The reply is then at least as new as the serials noted, from
 // which the zones' pollers follow it. The query itself names the first
-// zone (its name's; a DS query's parent's); an answer that leads to other
-// names (a CNAME chain) has their zones found next and is asked again, so
-// that the reply installed was asked after every one of its zones'
-// serials was noted; if that answer leads elsewhere again, the form is
-// unstable. Zones are found over UDP, as the form is asked, lost lookups
-// asked again: TCP is the zone pollers'.
+// zone (its name's; a DS query's parent's); a reply that has other names
+// (a CNAME chain, the owners of its authority and additional sections)
+// has their zones found next (followedZone) and is asked again, so that
+// the reply installed was asked after every one of its zones' serials
+// was noted; if that reply has yet other names, the form is unstable.
+// Zones are found over UDP, as the form is asked, lost lookups asked
+// again: TCP is the zone pollers'.
 func (a *agent) learn(ctx context.Context, dst netip.AddrPort, key string) (*learned, error) {
 	query := append([]byte{0, 0}, key...)
 	q, err := dnsmsg.CheckQuery(query)
@@ -43,19 +44,21 @@ func (a *agent) learn(ctx context.Context, dst netip.AddrPort, key string) (*lea
 		return nil, err
 	}
 	seq := a.seq.Add(1)
-	found := map[string]zoneSeen{} // by name
+	found := map[string]zoneSeen{} // by name; a nil apex: no zone to follow
 	names := q.ZoneNames()
 	for try := 0; ; try++ {
-		for _, name := range names {
-			if _, ok := found[name.Key()]; ok {
+		for _, n := range names {
+			if _, ok := found[n.Name.Key()]; ok {
 				continue
 			}
-			apex, serial, err := a.zoneOf(ctx, dst, name)
+			apex, serial, err := a.followedZone(ctx, dst, n)
 			if err != nil {
 				return nil, err
 			}
-			found[name.Key()] = zoneSeen{apex, serial}
-			a.sighted.see(zoneKey{dst, apex.Key()}, serial, a.now())
+			found[n.Name.Key()] = zoneSeen{apex, serial}
+			if apex != nil {
+				a.sighted.see(zoneKey{dst, apex.Key()}, serial, a.now())
+			}
 		}
 		asked := a.now()
 		reply, rm, err := a.askStable(ctx, dst, query, a.cfg.Asks)
@@ -73,14 +76,16 @@ func (a *agent) learn(ctx context.Context, dst netip.AddrPort, key string) (*lea
 	}
 }
 
-// zonesOf is the zones of names, each once, if found has all of them.
-func zonesOf(names []dnsmsg.Name, found map[string]zoneSeen) (zones []zoneSeen, known bool) {
-	for _, name := range names {
-		z, ok := found[name.Key()]
-		if !ok {
+// zonesOf is the zones of names, each once, if found has all of them and
+// a zone for each name of the answer (one found outside the answer
+// without a zone may have moved into it).
+func zonesOf(names []dnsmsg.ZoneName, found map[string]zoneSeen) (zones []zoneSeen, known bool) {
+	for _, n := range names {
+		z, ok := found[n.Name.Key()]
+		switch {
+		case !ok || z.apex == nil && n.Answer:
 			return nil, false
-		}
-		if !slices.ContainsFunc(zones, func(y zoneSeen) bool { return y.apex.Key() == z.apex.Key() }) {
+		case z.apex != nil && !slices.ContainsFunc(zones, func(y zoneSeen) bool { return y.apex.Key() == z.apex.Key() }):
 			zones = append(zones, z)
 		}
 	}
@@ -102,6 +107,39 @@ func (a *agent) zoneOf(ctx context.Context, dst netip.AddrPort, name dnsmsg.Name
 			return m.Apex()
 		}
 		name = name.Parent()
+	}
+}
+
+// followedZone is the zone (apex, serial) whose changes the records
+// owned by n's name in a reply follow: the name's own (zoneOf), which the
+// question's name and the answer's owners must have. An owner of the
+// authority or additional section may lie outside the server's zones:
+//   - refused (REFUSED: in none of its zones), it has no zone to follow
+//     (nil apex). No zone of the server holds data for it but as
+//     out-of-zone glue in the zone answered from, the zone of the record
+//     naming it (an NS record), which that record's owner follows. Data
+//     from a cache (a server that also resolves) follows no serial, and
+//     was never followed: the sweep re-checks it.
+//   - referred (AA clear: below a delegation to other servers), it
+//     follows the zone holding the delegation, where the delegation's NS
+//     records and glue lie (a CNAME into the delegation brings them into
+//     an authoritative reply): the nearest ancestor's whose SOA the
+//     server answers, none if no ancestor's.
+//
+// Any other failure (no reply, SERVFAIL, no SOA) is an error, as for a
+// name of the answer: the form is not offloaded.
+func (a *agent) followedZone(ctx context.Context, dst netip.AddrPort, n dnsmsg.ZoneName) (dnsmsg.Name, uint32, error) {
+	for name := n.Name; ; name = name.Parent() {
+		apex, serial, err := a.zoneOf(ctx, dst, name)
+		referred := dnsmsg.ReasonOf(err) == dnsmsg.NotAuthoritative
+		switch {
+		case err == nil || n.Answer:
+			return apex, serial, err
+		case dnsmsg.Refused(err) || referred && name.Labels() == 0:
+			return nil, 0, nil
+		case !referred:
+			return nil, 0, err
+		}
 	}
 }
 

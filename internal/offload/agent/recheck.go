@@ -106,24 +106,26 @@ func (a *agent) keepServersConfirmations(checks []check) {
 	}
 }
 
-// zonesStay is whether each name of a new answer m is still in one of the
-// zones the form follows: a zone added on the server below one of them
-// (a delegation to itself, a new zone) takes the name away, with the
-// same owner names, and its changes would not be followed. A name whose
-// zone cannot be asked does not stay. Asked only for replies that
-// changed: most re-checks find the reply the same.
+// zonesStay is whether the zone each name of a new reply m follows
+// (followedZone, as when learning) is still one of the zones the form
+// follows: a zone added on the server below one of them (a delegation to
+// itself, a new zone) takes the name away, with the same owner names,
+// and its changes would not be followed. A name whose zone cannot be
+// asked does not stay. Asked only for replies that changed: most
+// re-checks find the reply the same.
 func (a *agent) zonesStay(ctx context.Context, dst netip.AddrPort, m *dnsmsg.Message, zones []*zone) bool {
-	for _, name := range m.ZoneNames() {
-		apex, _, err := a.zoneOf(ctx, dst, name)
-		if err != nil || !slices.ContainsFunc(zones, func(z *zone) bool { return z.apex.Key() == apex.Key() }) {
+	for _, n := range m.ZoneNames() {
+		apex, _, err := a.followedZone(ctx, dst, n)
+		if err != nil || apex != nil && !slices.ContainsFunc(zones, func(z *zone) bool { return z.apex.Key() == apex.Key() }) {
 			return false
 		}
 	}
 	return true
 }
 
-// sameZones is whether the answer m has the names the answer before had:
-// a new CNAME target may lead into a zone nobody follows for the form.
+// sameZones is whether the reply m has the names (ZoneNames) the reply
+// before had: a new CNAME target, or a new owner in the authority or
+// additional section, may lead into a zone nobody follows for the form.
 func sameZones(m *dnsmsg.Message, reply []byte) bool {
 	old, err := dnsmsg.Parse(reply)
 	if err != nil {
@@ -132,7 +134,7 @@ func sameZones(m *dnsmsg.Message, reply []byte) bool {
 	key := func(m *dnsmsg.Message) []string {
 		var ks []string
 		for _, n := range m.ZoneNames() {
-			ks = append(ks, n.Key())
+			ks = append(ks, n.Name.Key())
 		}
 		slices.Sort(ks)
 		return ks

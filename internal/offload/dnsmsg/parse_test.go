@@ -166,25 +166,61 @@ func TestApexAndSerial(t *testing.T) {
 }
 
 func TestZoneNames(t *testing.T) {
-	names := func(msg []byte) []string {
-		m, err := dnsmsg.Parse(msg)
+	// names is the zone names of msg, those of the answer first, each in
+	// presentation format.
+	names := func(msg Msg) (answer, other []string) {
+		m, err := dnsmsg.Parse(msg.Bytes())
 		if err != nil {
 			t.Fatal(err)
 		}
-		var out []string
 		for _, n := range m.ZoneNames() {
-			out = append(out, n.String())
+			if n.Answer {
+				answer = append(answer, n.Name.String())
+			} else {
+				other = append(other, n.Name.String())
+			}
 		}
-		return out
+		return answer, other
 	}
-	chain := Msg{Flags: QR | AA, Questions: []Question{Q("www.a.example", TypeA)},
-		Answer: []RR{CNAME("www.a.example", "web.b.example"), CNAME("WEB.b.example", "x.c.example"), A("x.c.example", 192, 0, 2, 1), A("web.b.example", 192, 0, 2, 2)}}
-	if got := names(chain.Bytes()); !slices.Equal(got, []string{"www.a.example.", "WEB.b.example.", "x.c.example."}) {
-		t.Errorf("CNAME chain: %q", got)
+	ds := func(name string) RR { return RR{Name: name, Type: dnsmsg.TypeDS, Class: 1, Data: []byte{1, 2, 3, 4}} }
+	nsec := func(name string) RR { return RR{Name: name, Type: 47, Class: 1, Data: Name(name)} }
+	tests := []struct {
+		name          string
+		msg           Msg
+		answer, other []string
+	}{
+		{"CNAME chain", Msg{Flags: QR | AA, Questions: []Question{Q("www.a.example", TypeA)},
+			Answer: []RR{CNAME("www.a.example", "web.b.example"), CNAME("WEB.b.example", "x.c.example"), A("x.c.example", 192, 0, 2, 1), A("web.b.example", 192, 0, 2, 2)}},
+			[]string{"www.a.example.", "WEB.b.example.", "x.c.example."}, nil},
+		// A CNAME into another zone whose target does not exist: that
+		// zone's SOA is in the authority section.
+		{"NXDOMAIN after a CNAME", Msg{Flags: QR | AA | 3, Questions: []Question{Q("alias.example.com", TypeA)},
+			Answer: []RR{CNAME("alias.example.com", "x.other.org")}, Authority: []RR{SOA("other.org", 7)}},
+			[]string{"alias.example.com."}, []string{"other.org."}},
+		// NS records, their addresses (one from another zone), an OPT
+		// record (no zone's), and names again in another case.
+		{"NS and glue", Msg{Flags: QR | AA, Questions: []Question{Q("www.example.com", TypeA)},
+			Answer:     []RR{A("www.example.com", 192, 0, 2, 1)},
+			Authority:  []RR{NS("example.com", "ns1.example.com"), NS("Example.COM", "ns.other.org"), NS("example.com", "WWW.example.com")},
+			Additional: []RR{A("ns1.example.com", 192, 0, 2, 53), A("ns.other.org", 198, 51, 100, 53), A("WWW.example.com", 192, 0, 2, 1), OPT(1232)}},
+			[]string{"www.example.com."}, []string{"example.com.", "ns1.example.com.", "ns.other.org."}},
+		{"DS", Msg{Flags: QR | AA, Questions: []Question{Q("child.example", dnsmsg.TypeDS)}, Answer: []RR{ds("child.example")},
+			Authority: []RR{NS("example", "ns.example")}, Additional: []RR{A("ns.example", 192, 0, 2, 53)}},
+			[]string{"example."}, []string{"ns.example."}},
+		// The parent's SOA and the NSEC at the name, the parent's too,
+		// add no name.
+		{"no DS", Msg{Flags: QR | AA, Questions: []Question{Q("child.example", dnsmsg.TypeDS)}, Authority: []RR{SOA("example", 3), nsec("child.example")}},
+			[]string{"example."}, nil},
+		{"the root's SOA", Msg{Flags: QR | AA | 3, Questions: []Question{Q("alias.example", TypeA)},
+			Answer: []RR{CNAME("alias.example", "nowhere")}, Authority: []RR{SOA(".", 1)}},
+			[]string{"alias.example."}, []string{"."}},
 	}
-	ds := Msg{Flags: QR | AA, Questions: []Question{Q("child.example", dnsmsg.TypeDS)},
-		Answer: []RR{{Name: "child.example", Type: dnsmsg.TypeDS, Class: 1, Data: []byte{1, 2, 3, 4}}}}
-	if got := names(ds.Bytes()); !slices.Equal(got, []string{"example."}) {
-		t.Errorf("DS: %q", got)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			answer, other := names(tt.msg)
+			if !slices.Equal(answer, tt.answer) || !slices.Equal(other, tt.other) {
+				t.Fatalf("ZoneNames: answer %q, other %q; want %q, %q", answer, other, tt.answer, tt.other)
+			}
+		})
 	}
 }

@@ -51,23 +51,40 @@ func (m *Message) soaSerial(rr RR) (uint32, error) {
 	return binary.BigEndian.Uint32(rr.Data[off:]), nil
 }
 
-// ZoneNames are the names whose zones the answer to m's question comes
-// from: the question's name and every other owner name of the answer
-// section (a CNAME chain may lead into other zones). A DS record lives in
-// the parent's zone, so for a DS question the name's parent stands in for
-// the name.
-func (m *Message) ZoneNames() []Name {
+// ZoneName is a name of a reply, whose zone the records it owns come
+// from.
+type ZoneName struct {
+	Name Name
+	// Answer is whether the name is the question's or owns records of
+	// the answer section: the data asked for. Else it owns records of the
+	// authority or additional section only.
+	Answer bool
+}
+
+// ZoneNames are the names whose zones the records of m come from, each
+// once (without regard to case), in order: the question's name, the
+// other owner names of the answer section (a CNAME chain may lead into
+// other zones), then those of the authority section (the SOA of a
+// negative answer, NS records, of the zone a CNAME led into too) and of
+// the additional section (addresses of NS targets, from whichever zone
+// of the server holds them). The OPT record is no zone's data. A DS
+// record lives in the parent's zone, so for a DS question the name's
+// parent stands in for the name, whose records in the reply (the DS, or
+// the NSEC denying it) are the parent's.
+func (m *Message) ZoneNames() []ZoneName {
 	q := m.Question[0]
 	first := q.Name
 	if q.Type == TypeDS {
 		first = first.Parent()
 	}
-	names := []Name{first}
-	seen := map[string]bool{q.Name.Key(): true}
-	for _, rr := range m.Answer {
-		if k := rr.Name.Key(); !seen[k] {
-			seen[k] = true
-			names = append(names, rr.Name)
+	names := []ZoneName{{first, true}}
+	seen := map[string]bool{first.Key(): true, q.Name.Key(): true}
+	for i, section := range [][]RR{m.Answer, m.Authority, m.Additional} {
+		for _, rr := range section {
+			if k := rr.Name.Key(); !seen[k] && rr.Type != TypeOPT {
+				seen[k] = true
+				names = append(names, ZoneName{rr.Name, i == 0})
+			}
 		}
 	}
 	return names
