@@ -979,6 +979,20 @@ func TestRecheckFindsANewZoneBelow(t *testing.T) {
 	r.zone("www.example.com")
 }
 
+// A negative reply's SOA is owned by the apex the lookup of the query's
+// name found: an apex is its own zone, so the form costs what a positive
+// one does, one lookup and two asks.
+func TestLearnNegativeReply(t *testing.T) {
+	r := newRig(t, nil)
+	r.a.scan(r.ctx)
+	r.d.setHot(0, hot(30, "nx.example.com"))
+	r.tick()
+	if got, want := r.srv.Asked(), []string{"nx.example.com.", "nx.example.com.", "nx.example.com."}; !slices.Equal(got, want) {
+		t.Errorf("asked %q; want %q", got, want)
+	}
+	r.wantInstalled("nx.example.com")
+}
+
 // A CNAME into another zone the server serves, whose target does not
 // exist there: the reply is NXDOMAIN with that zone's SOA in the
 // authority section, and follows that zone too. Once the target exists,

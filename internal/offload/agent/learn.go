@@ -57,6 +57,10 @@ func (a *agent) learn(ctx context.Context, dst netip.AddrPort, key string) (*lea
 			}
 			found[n.Name.Key()] = zoneSeen{apex, serial}
 			if apex != nil {
+				// An apex is its own zone: the owner of a negative
+				// reply's SOA or of NS records, mostly one found already,
+				// costs no lookup, nor the form another round of asks.
+				found[apex.Key()] = zoneSeen{apex, serial}
 				a.sighted.see(zoneKey{dst, apex.Key()}, serial, a.now())
 			}
 		}
