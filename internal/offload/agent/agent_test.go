@@ -1042,6 +1042,30 @@ func TestAdditionalFromAnotherZoneIsFollowed(t *testing.T) {
 	}
 }
 
+// The owners of NS records and their addresses, in most of BIND's and
+// NSD's replies, are looked up once a window, not once a form: only the
+// first form of the window asks their zone, and is asked again.
+func TestWindowLooksUpSharedNamesOnce(t *testing.T) {
+	r := newRig(t, func(c *Config) { c.ProbeConcurrency = 1 })
+	z := exampleZone(1, 1)
+	z.Records = append(z.Records, NS("example.com", "ns.example.com"), A("ns.example.com", 192, 0, 2, 53))
+	r.srv.SetZone(z)
+	r.a.scan(r.ctx)
+	r.d.setHot(0, hot(30, "www.example.com"), hot(20, "mail.example.com"), hot(10, "a.example.com"))
+	r.tick()
+	count := map[string]int{}
+	for _, q := range r.srv.Asked() {
+		count[q]++
+	}
+	// www first: its zone, two asks, ns's zone, two asks again; then mail
+	// and a: their zones and two asks each; then the new zone's serial.
+	want := map[string]int{"www.example.com.": 5, "ns.example.com.": 1, "mail.example.com.": 3, "a.example.com.": 3, "example.com.": 1}
+	if !maps.Equal(count, want) {
+		t.Fatalf("asked %v; want %v", count, want)
+	}
+	r.wantInstalled("a.example.com", "mail.example.com", "www.example.com")
+}
+
 // A CNAME into a delegation of another zone the server serves ends with
 // a referral in an authoritative reply: the delegation's NS records and
 // glue, owned by names the server refers elsewhere, are data of the zone
@@ -1145,13 +1169,13 @@ func TestLearnSkipsAnswerThatKeepsLeadingElsewhere(t *testing.T) {
 	})
 	r.a.scan(r.ctx)
 	g := r.a.groups[r.srv.Addr()]
-	_, err := r.a.learn(r.ctx, g.dst, string(key("alias.example.com", TypeA)))
+	_, err := r.a.learn(r.ctx, g.dst, string(key("alias.example.com", TypeA)), newZoneCache())
 	if dnsmsg.ReasonOf(err) != dnsmsg.Unstable {
 		t.Fatalf("learning gave %v; want the form unstable", err)
 	}
 	// One that settles after its target's zone was found is learned.
 	r.srv.BeforeAnswer(nil)
-	l, err := r.a.learn(r.ctx, g.dst, string(key("alias.example.com", TypeA)))
+	l, err := r.a.learn(r.ctx, g.dst, string(key("alias.example.com", TypeA)), newZoneCache())
 	if err != nil || len(l.zones) != 2 {
 		t.Fatalf("learning gave %+v, %v; want the form with 2 zones", l, err)
 	}
@@ -1161,7 +1185,7 @@ func TestLearnedAnswerOlderThanZoneChangeIsNotInstalled(t *testing.T) {
 	r := newRig(t, nil)
 	r.installAll()
 	g := r.a.groups[r.srv.Addr()]
-	l, err := r.a.learn(r.ctx, g.dst, string(key("a.example.com", TypeA)))
+	l, err := r.a.learn(r.ctx, g.dst, string(key("a.example.com", TypeA)), newZoneCache())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1184,12 +1208,12 @@ func TestLearnedAcrossAChangeOfANewZone(t *testing.T) {
 	r.a.scan(r.ctx)
 	g := r.a.groups[r.srv.Addr()]
 	www, mail := string(key("www.example.com", TypeA)), string(key("mail.example.com", TypeA))
-	before, err := r.a.learn(r.ctx, g.dst, www)
+	before, err := r.a.learn(r.ctx, g.dst, www, newZoneCache())
 	if err != nil {
 		t.Fatal(err)
 	}
 	r.srv.SetZone(exampleZone(2, 99))
-	after, err := r.a.learn(r.ctx, g.dst, mail)
+	after, err := r.a.learn(r.ctx, g.dst, mail, newZoneCache())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1211,7 +1235,7 @@ func TestNewZoneChangedBeforeInstall(t *testing.T) {
 	r := newRig(t, nil)
 	r.a.scan(r.ctx)
 	g := r.a.groups[r.srv.Addr()]
-	l, err := r.a.learn(r.ctx, g.dst, string(key("www.example.com", TypeA)))
+	l, err := r.a.learn(r.ctx, g.dst, string(key("www.example.com", TypeA)), newZoneCache())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1222,7 +1246,7 @@ func TestNewZoneChangedBeforeInstall(t *testing.T) {
 		t.Fatalf("superseded %d, zones %d; want 1 and none followed", r.a.stats.superseded, len(r.a.zones))
 	}
 	// Learned again, at the new serial, it is installed.
-	if l, err = r.a.learn(r.ctx, g.dst, string(key("www.example.com", TypeA))); err != nil {
+	if l, err = r.a.learn(r.ctx, g.dst, string(key("www.example.com", TypeA)), newZoneCache()); err != nil {
 		t.Fatal(err)
 	}
 	r.a.install(g, []*learned{l})

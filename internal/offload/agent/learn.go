@@ -36,31 +36,35 @@ type zoneSeen struct {
 // the reply installed was asked after every one of its zones' serials
 // was noted; if that reply has yet other names, the form is unstable.
 // Zones are found over UDP, as the form is asked, lost lookups asked
-// again: TCP is the zone pollers'.
-func (a *agent) learn(ctx context.Context, dst netip.AddrPort, key string) (*learned, error) {
+// again: TCP is the zone pollers'. found holds the zones found so far
+// (a window's, shared by its forms): the owners of NS records and of
+// their addresses, which BIND and NSD put in most replies, are looked up
+// once a window, not once a form with another round of asks. A serial
+// noted earlier in the window is older than the reply still: a change
+// since is the poller's (zonesFor, serialsNow).
+func (a *agent) learn(ctx context.Context, dst netip.AddrPort, key string, found *zoneCache) (*learned, error) {
 	query := append([]byte{0, 0}, key...)
 	q, err := dnsmsg.CheckQuery(query)
 	if err != nil {
 		return nil, err
 	}
 	seq := a.seq.Add(1)
-	found := map[string]zoneSeen{} // by name; a nil apex: no zone to follow
 	names := q.ZoneNames()
 	for try := 0; ; try++ {
 		for _, n := range names {
-			if _, ok := found[n.Name.Key()]; ok {
+			if _, ok := found.get(n.Name); ok {
 				continue
 			}
 			apex, serial, err := a.followedZone(ctx, dst, n)
 			if err != nil {
 				return nil, err
 			}
-			found[n.Name.Key()] = zoneSeen{apex, serial}
+			found.set(n.Name, zoneSeen{apex, serial})
 			if apex != nil {
 				// An apex is its own zone: the owner of a negative
 				// reply's SOA or of NS records, mostly one found already,
 				// costs no lookup, nor the form another round of asks.
-				found[apex.Key()] = zoneSeen{apex, serial}
+				found.set(apex, zoneSeen{apex, serial})
 				a.sighted.see(zoneKey{dst, apex.Key()}, serial, a.now())
 			}
 		}
@@ -70,7 +74,7 @@ func (a *agent) learn(ctx context.Context, dst netip.AddrPort, key string) (*lea
 			return nil, err
 		}
 		names = rm.ZoneNames()
-		zones, known := zonesOf(names, found)
+		zones, known := found.zonesOf(names)
 		switch {
 		case known:
 			return &learned{f: &form{key: key, query: query, reply: reply, seq: seq, checked: a.now()}, zones: zones, asked: asked}, nil
@@ -80,12 +84,34 @@ func (a *agent) learn(ctx context.Context, dst netip.AddrPort, key string) (*lea
 	}
 }
 
-// zonesOf is the zones of names, each once, if found has all of them and
-// a zone for each name of the answer (one found outside the answer
-// without a zone may have moved into it).
-func zonesOf(names []dnsmsg.ZoneName, found map[string]zoneSeen) (zones []zoneSeen, known bool) {
+// zoneCache is the zones of names found (by name; a nil apex: no zone to
+// follow), shared by the forms a window learns.
+type zoneCache struct {
+	mu sync.Mutex
+	m  map[string]zoneSeen
+}
+
+func newZoneCache() *zoneCache { return &zoneCache{m: map[string]zoneSeen{}} }
+
+func (c *zoneCache) get(name dnsmsg.Name) (zoneSeen, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	z, ok := c.m[name.Key()]
+	return z, ok
+}
+
+func (c *zoneCache) set(name dnsmsg.Name, z zoneSeen) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.m[name.Key()] = z
+}
+
+// zonesOf is the zones of names, each once, if c has all of them and a
+// zone for each name of the answer (one found outside the answer without
+// a zone may have moved into it).
+func (c *zoneCache) zonesOf(names []dnsmsg.ZoneName) (zones []zoneSeen, known bool) {
 	for _, n := range names {
-		z, ok := found[n.Name.Key()]
+		z, ok := c.get(n.Name)
 		switch {
 		case !ok || z.apex == nil && n.Answer:
 			return nil, false
@@ -153,9 +179,10 @@ func (a *agent) followedZone(ctx context.Context, dst netip.AddrPort, n dnsmsg.Z
 func (a *agent) learnAll(ctx context.Context, g *group, keys []string) []*learned {
 	var mu sync.Mutex
 	var out []*learned
+	found := newZoneCache()
 	workers.Each(len(keys), a.cfg.ProbeConcurrency, func(i int) {
 		key := keys[i]
-		l, err := a.learn(ctx, g.dst, key)
+		l, err := a.learn(ctx, g.dst, key, found)
 		mu.Lock()
 		defer mu.Unlock()
 		if err == nil {
