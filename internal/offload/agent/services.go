@@ -29,12 +29,13 @@ func (a *agent) scan(context.Context) {
 	sv, err := santadconn.TakeSurvey(sd, a.finder, a.sockets)
 	switch {
 	case errors.Is(err, santadconn.ErrScan):
-		a.log.Warn("scanning the server's sockets", "err", err)
+		a.scans.Failed(a.log, "scanning the server's sockets", err)
 		return
 	case err != nil:
 		a.failed("listing services", err)
 		return
 	}
+	a.scans.Worked(a.log, "scanning the server's sockets")
 	// Gone first: a restarted server's group starts afresh, its forms
 	// learned again from the new process rather than carried over.
 	for _, s := range a.services {

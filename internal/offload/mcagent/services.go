@@ -28,12 +28,13 @@ func (a *agent) scan() error {
 	sv, err := santadconn.TakeSurvey(sd, a.finder, a.sockets)
 	switch {
 	case errors.Is(err, santadconn.ErrScan):
-		a.log.Warn("scanning memcached's sockets", "err", err)
+		a.scans.Failed(a.log, "scanning memcached's sockets", err)
 		return nil
 	case err != nil:
 		a.failed("listing services", err)
 		return nil
 	}
+	a.scans.Worked(a.log, "scanning memcached's sockets")
 	for _, s := range a.services {
 		if why := sv.Gone(s.inode, s.id); why != "" && a.services[s.id] == s {
 			a.forget(s, why, sv)

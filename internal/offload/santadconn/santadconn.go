@@ -184,6 +184,28 @@ type Survey struct {
 // no fault of santad's.
 var ErrScan = errors.New("scanning the server's sockets")
 
+// ScanLog logs the failures of an agent's scans: each once, when it
+// starts or changes, and when scans work again. An agent scans 4 times a
+// second, and some failures last (a port whose sockets two users hold
+// fails every scan until one leaves).
+type ScanLog struct{ last string }
+
+// Failed logs err, unless it is the failure logged last.
+func (l *ScanLog) Failed(log *slog.Logger, what string, err error) {
+	if msg := err.Error(); msg != l.last {
+		l.last = msg
+		log.Warn(what+"; trying again every scan, quietly while it fails so", "err", err)
+	}
+}
+
+// Worked logs that a scan worked, if the last one failed.
+func (l *ScanLog) Worked(log *slog.Logger, what string) {
+	if l.last != "" {
+		l.last = ""
+		log.Info(what + ": working again")
+	}
+}
+
 // TakeSurvey finds the server's sockets, knowing those in known (by
 // inode), and lists santad's services. Errors of the finder wrap ErrScan;
 // the others are santad's.

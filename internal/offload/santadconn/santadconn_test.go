@@ -55,3 +55,24 @@ func TestDialAndDrop(t *testing.T) {
 		t.Fatal("a broken connection was kept")
 	}
 }
+
+// A failing scan is logged once while it fails alike, again when its
+// failure changes, and its end once.
+func TestScanLog(t *testing.T) {
+	var logs bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&logs, nil))
+	var l ScanLog
+	two := errors.New("held by two users")
+	for _, err := range []error{nil, two, two, two, errors.New("no /proc"), nil, nil, two} {
+		if err != nil {
+			l.Failed(log, "scanning", err)
+		} else {
+			l.Worked(log, "scanning")
+		}
+	}
+	got := strings.Count(logs.String(), "held by two users") + 10*strings.Count(logs.String(), "no /proc") +
+		100*strings.Count(logs.String(), "working again")
+	if got != 2+10+100 {
+		t.Errorf("logged:\n%s\nwant each failure once a run (two runs of the first), and one recovery", logs.String())
+	}
+}
