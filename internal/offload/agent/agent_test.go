@@ -1028,17 +1028,25 @@ func TestAdditionalFromAnotherZoneIsFollowed(t *testing.T) {
 		return Zone{Apex: "other.org", Serial: serial, Records: []RR{A("x.other.org", 198, 51, 100, 1), A("ns.other.org", 198, 51, 100, ns)}}
 	}
 	r.srv.SetZone(other(7, 53))
+	r.wantReplacedByChange("www.example.com", other(8, 54))
+}
+
+// wantReplacedByChange offloads name, then has the server take next, a
+// new serial of a zone name's reply draws on: its poll re-checks the form
+// and replaces its rule.
+func (r *rig) wantReplacedByChange(name string, next Zone) {
+	r.t.Helper()
 	r.a.scan(r.ctx)
-	r.d.setHot(0, hot(30, "www.example.com"))
+	r.d.setHot(0, hot(30, name))
 	r.tick()
-	r.wantInstalled("www.example.com")
-	r.srv.SetZone(other(8, 54))
-	if _, changed := r.a.pollOnce(r.ctx, r.zone("other.org")); !changed {
-		t.Fatal("other.org's change was not seen")
+	r.wantInstalled(name)
+	r.srv.SetZone(next)
+	if _, changed := r.a.pollOnce(r.ctx, r.zone(next.Apex)); !changed {
+		r.t.Fatalf("%s's change was not seen", next.Apex)
 	}
-	r.wantInstalled("www.example.com")
+	r.wantInstalled(name)
 	if r.a.stats.replaced != 1 {
-		t.Fatalf("replaced %d; want 1", r.a.stats.replaced)
+		r.t.Fatalf("replaced %d; want 1", r.a.stats.replaced)
 	}
 }
 
@@ -1079,18 +1087,7 @@ func TestCNAMEIntoADelegationFollowsTheDelegatingZone(t *testing.T) {
 		return Zone{Apex: "other.org", Serial: serial, Records: []RR{NS("sub.other.org", "ns.sub.other.org"), A("ns.sub.other.org", 198, 51, 100, glue)}}
 	}
 	r.srv.SetZone(other(7, 53))
-	r.a.scan(r.ctx)
-	r.d.setHot(0, hot(30, "alias.example.com"))
-	r.tick()
-	r.wantInstalled("alias.example.com")
-	r.srv.SetZone(other(8, 54))
-	if _, changed := r.a.pollOnce(r.ctx, r.zone("other.org")); !changed {
-		t.Fatal("other.org's change was not seen")
-	}
-	r.wantInstalled("alias.example.com")
-	if r.a.stats.replaced != 1 {
-		t.Fatalf("replaced %d; want 1", r.a.stats.replaced)
-	}
+	r.wantReplacedByChange("alias.example.com", other(8, 54))
 }
 
 // A re-check asks the zones of every name of a changed reply, as learning
