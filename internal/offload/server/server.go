@@ -157,8 +157,8 @@ func (f *Finder) where() string {
 // reports which are still bound (live); the others it reports with a
 // process of the server that holds them (fresh), leaving out those no
 // process of the server holds. Only fresh sockets cost a walk over the
-// processes' fds. Without a cgroup it fails if the port's sockets are
-// held by more than one user (oneUser).
+// processes' fds. Without a cgroup it fails if it cannot tell the
+// server's user (oneUser).
 func (f *Finder) Scan(known map[uint64]bool) (live map[uint64]bool, fresh []Socket, err error) {
 	bound, err := procsock.BoundUDP(f.t.Netns, f.t.Port, netip.Addr{})
 	if err != nil {
@@ -173,7 +173,11 @@ func (f *Finder) Scan(known map[uint64]bool) (live map[uint64]bool, fresh []Sock
 	live = map[uint64]bool{}
 	found := map[uint64]Socket{}
 	var unknown []uint64
+	isBound := map[uint64]bool{} // the server's sockets could be: by inode
 	note := func(s procsock.Socket, tcp bool) {
+		if tcp || s.State == udpUnconnected {
+			isBound[s.Inode] = true
+		}
 		switch {
 		case !tcp && s.State != udpUnconnected:
 		case known[s.Inode]:
@@ -195,7 +199,7 @@ func (f *Finder) Scan(known map[uint64]bool) (live map[uint64]bool, fresh []Sock
 	var held map[uint64]procsock.Held
 	if f.cgroup == "" {
 		if held, err = procsock.Holders(unknown); err == nil {
-			err = f.oneUser(live, held)
+			err = f.oneUser(isBound, held)
 		}
 	} else {
 		var pids []int
@@ -219,24 +223,37 @@ func (f *Finder) Scan(known map[uint64]bool) (live map[uint64]bool, fresh []Sock
 // server (at the server's own address with SO_REUSEADDR, which BIND and
 // memcached set, or on loopback), and a socket of theirs taken for the
 // server's would receive the agent's asks to the server's address, whose
-// answers the kernel would then give every client. With a PID, sockets
-// held by processes of another user than PID's are not the server's, as
-// outside a cgroup. With the port alone, the sockets bound to it (those
-// reported before and still bound, live, and the fresh ones, held) must
-// all be one user's, or the scan fails naming the users: the agent cannot
-// tell which is the server. It drops from held the sockets that are not
-// the server's. A socket held by several processes is judged by the one
+// answers the kernel would then give every client. The server's user is
+// PID's, with a PID; with the port alone, it is the user of the sockets
+// judged the server's before that are still bound (bound: by inode),
+// known to the agent or not (after a broken connection to santad it
+// knows none, and must take its services up again, rules and all, for
+// them not to go unfollowed). A socket of another user is not the
+// server's. Without either (the agent's first scan, or every socket
+// judged before closed: a restart), the fresh sockets (held) must all be
+// one user's, or the scan fails naming the users: the agent cannot tell
+// which is the server. It drops from held the sockets that are not the
+// server's. A socket held by several processes is judged by the one
 // Holders names (the lowest pid).
-func (f *Finder) oneUser(live map[uint64]bool, held map[uint64]procsock.Held) error {
-	now := make(map[uint64]holder, len(live)+len(held))
-	for inode := range live {
-		if h, ok := f.owned[inode]; ok {
+func (f *Finder) oneUser(bound map[uint64]bool, held map[uint64]procsock.Held) error {
+	now := map[uint64]holder{}
+	for inode, h := range f.owned {
+		if bound[inode] {
 			now[inode] = h
 		}
 	}
+	user, known := f.user, f.t.PID != 0
+	for _, h := range now {
+		if !known {
+			user, known = h.user, true
+		}
+	}
 	for inode, h := range held {
+		if _, ok := now[inode]; ok {
+			continue // judged before
+		}
 		u, err := procsock.UserOf(h.PID)
-		if err != nil || (f.t.PID != 0 && u != f.user) {
+		if err != nil || known && u != user {
 			delete(held, inode) // the process ended meanwhile, or it is another user's
 			continue
 		}
