@@ -98,6 +98,7 @@ type agent struct {
 	zones    map[zoneKey]*zone
 	skipped  map[skipKey]time.Time // until then, not tried again
 	retries  map[skipKey]*retry    // forms whose learning ran out of time
+	refused  map[uint64]time.Time  // sockets whose learning santad refused, by inode: until then, not taken
 	windows  uint64                // windows started
 	stats    stats
 	// line is the offloaded forms in the order of their last checks,
@@ -186,7 +187,8 @@ type skipKey struct {
 func newAgent(cfg Config, f server.Scanner, take func(server.Socket) (int, error), p probe.Asker, polls streamAsker) *agent {
 	a := &agent{cfg: cfg, log: cfg.Log, finder: f, take: take, probe: p, polls: polls, now: time.Now,
 		sockets: map[uint64]*service{}, services: map[uint32]*service{}, groups: map[netip.AddrPort]*group{},
-		zones: map[zoneKey]*zone{}, skipped: map[skipKey]time.Time{}, retries: map[skipKey]*retry{}, stats: newStats(),
+		zones: map[zoneKey]*zone{}, skipped: map[skipKey]time.Time{}, retries: map[skipKey]*retry{}, refused: map[uint64]time.Time{},
+		stats:     newStats(),
 		rankForms: rankForms, follower: santadconn.NewFollower(time.Duration(cfg.Window))}
 	if a.log == nil {
 		a.log = slog.New(slog.DiscardHandler)

@@ -1379,7 +1379,15 @@ func TestAdoptedServiceWhoseLearningIsRefused(t *testing.T) {
 	if len(r.d.services) != 0 || len(r.a.services) != 0 {
 		t.Fatalf("santad has services %v, the agent %v; want both detached", r.d.services, r.a.services)
 	}
+	// The sockets are left alone for a while, not attached and detached
+	// at every scan.
+	r.a.scan(r.ctx)
+	r.a.scan(r.ctx)
+	if r.d.nextID != 2 {
+		t.Fatalf("%d services attached in all; want the 2 taken up, none since", r.d.nextID)
+	}
 	r.d.failLearning(nil)
+	r.clock.Add(int64(refusedRetry))
 	r.a.scan(r.ctx) // attached afresh, the group's forms installed again
 	if len(r.a.services) != 2 || r.a.services[3] == nil || r.a.services[4] == nil {
 		t.Fatalf("services %v; want the two sockets attached again, as 3 and 4", r.a.services)

@@ -3,8 +3,10 @@ package agent
 import (
 	"context"
 	"errors"
+	"maps"
 	"reflect"
 	"slices"
+	"time"
 
 	"github.com/santa-offload/santa/client"
 	"github.com/santa-offload/santa/internal/offload/batch"
@@ -44,13 +46,24 @@ func (a *agent) scan(context.Context) {
 		}
 	}
 	a.forgetRestarted(sv.Fresh)
+	fresh := map[uint64]bool{}
 	for _, s := range sv.Fresh {
+		fresh[s.Inode] = true
+		if a.now().Before(a.refused[s.Inode]) {
+			continue
+		}
 		a.attach(sd, s, sv.ByCookie)
 		if a.sd == nil {
 			return
 		}
 	}
+	maps.DeleteFunc(a.refused, func(inode uint64, _ time.Time) bool { return !fresh[inode] })
 }
+
+// refusedRetry is how long a socket whose learning santad refused is left
+// alone: a refusal that lasts (a santad too old for learning, say) would
+// have it attached and detached at every scan.
+const refusedRetry = time.Minute
 
 // forget drops a service; a group left without services drops its forms,
 // whose rules died with the sockets. Called with a.mu held.
@@ -115,9 +128,11 @@ func (a *agent) attach(sd Santad, s server.Socket, byCookie map[uint64]client.Se
 		a.failed("enabling learning", err)
 		if a.sd != nil {
 			// Refused: santad keeps the service, with the rules an adopted
-			// one has, and nothing would follow them. The next scan
-			// attaches the socket afresh.
-			a.log.Warn("detaching the service", "service", info.ServiceID, "addr", s.Local)
+			// one has, and nothing would follow them. A scan after
+			// refusedRetry attaches the socket afresh.
+			a.log.Warn("detaching the service; its socket is tried again later", "service", info.ServiceID,
+				"addr", s.Local, "in", refusedRetry)
+			a.refused[s.Inode] = a.now().Add(refusedRetry)
 			if err := sd.Detach(info.ServiceID); err != nil {
 				a.failed("detaching a service whose learning was refused", err)
 			}
