@@ -148,8 +148,10 @@ type group struct {
 	calm     int    // windows in a row its top set was settled, up to settleWindows
 	counts   uint32 // the learning's counts it asked santad for (settle)
 	// sockets is the inodes of its services when the connection to santad
-	// last broke: while it has no services, its forms are the process's
-	// that held those sockets (scan).
+	// last broke, not taken up again since (scan): while it has no
+	// services, its forms are the process's that held those sockets; while
+	// any is bound and not taken up, santad's rules there may answer the
+	// agent's asks (keepServersConfirmations).
 	sockets []uint64
 }
 
@@ -236,10 +238,9 @@ func (a *agent) failed(what string, err error) {
 	a.conns++
 	// The sockets are taken again, and their services found by cookie.
 	for _, s := range a.services {
-		if g := s.group; len(g.services) > 0 {
-			g.services, g.sockets, g.recount = map[uint32]*service{}, nil, true
-		}
-		s.group.sockets = append(s.group.sockets, s.inode)
+		g := s.group
+		g.services, g.recount = map[uint32]*service{}, true
+		g.sockets = append(g.sockets, s.inode)
 	}
 	a.sockets = map[uint64]*service{}
 	a.services = map[uint32]*service{}

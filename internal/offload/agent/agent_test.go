@@ -1399,6 +1399,45 @@ func TestAdoptedServiceWhoseLearningIsRefused(t *testing.T) {
 	}
 }
 
+// A group whose sockets are not all taken up again after santad's
+// restart: santad's restored rules on the one not taken up may answer
+// the agent's asks, so a re-check confirms nothing yet.
+func TestRecheckWhileASocketIsNotTakenUpAgain(t *testing.T) {
+	r := newRig(t, nil)
+	r.installAll()
+	take := r.a.take
+	var stuck uint64
+	for inode, sv := range r.a.sockets {
+		if sv.id == 2 {
+			stuck = inode
+		}
+	}
+	r.a.take = func(s server.Socket) (int, error) {
+		if s.Inode == stuck {
+			return -1, syscall.EPERM
+		}
+		return take(s)
+	}
+	r.conn.Close()
+	r.a.scan(r.ctx) // fails on the broken connection
+	r.a.scan(r.ctx) // takes service 1 up, not 2
+	if len(r.a.services) != 1 || r.a.services[1] == nil {
+		t.Fatalf("services %v; want 1 alone taken up", r.a.services)
+	}
+	r.srv.SetZone(exampleZone(2, 1)) // a new serial, www unchanged
+	r.a.pollOnce(r.ctx, r.zone("example.com"))
+	if r.a.stats.replaced != 0 || len(r.a.groups[r.srv.Addr()].forms) != 0 {
+		t.Fatalf("replaced %d, forms %d; want the forms deleted, not confirmed", r.a.stats.replaced, len(r.a.groups[r.srv.Addr()].forms))
+	}
+	// Taken up, the group's re-checks confirm again.
+	r.a.take = take
+	r.a.scan(r.ctx)
+	r.installAll()
+	r.srv.SetZone(exampleZone(3, 1))
+	r.a.pollOnce(r.ctx, r.zone("example.com"))
+	r.wantInstalled("alias.example.com", "mail.example.com", "www.example.com")
+}
+
 func TestServerRestart(t *testing.T) {
 	r := newRig(t, nil)
 	r.installAll()

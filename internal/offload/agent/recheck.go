@@ -48,7 +48,7 @@ func (a *agent) recheck(ctx context.Context, forms []*form) []check {
 		seq := a.seq.Add(1)
 		a.mu.Lock()
 		old, zones := f.reply, f.zones
-		learning, conns := a.sd != nil && len(f.group.services) > 0, a.conns
+		learning, conns := a.sd != nil && len(f.group.services) > 0 && len(f.group.sockets) == 0, a.conns
 		a.mu.Unlock()
 		reply, m, err := a.askStable(ctx, f.group.dst, f.query, 1)
 		once := err == nil && string(reply) == string(old)

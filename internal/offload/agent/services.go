@@ -58,6 +58,9 @@ func (a *agent) scan(context.Context) {
 		}
 	}
 	maps.DeleteFunc(a.refused, func(inode uint64, _ time.Time) bool { return !fresh[inode] })
+	for _, g := range a.groups {
+		g.sockets = slices.DeleteFunc(g.sockets, func(inode uint64) bool { return !fresh[inode] || a.sockets[inode] != nil })
+	}
 }
 
 // refusedRetry is how long a socket whose learning santad refused is left
