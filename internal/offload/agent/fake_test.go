@@ -166,6 +166,15 @@ func (c *fakeConn) Session() client.Session {
 	return client.Session{Version: cmp.Or(c.d.version, protocol.MaxVersion)}
 }
 
+func (c *fakeConn) Status() (client.Status, error) {
+	d, err := c.lock()
+	if err != nil {
+		return client.Status{}, err
+	}
+	defer d.mu.Unlock()
+	return client.Status{Services: uint32(len(d.services))}, nil
+}
+
 func (c *fakeConn) Services() ([]client.ServiceInfo, error) {
 	d, err := c.lock()
 	if err != nil {

@@ -88,7 +88,7 @@ func (a *agent) keepServersConfirmations(checks []check) {
 	a.mu.Unlock()
 	alive := false
 	if sd != nil {
-		_, err := sd.Services()
+		_, err := sd.Status() // small and fixed, unlike the services' list
 		alive = err == nil
 		if err != nil {
 			a.mu.Lock()

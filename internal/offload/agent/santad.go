@@ -13,6 +13,7 @@ import (
 type Santad interface {
 	Session() client.Session
 	Services() ([]client.ServiceInfo, error)
+	Status() (client.Status, error)
 	AttachFD(fd int) (client.ServiceInfo, error)
 	Detach(service uint32) error
 	SetLearning(service uint32, l Learning) error
