@@ -88,7 +88,7 @@ func (a *agent) serialsNow(g *group, ls []*learned) map[zoneKey]uint32 {
 	a.mu.Unlock()
 	serials := make([]uint32, len(unfollowed))
 	errs := make([]error, len(unfollowed))
-	workers.Each(len(unfollowed), a.cfg.ProbeConcurrency, func(i int) {
+	workers.Each(len(unfollowed), newZoneAsks, func(i int) {
 		serials[i], errs[i] = a.serial(a.zonesCtx, unfollowed[i])
 	})
 	now := map[zoneKey]uint32{}
@@ -101,6 +101,10 @@ func (a *agent) serialsNow(g *group, ls []*learned) map[zoneKey]uint32 {
 	}
 	return now
 }
+
+// newZoneAsks is how many new zones' serials serialsNow asks at once: on
+// the pollers' connection, where a poll must not wait behind many asks.
+const newZoneAsks = 4
 
 // watch makes z follow f. Called with a.mu held.
 func (a *agent) watch(z *zone, f *form) { z.forms[f] = true }
