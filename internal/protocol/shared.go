@@ -92,7 +92,12 @@ func processorFields(c codec, p *rule.Processor) {
 			c.u16("dst", &p.DstOffset)
 		}
 	})
-	p.Kind = rule.ProcessorKind(kind)
+	// Written only if decoding changed it: encoding must not write to the
+	// rule it reads, which others may be reading too (a race, if a
+	// harmless one, that -race reported in internal/cli's tests).
+	if k := rule.ProcessorKind(kind); p.Kind != k {
+		p.Kind = k
+	}
 }
 
 // RuleEntry is a rule with its id: an update of REPLACE_RULES, an item of a
