@@ -146,6 +146,16 @@ func (r *rig) installed(id uint32) []string {
 	return names
 }
 
+// learn learns the A form of name for group g, as a window does.
+func (r *rig) learn(g *group, name string) *learned {
+	r.t.Helper()
+	l, err := r.a.learn(r.ctx, g.dst, string(key(name, TypeA)), newZoneCache())
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return l
+}
+
 func (r *rig) wantInstalled(names ...string) {
 	r.t.Helper()
 	for _, id := range []uint32{1, 2} {
@@ -1182,10 +1192,7 @@ func TestLearnedAnswerOlderThanZoneChangeIsNotInstalled(t *testing.T) {
 	r := newRig(t, nil)
 	r.installAll()
 	g := r.a.groups[r.srv.Addr()]
-	l, err := r.a.learn(r.ctx, g.dst, string(key("a.example.com", TypeA)), newZoneCache())
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := r.learn(g, "a.example.com")
 	// The zone changes (and is seen) after a was asked.
 	r.srv.SetZone(exampleZone(2, 1))
 	r.a.pollOnce(r.ctx, r.zone("example.com"))
@@ -1205,15 +1212,9 @@ func TestLearnedAcrossAChangeOfANewZone(t *testing.T) {
 	r.a.scan(r.ctx)
 	g := r.a.groups[r.srv.Addr()]
 	www, mail := string(key("www.example.com", TypeA)), string(key("mail.example.com", TypeA))
-	before, err := r.a.learn(r.ctx, g.dst, www, newZoneCache())
-	if err != nil {
-		t.Fatal(err)
-	}
+	before := r.learn(g, "www.example.com")
 	r.srv.SetZone(exampleZone(2, 99))
-	after, err := r.a.learn(r.ctx, g.dst, mail, newZoneCache())
-	if err != nil {
-		t.Fatal(err)
-	}
+	after := r.learn(g, "mail.example.com")
 	r.a.mu.Lock()
 	g.learning[mail], g.learning[www] = 20, 10 // mail first
 	r.a.mu.Unlock()
@@ -1232,10 +1233,7 @@ func TestNewZoneChangedBeforeInstall(t *testing.T) {
 	r := newRig(t, nil)
 	r.a.scan(r.ctx)
 	g := r.a.groups[r.srv.Addr()]
-	l, err := r.a.learn(r.ctx, g.dst, string(key("www.example.com", TypeA)), newZoneCache())
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := r.learn(g, "www.example.com")
 	r.srv.SetZone(exampleZone(2, 99))
 	r.a.install(g, []*learned{l})
 	r.wantInstalled()
@@ -1243,10 +1241,7 @@ func TestNewZoneChangedBeforeInstall(t *testing.T) {
 		t.Fatalf("superseded %d, zones %d; want 1 and none followed", r.a.stats.superseded, len(r.a.zones))
 	}
 	// Learned again, at the new serial, it is installed.
-	if l, err = r.a.learn(r.ctx, g.dst, string(key("www.example.com", TypeA)), newZoneCache()); err != nil {
-		t.Fatal(err)
-	}
-	r.a.install(g, []*learned{l})
+	r.a.install(g, []*learned{r.learn(g, "www.example.com")})
 	r.wantInstalled("www.example.com")
 }
 
