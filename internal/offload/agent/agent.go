@@ -190,8 +190,7 @@ func newAgent(cfg Config, f server.Scanner, take func(server.Socket) (int, error
 	a := &agent{cfg: cfg, log: cfg.Log, finder: f, take: take, probe: p, polls: polls, now: time.Now,
 		sockets: map[uint64]*service{}, services: map[uint32]*service{}, groups: map[netip.AddrPort]*group{},
 		zones: map[zoneKey]*zone{}, skipped: map[skipKey]time.Time{}, retries: map[skipKey]*retry{}, refused: map[uint64]time.Time{},
-		stats:     newStats(),
-		rankForms: rankForms, follower: santadconn.NewFollower(time.Duration(cfg.Window))}
+		stats: newStats(), rankForms: rankForms, follower: santadconn.NewFollower(time.Duration(cfg.Window))}
 	if a.log == nil {
 		a.log = slog.New(slog.DiscardHandler)
 	}

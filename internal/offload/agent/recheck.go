@@ -20,8 +20,9 @@ import (
 // for want of a reply in time; once, whether reply was asked once only,
 // as the reply the form had when asked; learning whether, when it was
 // asked, the agent's learning settings (their probe port: santad's
-// rules do not answer the agent's asks) were on the form's services in
-// connection conns (agent.conns) to santad.
+// rules do not answer the agent's asks) were on every socket of the
+// form's group (none left to take up again after a broken connection),
+// in connection conns (agent.conns) to santad.
 type check struct {
 	f         *form
 	seq       uint64
