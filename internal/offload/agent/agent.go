@@ -101,6 +101,9 @@ type agent struct {
 	refused  map[uint64]time.Time  // sockets whose learning santad refused, by inode: until then, not taken
 	windows  uint64                // windows started
 	stats    stats
+	// pollGrace is how long after an answered poll was asked the next
+	// answer may come without stretching the freshness bound (pollSerial).
+	pollGrace time.Duration
 	// line is the offloaded forms in the order of their last checks,
 	// oldest first: the sweep's order, kept as forms are checked rather
 	// than sorted each second (100,000 forms sorted a second were 2 % of
@@ -190,7 +193,8 @@ func newAgent(cfg Config, f server.Scanner, take func(server.Socket) (int, error
 	a := &agent{cfg: cfg, log: cfg.Log, finder: f, take: take, probe: p, polls: polls, now: time.Now,
 		sockets: map[uint64]*service{}, services: map[uint32]*service{}, groups: map[netip.AddrPort]*group{},
 		zones: map[zoneKey]*zone{}, skipped: map[skipKey]time.Time{}, retries: map[skipKey]*retry{}, refused: map[uint64]time.Time{},
-		stats: newStats(), rankForms: rankForms, follower: santadconn.NewFollower(time.Duration(cfg.Window))}
+		stats: newStats(), rankForms: rankForms, follower: santadconn.NewFollower(time.Duration(cfg.Window)),
+		pollGrace: cfg.pollGrace()}
 	if a.log == nil {
 		a.log = slog.New(slog.DiscardHandler)
 	}

@@ -88,6 +88,7 @@ func newRig(t *testing.T, config func(*Config)) *rig {
 	t.Cleanup(func() { st.Close() })
 	r.a = newAgent(cfg, r.finder, server.Take, p, st)
 	r.a.now = func() time.Time { return time.Unix(1e9, r.clock.Load()) }
+	r.a.pollGrace = 0 // from P, an hour here: a failed poll is final unless a test says otherwise
 	ctx, cancel := context.WithCancel(context.Background())
 	r.ctx, r.a.zonesCtx = ctx, ctx
 	t.Cleanup(func() { cancel(); r.a.pollers.Wait() })
@@ -1583,6 +1584,65 @@ func TestSerialOverTCPWhileUDPIsLost(t *testing.T) {
 	if got := r.a.stats.deleted; got["zone"] != 3 || got["zone_unverifiable"] != 0 {
 		t.Fatalf("deleted %v; want 3 for the zone change", got)
 	}
+}
+
+// A poll that gets no answer in time is asked again while an answer can
+// still come within the freshness bound: one lost poll does not delete a
+// zone's forms. One that cannot be answered in time still deletes them,
+// within the bound of the last answered poll.
+func TestPollAsksAgainWithinTheBound(t *testing.T) {
+	r := newRig(t, nil)
+	r.a.pollGrace = 6 * time.Duration(r.a.cfg.ProbeTimeout) // the rig's P is an hour: the test polls
+	r.installAll()
+	z := r.zone("example.com")
+	if alive, changed := r.a.pollOnce(r.ctx, z); !alive || changed {
+		t.Fatalf("pollOnce = %v, %v; want alive and unchanged", alive, changed)
+	}
+	dropSOAs(r.srv, 1)
+	if alive, changed := r.a.pollOnce(r.ctx, z); !alive || changed {
+		t.Fatalf("pollOnce = %v, %v; want alive and unchanged", alive, changed)
+	}
+	r.wantInstalled("alias.example.com", "mail.example.com", "www.example.com")
+	if r.a.stats.pollRetries != 1 || len(r.a.stats.deleted) != 0 {
+		t.Fatalf("poll retries %d, deleted %v; want 1 and none", r.a.stats.pollRetries, r.a.stats.deleted)
+	}
+
+	// The server stops answering: asked until the grace of the poll
+	// answered just now runs out, then the forms go.
+	answered := z.answered
+	r.srv.Drop(func(*dnsmsg.Message) bool { return true })
+	r.a.pollOnce(r.ctx, z)
+	if late := time.Since(answered) - r.a.pollGrace; late > 200*time.Millisecond {
+		t.Errorf("the forms went %v after the grace", late) // room for a slow machine
+	}
+	r.wantInstalled()
+	if got := r.a.stats.deleted; got["zone_unverifiable"] != 3 || r.a.stats.pollRetries < 3 {
+		t.Fatalf("deleted %v after %d retries in all; want 3 unverifiable, after retries", got, r.a.stats.pollRetries)
+	}
+
+	// A new zone's serial, asked right before its first install, counts
+	// as answered: its first poll is asked again too.
+	r = newRig(t, nil)
+	r.a.pollGrace = 6 * time.Duration(r.a.cfg.ProbeTimeout)
+	r.installAll()
+	dropSOAs(r.srv, 1)
+	r.a.pollOnce(r.ctx, r.zone("example.com"))
+	r.wantInstalled("alias.example.com", "mail.example.com", "www.example.com")
+	if r.a.stats.pollRetries != 1 {
+		t.Fatalf("poll retries %d; want 1", r.a.stats.pollRetries)
+	}
+}
+
+// dropSOAs makes srv drop its next n SOA queries (the server calls the
+// filter under its lock).
+func dropSOAs(srv *Server, n int) {
+	srv.Drop(func(m *dnsmsg.Message) bool {
+		if m.Question[0].Type == dnsmsg.TypeSOA && n > 0 {
+			n--
+			return true
+		}
+		return false
+	})
 }
 
 // A server that takes no TCP connection is asked its serials over UDP;

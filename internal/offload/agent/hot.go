@@ -367,13 +367,13 @@ func (a *agent) install(g *group, ls []*learned) {
 	if len(ls) == 0 {
 		return
 	}
-	serials := a.serialsNow(g, ls)
+	fresh := a.serialsNow(g, ls)
 	a.mu.Lock()
 	if a.groups[g.local] != g || a.sd == nil {
 		a.mu.Unlock()
 		return
 	}
-	forms := a.installable(g, ls, serials)
+	forms := a.installable(g, ls, fresh)
 	sd, services := a.sd, slices.Collect(maps.Values(g.services))
 	a.mu.Unlock()
 	added := make([]map[*form]uint32, len(services))
@@ -392,10 +392,10 @@ func (a *agent) install(g *group, ls []*learned) {
 }
 
 // installable is the learned forms to install, best first within the
-// group's byte budget, each already watched by its zones; serials are the
-// serials of the zones not followed yet, asked just now (serialsNow).
+// group's byte budget, each already watched by its zones; fresh are the
+// zones not followed yet, their serials asked just now (serialsNow).
 // Called with a.mu held.
-func (a *agent) installable(g *group, ls []*learned, serials map[zoneKey]uint32) []*form {
+func (a *agent) installable(g *group, ls []*learned, fresh map[zoneKey]*zone) []*form {
 	used := 0
 	if a.cfg.MaxBytes > 0 { // a walk of every form, each window: only for a budget
 		for _, f := range g.forms {
@@ -412,7 +412,7 @@ func (a *agent) installable(g *group, ls []*learned, serials map[zoneKey]uint32)
 		if g.forms[f.key] != nil || a.cfg.MaxBytes > 0 && used+f.size() > a.cfg.MaxBytes {
 			continue
 		}
-		zones, ok := a.zonesFor(g.dst, l, serials)
+		zones, ok := a.zonesFor(g.dst, l, fresh)
 		if !ok {
 			a.stats.superseded++
 			continue

@@ -27,6 +27,8 @@ type stats struct {
 	// learnTimeouts counts forms whose learning ran out of time on lost
 	// asks (tried again at a later window).
 	learnTimeouts uint64
+	// pollRetries counts zone polls asked again after a failure.
+	pollRetries uint64
 }
 
 func newStats() stats {
@@ -79,7 +81,7 @@ func (a *agent) logSummary() {
 	a.log.Info("offload", "services", len(s.services), "forms", s.forms, "zones", s.zones, "probes", s.probes,
 		"tcp_probes", s.tcpProbes, "asks_lost", s.asksLost, "installed", s.installed, "learn_timeouts", s.learnTimeouts,
 		"rechecks", s.rechecks, "replaced", s.replaced, "deleted", strings.Join(deleted, ","),
-		"zone_changes", s.zoneChanges, "skipped", strings.Join(skipped, ","))
+		"zone_changes", s.zoneChanges, "poll_retries", s.pollRetries, "skipped", strings.Join(skipped, ","))
 }
 
 // serveMetrics serves GET /metrics on addr in Prometheus's text format.
@@ -122,6 +124,7 @@ func (a *agent) metrics() []metricserver.Family {
 		metricserver.NewFamily("santa_offload_rechecks_total", counter, "Offloaded forms asked again (zone change or sweep).", nil, metricserver.One(s.rechecks)),
 		metricserver.NewFamily("santa_offload_replaced_total", counter, "Rules replaced by a re-check with a new reply.", nil, metricserver.One(s.replaced)),
 		metricserver.NewFamily("santa_offload_zone_changes_total", counter, "Zone serial changes seen.", nil, metricserver.One(s.zoneChanges)),
+		metricserver.NewFamily("santa_offload_zone_poll_retries_total", counter, "Zone serial polls asked again after a failure, while an answer could still come within the freshness bound.", nil, metricserver.One(s.pollRetries)),
 		metricserver.NewFamily("santa_offload_attached_total", counter, "Sockets attached.", nil, metricserver.One(s.attached)),
 	}
 }

@@ -22,6 +22,10 @@ type zone struct {
 	// installed.
 	changed uint64
 	forms   map[*form]bool
+	// answered is when the last poll answered was asked (the first:
+	// serialsNow's): a change after it may be unseen, which bounds how
+	// long a failed poll may be asked again (pollSerial). The poller's own.
+	answered time.Time
 }
 
 type zoneKey struct {
@@ -37,20 +41,21 @@ type zoneKey struct {
 // (a new zone takes the serial of the first form installed, which may be
 // newer than another's of the same batch); false too for a new zone
 // whose serial was first seen less than ChangeSettle before the form was
-// asked (sightings), or is not the one it has now (serials, asked just
+// asked (sightings), or is not the one it has now (fresh, asked just
 // before: serialsNow). Called with a.mu held.
-func (a *agent) zonesFor(dst netip.AddrPort, l *learned, serials map[zoneKey]uint32) ([]*zone, bool) {
+func (a *agent) zonesFor(dst netip.AddrPort, l *learned, fresh map[zoneKey]*zone) ([]*zone, bool) {
 	var zones []*zone
 	seq := l.f.seq
 	for _, s := range l.zones {
 		k := zoneKey{dst, s.apex.Key()}
 		z := a.zones[k]
-		if now, ok := serials[k]; z == nil && (!ok || now != s.serial ||
+		if n := fresh[k]; z == nil && (n == nil || n.serial != s.serial ||
 			!a.sighted.settled(k, s.serial, l.asked, time.Duration(a.cfg.ChangeSettle))) {
 			return nil, false
 		}
 		if z == nil {
-			z = &zone{key: k, apex: s.apex, serial: s.serial, forms: map[*form]bool{}}
+			z = fresh[k]
+			z.forms = map[*form]bool{}
 			a.zones[k] = z
 			a.pollers.Add(1)
 			go a.poll(a.zonesCtx, z)
@@ -64,15 +69,17 @@ func (a *agent) zonesFor(dst netip.AddrPort, l *learned, serials map[zoneKey]uin
 }
 
 // serialsNow asks the serial of each zone of ls that is not followed yet,
-// as its poller would (the zones whose serial could not be asked are
+// as its poller would, and returns those zones, answered, to be followed
+// from their first install (the zones whose serial could not be asked are
 // missing). A zone is followed from the install of its first forms, up to
 // a window after they were asked: a change in between would go unseen
 // (its poller starts from the serial the forms saw), and their old
 // answers would stay until the first poll's re-check, past the bound
 // (found by a review). Forms whose serial is not the one asked here are
-// not installed (zonesFor); a change after it is the poller's. Called
-// without a.mu.
-func (a *agent) serialsNow(g *group, ls []*learned) map[zoneKey]uint32 {
+// not installed (zonesFor); a change after it is the poller's, which
+// counts this ask as its last answered poll (pollSerial). Called without
+// a.mu.
+func (a *agent) serialsNow(g *group, ls []*learned) map[zoneKey]*zone {
 	a.mu.Lock()
 	var unfollowed []*zone
 	seen := map[zoneKey]bool{}
@@ -86,20 +93,23 @@ func (a *agent) serialsNow(g *group, ls []*learned) map[zoneKey]uint32 {
 		}
 	}
 	a.mu.Unlock()
-	serials := make([]uint32, len(unfollowed))
 	errs := make([]error, len(unfollowed))
 	workers.Each(len(unfollowed), newZoneAsks, func(i int) {
-		serials[i], errs[i] = a.serial(a.zonesCtx, unfollowed[i])
+		z := unfollowed[i]
+		asked := time.Now()
+		if z.serial, errs[i] = a.serial(a.zonesCtx, z, 2*time.Duration(a.cfg.ProbeTimeout)); errs[i] == nil {
+			z.answered = asked
+		}
 	})
-	now := map[zoneKey]uint32{}
+	fresh := map[zoneKey]*zone{}
 	for i, z := range unfollowed {
 		if errs[i] != nil {
 			a.log.Debug("zone serial before its first install", "zone", z.apex.String(), "server", z.key.dst, "err", errs[i])
 			continue
 		}
-		now[z.key] = serials[i]
+		fresh[z.key] = z
 	}
-	return now
+	return fresh
 }
 
 // newZoneAsks is how many new zones' serials serialsNow asks at once: on
@@ -115,7 +125,8 @@ func (a *agent) watch(z *zone, f *form) { z.forms[f] = true }
 // RecheckBudget and replaces or deletes their rules in one transaction
 // per service; a form not re-checked in time is deleted. A zone whose
 // serial cannot be asked (the server is down or does not answer) has its
-// forms deleted: nothing could tell whether they are still right.
+// forms deleted (once no answer could come within the bound any more:
+// pollSerial): nothing could tell whether they are still right.
 func (a *agent) poll(ctx context.Context, z *zone) {
 	defer a.pollers.Done()
 	wait := time.Duration(a.cfg.ZonePoll)
@@ -148,7 +159,7 @@ func (a *agent) pollOnce(ctx context.Context, z *zone) (alive, changed bool) {
 		return false, false
 	}
 	a.mu.Unlock()
-	serial, err := a.serial(ctx, z)
+	serial, err := a.pollSerial(ctx, z)
 	if ctx.Err() != nil {
 		return false, false
 	}
@@ -194,14 +205,57 @@ func (a *agent) pollOnce(ctx context.Context, z *zone) (alive, changed bool) {
 	return true, true
 }
 
-// serial asks the zone's SOA serial, within 2 × ProbeTimeout: over TCP,
-// or over UDP (lost asks asked again) if the server takes no TCP
-// connection.
-func (a *agent) serial(ctx context.Context, z *zone) (uint32, error) {
-	budget := 2 * time.Duration(a.cfg.ProbeTimeout)
-	ctx, cancel := context.WithTimeout(ctx, budget)
+// pollSerial asks z's serial as a poll, within 2T, and asks again after a
+// failure (no answer in time, under overload) for as long as an answer
+// can still come by z.answered + pollGrace: a change made after the last
+// answered poll was asked would be seen by then on the regular schedule
+// (the bound's 4T + max(P, D + B); see docs/offload-dns.md, "Bound"), so
+// asking until then keeps the bound, where deleting the zone's forms at
+// the first miss threw their load back on the overloaded server.
+func (a *agent) pollSerial(ctx context.Context, z *zone) (uint32, error) {
+	t := time.Duration(a.cfg.ProbeTimeout)
+	deadline := z.answered.Add(a.pollGrace)
+	timeout := 2 * t
+	for {
+		asked := time.Now()
+		serial, err := a.serial(ctx, z, timeout)
+		if err == nil {
+			z.answered = asked
+			return serial, nil
+		}
+		// At most one ask per T, for a server that fails at once (its
+		// socket closed, REFUSED).
+		next := asked.Add(t)
+		if now := time.Now(); now.After(next) {
+			next = now
+		}
+		if timeout = min(2*t, deadline.Sub(next)); timeout < t/2 {
+			return 0, err
+		}
+		select {
+		case <-ctx.Done():
+			return 0, err
+		case <-time.After(time.Until(next)):
+		}
+		a.log.Debug("zone serial asked again", "zone", z.apex.String(), "server", z.key.dst, "err", err, "within", timeout)
+		a.mu.Lock()
+		a.stats.pollRetries++
+		a.mu.Unlock()
+	}
+}
+
+// pollGrace is how long after an answered poll was asked the next answer
+// may come without stretching the freshness bound: 4T + max(P, D + B).
+func (c Config) pollGrace() time.Duration {
+	return 4*time.Duration(c.ProbeTimeout) + max(time.Duration(c.ZonePoll), time.Duration(c.ChangeSettle+c.RecheckBudget))
+}
+
+// serial asks the zone's SOA serial, within timeout: over TCP, or over UDP
+// (lost asks asked again) if the server takes no TCP connection.
+func (a *agent) serial(ctx context.Context, z *zone, timeout time.Duration) (uint32, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	_, m, err := a.askStream(ctx, z.key.dst, dnsmsg.NewQuery(z.apex, dnsmsg.TypeSOA, dnsmsg.ClassIN), budget)
+	_, m, err := a.askStream(ctx, z.key.dst, dnsmsg.NewQuery(z.apex, dnsmsg.TypeSOA, dnsmsg.ClassIN), timeout)
 	if err != nil {
 		return 0, err
 	}
