@@ -1285,6 +1285,56 @@ func TestZoneChangeDuringInstall(t *testing.T) {
 	r.wantInstalled("alias.example.com", "mail.example.com", "www.example.com")
 }
 
+// A socket that joins a group with forms (the server opens one more on
+// the address) gets them without the agent's lock: a zone change while
+// they are added is handled at once, and the new service ends with what
+// the change left: the new answer, not the one listed for it before the
+// change, and not the form the change deleted.
+func TestZoneChangeDuringJoin(t *testing.T) {
+	r := newRig(t, func(c *Config) { c.RecheckBudget = Duration(300 * time.Millisecond) })
+	r.installAll()
+	r.srv.Open(t)
+	r.finder.Set(t, servertest.UDP(r.srv.Conns())...)
+	var once sync.Once
+	r.d.mu.Lock()
+	r.d.afterAdd = func() {
+		once.Do(func() {
+			r.srv.SetZone(exampleZone(2, 99))
+			r.srv.Drop(isName("mail.example.com."))
+			polled := make(chan bool)
+			go func() {
+				_, changed := r.a.pollOnce(r.ctx, r.zone("example.com"))
+				polled <- changed
+			}()
+			select {
+			case changed := <-polled:
+				if !changed {
+					t.Error("the new serial was not seen")
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatal("the zone's poll waits for the new socket's rules")
+			}
+		})
+	}
+	r.d.mu.Unlock()
+	r.a.scan(r.ctx)
+	if sv := r.a.services[3]; sv == nil || sv.group != r.a.groups[r.srv.Addr()] {
+		t.Fatalf("services %v; want the new socket's 3 in the group", r.a.services)
+	}
+	// The zone change replaced www and deleted mail on the group's
+	// services; the new one's rules of both, added meanwhile, were deleted
+	// and www's added anew.
+	want := []string{"add 3: 1", "add 3: 3", "delete 3: 2", "txn 1: replace 1 delete 1", "txn 2: replace 1 delete 1"}
+	if got := sortedBatches(r.d); !slices.Equal(got, want) {
+		t.Fatalf("batches %q; want %q", got, want)
+	}
+	r.srv.Drop(nil) // for the test's own queries
+	r.wantInstalled("alias.example.com", "www.example.com")
+	if got, want := r.installed(3), []string{"alias.example.com", "www.example.com"}; !slices.Equal(got, want) {
+		t.Fatalf("service 3 has rules for %v; want %v", got, want)
+	}
+}
+
 func TestSantadRestart(t *testing.T) {
 	r := newRig(t, nil)
 	r.installAll()

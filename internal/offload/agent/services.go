@@ -23,19 +23,29 @@ import (
 // santad or of the agent: known by socket cookie).
 func (a *agent) scan(context.Context) {
 	a.mu.Lock()
-	defer a.mu.Unlock()
+	joins := a.scanLocked()
+	sd := a.sd
+	a.mu.Unlock()
+	for _, j := range joins {
+		a.join(sd, j)
+	}
+}
+
+// scanLocked is scan's work under a.mu; it returns the services that
+// joined a group with forms, to get them without a.mu (join).
+func (a *agent) scanLocked() (joins []joining) {
 	sd, err := a.santad()
 	if err != nil {
-		return
+		return nil
 	}
 	sv, err := santadconn.TakeSurvey(sd, a.finder, a.sockets)
 	switch {
 	case errors.Is(err, santadconn.ErrScan):
 		a.scans.Failed(a.log, "scanning the server's sockets", err)
-		return
+		return nil
 	case err != nil:
 		a.failed("listing services", err)
-		return
+		return nil
 	}
 	a.scans.Worked(a.log, "scanning the server's sockets")
 	// Gone first: a restarted server's group starts afresh, its forms
@@ -52,15 +62,18 @@ func (a *agent) scan(context.Context) {
 		if a.now().Before(a.refused[s.Inode]) {
 			continue
 		}
-		a.attach(sd, s, sv.ByCookie)
+		if j, ok := a.attach(sd, s, sv.ByCookie); ok {
+			joins = append(joins, j)
+		}
 		if a.sd == nil {
-			return
+			return nil
 		}
 	}
 	maps.DeleteFunc(a.refused, func(inode uint64, _ time.Time) bool { return !fresh[inode] })
 	for _, g := range a.groups {
 		g.sockets = slices.DeleteFunc(g.sockets, func(inode uint64) bool { return !fresh[inode] || a.sockets[inode] != nil })
 	}
+	return joins
 }
 
 // refusedRetry is how long a socket whose learning santad refused is left
@@ -109,16 +122,17 @@ func (a *agent) dropGroup(g *group) {
 	delete(a.groups, g.local)
 }
 
-// attach makes socket s a service of the agent's. Called with a.mu held.
-func (a *agent) attach(sd Santad, s server.Socket, byCookie map[uint64]client.ServiceInfo) {
+// attach makes socket s a service of the agent's; the group's forms its
+// rules lack are to be added by join. Called with a.mu held.
+func (a *agent) attach(sd Santad, s server.Socket, byCookie map[uint64]client.ServiceInfo) (joining, bool) {
 	info, adopted, err := santadconn.TakeUp(sd, a.take, s, byCookie)
 	switch {
 	case errors.Is(err, santadconn.ErrTake):
 		a.log.Warn("taking the server's socket", "err", err)
-		return
+		return joining{}, false
 	case err != nil:
 		a.failed("attaching "+s.Local.String(), err)
-		return
+		return joining{}, false
 	case !adopted:
 		a.stats.attached++
 	}
@@ -140,7 +154,7 @@ func (a *agent) attach(sd Santad, s server.Socket, byCookie map[uint64]client.Se
 				a.failed("detaching a service whose learning was refused", err)
 			}
 		}
-		return
+		return joining{}, false
 	}
 	a.groups[s.Local] = g
 	sv := &service{id: info.ServiceID, inode: s.Inode, group: g, rules: map[*form]uint32{}, byRule: map[uint32]*form{}, hits: map[uint32]uint64{}}
@@ -148,20 +162,21 @@ func (a *agent) attach(sd Santad, s server.Socket, byCookie map[uint64]client.Se
 	a.services[sv.id] = sv
 	a.sockets[s.Inode] = sv
 	a.log.Info("service", "service", sv.id, "addr", s.Local, "pid", s.Holder.PID, "adopted", adopted)
-	a.resync(sd, sv)
+	return a.resync(sd, sv)
 }
 
 // resync makes a service's rules the group's forms: rules of the agent's
 // forms are kept (santad restarted, or the service was just taken up),
 // any other rule is deleted (left by an agent that died: nobody kept it
-// fresh), and missing forms are added. Called with a.mu held.
-func (a *agent) resync(sd Santad, sv *service) {
+// fresh), and the missing forms are returned, for join to add. Called
+// with a.mu held.
+func (a *agent) resync(sd Santad, sv *service) (joining, bool) {
 	g := sv.group
 	var stale []uint32
 	for e, err := range sd.Rules(sv.id) {
 		if err != nil {
 			a.failed("listing rules", err)
-			return
+			return joining{}, false
 		}
 		f := g.forms[string(e.Rule.Condition.Pattern)]
 		if f == nil || e.Rule.Condition.Offset != 2 || sv.rules[f] != 0 || !reflect.DeepEqual(e.Rule, dnsmsg.Rule(f.query, f.reply)) {
@@ -176,7 +191,7 @@ func (a *agent) resync(sd Santad, sv *service) {
 	err := santadconn.HitDeltas(sd.RuleStats(sv.id), sv.hits, func(rule uint32, _ uint64) bool { return sv.byRule[rule] != nil })
 	if err != nil {
 		a.failed("reading rule stats", err)
-		return
+		return joining{}, false
 	}
 	if g.recount { // the hits since the last ranking went with the connection
 		g.hitsSince, g.recount = a.now(), false
@@ -184,17 +199,88 @@ func (a *agent) resync(sd Santad, sv *service) {
 	if len(stale) > 0 {
 		if err := a.deleteIDs(sd, sv.id, stale); err != nil {
 			a.failed("deleting rules the agent does not know", err)
-			return
+			return joining{}, false
 		}
 		a.log.Info("deleted rules the agent does not know", "service", sv.id, "rules", len(stale))
 	}
-	var missing []*form
+	j := joining{sv: sv}
 	for _, f := range g.forms {
 		if _, ok := sv.rules[f]; !ok {
-			missing = append(missing, f)
+			j.forms = append(j.forms, f)
+			j.seqs = append(j.seqs, f.seq)
 		}
 	}
-	a.addRules(sd, sv, missing)
+	return j, len(j.forms) > 0
+}
+
+// joining is the forms a service that joined its group lacks, each with
+// the sequence number of its reply when listed (a re-check that replaces
+// the reply gives it a new one).
+type joining struct {
+	sv    *service
+	forms []*form
+	seqs  []uint64
+}
+
+// join adds the forms a service lacks, batch by batch, taking a.mu only
+// between batches to note them: santad rebuilds the service's index at
+// each batch, which for the 100,000 forms of a group (a socket the server
+// opens on a served address, a reconnect to santad whose journal lacks
+// them) is seconds that the zone pollers, their re-checks and commits
+// must not wait for (docs/offload-dns.md, "Bound"). A form deleted or
+// re-checked to a new reply while its batch was added (its rule, the
+// old reply, was not on the service for the re-check's transaction to
+// replace) has that rule deleted at once, and is added again with its
+// new reply. Called without a.mu.
+func (a *agent) join(sd Santad, j joining) {
+	size := func(f *form) int { return batch.AddSize(dnsmsg.Rule(f.query, f.reply), nil) }
+	for len(j.forms) > 0 {
+		n := batch.Fitting(j.forms, size)
+		added, err := a.add(sd, j.sv.id, j.forms[:n])
+		a.mu.Lock()
+		if err != nil && a.sd == sd {
+			a.failed("adding rules", err)
+		}
+		ok := a.noteJoined(sd, j.sv, j.forms[:n], j.seqs[:n], added)
+		a.mu.Unlock()
+		if !ok || err != nil {
+			return
+		}
+		j.forms, j.seqs = j.forms[n:], j.seqs[n:]
+	}
+}
+
+// noteJoined records the rules join added (added) for forms whose
+// replies were those of seqs, and deletes those of forms deleted or
+// replaced meanwhile, adding the replaced ones' new replies; false if the
+// connection is no longer sd or the service no longer the group's (its
+// rules ended with it). Called with a.mu held.
+func (a *agent) noteJoined(sd Santad, sv *service, forms []*form, seqs []uint64, added map[*form]uint32) bool {
+	if a.sd != sd || sv.group.services[sv.id] != sv || a.groups[sv.group.local] != sv.group {
+		return false
+	}
+	var stale []uint32
+	var replaced []*form
+	for i, f := range forms {
+		id, ok := added[f]
+		switch {
+		case !ok: // santad refused it: the service goes without
+		case sv.group.forms[f.key] != f:
+			stale = append(stale, id)
+		case f.seq != seqs[i]:
+			stale = append(stale, id)
+			replaced = append(replaced, f)
+		default:
+			sv.note(f, id)
+		}
+	}
+	if len(stale) > 0 {
+		a.deleteRules(sv, stale)
+	}
+	if len(replaced) > 0 && a.sd != nil {
+		a.addRules(a.sd, sv, replaced)
+	}
+	return a.sd == sd
 }
 
 // note records f's rule id on the service.

@@ -31,8 +31,9 @@ type Zone struct {
 // their addresses with positive answers), and can be told to drop
 // queries or rotate RRsets.
 type Server struct {
-	conns []*net.UDPConn
-	tcp   net.Listener
+	conns   []*net.UDPConn
+	tcp     net.Listener
+	serving sync.WaitGroup // the sockets' goroutines
 
 	mu       sync.Mutex
 	zones    map[string]Zone // by apex, lower case, without the final dot
@@ -65,57 +66,69 @@ func NewReusePortServer(t testing.TB, addr string, n int) *Server {
 		t.Fatal(err)
 	}
 	s.conns, s.tcp = conns, l
-	var done sync.WaitGroup
 	for _, conn := range conns {
-		done.Add(1)
-		go func() {
-			defer done.Done()
-			s.serve(conn)
-		}()
+		s.serving.Go(func() { s.serve(conn) })
 	}
-	done.Add(1)
-	go func() {
-		defer done.Done()
-		s.serveTCP(l)
-	}()
+	s.serving.Go(func() { s.serveTCP(l) })
 	t.Cleanup(func() {
 		s.Close()
-		done.Wait()
+		s.serving.Wait()
 	})
 	return s
+}
+
+// Open serves on one more SO_REUSEPORT UDP socket bound to the server's
+// address, as a server starting another thread does, and returns it.
+func (s *Server) Open(t testing.TB) *net.UDPConn {
+	conns, err := listenUDP(s.Addr().String(), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.conns = append(s.conns, conns[0])
+	s.serving.Go(func() { s.serve(conns[0]) })
+	return conns[0]
 }
 
 // listenUDPAndTCP opens n SO_REUSEPORT UDP sockets on addr (port 0: one
 // chosen for the first) and a TCP listener on the same address; on an
 // error it closes what it opened.
 func listenUDPAndTCP(addr string, n int) ([]*net.UDPConn, net.Listener, error) {
+	conns, err := listenUDP(addr, n)
+	if err != nil {
+		return nil, nil, err
+	}
+	l, err := net.Listen("tcp", conns[0].LocalAddr().String())
+	if err != nil {
+		for _, c := range conns {
+			c.Close()
+		}
+		return nil, nil, err
+	}
+	return conns, l, nil
+}
+
+// listenUDP opens n SO_REUSEPORT UDP sockets on addr (port 0: one chosen
+// for the first); on an error it closes what it opened.
+func listenUDP(addr string, n int) ([]*net.UDPConn, error) {
 	lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
 		var err error
 		c.Control(func(fd uintptr) { err = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_REUSEPORT, 1) })
 		return err
 	}}
 	var conns []*net.UDPConn
-	closeAll := func() {
-		for _, c := range conns {
-			c.Close()
-		}
-	}
 	for range n {
 		c, err := lc.ListenPacket(context.Background(), "udp", addr)
 		if err != nil {
-			closeAll()
-			return nil, nil, err
+			for _, c := range conns {
+				c.Close()
+			}
+			return nil, err
 		}
 		conn := c.(*net.UDPConn)
 		addr = conn.LocalAddr().String()
 		conns = append(conns, conn)
 	}
-	l, err := net.Listen("tcp", addr)
-	if err != nil {
-		closeAll()
-		return nil, nil, err
-	}
-	return conns, l, nil
+	return conns, nil
 }
 
 // Close stops serving, as a server that ends: its sockets close.
