@@ -49,6 +49,7 @@ var dnsUsages = map[string]string{
 	"window":              "how often the hot set is read and the top forms chosen",
 	"scan":                "how often the server's sockets are looked for",
 	"zone_poll":           "how often each zone's SOA serial is asked",
+	"max_zones":           "zones followed at most (each asked its serial every zone_poll); forms of more are not offloaded",
 	"recheck_budget":      "how long re-asking a changed zone's forms may take; those not re-checked are deleted",
 	"change_settle":       "how long after a zone's new serial is seen its forms are re-asked (the server's old processes may still answer)",
 	"sweep":               "time in which every offloaded form is re-checked",

@@ -932,6 +932,34 @@ func TestRecheckConfirmingAReplacedReply(t *testing.T) {
 	}
 }
 
+// The agent follows at most max_zones zones: a form that would need one
+// more is skipped, and offloaded once a zone is free.
+func TestMaxZones(t *testing.T) {
+	r := newRig(t, func(c *Config) { c.MaxZones = 1 })
+	r.a.scan(r.ctx)
+	// alias is a CNAME into other.org: its form follows both zones.
+	r.d.setHot(1, hot(30, "alias.example.com"), hot(20, "www.example.com"), hot(10, "x.other.org"))
+	r.tick()
+	r.wantInstalled("www.example.com")
+	if got := r.a.stats.skipped[dnsmsg.ZoneLimit]; got != 2 || len(r.a.zones) != 1 {
+		t.Fatalf("skipped %d for the zone limit, %d zones; want 2 and 1", got, len(r.a.zones))
+	}
+	// www goes cold, and its zone with it: x.other.org's turn, after
+	// skip_retry.
+	r.a.mu.Lock()
+	var www *form
+	for _, g := range r.a.groups {
+		www = g.forms[string(key("www.example.com", TypeA))]
+	}
+	r.a.deleteForms([]*form{www}, "cold")
+	r.a.mu.Unlock()
+	r.a.pollOnce(r.ctx, r.zone("example.com")) // forgets the zone without forms
+	r.clock.Add(int64(r.a.cfg.SkipRetry))
+	r.d.setHot(1, hot(10, "x.other.org"))
+	r.tick()
+	r.wantInstalled("x.other.org")
+}
+
 func TestZoneChangeDeletesWhatCannotBeRechecked(t *testing.T) {
 	r := newRig(t, nil)
 	r.installAll()

@@ -30,6 +30,9 @@ type Config struct {
 	config.Offload
 	// ZonePoll is how often each zone's SOA serial is asked.
 	ZonePoll Duration `json:"zone_poll"`
+	// MaxZones bounds the zones followed, each asked its serial every
+	// ZonePoll: the forms of more are not offloaded.
+	MaxZones int `json:"max_zones"`
 	// RecheckBudget bounds re-asking a changed zone's forms: those not
 	// re-checked by then are deleted.
 	RecheckBudget Duration `json:"recheck_budget"`
@@ -59,6 +62,7 @@ func DefaultConfig() Config {
 		Port:          53,
 		Offload:       config.DefaultOffload(client.DefaultPath()),
 		ZonePoll:      Duration(200 * time.Millisecond),
+		MaxZones:      500,
 		RecheckBudget: Duration(250 * time.Millisecond),
 		ChangeSettle:  Duration(100 * time.Millisecond),
 		Sweep:         Duration(30 * time.Second),
@@ -128,6 +132,8 @@ func (c Config) Validate() error {
 		return err
 	case c.Port == 0:
 		return errors.New("port is 0")
+	case c.MaxZones < 1:
+		return fmt.Errorf("max_zones is %d; it must be at least 1", c.MaxZones)
 	case c.ChangeSettle < 0:
 		return fmt.Errorf("change_settle is %v; it must not be negative", time.Duration(c.ChangeSettle))
 	case c.SettledCounts < 0 || c.SettledCounts > model.MaxLearnCounts:

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/santa-offload/santa/internal/offload/batch"
+	"github.com/santa-offload/santa/internal/offload/dnsmsg"
 	"github.com/santa-offload/santa/internal/offload/santadconn"
 	"github.com/santa-offload/santa/internal/rate"
 )
@@ -410,6 +411,10 @@ func (a *agent) installable(g *group, ls []*learned, fresh map[zoneKey]*zone) []
 	for _, l := range ls {
 		f := l.f
 		if g.forms[f.key] != nil || a.cfg.MaxBytes > 0 && used+f.size() > a.cfg.MaxBytes {
+			continue
+		}
+		if len(a.zones)+a.newZones(g.dst, l) > a.cfg.MaxZones {
+			a.skipLocked(g, f.key, dnsmsg.ZoneLimit)
 			continue
 		}
 		zones, ok := a.zonesFor(g.dst, l, fresh)

@@ -234,6 +234,12 @@ func (a *agent) skip(g *group, key string, err error) {
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	a.skipLocked(g, key, reason)
+}
+
+// skipLocked counts a form not offloaded for reason, and leaves it
+// alone for SkipRetry. Called with a.mu held.
+func (a *agent) skipLocked(g *group, key string, reason dnsmsg.Reason) {
 	a.stats.skipped[reason]++
 	a.skipped[skipKey{g.local, key}] = a.now().Add(time.Duration(a.cfg.SkipRetry))
 }

@@ -68,6 +68,18 @@ func (a *agent) zonesFor(dst netip.AddrPort, l *learned, fresh map[zoneKey]*zone
 	return zones, true
 }
 
+// newZones is how many of l's zones (each once) the agent does not
+// follow yet. Called with a.mu held.
+func (a *agent) newZones(dst netip.AddrPort, l *learned) int {
+	n := 0
+	for _, s := range l.zones {
+		if a.zones[zoneKey{dst, s.apex.Key()}] == nil {
+			n++
+		}
+	}
+	return n
+}
+
 // serialsNow asks the serial of each zone of ls that is not followed yet,
 // as its poller would, and returns those zones, answered, to be followed
 // from their first install (the zones whose serial could not be asked are
@@ -86,7 +98,7 @@ func (a *agent) serialsNow(g *group, ls []*learned) map[zoneKey]*zone {
 	for _, l := range ls {
 		for _, s := range l.zones {
 			k := zoneKey{g.dst, s.apex.Key()}
-			if a.zones[k] == nil && !seen[k] {
+			if a.zones[k] == nil && !seen[k] && len(a.zones) < a.cfg.MaxZones {
 				seen[k] = true
 				unfollowed = append(unfollowed, &zone{key: k, apex: s.apex})
 			}

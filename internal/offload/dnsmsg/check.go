@@ -38,6 +38,7 @@ const (
 	ReplyTooLong     Reason = "reply_too_long"    // longer than a UDP rule's reply
 	Unstable         Reason = "unstable"          // two asks, two different replies
 	NoZone           Reason = "no_zone"           // no zone found for a name of the answer
+	ZoneLimit        Reason = "zone_limit"        // its zones would be more than the agent follows (max_zones)
 )
 
 // Skip is a query form the agent does not offload, and why.
