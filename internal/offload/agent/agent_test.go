@@ -1313,6 +1313,50 @@ func TestZoneChangeDuringInstall(t *testing.T) {
 	r.wantInstalled("alias.example.com", "mail.example.com", "www.example.com")
 }
 
+// An install of more forms than a message holds notes each batch once it
+// is on every service, before the next is added: a zone change meanwhile
+// re-checks the forms already noted with the rest of the zone, and only
+// the batch in flight is deleted again.
+func TestInstallNotesEachBatch(t *testing.T) {
+	r := newRig(t, func(c *Config) { c.Window = Duration(10 * time.Second) }) // time to learn them all
+
+	z := exampleZone(1, 1)
+	var reqs []HotRequest
+	long := strings.Repeat("a", 60) + "." + strings.Repeat("b", 60) + "." + strings.Repeat("c", 60)
+	for i := range 200 { // long names, 5 addresses each: ~1.5 KB a rule, ~85 a batch
+		name := fmt.Sprintf("n%d.%s.example.com", i, long)
+		for j := range 5 {
+			z.Records = append(z.Records, A(name, 10, byte(j), byte(i>>8), byte(i)))
+		}
+		reqs = append(reqs, hot(10, name))
+	}
+	r.srv.SetZone(z)
+	r.a.scan(r.ctx)
+	r.d.setHot(1, reqs...)
+	var adds int
+	var noted []int // the group's forms at each add
+	r.d.mu.Lock()
+	r.d.afterAdd = func() {
+		adds++
+		r.a.mu.Lock()
+		for _, g := range r.a.groups {
+			noted = append(noted, len(g.forms))
+		}
+		r.a.mu.Unlock()
+	}
+	r.d.mu.Unlock()
+	r.tick()
+	// Two services, at least two batches: the second batch's adds find
+	// the first's forms noted.
+	if adds < 4 || noted[0] != 0 || noted[1] != 0 || noted[2] == 0 || noted[2] >= 200 {
+		t.Fatalf("%d adds; the group's forms at each: %v; want the first batch noted before the second is added", adds, noted)
+	}
+	r.wantConsistent()
+	if got := len(r.a.groups[r.srv.Addr()].forms); got != 200 {
+		t.Fatalf("%d forms offloaded; want 200", got)
+	}
+}
+
 // A socket that joins a group with forms (the server opens one more on
 // the address) gets them without the agent's lock: a zone change while
 // they are added is handled at once, and the new service ends with what

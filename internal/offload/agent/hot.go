@@ -363,7 +363,9 @@ func (a *agent) expireSkips(now time.Time) {
 // with 70,000 rules installed, at 1M names): they are added without a.mu,
 // so that the zone pollers, their re-checks and commits never wait behind
 // an install (docs/offload-dns.md, "Bound"). Meanwhile the forms are
-// watched by their zones, and one whose zone changed is deleted again.
+// watched by their zones, and one whose zone changed is deleted again as
+// soon as its batch is on every service: a batch's rules, of answers
+// that may be old, stay no longer than it takes to add that batch.
 func (a *agent) install(g *group, ls []*learned) {
 	if len(ls) == 0 {
 		return
@@ -377,19 +379,24 @@ func (a *agent) install(g *group, ls []*learned) {
 	forms := a.installable(g, ls, fresh)
 	sd, services := a.sd, slices.Collect(maps.Values(g.services))
 	a.mu.Unlock()
-	added := make([]map[*form]uint32, len(services))
 	var err error
-	for i, sv := range services {
-		if added[i], err = a.add(sd, sv.id, forms); err != nil {
-			break
+	for len(forms) > 0 {
+		n := batch.Fitting(forms, addSize)
+		added := make([]map[*form]uint32, len(services))
+		for i, sv := range services {
+			if err != nil {
+				break // the connection failed: the rest are not added, and their zones forget them
+			}
+			added[i], err = a.add(sd, sv.id, forms[:n])
 		}
+		a.mu.Lock()
+		if err != nil && a.sd == sd {
+			a.failed("adding rules", err)
+		}
+		a.noteInstalled(g, sd, forms[:n], services, added)
+		a.mu.Unlock()
+		forms = forms[n:]
 	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if err != nil && a.sd == sd {
-		a.failed("adding rules", err)
-	}
-	a.noteInstalled(g, sd, forms, services, added)
 }
 
 // installable is the learned forms to install, best first within the

@@ -233,9 +233,8 @@ type joining struct {
 // replace) has that rule deleted at once, and is added again with its
 // new reply. Called without a.mu.
 func (a *agent) join(sd Santad, j joining) {
-	size := func(f *form) int { return batch.AddSize(dnsmsg.Rule(f.query, f.reply), nil) }
 	for len(j.forms) > 0 {
-		n := batch.Fitting(j.forms, size)
+		n := batch.Fitting(j.forms, addSize)
 		added, err := a.add(sd, j.sv.id, j.forms[:n])
 		a.mu.Lock()
 		if err != nil && a.sd == sd {
@@ -326,7 +325,7 @@ func (a *agent) addRules(sd Santad, sv *service, forms []*form) []*form {
 func (a *agent) add(sd Santad, service uint32, forms []*form) (map[*form]uint32, error) {
 	ids := map[*form]uint32{}
 	for len(forms) > 0 {
-		n := batch.Fitting(forms, func(f *form) int { return batch.AddSize(dnsmsg.Rule(f.query, f.reply), nil) })
+		n := batch.Fitting(forms, addSize)
 		batch := forms[:n]
 		rules := make([]rule.Rule, len(batch))
 		for i, f := range batch {
@@ -349,6 +348,9 @@ func (a *agent) add(sd Santad, service uint32, forms []*form) (map[*form]uint32,
 	}
 	return ids, nil
 }
+
+// addSize is what f's rule takes in an ADD_RULES message.
+func addSize(f *form) int { return batch.AddSize(dnsmsg.Rule(f.query, f.reply), nil) }
 
 func queryName(q []byte) string {
 	if m, err := dnsmsg.Parse(q); err == nil && len(m.Question) == 1 {
