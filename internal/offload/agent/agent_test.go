@@ -54,6 +54,22 @@ func exampleZone(serial uint32, www byte) Zone {
 	}}
 }
 
+// bigZone is big.test with n names of ~200 bytes, 5 addresses each, the
+// last byte of each v: replies of ~1.3 KB, ~85 rules a batch. hot is a
+// hot set of all its names.
+func bigZone(serial uint32, n int, v byte) (z Zone, hot []HotRequest) {
+	z = Zone{Apex: "big.test", Serial: serial}
+	long := strings.Repeat("a", 60) + "." + strings.Repeat("b", 60) + "." + strings.Repeat("c", 60)
+	for i := range n {
+		name := fmt.Sprintf("n%d.%s.big.test", i, long)
+		for j := range 5 {
+			z.Records = append(z.Records, A(name, 10, byte(j), byte(i), v))
+		}
+		hot = append(hot, HotRequest{Passes: 10, Key: key(name, TypeA)})
+	}
+	return z, hot
+}
+
 func newRig(t *testing.T, config func(*Config)) *rig {
 	r := &rig{t: t, srv: NewReusePortServer(t, "127.0.0.1:0", 2), d: newFakeDaemon(), finder: &servertest.Finder{}}
 	r.srv.SetZone(exampleZone(1, 1))
@@ -1319,17 +1335,7 @@ func TestZoneChangeDuringInstall(t *testing.T) {
 // the batch in flight is deleted again.
 func TestInstallNotesEachBatch(t *testing.T) {
 	r := newRig(t, func(c *Config) { c.Window = Duration(10 * time.Second) }) // time to learn them all
-
-	z := exampleZone(1, 1)
-	var reqs []HotRequest
-	long := strings.Repeat("a", 60) + "." + strings.Repeat("b", 60) + "." + strings.Repeat("c", 60)
-	for i := range 200 { // long names, 5 addresses each: ~1.5 KB a rule, ~85 a batch
-		name := fmt.Sprintf("n%d.%s.example.com", i, long)
-		for j := range 5 {
-			z.Records = append(z.Records, A(name, 10, byte(j), byte(i>>8), byte(i)))
-		}
-		reqs = append(reqs, hot(10, name))
-	}
+	z, reqs := bigZone(1, 200, 1)
 	r.srv.SetZone(z)
 	r.a.scan(r.ctx)
 	r.d.setHot(1, reqs...)
@@ -1348,62 +1354,12 @@ func TestInstallNotesEachBatch(t *testing.T) {
 	r.tick()
 	// Two services, at least two batches: the second batch's adds find
 	// the first's forms noted.
-	if adds < 4 || noted[0] != 0 || noted[1] != 0 || noted[2] == 0 || noted[2] >= 200 {
+	if adds < 4 || noted[0] != 0 || noted[1] != 0 || noted[2] == 0 || noted[2] >= len(reqs) {
 		t.Fatalf("%d adds; the group's forms at each: %v; want the first batch noted before the second is added", adds, noted)
 	}
 	r.wantConsistent()
 	if got := len(r.a.groups[r.srv.Addr()].forms); got != 200 {
 		t.Fatalf("%d forms offloaded; want 200", got)
-	}
-}
-
-// A socket that joins a group with forms (the server opens one more on
-// the address) gets them without the agent's lock: a zone change while
-// they are added is handled at once, and the new service ends with what
-// the change left: the new answer, not the one listed for it before the
-// change, and not the form the change deleted.
-func TestZoneChangeDuringJoin(t *testing.T) {
-	r := newRig(t, func(c *Config) { c.RecheckBudget = Duration(300 * time.Millisecond) })
-	r.installAll()
-	r.srv.Open(t)
-	r.finder.Set(t, servertest.UDP(r.srv.Conns())...)
-	var once sync.Once
-	r.d.mu.Lock()
-	r.d.afterAdd = func() {
-		once.Do(func() {
-			r.srv.SetZone(exampleZone(2, 99))
-			r.srv.Drop(isName("mail.example.com."))
-			polled := make(chan bool)
-			go func() {
-				_, changed := r.a.pollOnce(r.ctx, r.zone("example.com"))
-				polled <- changed
-			}()
-			select {
-			case changed := <-polled:
-				if !changed {
-					t.Error("the new serial was not seen")
-				}
-			case <-time.After(5 * time.Second):
-				t.Fatal("the zone's poll waits for the new socket's rules")
-			}
-		})
-	}
-	r.d.mu.Unlock()
-	r.a.scan(r.ctx)
-	if sv := r.a.services[3]; sv == nil || sv.group != r.a.groups[r.srv.Addr()] {
-		t.Fatalf("services %v; want the new socket's 3 in the group", r.a.services)
-	}
-	// The zone change replaced www and deleted mail on the group's
-	// services; the new one's rules of both, added meanwhile, were deleted
-	// and www's added anew.
-	want := []string{"add 3: 1", "add 3: 3", "delete 3: 2", "txn 1: replace 1 delete 1", "txn 2: replace 1 delete 1"}
-	if got := sortedBatches(r.d); !slices.Equal(got, want) {
-		t.Fatalf("batches %q; want %q", got, want)
-	}
-	r.srv.Drop(nil) // for the test's own queries
-	r.wantInstalled("alias.example.com", "www.example.com")
-	if got, want := r.installed(3), []string{"alias.example.com", "www.example.com"}; !slices.Equal(got, want) {
-		t.Fatalf("service 3 has rules for %v; want %v", got, want)
 	}
 }
 
@@ -1734,8 +1690,11 @@ func TestPollAsksAgainWithinTheBound(t *testing.T) {
 	answered := z.answered
 	r.srv.Drop(func(*dnsmsg.Message) bool { return true })
 	r.a.pollOnce(r.ctx, z)
-	if late := time.Since(answered) - r.a.pollGrace; late > 200*time.Millisecond {
+	switch late := time.Since(answered) - r.a.pollGrace; {
+	case late > 200*time.Millisecond:
 		t.Errorf("the forms went %v after the grace", late) // room for a slow machine
+	case late < -time.Duration(r.a.cfg.ProbeTimeout):
+		t.Errorf("the forms went %v before the grace ended", -late) // a last ask needs T/2 at least
 	}
 	r.wantInstalled()
 	if got := r.a.stats.deleted; got["zone_unverifiable"] != 3 || r.a.stats.pollRetries < 3 {
@@ -1752,6 +1711,83 @@ func TestPollAsksAgainWithinTheBound(t *testing.T) {
 	r.wantInstalled("alias.example.com", "mail.example.com", "www.example.com")
 	if r.a.stats.pollRetries != 1 {
 		t.Fatalf("poll retries %d; want 1", r.a.stats.pollRetries)
+	}
+}
+
+// The grace of a poll, and of a new zone's first, with the defaults:
+// docs/offload-dns.md's figures.
+func TestPollGraces(t *testing.T) {
+	c := DefaultConfig()
+	ms := time.Millisecond
+	if got := c.pollGrace(); got != 550*ms {
+		t.Errorf("pollGrace %v; want 4T + max(P, D + B) = 550ms", got)
+	}
+	if got := c.newZoneAge(); got != 450*ms {
+		t.Errorf("newZoneAge %v; want 450ms", got)
+	}
+	if got := c.handledGrace(30 * ms); got != 30*ms {
+		t.Errorf("handledGrace(30ms) %v; want C itself: D + B is over P", got)
+	}
+	c.ZonePoll = Duration(time.Second)
+	if got := c.handledGrace(30 * ms); got != 0 {
+		t.Errorf("handledGrace(30ms) with P 1s %v; want 0: P is over D + B + C", got)
+	}
+}
+
+// A new zone's serial, asked right before its first install, is its
+// first answered poll: its poller asks again P after that ask, not P
+// after the install, which waits for every other new zone's serial (the
+// server answers a TCP connection's queries in turn); the zones not
+// asked within 2T of the first wait for the next window.
+func TestNewZoneFirstPollAfterItsSerial(t *testing.T) {
+	const zones = 12
+	const slow = 40 * time.Millisecond // each new zone's first SOA
+	r := newRig(t, func(c *Config) { c.ZonePoll = Duration(200 * time.Millisecond) })
+	var mu sync.Mutex
+	asked := map[string][]time.Time{}
+	r.srv.BeforeAnswer(func(m *dnsmsg.Message) {
+		q := m.Question[0]
+		name := strings.TrimSuffix(q.Name.String(), ".")
+		if q.Type != dnsmsg.TypeSOA || !strings.HasPrefix(name, "z") {
+			return
+		}
+		mu.Lock()
+		asked[name] = append(asked[name], time.Now())
+		first := len(asked[name]) == 1
+		mu.Unlock()
+		if first {
+			time.Sleep(slow)
+		}
+	})
+	var reqs []HotRequest
+	for i := range zones {
+		apex := fmt.Sprintf("z%d.test", i)
+		r.srv.SetZone(Zone{Apex: apex, Serial: 1, Records: []RR{A("www."+apex, 192, 0, 2, byte(i))}})
+		reqs = append(reqs, hot(30, "www."+apex))
+	}
+	r.a.scan(r.ctx)
+	r.d.setHot(1, reqs...)
+	for i := 0; i < 10 && len(r.installed(1)) < zones; i++ {
+		r.tick()
+	}
+	if got := len(r.installed(1)); got != zones {
+		t.Fatalf("%d installed; want %d", got, zones)
+	}
+	time.Sleep(time.Second) // every zone polled since
+	// P after the ask, with room for a slow machine.
+	limit := time.Duration(r.a.cfg.ZonePoll) + slow + 100*time.Millisecond
+	mu.Lock()
+	defer mu.Unlock()
+	for apex, at := range asked {
+		if len(at) < 2 {
+			t.Errorf("%s: no poll after its serial was asked", apex)
+			continue
+		}
+		// A zone late for one window is not asked in it: at[0] is the ask
+		// before its install, at[1] its first poll.
+		if gap := at[1].Sub(at[0]); gap > limit {
+			t.Errorf("%s: first poll %v after its serial was asked; want P (%v) after it", apex, gap.Round(time.Millisecond), time.Duration(r.a.cfg.ZonePoll))
+		}
 	}
 }
 

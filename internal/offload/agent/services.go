@@ -21,19 +21,19 @@ import (
 // (santad ended them with the socket, and their rules), new sockets are
 // attached, or taken up if santad has them already (after a restart of
 // santad or of the agent: known by socket cookie).
-func (a *agent) scan(context.Context) {
+func (a *agent) scan(ctx context.Context) {
 	a.mu.Lock()
 	joins := a.scanLocked()
 	sd := a.sd
 	a.mu.Unlock()
 	for _, j := range joins {
-		a.join(sd, j)
+		a.join(ctx, sd, j)
 	}
 }
 
 // scanLocked is scan's work under a.mu; it returns the services that
 // joined a group with forms, to get them without a.mu (join).
-func (a *agent) scanLocked() (joins []joining) {
+func (a *agent) scanLocked() (joins []*joining) {
 	sd, err := a.santad()
 	if err != nil {
 		return nil
@@ -124,15 +124,15 @@ func (a *agent) dropGroup(g *group) {
 
 // attach makes socket s a service of the agent's; the group's forms its
 // rules lack are to be added by join. Called with a.mu held.
-func (a *agent) attach(sd Santad, s server.Socket, byCookie map[uint64]client.ServiceInfo) (joining, bool) {
+func (a *agent) attach(sd Santad, s server.Socket, byCookie map[uint64]client.ServiceInfo) (*joining, bool) {
 	info, adopted, err := santadconn.TakeUp(sd, a.take, s, byCookie)
 	switch {
 	case errors.Is(err, santadconn.ErrTake):
 		a.log.Warn("taking the server's socket", "err", err)
-		return joining{}, false
+		return nil, false
 	case err != nil:
 		a.failed("attaching "+s.Local.String(), err)
-		return joining{}, false
+		return nil, false
 	case !adopted:
 		a.stats.attached++
 	}
@@ -154,7 +154,7 @@ func (a *agent) attach(sd Santad, s server.Socket, byCookie map[uint64]client.Se
 				a.failed("detaching a service whose learning was refused", err)
 			}
 		}
-		return joining{}, false
+		return nil, false
 	}
 	a.groups[s.Local] = g
 	sv := &service{id: info.ServiceID, inode: s.Inode, group: g, rules: map[*form]uint32{}, byRule: map[uint32]*form{}, hits: map[uint32]uint64{}}
@@ -168,15 +168,15 @@ func (a *agent) attach(sd Santad, s server.Socket, byCookie map[uint64]client.Se
 // resync makes a service's rules the group's forms: rules of the agent's
 // forms are kept (santad restarted, or the service was just taken up),
 // any other rule is deleted (left by an agent that died: nobody kept it
-// fresh), and the missing forms are returned, for join to add. Called
-// with a.mu held.
-func (a *agent) resync(sd Santad, sv *service) (joining, bool) {
+// fresh), and the missing forms are returned, for join to add; false if
+// none are. Called with a.mu held.
+func (a *agent) resync(sd Santad, sv *service) (*joining, bool) {
 	g := sv.group
 	var stale []uint32
 	for e, err := range sd.Rules(sv.id) {
 		if err != nil {
 			a.failed("listing rules", err)
-			return joining{}, false
+			return nil, false
 		}
 		f := g.forms[string(e.Rule.Condition.Pattern)]
 		if f == nil || e.Rule.Condition.Offset != 2 || sv.rules[f] != 0 || !reflect.DeepEqual(e.Rule, dnsmsg.Rule(f.query, f.reply)) {
@@ -191,7 +191,7 @@ func (a *agent) resync(sd Santad, sv *service) (joining, bool) {
 	err := santadconn.HitDeltas(sd.RuleStats(sv.id), sv.hits, func(rule uint32, _ uint64) bool { return sv.byRule[rule] != nil })
 	if err != nil {
 		a.failed("reading rule stats", err)
-		return joining{}, false
+		return nil, false
 	}
 	if g.recount { // the hits since the last ranking went with the connection
 		g.hitsSince, g.recount = a.now(), false
@@ -199,87 +199,12 @@ func (a *agent) resync(sd Santad, sv *service) (joining, bool) {
 	if len(stale) > 0 {
 		if err := a.deleteIDs(sd, sv.id, stale); err != nil {
 			a.failed("deleting rules the agent does not know", err)
-			return joining{}, false
+			return nil, false
 		}
 		a.log.Info("deleted rules the agent does not know", "service", sv.id, "rules", len(stale))
 	}
-	j := joining{sv: sv}
-	for _, f := range g.forms {
-		if _, ok := sv.rules[f]; !ok {
-			j.forms = append(j.forms, f)
-			j.seqs = append(j.seqs, f.seq)
-		}
-	}
-	return j, len(j.forms) > 0
-}
-
-// joining is the forms a service that joined its group lacks, each with
-// the sequence number of its reply when listed (a re-check that replaces
-// the reply gives it a new one).
-type joining struct {
-	sv    *service
-	forms []*form
-	seqs  []uint64
-}
-
-// join adds the forms a service lacks, batch by batch, taking a.mu only
-// between batches to note them: santad rebuilds the service's index at
-// each batch, which for the 100,000 forms of a group (a socket the server
-// opens on a served address, a reconnect to santad whose journal lacks
-// them) is seconds that the zone pollers, their re-checks and commits
-// must not wait for (docs/offload-dns.md, "Bound"). A form deleted or
-// re-checked to a new reply while its batch was added (its rule, the
-// old reply, was not on the service for the re-check's transaction to
-// replace) has that rule deleted at once, and is added again with its
-// new reply. Called without a.mu.
-func (a *agent) join(sd Santad, j joining) {
-	for len(j.forms) > 0 {
-		n := batch.Fitting(j.forms, addSize)
-		added, err := a.add(sd, j.sv.id, j.forms[:n])
-		a.mu.Lock()
-		if err != nil && a.sd == sd {
-			a.failed("adding rules", err)
-		}
-		ok := a.noteJoined(sd, j.sv, j.forms[:n], j.seqs[:n], added)
-		a.mu.Unlock()
-		if !ok || err != nil {
-			return
-		}
-		j.forms, j.seqs = j.forms[n:], j.seqs[n:]
-	}
-}
-
-// noteJoined records the rules join added (added) for forms whose
-// replies were those of seqs, and deletes those of forms deleted or
-// replaced meanwhile, adding the replaced ones' new replies; false if the
-// connection is no longer sd or the service no longer the group's (its
-// rules ended with it). Called with a.mu held.
-func (a *agent) noteJoined(sd Santad, sv *service, forms []*form, seqs []uint64, added map[*form]uint32) bool {
-	if a.sd != sd || sv.group.services[sv.id] != sv || a.groups[sv.group.local] != sv.group {
-		return false
-	}
-	var stale []uint32
-	var replaced []*form
-	for i, f := range forms {
-		id, ok := added[f]
-		switch {
-		case !ok: // santad refused it: the service goes without
-		case sv.group.forms[f.key] != f:
-			stale = append(stale, id)
-		case f.seq != seqs[i]:
-			stale = append(stale, id)
-			replaced = append(replaced, f)
-		default:
-			sv.note(f, id)
-		}
-	}
-	if len(stale) > 0 {
-		a.deleteRules(sv, stale)
-	}
-	if len(replaced) > 0 && a.sd != nil {
-		a.addRules(a.sd, sv, replaced)
-	}
-	return a.sd == sd
+	j := newJoining(sv)
+	return j, len(j.next) > 0
 }
 
 // note records f's rule id on the service.
@@ -321,27 +246,35 @@ func (a *agent) addRules(sd Santad, sv *service, forms []*form) []*form {
 
 // add installs forms on a service as addRules does, and returns the rule
 // id of each form installed; the error is the connection's. It touches no
-// state of the agent's: it may be called without a.mu.
+// state of the agent's, and reads forms' replies: it may be called
+// without a.mu for forms a re-check cannot replace meanwhile (not yet the
+// group's).
 func (a *agent) add(sd Santad, service uint32, forms []*form) (map[*form]uint32, error) {
+	rules := make([]rule.Rule, len(forms))
+	for i, f := range forms {
+		rules[i] = dnsmsg.Rule(f.query, f.reply)
+	}
+	return a.addBuilt(sd, service, forms, rules)
+}
+
+// addBuilt installs rules[i], forms[i]'s rule, as add does; it reads
+// nothing of the forms but their query, which never changes.
+func (a *agent) addBuilt(sd Santad, service uint32, forms []*form, rules []rule.Rule) (map[*form]uint32, error) {
 	ids := map[*form]uint32{}
 	for len(forms) > 0 {
-		n := batch.Fitting(forms, addSize)
-		batch := forms[:n]
-		rules := make([]rule.Rule, len(batch))
-		for i, f := range batch {
-			rules[i] = dnsmsg.Rule(f.query, f.reply)
-		}
-		got, err := sd.AddRules(service, rules)
+		n := batch.Fitting(rules, func(r rule.Rule) int { return batch.AddSize(r, nil) })
+		got, err := sd.AddRules(service, rules[:n])
 		var refusal *client.Error
 		switch {
 		case err == nil:
-			for i, f := range batch {
+			for i, f := range forms[:n] {
 				ids[f] = got[i]
 			}
-			forms = forms[n:]
+			forms, rules = forms[n:], rules[n:]
 		case errors.As(err, &refusal) && refusal.Index != client.NoIndex && int(refusal.Index) < n:
-			a.log.Warn("santad refuses a rule", "service", service, "query", queryName(batch[refusal.Index].query), "err", err)
-			forms = append(append([]*form{}, batch[:refusal.Index]...), forms[refusal.Index+1:]...)
+			i := int(refusal.Index)
+			a.log.Warn("santad refuses a rule", "service", service, "query", queryName(forms[i].query), "err", err)
+			forms, rules = slices.Delete(slices.Clone(forms), i, i+1), slices.Delete(slices.Clone(rules), i, i+1)
 		default:
 			return ids, err
 		}

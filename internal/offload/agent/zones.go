@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"maps"
 	"net/netip"
 	"slices"
@@ -26,6 +27,10 @@ type zone struct {
 	// serialsNow's): a change after it may be unseen, which bounds how
 	// long a failed poll may be asked again (pollSerial). The poller's own.
 	answered time.Time
+	// handled is what committing the last change's re-check took (C and
+	// the waits for a.mu in the bound), until a poll answers again: the
+	// next poll's grace (pollSerial). The poller's own.
+	handled time.Duration
 }
 
 type zoneKey struct {
@@ -42,14 +47,15 @@ type zoneKey struct {
 // newer than another's of the same batch); false too for a new zone
 // whose serial was first seen less than ChangeSettle before the form was
 // asked (sightings), or is not the one it has now (fresh, asked just
-// before: serialsNow). Called with a.mu held.
+// before: serialsNow), or was asked too long ago for its first poll to
+// keep the bound (newZoneAge). Called with a.mu held.
 func (a *agent) zonesFor(dst netip.AddrPort, l *learned, fresh map[zoneKey]*zone) ([]*zone, bool) {
 	var zones []*zone
 	seq := l.f.seq
 	for _, s := range l.zones {
 		k := zoneKey{dst, s.apex.Key()}
 		z := a.zones[k]
-		if n := fresh[k]; z == nil && (n == nil || n.serial != s.serial ||
+		if n := fresh[k]; z == nil && (n == nil || n.serial != s.serial || time.Since(n.answered) > a.cfg.newZoneAge() ||
 			!a.sighted.settled(k, s.serial, l.asked, time.Duration(a.cfg.ChangeSettle))) {
 			return nil, false
 		}
@@ -58,7 +64,8 @@ func (a *agent) zonesFor(dst netip.AddrPort, l *learned, fresh map[zoneKey]*zone
 			z.forms = map[*form]bool{}
 			a.zones[k] = z
 			a.pollers.Add(1)
-			go a.poll(a.zonesCtx, z)
+			// The first poll P after the serial asked before the install.
+			go a.poll(a.zonesCtx, z, time.Until(z.answered.Add(time.Duration(a.cfg.ZonePoll))))
 		}
 		if z.changedSince(seq) || z.serial != s.serial {
 			return nil, false
@@ -106,9 +113,17 @@ func (a *agent) serialsNow(g *group, ls []*learned) map[zoneKey]*zone {
 	}
 	a.mu.Unlock()
 	errs := make([]error, len(unfollowed))
+	start, budget := time.Now(), 2*time.Duration(a.cfg.ProbeTimeout)
 	workers.Each(len(unfollowed), newZoneAsks, func(i int) {
 		z := unfollowed[i]
 		asked := time.Now()
+		if asked.Sub(start) > budget {
+			// The first zones' forms would wait for the rest, and their
+			// first polls too long after these asks: the rest wait for
+			// the next window.
+			errs[i] = errNewZoneLate
+			return
+		}
 		if z.serial, errs[i] = a.serial(a.zonesCtx, z, 2*time.Duration(a.cfg.ProbeTimeout)); errs[i] == nil {
 			z.answered = asked
 		}
@@ -124,6 +139,10 @@ func (a *agent) serialsNow(g *group, ls []*learned) map[zoneKey]*zone {
 	return fresh
 }
 
+// errNewZoneLate is a new zone whose serial serialsNow did not begin to
+// ask within 2T of its first.
+var errNewZoneLate = errors.New("not asked within 2 × probe_timeout of the window's first new zone: next window")
+
 // newZoneAsks is how many new zones' serials serialsNow asks at once: on
 // the pollers' connection, where a poll must not wait behind many asks.
 const newZoneAsks = 4
@@ -131,17 +150,17 @@ const newZoneAsks = 4
 // watch makes z follow f. Called with a.mu held.
 func (a *agent) watch(z *zone, f *form) { z.forms[f] = true }
 
-// poll asks z's SOA serial every ZonePoll, and at once again after a
-// change was handled, until the zone has no forms left. On a change it
+// poll asks z's SOA serial every ZonePoll (the first after wait), and at
+// once again after a change was handled, until the zone has no forms
+// left. On a change it
 // waits ChangeSettle, then re-asks every form of the zone within
 // RecheckBudget and replaces or deletes their rules in one transaction
 // per service; a form not re-checked in time is deleted. A zone whose
 // serial cannot be asked (the server is down or does not answer) has its
 // forms deleted (once no answer could come within the bound any more:
 // pollSerial): nothing could tell whether they are still right.
-func (a *agent) poll(ctx context.Context, z *zone) {
+func (a *agent) poll(ctx context.Context, z *zone, wait time.Duration) {
 	defer a.pollers.Done()
-	wait := time.Duration(a.cfg.ZonePoll)
 	for {
 		select {
 		case <-ctx.Done():
@@ -212,7 +231,9 @@ func (a *agent) pollOnce(ctx context.Context, z *zone) (alive, changed bool) {
 	checks := a.recheck(rctx, forms)
 	cancel()
 	if ctx.Err() == nil {
+		start := time.Now()
 		a.apply(checks, "zone")
+		z.handled = time.Since(start)
 	}
 	return true, true
 }
@@ -221,18 +242,19 @@ func (a *agent) pollOnce(ctx context.Context, z *zone) (alive, changed bool) {
 // failure (no answer in time, under overload) for as long as an answer
 // can still come by z.answered + pollGrace: a change made after the last
 // answered poll was asked would be seen by then on the regular schedule
-// (the bound's 4T + max(P, D + B); see docs/offload-dns.md, "Bound"), so
-// asking until then keeps the bound, where deleting the zone's forms at
-// the first miss threw their load back on the overloaded server.
+// (the bound's 4T + max(P, D + B + C); see docs/offload-dns.md, "Bound":
+// C is what the change handled after that poll took to commit, if any),
+// so asking until then keeps the bound, where deleting the zone's forms
+// at the first miss threw their load back on the overloaded server.
 func (a *agent) pollSerial(ctx context.Context, z *zone) (uint32, error) {
 	t := time.Duration(a.cfg.ProbeTimeout)
-	deadline := z.answered.Add(a.pollGrace)
+	deadline := z.answered.Add(a.pollGrace + a.cfg.handledGrace(z.handled))
 	timeout := 2 * t
 	for {
 		asked := time.Now()
 		serial, err := a.serial(ctx, z, timeout)
 		if err == nil {
-			z.answered = asked
+			z.answered, z.handled = asked, 0
 			return serial, nil
 		}
 		// At most one ask per T, for a server that fails at once (its
@@ -254,6 +276,22 @@ func (a *agent) pollSerial(ctx context.Context, z *zone) (uint32, error) {
 		a.stats.pollRetries++
 		a.mu.Unlock()
 	}
+}
+
+// handledGrace is what the grace after a poll that saw a change gains
+// by that change's commit, which took handled: 4T + max(P, D + B + C)
+// instead of 4T + max(P, D + B).
+func (c Config) handledGrace(handled time.Duration) time.Duration {
+	p, db := time.Duration(c.ZonePoll), time.Duration(c.ChangeSettle+c.RecheckBudget)
+	return max(0, db+handled-max(p, db))
+}
+
+// newZoneAge is how long after a new zone's serial was asked (serialsNow)
+// its poller may start: its first poll, at most P after that ask and
+// within 2T, is then answered within the grace of that ask (pollGrace
+// less 2T), as a poll after an answered one is.
+func (c Config) newZoneAge() time.Duration {
+	return c.pollGrace() - 2*time.Duration(c.ProbeTimeout)
 }
 
 // pollGrace is how long after an answered poll was asked the next answer

@@ -29,13 +29,18 @@ func AddSize(r rule.Rule, g *client.Guard) int {
 func Fitting[T any](items []T, size func(T) int) int {
 	used := 0
 	for i, item := range items {
-		used += size(item)
-		if used > room && i > 0 {
+		n := size(item)
+		if !Fits(used, n, i) {
 			return i
 		}
+		used += n
 	}
 	return len(items)
 }
+
+// Fits is whether an item of size bytes fits a batch of n items that take
+// used bytes: the first always does.
+func Fits(used, size, n int) bool { return n == 0 || used+size <= room }
 
 // Delete deletes rules ids with del, in batches that fit one message each.
 // An id santad refuses as missing (ENOENT at its index: the rule went
