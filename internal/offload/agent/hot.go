@@ -363,13 +363,16 @@ func (a *agent) expireSkips(now time.Time) {
 // with 70,000 rules installed, at 1M names): they are added without a.mu,
 // so that the zone pollers, their re-checks and commits never wait behind
 // an install (docs/offload-dns.md, "Bound"). Meanwhile the forms are
-// watched by their zones, and one whose zone changed is deleted again as
-// soon as its batch is on every service: a batch's rules, of answers
-// that may be old, stay no longer than it takes to add that batch.
+// watched by their zones: a batch's forms whose zone changed are not
+// added to the next socket, and their rules, of answers that may be old,
+// are deleted as soon as the add that carried them returns.
 func (a *agent) install(g *group, ls []*learned) {
 	if len(ls) == 0 {
 		return
 	}
+	a.mu.Lock()
+	a.bestFirst(g, ls)
+	a.mu.Unlock()
 	fresh := a.serialsNow(g, ls)
 	a.mu.Lock()
 	if a.groups[g.local] != g || a.sd == nil {
@@ -379,30 +382,61 @@ func (a *agent) install(g *group, ls []*learned) {
 	forms := a.installable(g, ls, fresh)
 	sd, services := a.sd, slices.Collect(maps.Values(g.services))
 	a.mu.Unlock()
-	var err error
 	for len(forms) > 0 {
 		n := batch.Fitting(forms, addSize)
 		added := make([]map[*form]uint32, len(services))
 		for i, sv := range services {
-			if err != nil {
-				break // the connection failed: the rest are not added, and their zones forget them
+			a.mu.Lock()
+			live := slices.DeleteFunc(slices.Clone(forms[:n]), func(f *form) bool { return changedSince(f.zones, f.seq) })
+			dropped := a.sd != sd
+			a.mu.Unlock()
+			if dropped {
+				break // the rest are not added, and their zones forget them
 			}
-			added[i], err = a.add(sd, sv.id, forms[:n])
+			var err error
+			added[i], err = a.add(sd, sv.id, live)
+			a.mu.Lock()
+			if err != nil && a.sd == sd {
+				a.failed("adding rules", err) // a refusal (the service ended) stops only this socket's add
+			}
+			a.deleteSuperseded(sd, sv, added[i])
+			a.mu.Unlock()
 		}
 		a.mu.Lock()
-		if err != nil && a.sd == sd {
-			a.failed("adding rules", err)
-		}
 		a.noteInstalled(g, sd, forms[:n], services, added)
 		a.mu.Unlock()
 		forms = forms[n:]
 	}
 }
 
-// installable is the learned forms to install, best first within the
-// group's byte budget, each already watched by its zones; fresh are the
-// zones not followed yet, their serials asked just now (serialsNow).
-// Called with a.mu held.
+// deleteSuperseded deletes from a service the rules just added (added)
+// of forms a change of whose zones was seen after they were asked, and
+// leaves them out of added. Called with a.mu held.
+func (a *agent) deleteSuperseded(sd Santad, sv *service, added map[*form]uint32) {
+	var ids []uint32
+	for f, id := range added {
+		if changedSince(f.zones, f.seq) {
+			ids = append(ids, id)
+			delete(added, f)
+		}
+	}
+	if len(ids) > 0 && a.sd == sd {
+		a.deleteRules(sv, ids)
+	}
+}
+
+// bestFirst sorts learned forms best first: the free zones (max_zones)
+// and the byte budget go to them. Called with a.mu held.
+func (a *agent) bestFirst(g *group, ls []*learned) {
+	slices.SortFunc(ls, func(x, y *learned) int {
+		return cmp.Or(cmp.Compare(g.learning[y.f.key], g.learning[x.f.key]), cmp.Compare(x.f.key, y.f.key))
+	})
+}
+
+// installable is the learned forms to install (ls, best first:
+// bestFirst), within the group's byte budget and max_zones, each already
+// watched by its zones; fresh are the zones not followed yet, their
+// serials asked just now (serialsNow). Called with a.mu held.
 func (a *agent) installable(g *group, ls []*learned, fresh map[zoneKey]*zone) []*form {
 	used := 0
 	if a.cfg.MaxBytes > 0 { // a walk of every form, each window: only for a budget
@@ -410,10 +444,6 @@ func (a *agent) installable(g *group, ls []*learned, fresh map[zoneKey]*zone) []
 			used += f.size()
 		}
 	}
-	// Best first, for the budget.
-	slices.SortFunc(ls, func(x, y *learned) int {
-		return cmp.Or(cmp.Compare(g.learning[y.f.key], g.learning[x.f.key]), cmp.Compare(x.f.key, y.f.key))
-	})
 	var forms []*form
 	for _, l := range ls {
 		f := l.f
@@ -442,9 +472,8 @@ func (a *agent) installable(g *group, ls []*learned, fresh map[zoneKey]*zone) []
 // noteInstalled records the rules install added (added[i]: on
 // services[i]), if the connection is still sd: a form has its rule on
 // every service still the group's. A form a change of whose zones was
-// seen after it was asked has its rules deleted again. A service that
-// joined the group meanwhile got the group's forms then, and gets these
-// now. Called with a.mu held.
+// seen after it was asked has its rules deleted again. Called with a.mu
+// held.
 func (a *agent) noteInstalled(g *group, sd Santad, forms []*form, services []*service, added []map[*form]uint32) {
 	current := a.sd == sd && a.groups[g.local] == g
 	stale := map[*service][]uint32{}
@@ -486,9 +515,18 @@ func (a *agent) noteInstalled(g *group, sd Santad, forms []*form, services []*se
 			a.deleteRules(sv, ids)
 		}
 	}
+	// A socket that joined the group meanwhile, or refused a form (a
+	// joining socket's old rule of the same query, deleted since), gets
+	// them now.
 	for _, sv := range g.services {
-		if a.sd != nil && !slices.Contains(services, sv) {
-			a.addRules(a.sd, sv, kept)
+		var lacking []*form
+		for _, f := range kept {
+			if _, on := sv.rules[f]; !on {
+				lacking = append(lacking, f)
+			}
+		}
+		if a.sd != nil && len(lacking) > 0 {
+			a.addRules(a.sd, sv, lacking)
 		}
 	}
 }

@@ -168,3 +168,46 @@ func TestJoinLaterBatchesAfterAChange(t *testing.T) {
 		t.Fatalf("service 3 has rules for %d forms; want none", len(got))
 	}
 }
+
+// The same, the other way round: the join has deleted the old rule and
+// found nothing left to add before the install of the form learned again
+// (refused on the joining socket while the old rule was there) notes it:
+// the install adds it to the socket that lacks it.
+func TestJoinEndsBeforeTheFormLearnedAgainIsNoted(t *testing.T) {
+	r := newRig(t, func(c *Config) { c.RecheckBudget = Duration(300 * time.Millisecond) })
+	r.installAll()
+	sd, j := r.listJoin()
+	var mu sync.Mutex
+	calls := 0
+	installAdded, joinDone, tickDone := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	r.d.mu.Lock()
+	r.d.afterAdd = func() {
+		mu.Lock()
+		calls++
+		n := calls
+		mu.Unlock()
+		switch n {
+		case 1: // the join's batch, with www's old rule, is on service 3
+			r.srv.SetZone(exampleZone(2, 99))
+			r.srv.Drop(isName("www.example.com."))
+			if _, changed := r.a.pollOnce(r.ctx, r.zone("example.com")); !changed {
+				t.Error("the new serial was not seen")
+			}
+			r.srv.Drop(nil)
+			r.d.setHot(1, hot(30, "www.example.com"))
+			go func() { defer close(tickDone); r.tick() }()
+			<-installAdded
+		case 4: // the install's adds on services 1, 2 and 3 (refused) are done
+			close(installAdded)
+			<-joinDone
+		}
+	}
+	r.d.mu.Unlock()
+	r.a.join(r.ctx, sd, j)
+	close(joinDone)
+	<-tickDone
+	r.wantInstalled("alias.example.com", "mail.example.com", "www.example.com")
+	if got, want := r.installed(3), []string{"alias.example.com", "mail.example.com", "www.example.com"}; !slices.Equal(got, want) {
+		t.Fatalf("service 3 has rules for %v; want %v", got, want)
+	}
+}

@@ -19,8 +19,8 @@ type zone struct {
 	apex   dnsmsg.Name
 	serial uint32
 	// changed is the ask sequence number when a change was last seen, and
-	// again when its re-check began: an answer asked before it is not
-	// installed.
+	// again when its re-check began, or when its serial could not be
+	// asked: an answer asked before it is not installed.
 	changed uint64
 	forms   map[*form]bool
 	// answered is when the last poll answered was asked (the first:
@@ -50,27 +50,31 @@ type zoneKey struct {
 // before: serialsNow), or was asked too long ago for its first poll to
 // keep the bound (newZoneAge). Called with a.mu held.
 func (a *agent) zonesFor(dst netip.AddrPort, l *learned, fresh map[zoneKey]*zone) ([]*zone, bool) {
-	var zones []*zone
-	seq := l.f.seq
-	for _, s := range l.zones {
+	zones := make([]*zone, len(l.zones))
+	for i, s := range l.zones {
 		k := zoneKey{dst, s.apex.Key()}
 		z := a.zones[k]
-		if n := fresh[k]; z == nil && (n == nil || n.serial != s.serial || time.Since(n.answered) > a.cfg.newZoneAge() ||
-			!a.sighted.settled(k, s.serial, l.asked, time.Duration(a.cfg.ChangeSettle))) {
+		if z == nil {
+			// Followed from this form's install on, if all its zones pass.
+			z = fresh[k]
+			if z == nil || z.serial != s.serial || time.Since(z.answered) > a.cfg.newZoneAge() ||
+				!a.sighted.settled(k, s.serial, l.asked, time.Duration(a.cfg.ChangeSettle)) {
+				return nil, false
+			}
+		}
+		if z.changedSince(l.f.seq) || z.serial != s.serial {
 			return nil, false
 		}
-		if z == nil {
-			z = fresh[k]
+		zones[i] = z
+	}
+	for _, z := range zones {
+		if a.zones[z.key] == nil {
 			z.forms = map[*form]bool{}
-			a.zones[k] = z
+			a.zones[z.key] = z
 			a.pollers.Add(1)
 			// The first poll P after the serial asked before the install.
 			go a.poll(a.zonesCtx, z, time.Until(z.answered.Add(time.Duration(a.cfg.ZonePoll))))
 		}
-		if z.changedSince(seq) || z.serial != s.serial {
-			return nil, false
-		}
-		zones = append(zones, z)
 	}
 	return zones, true
 }
@@ -88,9 +92,9 @@ func (a *agent) newZones(dst netip.AddrPort, l *learned) int {
 }
 
 // serialsNow asks the serial of each zone of ls that is not followed yet,
-// as its poller would, and returns those zones, answered, to be followed
-// from their first install (the zones whose serial could not be asked are
-// missing). A zone is followed from the install of its first forms, up to
+// as many as max_zones leaves room for (ls is best first), as its poller
+// would, and returns those zones, answered, to be followed from their
+// first install (the zones whose serial could not be asked are missing). A zone is followed from the install of its first forms, up to
 // a window after they were asked: a change in between would go unseen
 // (its poller starts from the serial the forms saw), and their old
 // answers would stay until the first poll's re-check, past the bound
@@ -105,7 +109,7 @@ func (a *agent) serialsNow(g *group, ls []*learned) map[zoneKey]*zone {
 	for _, l := range ls {
 		for _, s := range l.zones {
 			k := zoneKey{g.dst, s.apex.Key()}
-			if a.zones[k] == nil && !seen[k] && len(a.zones) < a.cfg.MaxZones {
+			if a.zones[k] == nil && !seen[k] && len(a.zones)+len(unfollowed) < a.cfg.MaxZones {
 				seen[k] = true
 				unfollowed = append(unfollowed, &zone{key: k, apex: s.apex})
 			}
@@ -204,6 +208,8 @@ func (a *agent) pollOnce(ctx context.Context, z *zone) (alive, changed bool) {
 		// zone_poll, took a map walk and 800 KB each poll, under a.mu.
 		forms := slices.Collect(maps.Keys(z.forms))
 		a.log.Warn("zone serial", "zone", z.apex.String(), "server", z.key.dst, "err", err, "forms deleted", len(forms))
+		// Forms being installed, asked before, are not installed either.
+		z.changed = a.seq.Add(1)
 		a.deleteForms(forms, "zone_unverifiable")
 		a.mu.Unlock()
 		return true, false
