@@ -70,6 +70,37 @@ func bigZone(serial uint32, n int, v byte) (z Zone, hot []HotRequest) {
 	return z, hot
 }
 
+// newBigRig is a rig whose server serves bigZone(1, 200, 1) too, with a
+// window long enough to learn it all and its forms hot (hot).
+func newBigRig(t *testing.T) (r *rig, hot []HotRequest) {
+	r = newRig(t, func(c *Config) { c.Window = Duration(10 * time.Second) })
+	z, hot := bigZone(1, 200, 1)
+	r.srv.SetZone(z)
+	r.a.scan(r.ctx)
+	r.d.setHot(1, hot...)
+	return r, hot
+}
+
+// pollChanged polls apex's zone, as its poller does, from another
+// goroutine while the caller holds up what (an add in flight): the poll
+// must see a new serial, without waiting for what.
+func (r *rig) pollChanged(apex, what string) {
+	r.t.Helper()
+	polled := make(chan bool)
+	go func() {
+		_, changed := r.a.pollOnce(r.ctx, r.zone(apex))
+		polled <- changed
+	}()
+	select {
+	case changed := <-polled:
+		if !changed {
+			r.t.Error("the new serial was not seen")
+		}
+	case <-time.After(5 * time.Second):
+		r.t.Fatalf("the zone's poll waits for %s", what)
+	}
+}
+
 func newRig(t *testing.T, config func(*Config)) *rig {
 	r := &rig{t: t, srv: NewReusePortServer(t, "127.0.0.1:0", 2), d: newFakeDaemon(), finder: &servertest.Finder{}}
 	r.srv.SetZone(exampleZone(1, 1))
@@ -1303,19 +1334,7 @@ func TestZoneChangeDuringInstall(t *testing.T) {
 	r.d.afterAdd = func() {
 		once.Do(func() {
 			r.srv.SetZone(exampleZone(2, 99))
-			polled := make(chan bool)
-			go func() {
-				_, changed := r.a.pollOnce(r.ctx, r.zone("example.com"))
-				polled <- changed
-			}()
-			select {
-			case changed := <-polled:
-				if !changed {
-					t.Error("the new serial was not seen")
-				}
-			case <-time.After(5 * time.Second):
-				t.Fatal("the zone's poll waits for the install")
-			}
+			r.pollChanged("example.com", "the install")
 		})
 	}
 	r.d.mu.Unlock()
@@ -1334,11 +1353,7 @@ func TestZoneChangeDuringInstall(t *testing.T) {
 // re-checks the forms already noted with the rest of the zone, and only
 // the batch in flight is deleted again.
 func TestInstallNotesEachBatch(t *testing.T) {
-	r := newRig(t, func(c *Config) { c.Window = Duration(10 * time.Second) }) // time to learn them all
-	z, reqs := bigZone(1, 200, 1)
-	r.srv.SetZone(z)
-	r.a.scan(r.ctx)
-	r.d.setHot(1, reqs...)
+	r, reqs := newBigRig(t)
 	var adds int
 	var noted []int // the group's forms at each add
 	r.d.mu.Lock()
@@ -1367,11 +1382,7 @@ func TestInstallNotesEachBatch(t *testing.T) {
 // asked before it are added to no socket after that, and the rules the
 // add in flight carried are deleted when it returns.
 func TestInstallAddsNothingOldAfterAChange(t *testing.T) {
-	r := newRig(t, func(c *Config) { c.Window = Duration(10 * time.Second) }) // time to learn them all
-	z, reqs := bigZone(1, 200, 1)
-	r.srv.SetZone(z)
-	r.a.scan(r.ctx)
-	r.d.setHot(1, reqs...)
+	r, reqs := newBigRig(t)
 	handled := false
 	var after []string
 	r.d.mu.Lock()
@@ -1403,11 +1414,7 @@ func TestInstallAddsNothingOldAfterAChange(t *testing.T) {
 // A zone whose serial cannot be asked while its forms are installed: the
 // forms asked before are not installed either.
 func TestInstallNotesNoFormOfAnUnverifiableZone(t *testing.T) {
-	r := newRig(t, func(c *Config) { c.Window = Duration(10 * time.Second) })
-	z, reqs := bigZone(1, 200, 1)
-	r.srv.SetZone(z)
-	r.a.scan(r.ctx)
-	r.d.setHot(1, reqs...)
+	r, _ := newBigRig(t)
 	done := false
 	r.d.mu.Lock()
 	r.d.afterAdd = func() {

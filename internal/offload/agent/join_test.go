@@ -26,19 +26,7 @@ func TestZoneChangeDuringJoin(t *testing.T) {
 		once.Do(func() {
 			r.srv.SetZone(exampleZone(2, 99))
 			r.srv.Drop(isName("mail.example.com."))
-			polled := make(chan bool)
-			go func() {
-				_, changed := r.a.pollOnce(r.ctx, r.zone("example.com"))
-				polled <- changed
-			}()
-			select {
-			case changed := <-polled:
-				if !changed {
-					t.Error("the new serial was not seen")
-				}
-			case <-time.After(5 * time.Second):
-				t.Fatal("the zone's poll waits for the new socket's rules")
-			}
+			r.pollChanged("example.com", "the new socket's rules")
 		})
 	}
 	r.d.mu.Unlock()
@@ -133,11 +121,7 @@ func TestJoinWhileAFormIsLearnedAgain(t *testing.T) {
 // the forms of the later batches: they are not added with their old
 // answers.
 func TestJoinLaterBatchesAfterAChange(t *testing.T) {
-	r := newRig(t, func(c *Config) { c.Window = Duration(10 * time.Second) }) // time to learn them all
-	z, hot := bigZone(1, 200, 1)
-	r.srv.SetZone(z)
-	r.a.scan(r.ctx)
-	r.d.setHot(1, hot...)
+	r, hot := newBigRig(t)
 	r.tick()
 	if got := len(r.installed(1)); got != len(hot) {
 		t.Fatalf("%d forms installed; want %d (%+v)", got, len(hot), r.a.stats)
