@@ -1411,6 +1411,30 @@ func TestInstallAddsNothingOldAfterAChange(t *testing.T) {
 	}
 }
 
+// A service over santad's rule quota: the rules that fit are added, and
+// the rest are not sent again one by one (a round trip each, some under
+// the agent's lock).
+func TestInstallOverTheQuota(t *testing.T) {
+	r, reqs := newBigRig(t)
+	calls := 0
+	r.d.mu.Lock()
+	r.d.quota = 10
+	r.d.afterAdd = func() { calls++ }
+	r.d.mu.Unlock()
+	r.tick()
+	for _, id := range []uint32{1, 2} {
+		if got := len(r.installed(id)); got != 10 {
+			t.Fatalf("service %d has %d rules; want the quota's 10", id, got)
+		}
+	}
+	// Per service: the first batch refused at its 11th rule, its first 10
+	// sent again; each later batch refused at its first (3 batches).
+	if calls > 8 {
+		t.Fatalf("%d ADD_RULES for %d forms over a quota of 10; want 8", calls, len(reqs))
+	}
+	r.wantConsistent()
+}
+
 // A zone whose serial cannot be asked while its forms are installed: the
 // forms asked before are not installed either.
 func TestInstallNotesNoFormOfAnUnverifiableZone(t *testing.T) {

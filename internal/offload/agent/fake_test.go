@@ -35,6 +35,9 @@ type fakeDaemon struct {
 	counted   uint32 // the hot sets' counted_ppm (0: not told)
 	// afterAdd, if set, is called after each ADD_RULES, without d.mu.
 	afterAdd func()
+	// quota, if not 0, is the rules a service may have: more are refused
+	// (EDQUOT at the first rule over it), as santad's quotas do.
+	quota int
 }
 
 type fakeService struct {
@@ -338,6 +341,9 @@ func (c *fakeConn) addRules(id uint32, rs []rule.Rule) ([]uint32, error) {
 	for i, r := range rs {
 		if err := r.Validate(rule.DefaultUDPLimits); err != nil {
 			return nil, refuse(syscall.EINVAL, uint32(i), "%v", err)
+		}
+		if d.quota > 0 && len(s.rules)+i >= d.quota {
+			return nil, refuse(syscall.EDQUOT, uint32(i), "quota of %d rules exceeded", d.quota)
 		}
 		for _, old := range s.rules {
 			if string(old.Condition.Pattern) == string(r.Condition.Pattern) {

@@ -6,6 +6,7 @@ import (
 	"maps"
 	"reflect"
 	"slices"
+	"syscall"
 	"time"
 
 	"github.com/santa-offload/santa/client"
@@ -271,6 +272,13 @@ func (a *agent) addBuilt(sd Santad, service uint32, forms []*form, rules []rule.
 				ids[f] = got[i]
 			}
 			forms, rules = forms[n:], rules[n:]
+		case errors.As(err, &refusal) && refusal.Code == syscall.EDQUOT && refusal.Index != client.NoIndex && int(refusal.Index) < n:
+			// Over the quota from this rule on: only those before it are
+			// sent again. Refused one by one, the rest took a round trip
+			// each, in an install's retry under a.mu too.
+			i := int(refusal.Index)
+			a.log.Warn("santad refuses rules over the quota", "service", service, "refused", len(forms)-i, "err", err)
+			forms, rules = forms[:i], rules[:i]
 		case errors.As(err, &refusal) && refusal.Index != client.NoIndex && int(refusal.Index) < n:
 			i := int(refusal.Index)
 			a.log.Warn("santad refuses a rule", "service", service, "query", queryName(forms[i].query), "err", err)
