@@ -63,7 +63,7 @@ func (a *agent) scanLocked() (joins []*joining) {
 		if a.now().Before(a.refused[s.Inode]) {
 			continue
 		}
-		if j, ok := a.attach(sd, s, sv.ByCookie); ok {
+		if j := a.attach(sd, s, sv.ByCookie); j != nil {
 			joins = append(joins, j)
 		}
 		if a.sd == nil {
@@ -124,16 +124,16 @@ func (a *agent) dropGroup(g *group) {
 }
 
 // attach makes socket s a service of the agent's; the group's forms its
-// rules lack are to be added by join. Called with a.mu held.
-func (a *agent) attach(sd Santad, s server.Socket, byCookie map[uint64]client.ServiceInfo) (*joining, bool) {
+// rules lack (nil: none) are to be added by join. Called with a.mu held.
+func (a *agent) attach(sd Santad, s server.Socket, byCookie map[uint64]client.ServiceInfo) *joining {
 	info, adopted, err := santadconn.TakeUp(sd, a.take, s, byCookie)
 	switch {
 	case errors.Is(err, santadconn.ErrTake):
 		a.log.Warn("taking the server's socket", "err", err)
-		return nil, false
+		return nil
 	case err != nil:
 		a.failed("attaching "+s.Local.String(), err)
-		return nil, false
+		return nil
 	case !adopted:
 		a.stats.attached++
 	}
@@ -155,7 +155,7 @@ func (a *agent) attach(sd Santad, s server.Socket, byCookie map[uint64]client.Se
 				a.failed("detaching a service whose learning was refused", err)
 			}
 		}
-		return nil, false
+		return nil
 	}
 	a.groups[s.Local] = g
 	sv := &service{id: info.ServiceID, inode: s.Inode, group: g, rules: map[*form]uint32{}, byRule: map[uint32]*form{}, hits: map[uint32]uint64{}}
@@ -169,15 +169,15 @@ func (a *agent) attach(sd Santad, s server.Socket, byCookie map[uint64]client.Se
 // resync makes a service's rules the group's forms: rules of the agent's
 // forms are kept (santad restarted, or the service was just taken up),
 // any other rule is deleted (left by an agent that died: nobody kept it
-// fresh), and the missing forms are returned, for join to add; false if
-// none are. Called with a.mu held.
-func (a *agent) resync(sd Santad, sv *service) (*joining, bool) {
+// fresh), and the missing forms are returned (nil: none), for join to
+// add. Called with a.mu held.
+func (a *agent) resync(sd Santad, sv *service) *joining {
 	g := sv.group
 	var stale []uint32
 	for e, err := range sd.Rules(sv.id) {
 		if err != nil {
 			a.failed("listing rules", err)
-			return nil, false
+			return nil
 		}
 		f := g.forms[string(e.Rule.Condition.Pattern)]
 		if f == nil || e.Rule.Condition.Offset != 2 || sv.rules[f] != 0 || !reflect.DeepEqual(e.Rule, dnsmsg.Rule(f.query, f.reply)) {
@@ -192,7 +192,7 @@ func (a *agent) resync(sd Santad, sv *service) (*joining, bool) {
 	err := santadconn.HitDeltas(sd.RuleStats(sv.id), sv.hits, func(rule uint32, _ uint64) bool { return sv.byRule[rule] != nil })
 	if err != nil {
 		a.failed("reading rule stats", err)
-		return nil, false
+		return nil
 	}
 	if g.recount { // the hits since the last ranking went with the connection
 		g.hitsSince, g.recount = a.now(), false
@@ -200,12 +200,14 @@ func (a *agent) resync(sd Santad, sv *service) (*joining, bool) {
 	if len(stale) > 0 {
 		if err := a.deleteIDs(sd, sv.id, stale); err != nil {
 			a.failed("deleting rules the agent does not know", err)
-			return nil, false
+			return nil
 		}
 		a.log.Info("deleted rules the agent does not know", "service", sv.id, "rules", len(stale))
 	}
-	j := newJoining(sv)
-	return j, len(j.next) > 0
+	if j := newJoining(sv); len(j.next) > 0 {
+		return j
+	}
+	return nil
 }
 
 // note records f's rule id on the service.
