@@ -12,6 +12,7 @@ import (
 	"github.com/santa-offload/santa/internal/offload/dnsmsg"
 	"github.com/santa-offload/santa/internal/offload/santadconn"
 	"github.com/santa-offload/santa/internal/rate"
+	"github.com/santa-offload/santa/rule"
 )
 
 // window chooses each group's offloaded forms: the top MaxRules by
@@ -380,21 +381,22 @@ func (a *agent) install(g *group, ls []*learned) {
 		return
 	}
 	forms := a.installable(g, ls, fresh)
+	rules := rulesOf(forms)
 	sd, services := a.sd, slices.Collect(maps.Values(g.services))
 	a.mu.Unlock()
 	for len(forms) > 0 {
-		n := batch.Fitting(forms, addSize)
+		n := batch.Fitting(rules, ruleSize)
 		added := make([]map[*form]uint32, len(services))
 		for i, sv := range services {
 			a.mu.Lock()
-			live := slices.DeleteFunc(slices.Clone(forms[:n]), func(f *form) bool { return changedSince(f.zones, f.seq) })
+			liveForms, liveRules := unchanged(forms[:n], rules[:n])
 			dropped := a.sd != sd
 			a.mu.Unlock()
 			if dropped {
 				break // the rest are not added, and their zones forget them
 			}
 			var err error
-			added[i], err = a.add(sd, sv.id, live)
+			added[i], err = a.addBuilt(sd, sv.id, liveForms, liveRules)
 			a.mu.Lock()
 			if err != nil && a.sd == sd {
 				a.failed("adding rules", err) // a refusal (the service ended) stops only this socket's add
@@ -405,8 +407,21 @@ func (a *agent) install(g *group, ls []*learned) {
 		a.mu.Lock()
 		a.noteInstalled(g, sd, forms[:n], services, added)
 		a.mu.Unlock()
-		forms = forms[n:]
+		forms, rules = forms[n:], rules[n:]
 	}
+}
+
+// unchanged is the forms, and their rules, no change of whose zones was
+// seen after they were asked. Called with a.mu held.
+func unchanged(forms []*form, rules []rule.Rule) ([]*form, []rule.Rule) {
+	var fs []*form
+	var rs []rule.Rule
+	for i, f := range forms {
+		if !changedSince(f.zones, f.seq) {
+			fs, rs = append(fs, f), append(rs, rules[i])
+		}
+	}
+	return fs, rs
 }
 
 // deleteSuperseded deletes from a service the rules just added (added)

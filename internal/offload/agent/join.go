@@ -92,7 +92,7 @@ func (a *agent) nextJoin(sd Santad, j *joining) (forms []*form, rules []rule.Rul
 			continue
 		}
 		r := dnsmsg.Rule(f.query, f.reply)
-		size := batch.AddSize(r, nil)
+		size := ruleSize(r)
 		if !batch.Fits(used, size, len(forms)) {
 			return forms, rules, seqs
 		}

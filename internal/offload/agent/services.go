@@ -248,16 +248,19 @@ func (a *agent) addRules(sd Santad, sv *service, forms []*form) []*form {
 }
 
 // add installs forms on a service as addRules does, and returns the rule
-// id of each form installed; the error is the connection's. It touches no
-// state of the agent's, and reads forms' replies: it may be called
-// without a.mu for forms a re-check cannot replace meanwhile (not yet the
-// group's).
+// id of each form installed; the error is the connection's. Called with
+// a.mu held: it reads the forms' replies.
 func (a *agent) add(sd Santad, service uint32, forms []*form) (map[*form]uint32, error) {
+	return a.addBuilt(sd, service, forms, rulesOf(forms))
+}
+
+// rulesOf is each form's rule, made from its reply as it is now.
+func rulesOf(forms []*form) []rule.Rule {
 	rules := make([]rule.Rule, len(forms))
 	for i, f := range forms {
 		rules[i] = dnsmsg.Rule(f.query, f.reply)
 	}
-	return a.addBuilt(sd, service, forms, rules)
+	return rules
 }
 
 // addBuilt installs rules[i], forms[i]'s rule, as add does; it reads
@@ -265,7 +268,7 @@ func (a *agent) add(sd Santad, service uint32, forms []*form) (map[*form]uint32,
 func (a *agent) addBuilt(sd Santad, service uint32, forms []*form, rules []rule.Rule) (map[*form]uint32, error) {
 	ids := map[*form]uint32{}
 	for len(forms) > 0 {
-		n := batch.Fitting(rules, func(r rule.Rule) int { return batch.AddSize(r, nil) })
+		n := batch.Fitting(rules, ruleSize)
 		got, err := sd.AddRules(service, rules[:n])
 		var refusal *client.Error
 		switch {
@@ -292,8 +295,8 @@ func (a *agent) addBuilt(sd Santad, service uint32, forms []*form, rules []rule.
 	return ids, nil
 }
 
-// addSize is what f's rule takes in an ADD_RULES message.
-func addSize(f *form) int { return batch.AddSize(dnsmsg.Rule(f.query, f.reply), nil) }
+// ruleSize is what r takes in an ADD_RULES message.
+func ruleSize(r rule.Rule) int { return batch.AddSize(r, nil) }
 
 func queryName(q []byte) string {
 	if m, err := dnsmsg.Parse(q); err == nil && len(m.Question) == 1 {
