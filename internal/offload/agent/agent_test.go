@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"maps"
 	"math"
 	"net"
@@ -983,6 +984,8 @@ func TestRecheckConfirmingAReplacedReply(t *testing.T) {
 // more is skipped, and offloaded once a zone is free.
 func TestMaxZones(t *testing.T) {
 	r := newRig(t, func(c *Config) { c.MaxZones = 1 })
+	var logs strings.Builder
+	r.a.log = slog.New(slog.NewTextHandler(&logs, nil))
 	r.a.scan(r.ctx)
 	// alias is a CNAME into other.org: its form follows both zones.
 	r.d.setHot(1, hot(30, "alias.example.com"), hot(20, "www.example.com"), hot(10, "x.other.org"))
@@ -990,6 +993,9 @@ func TestMaxZones(t *testing.T) {
 	r.wantInstalled("www.example.com")
 	if got := r.a.stats.skipped[dnsmsg.ZoneLimit]; got != 2 || len(r.a.zones) != 1 {
 		t.Fatalf("skipped %d for the zone limit, %d zones; want 2 and 1", got, len(r.a.zones))
+	}
+	if n := strings.Count(logs.String(), "max_zones=1"); n != 1 {
+		t.Fatalf("%d log lines name the limit; want 1:\n%s", n, logs.String())
 	}
 	// www goes cold, and its zone with it: x.other.org's turn, after
 	// skip_retry.

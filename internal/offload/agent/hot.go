@@ -466,6 +466,9 @@ func (a *agent) installable(g *group, ls []*learned, fresh map[zoneKey]*zone) []
 			continue
 		}
 		if len(a.zones)+a.newZones(g.dst, l) > a.cfg.MaxZones {
+			if a.stats.skipped[dnsmsg.ZoneLimit] == 0 {
+				a.log.Warn("following max_zones zones: forms of further zones are skipped (zone_limit)", "max_zones", a.cfg.MaxZones)
+			}
 			a.skipLocked(g, f.key, dnsmsg.ZoneLimit)
 			continue
 		}
