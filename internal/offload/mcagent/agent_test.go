@@ -3,6 +3,7 @@ package mcagent
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -593,6 +594,37 @@ func TestTooLarge(t *testing.T) {
 	r.window(time.Second)
 	if s := r.a.snapshot(); s.skipped[skipTooLarge] != 1 || len(r.d.rules(udp)) != 0 {
 		t.Fatalf("skipped %v, rules %v; want big skipped once", s.skipped, r.d.rules(udp))
+	}
+}
+
+// Keys over santad's quota are refused together, not one round trip
+// each, and not learned again at the next window.
+func TestInstallOverTheQuota(t *testing.T) {
+	r := newRig(t, nil)
+	r.scan()
+	_, udp := r.services()
+	r.d.mu.Lock()
+	r.d.quota = 10
+	r.d.mu.Unlock()
+	hot := map[string]uint32{}
+	for i := range 50 {
+		key := fmt.Sprintf("k%d", i)
+		r.mc.set(key, "v", -1)
+		hot[get(key)] = 10
+	}
+	r.d.setHot(udp, hot)
+	r.window(time.Second)
+	r.window(time.Second)
+	r.d.mu.Lock()
+	adds := r.d.adds
+	r.d.mu.Unlock()
+	s := r.a.snapshot()
+	if got := len(r.d.rules(udp)); got != 10 || len(r.a.keys) != 10 {
+		t.Fatalf("santad has %d rules, the agent %d keys; want the quota's 10", got, len(r.a.keys))
+	}
+	// The batch refused at its 11th rule, its first 10 sent again.
+	if adds != 2 || s.skipped[skipRefused] != 40 {
+		t.Fatalf("%d ADD_RULES, %d keys refused; want 2 and 40", adds, s.skipped[skipRefused])
 	}
 }
 

@@ -35,6 +35,10 @@ type fakeSantad struct {
 	genReads map[string]int               // GENERATION calls, by key
 	attaches int
 	txns     int
+	// quota, if not 0, is the rules a service may have: more are refused
+	// (EDQUOT at the first rule over it), as santad's quotas do.
+	quota int
+	adds  int // ADD_RULES calls
 }
 
 type fakeService struct {
@@ -266,11 +270,19 @@ func (c *fakeConn) AddGuardedRules(id uint32, rs []client.GuardedRule) ([]uint32
 		return nil, err
 	}
 	defer c.d.mu.Unlock()
-	var ids []uint32
-	for _, r := range rs {
+	c.d.adds++
+	for i, r := range rs {
 		if r.Guard == nil || r.Guard.Epoch == 0 {
 			return nil, refuse(syscall.EINVAL, "a rule without a live guard")
 		}
+		if c.d.quota > 0 && len(s.rules)+i >= c.d.quota {
+			e := protocol.Errorf(syscall.EDQUOT, "quota of %d rules exceeded", c.d.quota)
+			e.Index = uint32(i)
+			return nil, e
+		}
+	}
+	var ids []uint32
+	for _, r := range rs {
 		s.rules[c.d.nextRule] = client.RuleEntry{RuleID: c.d.nextRule, Rule: r.Rule, Guard: r.Guard}
 		ids = append(ids, c.d.nextRule)
 		c.d.nextRule++

@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"errors"
 	"slices"
+	"syscall"
 	"time"
 
 	"github.com/santa-offload/santa/client"
@@ -140,6 +141,18 @@ func (a *agent) addKeys(sd Santad, sv *service, keys []*key) {
 			}
 			a.checkSlow(sv, batchKeys[:n], start)
 			keys = batchKeys[n:]
+		case errors.As(err, &refusal) && refusal.Code == syscall.EDQUOT && refusal.Index != client.NoIndex && int(refusal.Index) < n:
+			// Over the quota from this key on: only those before it are
+			// sent again, and the rest are not offloaded for SkipRetry.
+			// Refused one by one, they took a round trip each, under a.mu.
+			i := int(refusal.Index)
+			over := batchKeys[i:]
+			a.log.Warn("santad refuses rules over the quota", "service", sv.id, "refused", len(over), "err", err)
+			for _, k := range over {
+				a.skip(k.form, skipf(skipRefused, "%v", err))
+			}
+			a.deleteKeys(over, skipRefused)
+			keys = batchKeys[:i]
 		case errors.As(err, &refusal) && refusal.Index != client.NoIndex && int(refusal.Index) < n:
 			bad := batchKeys[refusal.Index]
 			a.log.Warn("santad refuses a rule", "service", sv.id, "key", bad, "err", err)
