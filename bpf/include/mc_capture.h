@@ -154,10 +154,10 @@ __noinline int santa_mc_capture(struct __sk_buff *skb, const struct santa_mc_set
 	if (w->end == 0 || w->ntok < 5 || w->keylen == 0)
 		return 0;
 	/* memcached's exptime: none (0), seconds from now (up to 30 days),
-	 * or a unix time or already past (not taken). One second of it goes
-	 * to memcached's clock, which ticks once a second. */
+	 * or a unix time or already past (not taken). Up to 2 s of it go to
+	 * memcached's clock (SANTA_MC_CLOCK_LAG_MS). */
 	ttl = w->neg ? -1 : (__s32)w->num[3];
-	if (ttl != 0 && (ttl < 2 || ttl > SANTA_MC_MAX_TTL))
+	if (ttl != 0 && (ttl < 3 || ttl > SANTA_MC_MAX_TTL))
 		return 0;
 	/* The data and its CRLF end the set. */
 	w->data = w->end;

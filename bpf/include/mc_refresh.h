@@ -36,7 +36,13 @@ __noinline int santa_mc_fresh_ready(__u32 slot, __u32 gen, __u32 domain, __u64 c
 		return 0;
 	santa_barrier();
 	rec->gen = gen + 1;
-	rec->deadline = rec->ttl ? bpf_ktime_get_ns() + ((__u64)rec->ttl * 1000 - SANTA_MC_CLOCK_SLACK_MS) * 1000000ULL : 0;
+	/* memcached's clock is the whole seconds of a monotonic clock, read
+	 * at ticks a little over a second apart: after a tick just before a
+	 * whole second it is nearly 2 s behind until the next one. The item
+	 * expires when that clock reaches its value at the set plus ttl: as
+	 * early as ttl - 2 s after the set arrived (SANTA_MC_CLOCK_LAG_MS
+	 * adds 100 ms for a late tick and the set's handling). */
+	rec->deadline = rec->ttl ? bpf_ktime_get_ns() + ((__u64)rec->ttl * 1000 - SANTA_MC_CLOCK_LAG_MS) * 1000000ULL : 0;
 	rec->ready = 1;
 	santa_barrier();
 	*(volatile __u32 *)&rec->seq = s + 2;

@@ -489,6 +489,7 @@ enum santa_mc_layout {
 	SANTA_MC_UDP_WRITES = 8192,     /* UDP writes held at once (mc_udp.h); more hold their domain */
 	SANTA_MC_UDP_HOLD_MS = 1000,    /* a UDP write with no reply seen is released this long after its arrival */
 	SANTA_MC_CLOCK_SLACK_MS = 1000, /* memcached's clock ticks once a second: a delayed flush_all may come this late */
+	SANTA_MC_CLOCK_LAG_MS = 2100,   /* how far memcached's clock may lag: an item may expire this much before its exptime */
 	SANTA_MC_FRESH = 1 << 15,       /* values taken from sets (mc_fresh), by slot modulo this: 10 MiB */
 	SANTA_MC_FRESH_LEN = 256,       /* bytes of a GET's reply text a set may give (after the frame header) */
 	SANTA_MC_FRAME = 8,             /* memcached's UDP frame header */

@@ -123,7 +123,7 @@ func TestMemcachedSetsRandom(t *testing.T) {
 		}
 		// At most 9 digits, zero-padded to a width of up to 9.
 		flags := fmt.Sprintf("%0*d", rng.IntN(10), rng.IntN([]int{10, 1000, 1_000_000_000}[rng.IntN(3)]))
-		exptime := []string{"0", "2", "600", "2592000"}[rng.IntN(4)]
+		exptime := []string{"0", "3", "600", "2592000"}[rng.IntN(4)]
 		m.guardNow(t, string(key), "A")
 		c.send(t, fmt.Sprintf("set %s %s %s %d\r\n%s\r\n", key, flags, exptime, len(data), data))
 		c.expect(t, "STORED")
@@ -174,6 +174,7 @@ func TestMemcachedSetNotTaken(t *testing.T) {
 		{"cas", "k4", []string{"cas k4 0 0 1 1\r\nB\r\n"}, []string{"EXISTS"}},
 		{"expired at once", "k5", []string{"set k5 0 -1 1\r\nB\r\n"}, []string{"STORED"}},
 		{"expires within a second", "k6", []string{"set k6 0 1 1\r\nB\r\n"}, []string{"STORED"}},
+		{"may expire at once (memcached's clock lags up to 2 s)", "k12", []string{"set k12 0 2 1\r\nB\r\n"}, []string{"STORED"}},
 		{"unix time", "k7", []string{"set k7 0 2592001 1\r\nB\r\n"}, []string{"STORED"}},
 		{"value too long", "k8", []string{"set k8 0 0 300\r\n" + strings.Repeat("v", 300) + "\r\n"}, []string{"STORED"}},
 		{"text too long", longKey, []string{"set " + longKey + " 0 0 10\r\n0123456789\r\n"}, []string{"STORED"}},
@@ -257,11 +258,11 @@ func answeringSet(t *testing.T, set string) *mcTCP {
 	return m
 }
 
-// A set's value answers until the set's exptime, less a second for
-// memcached's clock, then never.
+// A set's value answers until the set's exptime, less what memcached's
+// clock may lag (SANTA_MC_CLOCK_LAG_MS), then never.
 func TestMemcachedSetExpires(t *testing.T) {
-	m := answeringSet(t, "set k 0 2 1\r\nB\r\n")
-	time.Sleep(1100 * time.Millisecond)
+	m := answeringSet(t, "set k 0 3 1\r\nB\r\n")
+	time.Sleep(time.Duration(3000-santaSantaMcLayoutSANTA_MC_CLOCK_LAG_MS+100) * time.Millisecond)
 	m.get(t, "k", "")
 	if g := m.generation(t, "k"); g.Fresh {
 		t.Fatalf("generation %+v past the set's deadline: fresh", g)

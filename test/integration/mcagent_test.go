@@ -541,10 +541,10 @@ func (m *mcRig) racingWrites(t *testing.T) {
 // expiry: a hot key set with exptime 8 is offloaded and answered by the
 // kernel until its rule's deadline (guard_expired counts the gets it then
 // passed); no get is answered its value after memcached said it had none.
-// (8, not 2: the kernel's hot set covers about a second, the agent's
-// window comes after, and memcached's clock ticks once a second, so the
-// agent gives a rule the time to live it read less a second: a key with 2
-// s to live is seldom offloaded before it is gone.)
+// (8, not 3: the kernel's hot set covers about a second, the agent's
+// window comes after, and memcached's clock may lag by up to 2 s, so the
+// agent gives a rule the time to live it read less 2 s: a key with 3 s
+// to live is seldom offloaded before it is gone.)
 func (m *mcRig) expiry(t *testing.T) {
 	t.Helper()
 	const k = "ttl:0"

@@ -15,6 +15,10 @@ import (
 	"github.com/santa-offload/santa/internal/offload/workers"
 )
 
+// clockLag is how many seconds memcached's clock may lag behind real
+// time (capture).
+const clockLag = 2
+
 // learned is what a window learned, in the domain of leader.
 type learned struct {
 	leader *service
@@ -164,14 +168,16 @@ func (a *agent) readGenerations(n int, key func(int) []byte) ([]client.Generatio
 // no UDP get: the item was read after its generation as well.
 func (a *agent) capture(ctx context.Context, dst netip.AddrPort, k *learnedKey, it item) error {
 	if it.ttl >= 0 {
-		// memcached's clock ticks once a second and the item expires at
-		// the tick when its time to live reaches 0: the next tick may come
-		// right after the read, so it expires no earlier than ttl-1 s
-		// after it.
-		if it.ttl <= 1 {
+		// memcached's clock is the whole seconds of a monotonic clock,
+		// read at ticks a little over a second apart: after a tick just
+		// before a whole second it is nearly 2 s behind until the next
+		// one, and ttl (the item's expiry less that clock) 2 s too long.
+		// The item expires when the clock reaches its expiry: no earlier
+		// than ttl-2 s after the read (expiry_margin covers a late tick).
+		if it.ttl <= clockLag {
 			return skipf(skipExpiring, "%d s to live", it.ttl)
 		}
-		k.deadline = k.read.Add(time.Duration(it.ttl-1) * time.Second)
+		k.deadline = k.read.Add(time.Duration(it.ttl-clockLag) * time.Second)
 	}
 	if k.rebuilds {
 		reply := udpReply(k.mkey, it)
