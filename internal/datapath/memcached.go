@@ -134,6 +134,7 @@ func (st *store) setParser(id model.ServiceID, p model.Parser) error {
 	}
 	if was.Kind == model.ParserMemcached && was != p {
 		st.endDomain(was.Domain)
+		st.releaseID(was.Domain)
 	}
 	if p.Kind == model.ParserMemcached && p.Domain == id {
 		// Parsed first, live then: no guard of this life can exist before
@@ -144,6 +145,21 @@ func (st *store) setParser(id model.ServiceID, p model.Parser) error {
 		}
 	}
 	return nil
+}
+
+// releaseID returns the id of an ended service to the pool once no
+// service is in its memcached domain any more. Called with st.mu held.
+func (st *store) releaseID(id model.ServiceID) {
+	if !st.endedIDs[id] {
+		return
+	}
+	for _, svc := range st.services {
+		if svc.parser.Kind == model.ParserMemcached && svc.parser.Domain == id {
+			return
+		}
+	}
+	delete(st.endedIDs, id)
+	st.svcIDs.put(uint32(id))
 }
 
 // endDomain ends the life of a domain whose service is no longer parsed:

@@ -296,6 +296,53 @@ func TestMemcachedDomains(t *testing.T) {
 	m.expectGet(t, "k2", "A2")
 }
 
+// A domain's id goes to no other service while a service is still in
+// the domain: given to another owner's service that starts a domain, the
+// id would put the left-over member in it, its writes killing that
+// owner's rules.
+func TestMemcachedDomainIDNotReusedWhileJoined(t *testing.T) {
+	d := openTestWith(t, Options{MaxRules: 1 << 10, MaxServices: 4})
+	leader := register(t, d, boundUDP(t, "127.0.0.1:0"))
+	if err := d.SetParser(leader, model.Parser{Kind: model.ParserMemcached, Domain: leader}); err != nil {
+		t.Fatal(err)
+	}
+	memberConn := boundUDP(t, "127.0.0.1:0")
+	member := register(t, d, memberConn)
+	if err := d.SetParser(member, model.Parser{Kind: model.ParserMemcached, Domain: leader}); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.RemoveService(leader); err != nil {
+		t.Fatal(err)
+	}
+	// The other two ids are handed out; the leader's is not.
+	for range 2 {
+		if id := register(t, d, boundUDP(t, "127.0.0.1:0")); id == leader {
+			t.Fatalf("the ended leader's id %d given to a new service while %d is in its domain", id, member)
+		}
+	}
+	raw, err := boundUDP(t, "127.0.0.1:0").SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var id model.ServiceID
+	var aerr error
+	if err := raw.Control(func(fd uintptr) { id, aerr = d.AddSocket(int(fd)) }); err != nil {
+		t.Fatal(err)
+	}
+	if aerr == nil {
+		t.Fatalf("service %d registered with all 4 ids taken or held", id)
+	}
+	// With the member gone, both ids are free.
+	if err := d.RemoveService(member); err != nil {
+		t.Fatal(err)
+	}
+	got := []model.ServiceID{register(t, d, boundUDP(t, "127.0.0.1:0")), register(t, d, boundUDP(t, "127.0.0.1:0"))}
+	slices.Sort(got)
+	if want := []model.ServiceID{min(leader, member), max(leader, member)}; !slices.Equal(got, want) {
+		t.Fatalf("services %v registered; want the freed ids %v", got, want)
+	}
+}
+
 // Bad guards are refused with the reason.
 func TestMemcachedGuardRefused(t *testing.T) {
 	m := newMcUDP(t)

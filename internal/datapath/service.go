@@ -160,7 +160,11 @@ func (st *store) drop(svc *service) {
 	}
 	st.retireIndex(svc.indexID, svc.index.Keys())
 	st.retire(retired, true)
-	st.svcIDs.put(uint32(svc.id))
+	st.endedIDs[svc.id] = true
+	st.releaseID(svc.id)
+	if svc.parser.Kind == model.ParserMemcached {
+		st.releaseID(svc.parser.Domain)
+	}
 }
 
 // Service returns what is known of a registered socket.

@@ -24,6 +24,11 @@ type store struct {
 	services map[model.ServiceID]*service
 	rules    map[model.RuleID]*installedRule
 	svcIDs   idPool
+	// endedIDs are ids of ended services not yet back in svcIDs: a
+	// memcached domain's, while services are still in it. Reused, the id
+	// would put them in the domain its next service may start, another
+	// owner's (releaseID).
+	endedIDs map[model.ServiceID]bool
 	ruleIDs  idPool
 	reserved map[model.RuleID]bool // rule ids taken by ReserveRuleIDs, not yet landed
 	slots    [ruleClasses]idPool   // slot numbers by size class
@@ -54,6 +59,7 @@ func newStore(objs *santaObjects, tcp *tcpPlane, index *indexTable, chunks [huge
 		services:  make(map[model.ServiceID]*service),
 		rules:     make(map[model.RuleID]*installedRule),
 		svcIDs:    newLatePool(0, maxServices),
+		endedIDs:  make(map[model.ServiceID]bool),
 		ruleIDs:   newIDPool(0, maxRules),
 		reserved:  make(map[model.RuleID]bool),
 		chunks:    chunks,
