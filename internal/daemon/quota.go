@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"syscall"
 
+	"github.com/santa-offload/santa/internal/model"
 	"github.com/santa-offload/santa/internal/protocol"
 	"github.com/santa-offload/santa/rule"
 )
@@ -47,14 +48,25 @@ func rulesUse(rs []rule.Rule) usage {
 	return u
 }
 
+// stagedUse is what a transaction holds of its owner's quota for staging
+// b: its added rules and the rules it replaces others with, in full. What
+// the rules it replaces or deletes would free counts only at COMMIT.
+func stagedUse(b model.Batch) usage {
+	u := rulesUse(b.Add)
+	for _, r := range b.Replace {
+		u = u.plus(ruleUse(r.Rule))
+	}
+	return u
+}
+
 // admit refuses more on top of what the uid has installed and what its
-// open transactions hold (the rules they stage to add: their ids are
-// reserved, and they land at COMMIT) if that breaks q, with a message
-// naming the quota. adds are the rules of an ADD_RULES request, if that is
-// what more is: the error's index is then the first rule beyond the quota.
-// A change that does not grow a count is admitted even above its quota,
-// which a reload or restart may have lowered below what the uid holds: it
-// must still be able to delete down to it.
+// open transactions hold (the rules they stage, to add or to replace
+// others with: Server.held) if that breaks q, with a message naming the
+// quota. adds are the rules of an ADD_RULES request, if that is what more
+// is: the error's index is then the first rule beyond the quota. A change
+// that does not grow a count is admitted even above its quota, which a
+// reload or restart may have lowered below what the uid holds: it must
+// still be able to delete down to it.
 func (q Quota) admit(uid uint32, installed, held, more usage, adds []rule.Rule) *protocol.Error {
 	after := installed.plus(held).plus(more)
 	overRules := q.Rules > 0 && more.rules > 0 && after.rules > int64(q.Rules)
@@ -62,19 +74,47 @@ func (q Quota) admit(uid uint32, installed, held, more usage, adds []rule.Rule) 
 	if !overRules && !overBytes {
 		return nil
 	}
-	index := uint32(protocol.NoIndex)
-	sum := after.minus(rulesUse(adds)) // all but adds
-	for i, r := range adds {
-		sum = sum.plus(ruleUse(r))
-		if (overRules && sum.rules > int64(q.Rules)) || (overBytes && sum.bytes > int64(q.Bytes)) {
-			index = uint32(i)
-			break
-		}
-	}
+	index := q.beyond(overRules, overBytes, after.minus(rulesUse(adds)), adds)
 	if overRules {
 		return exceeded(index, uid, uint64(q.Rules), "rules", installed.rules, held.rules, more.rules)
 	}
 	return exceeded(index, uid, q.Bytes, "bytes", installed.bytes, held.bytes, more.bytes)
+}
+
+// admitStaged refuses a transaction's staging of more, the rules of a
+// request (items) to add or to replace others with, if with what the
+// uid's open transactions hold already (held) that breaks q by itself.
+// admit lets a transaction count on what the rules it replaces or deletes
+// will free at COMMIT, but every open transaction of the uid could count
+// on the same rules: what they stage, which santad holds until they end,
+// must fit the quota whatever they would install. The error's index is
+// the first of items beyond the quota. Staging nothing (DELETE_RULES) is
+// admitted even above the quota.
+func (q Quota) admitStaged(uid uint32, held, more usage, items []rule.Rule) *protocol.Error {
+	after := held.plus(more)
+	overRules := q.Rules > 0 && more.rules > 0 && after.rules > int64(q.Rules)
+	overBytes := q.Bytes > 0 && more.bytes > 0 && after.bytes > int64(q.Bytes)
+	if !overRules && !overBytes {
+		return nil
+	}
+	index := q.beyond(overRules, overBytes, held, items)
+	if overRules {
+		return stagedExceeded(index, uid, uint64(q.Rules), "rules", held.rules, more.rules)
+	}
+	return stagedExceeded(index, uid, q.Bytes, "bytes", held.bytes, more.bytes)
+}
+
+// beyond is the index of the first of rs that takes base past the quota
+// that is over (rules, bytes), or NoIndex.
+func (q Quota) beyond(overRules, overBytes bool, base usage, rs []rule.Rule) uint32 {
+	sum := base
+	for i, r := range rs {
+		sum = sum.plus(ruleUse(r))
+		if (overRules && sum.rules > int64(q.Rules)) || (overBytes && sum.bytes > int64(q.Bytes)) {
+			return uint32(i)
+		}
+	}
+	return protocol.NoIndex
 }
 
 // exceeded is the EDQUOT of a rule or byte quota of limit units.
@@ -85,6 +125,13 @@ func exceeded(index, uid uint32, limit uint64, units string, installed, held, mo
 	}
 	return protocol.ErrorAt(syscall.EDQUOT, index, "quota of %d %s for uid %d exceeded: %d installed%s, %d more requested",
 		limit, units, uid, installed, holding, more)
+}
+
+// stagedExceeded is the EDQUOT of rules staged beyond a rule or byte quota
+// of limit units.
+func stagedExceeded(index, uid uint32, limit uint64, units string, held, more int64) *protocol.Error {
+	return protocol.ErrorAt(syscall.EDQUOT, index, "quota of %d %s for uid %d exceeded by open transactions: %d held, %d more staged",
+		limit, units, uid, held, more)
 }
 
 // admitService refuses uid, which has attached have services, one more if

@@ -118,3 +118,164 @@ func TestStagedRulesHoldTheQuota(t *testing.T) {
 		a.ok(&protocol.AddRules{ServiceID: svc, Rules: testRules("b", 1, 100)})
 	})
 }
+
+// heldOf is what uid's open transactions hold of its quota, read under the
+// server's lock.
+func (s *testServer) heldOf(uid uint32) usage {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.held[uid]
+}
+
+// replace is a REPLACE_RULES of rule id with r, in transaction txn.
+func replace(svc, txn, id uint32, r rule.Rule) *protocol.ReplaceRules {
+	return &protocol.ReplaceRules{ServiceID: svc, Txn: txn, Updates: []protocol.RuleEntry{{RuleID: id, Rule: r}}}
+}
+
+// The rules a transaction stages to replace others with hold their share
+// of the quota as added ones do: a uid's open transactions, 4 on each of
+// its connections, cannot each stage a replacement of the same rules, and
+// santad holds no more of a uid's rules staged than its quota allows.
+func TestStagedReplacementsHoldTheQuota(t *testing.T) {
+	const quota = 1000
+	s := newTestServer(t, func(c *Config) { c.QuotaRules, c.QuotaBytes, c.QuotaConnections = 0, quota, 4 })
+	a := s.connect(t, alice, true)
+	svc := a.attach()
+	// One rule of 18 bytes, to be replaced with one of 908: that fits the
+	// quota once.
+	id := a.ok(&protocol.AddRules{ServiceID: svc, Rules: []rule.Rule{testRule("a0000000", 10)}}).(*protocol.AddRulesReply).RuleIDs[0]
+	big := testRule("a0000000", 900)
+	const want = "quota of 1000 bytes for uid 1000 exceeded: 18 installed, 908 held by open transactions, 890 more requested"
+	staged := 0
+	for c := range 4 {
+		conn := a
+		if c > 0 {
+			conn = s.connect(t, alice, true)
+		}
+		for range maxTxns {
+			txn := conn.ok(&protocol.Begin{ServiceID: svc}).(*protocol.BeginReply).Txn
+			if staged == 0 {
+				conn.ok(replace(svc, txn, id, big))
+				staged++
+				continue
+			}
+			conn.refused(replace(svc, txn, id, big), syscall.EDQUOT, want)
+		}
+	}
+	if got := s.heldOf(alice.UID); got != (usage{1, 908}) {
+		t.Errorf("uid 1000's open transactions hold %+v, want the one rule of 908 bytes staged", got)
+	}
+	// A change outside a transaction counts them too.
+	a.refused(replace(svc, 0, id, big), syscall.EDQUOT, want)
+}
+
+// What a uid's open transactions stage must fit its quota by itself,
+// whatever the rules they replace would free: each transaction could
+// count on freeing the same rules. So a uid at its quota may replace all
+// its rules with ones no bigger, in one transaction at a time, and a uid
+// above its quota as many as its quota at a time; deleting stages nothing
+// and is always admitted.
+func TestStagedRulesFitTheQuotaByThemselves(t *testing.T) {
+	s := newTestServer(t, func(c *Config) { c.QuotaRules, c.QuotaBytes = 3, 0 })
+	a, b, root := s.connect(t, alice, true), s.connect(t, alice, true), s.connect(t, admin, true)
+	svc := a.attach()
+	rs := testRules("a", 3, 8)
+	ids := a.ok(&protocol.AddRules{ServiceID: svc, Rules: rs}).(*protocol.AddRulesReply).RuleIDs // at the quota
+	all := func(txn uint32) *protocol.ReplaceRules {
+		req := &protocol.ReplaceRules{ServiceID: svc, Txn: txn}
+		for i, id := range ids {
+			req.Updates = append(req.Updates, protocol.RuleEntry{RuleID: id, Rule: rs[i]})
+		}
+		return req
+	}
+	first := a.ok(&protocol.Begin{ServiceID: svc}).(*protocol.BeginReply).Txn
+	a.ok(all(first))
+	second := b.ok(&protocol.Begin{ServiceID: svc}).(*protocol.BeginReply).Txn
+	e := b.refused(all(second), syscall.EDQUOT, "quota of 3 rules for uid 1000 exceeded by open transactions: 3 held, 3 more staged")
+	if e.Index != 0 {
+		t.Errorf("index %d, want 0: the first rule beyond the quota", e.Index)
+	}
+	b.ok(&protocol.DeleteRules{ServiceID: svc, Txn: second, RuleIDs: ids[:1]})
+	if added := a.ok(&protocol.Commit{Txn: first}).(*protocol.CommitReply).Added; added != 0 {
+		t.Errorf("COMMIT added %d rules, want 0", added)
+	}
+	b.ok(&protocol.Abort{Txn: second})
+
+	// An admin's rules put alice above her quota: she may still replace
+	// her rules with ones no bigger, as many at a time as her quota.
+	more := testRules("b", 2, 8)
+	ids = append(ids, root.ok(&protocol.AddRules{ServiceID: svc, Rules: more}).(*protocol.AddRulesReply).RuleIDs...)
+	rs = append(rs, more...)
+	txn := a.ok(&protocol.Begin{ServiceID: svc}).(*protocol.BeginReply).Txn
+	e = a.refused(all(txn), syscall.EDQUOT, "quota of 3 rules for uid 1000 exceeded by open transactions: 0 held, 5 more staged")
+	if e.Index != 3 {
+		t.Errorf("index %d, want 3: the first rule beyond the quota", e.Index)
+	}
+	req := all(txn)
+	req.Updates = req.Updates[:3]
+	a.ok(req)
+	a.ok(&protocol.Commit{Txn: txn})
+	if got := s.heldOf(alice.UID); got != (usage{}) {
+		t.Errorf("no transaction is open, yet santad counts %+v as held", got)
+	}
+}
+
+// What a transaction stages holds the quota until the transaction ends,
+// however it ends: ABORT, COMMIT applied or refused, its connection
+// closing, santad shutting down. A transaction whose service ended holds
+// it still, until COMMIT (refused) or ABORT ends it.
+func TestStagedRulesReleasedWhenTheTransactionEnds(t *testing.T) {
+	type end func(t *testing.T, s *testServer, a *conn, svc, txn, id uint32)
+	for _, tc := range []struct {
+		name     string
+		end      end
+		shutdown bool // no connection is left to check the quota with
+	}{
+		{name: "ABORT", end: func(t *testing.T, s *testServer, a *conn, svc, txn, id uint32) {
+			a.ok(&protocol.Abort{Txn: txn})
+		}},
+		{name: "COMMIT", end: func(t *testing.T, s *testServer, a *conn, svc, txn, id uint32) {
+			a.ok(&protocol.Commit{Txn: txn})
+		}},
+		{name: "refused COMMIT", end: func(t *testing.T, s *testServer, a *conn, svc, txn, id uint32) {
+			a.ok(&protocol.DeleteRules{ServiceID: svc, RuleIDs: []uint32{id}})
+			a.refused(&protocol.Commit{Txn: txn}, syscall.ENOENT, "has no rule")
+		}},
+		{name: "connection closed", end: func(t *testing.T, s *testServer, a *conn, svc, txn, id uint32) {
+			a.close()
+		}},
+		{name: "service ended", end: func(t *testing.T, s *testServer, a *conn, svc, txn, id uint32) {
+			sv := s.service(svc)
+			s.dp.RemoveService(sv.ID)
+			s.SocketClosed(sv.ID, sv.Info)
+			if got := s.heldOf(alice.UID); got != (usage{1, 908}) {
+				t.Errorf("a transaction whose service ended holds %+v, want what it staged until it ends", got)
+			}
+			a.refused(&protocol.Commit{Txn: txn}, syscall.ENOENT, "has ended")
+		}},
+		{name: "santad shut down", end: func(t *testing.T, s *testServer, a *conn, svc, txn, id uint32) {
+			s.closeConns()
+		}, shutdown: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newTestServer(t, func(c *Config) { c.QuotaRules, c.QuotaBytes = 0, 1000 })
+			a, b := s.connect(t, alice, true), s.connect(t, alice, true)
+			// Two services, so that one may end and leave the other.
+			svc, other := a.attach(), a.attach()
+			id := a.ok(&protocol.AddRules{ServiceID: svc, Rules: []rule.Rule{testRule("a0000000", 10)}}).(*protocol.AddRulesReply).RuleIDs[0]
+			otherID := a.ok(&protocol.AddRules{ServiceID: other, Rules: []rule.Rule{testRule("b0000000", 10)}}).(*protocol.AddRulesReply).RuleIDs[0]
+			txn := a.ok(&protocol.Begin{ServiceID: svc}).(*protocol.BeginReply).Txn
+			a.ok(replace(svc, txn, id, testRule("a0000000", 900))) // 908 bytes held
+			// 80 bytes for 18: refused while the 908 are held, admitted
+			// once they are not, even with them installed.
+			next := replace(other, 0, otherID, testRule("b0000000", 72))
+			b.refused(next, syscall.EDQUOT, "36 installed, 908 held by open transactions, 62 more requested")
+
+			tc.end(t, s, a, svc, txn, id)
+			eventually(t, "the transaction's staged rules released", func() bool { return s.heldOf(alice.UID) == usage{} })
+			if !tc.shutdown {
+				b.ok(next)
+			}
+		})
+	}
+}

@@ -55,7 +55,7 @@ type Server struct {
 	// journal, all before the reply. Reads take it too.
 	mu      sync.Mutex
 	st      state
-	held    map[uint32]usage // by owner uid: the rules open transactions stage to add
+	held    map[uint32]usage // by owner uid: the rules open transactions stage, to add or to replace others with
 	journal *journal.Journal
 	ifaces  []protocol.Interface
 

@@ -24,12 +24,15 @@ type txn struct {
 	batch   model.Batch
 	guards  requestGuards         // of batch's rules
 	use     usage                 // what batch changes in the owner's quota, as staged
-	hold    usage                 // what its added rules hold of the owner's quota (Server.held)
+	hold    usage                 // what its staged rules hold of the owner's quota (Server.held)
 	touched map[model.RuleID]bool // replaced or deleted
 }
 
 // end drops the transaction, giving back the ids of rules that did not
-// land. Called with s.mu held.
+// land and what its staged rules held of the owner's quota. Every way a
+// transaction ends comes here: COMMIT, applied or refused, ABORT, and its
+// connection closing (endAll), santad's shutdown included. Called with
+// s.mu held.
 func (s *Server) end(sess *session, id uint32) {
 	t := sess.txns[id]
 	if t == nil {
@@ -97,10 +100,15 @@ func (s *Server) open(sess *session, id, svc uint32) (*txn, *protocol.Error) {
 // the transaction; it returns the ids the added rules will have. A
 // transaction holds at most the host's rule capacity, and, for a client
 // that is not an admin, no more than the owner's quota allows with what is
-// installed now and what the owner's other open transactions hold. The
-// rules it adds hold their share of the quota, rules and bytes, until it
-// ends: their reserved ids count against the host's capacity, so a uid may
-// not hold more than its quota, staged or installed (COMMIT checks again).
+// installed now and what the owner's other open transactions hold (admit),
+// and what they all stage must fit the quota by itself (admitStaged). The
+// rules it stages, to add or to replace others with, hold their share of
+// the quota, rules and bytes, until it ends: santad holds them until then,
+// and the added ones' reserved ids count against the host's capacity. So
+// a uid holds at most its quota staged, whatever the rules its
+// transactions replace or delete would free at COMMIT, and its every other
+// change counts what they stage on top of what it has installed (COMMIT
+// checks again).
 func (s *Server) stage(sess *session, svc, id uint32, b model.Batch, g requestGuards, items []rule.Rule) ([]uint32, *protocol.Error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -116,8 +124,13 @@ func (s *Server) stage(sess *session, svc, id uint32, b model.Batch, g requestGu
 	}
 	sv := t.svc
 	more := t.use.plus(change(sv, b)) // this one's held rules are in more
+	hold := stagedUse(b)
 	if !sess.peer.Admin {
-		if perr := s.quotas.of(sv.UID).admit(sv.UID, s.st.usage[sv.UID], s.heldBesides(sv.UID, t), more, b.Add); perr != nil {
+		q := s.quotas.of(sv.UID)
+		if perr := q.admit(sv.UID, s.st.usage[sv.UID], s.heldBesides(sv.UID, t), more, b.Add); perr != nil {
+			return nil, perr
+		}
+		if perr := q.admitStaged(sv.UID, s.held[sv.UID], hold, items); perr != nil {
 			return nil, perr
 		}
 	}
@@ -125,7 +138,6 @@ func (s *Server) stage(sess *session, svc, id uint32, b model.Batch, g requestGu
 	if err != nil {
 		return nil, dataplaneError(err)
 	}
-	hold := rulesUse(b.Add)
 	s.held[sv.UID] = s.held[sv.UID].plus(hold)
 	t.hold = t.hold.plus(hold)
 	t.use = more
