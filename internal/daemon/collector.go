@@ -46,11 +46,11 @@ var (
 	ruleCapacity    = gauge("santa_rule_capacity", "Rules the host can hold.")
 	servicesGauge   = gauge("santa_services", "Services attached.")
 	rulesGauge      = gauge("santa_rules", "Rules installed on the host.")
-	ruleBytes       = gauge("santa_rule_bytes", "Pattern and reply bytes of the rules installed on the host.")
+	ruleBytes       = gauge("santa_rule_bytes", "Bytes of the rules installed on the host, as the byte quota counts them.")
 	journalBytes    = gauge("santa_journal_bytes", "Size of the journal.")
 	interfaceInfo   = gauge("santa_interface_info", "Interfaces the data plane runs on, with its XDP mode and whether TC runs.", "interface", "xdp", "tc")
 	uidRules        = gauge("santa_uid_rules", "Rules installed on the services of a uid, what its quota counts.", "uid")
-	uidRuleBytes    = gauge("santa_uid_rule_bytes", "Pattern and reply bytes of the rules of a uid, what its quota counts.", "uid")
+	uidRuleBytes    = gauge("santa_uid_rule_bytes", "Bytes of the rules of a uid, as its byte quota counts them.", "uid")
 	pathPackets     = counter("santa_path_packets_total", "Packets by the data plane's exit: answered, or why not.", "path")
 	serviceTCAnswer = counter("santa_service_tc_answered_total", "Requests answered in TC rather than XDP, by why XDP could not: "+
 		"reason checksum, their partial checksum was not verifiable in XDP (loopback, generic XDP); "+
@@ -73,7 +73,7 @@ var serviceFamilies = []struct {
 		func(r serviceRow) uint64 { return r.stats.Fallback() }},
 	{counter("santa_service_bad_csum_total", "Matching requests with a bad checksum, passed.", serviceLabels...), func(r serviceRow) uint64 { return r.stats.BadCsum }},
 	{gauge("santa_service_rules", "Rules installed.", serviceLabels...), func(r serviceRow) uint64 { return uint64(r.use.rules) }},
-	{gauge("santa_service_rule_bytes", "Pattern and reply bytes of the rules installed.", serviceLabels...), func(r serviceRow) uint64 { return uint64(r.use.bytes) }},
+	{gauge("santa_service_rule_bytes", "Bytes of the rules installed, as the byte quota counts them.", serviceLabels...), func(r serviceRow) uint64 { return uint64(r.use.bytes) }},
 }
 
 // memcachedFamilies are the counters of a memcached domain

@@ -35,9 +35,21 @@ func (u usage) plus(v usage) usage  { return usage{u.rules + v.rules, u.bytes + 
 func (u usage) minus(v usage) usage { return usage{u.rules - v.rules, u.bytes - v.bytes} }
 
 // ruleUse is what a rule counts against its owner's quota: one rule, and
-// its pattern and reply bytes.
+// its pattern's bytes and its reply's or, if more, those its put
+// processors carry. santad (and its journal) keeps a rule as it was sent,
+// puts and all, and the data plane the reply they make: a rule's puts may
+// overwrite one another, up to MaxProcessors times the reply length, and
+// counting the reply alone would let a uid make santad hold that many
+// times its byte quota. Puts that do not overlap fit in the reply, so
+// almost every rule counts its reply, as it always did.
 func ruleUse(r rule.Rule) usage {
-	return usage{1, int64(len(r.Condition.Pattern)) + int64(r.ReplyLen)}
+	var puts int64
+	for _, p := range r.Processors {
+		if p.Kind == rule.ProcessorPut {
+			puts += int64(len(p.Bytes))
+		}
+	}
+	return usage{1, int64(len(r.Condition.Pattern)) + max(int64(r.ReplyLen), puts)}
 }
 
 func rulesUse(rs []rule.Rule) usage {

@@ -279,3 +279,31 @@ func TestStagedRulesReleasedWhenTheTransactionEnds(t *testing.T) {
 		})
 	}
 }
+
+// A rule's bytes, as the byte quota counts them, are its pattern's and
+// its reply's or, if more, those of its put processors, which santad keeps
+// too: puts that overwrite one another cannot make a uid hold more than
+// its quota.
+func TestByteQuotaCountsPutBytes(t *testing.T) {
+	s := newTestServer(t, func(c *Config) { c.QuotaRules, c.QuotaBytes = 0, 1000 })
+	a := s.connect(t, alice, true)
+	svc := a.attach()
+	disjoint := testRule("a0000000", 100)
+	disjoint.Processors = []rule.Processor{rule.Put(0, make([]byte, 50)), rule.Put(50, make([]byte, 50))}
+	a.ok(&protocol.AddRules{ServiceID: svc, Rules: []rule.Rule{disjoint}})
+	if got := s.usageOf(alice.UID); got != (usage{1, 108}) {
+		t.Errorf("a rule whose puts fill its reply counts %+v, want 1 rule, 8 + 100 bytes", got)
+	}
+	overlapping := testRule("b0000000", 100)
+	overlapping.Processors = nil
+	for range rule.MaxProcessors {
+		overlapping.Processors = append(overlapping.Processors, rule.Put(0, make([]byte, 100)))
+	}
+	a.ok(&protocol.AddRules{ServiceID: svc, Rules: []rule.Rule{overlapping}})
+	if got := s.usageOf(alice.UID); got != (usage{2, 108 + 808}) {
+		t.Errorf("with a rule of 8 puts of its whole reply, alice counts %+v, want 2 rules, 108 + 8 + 800 bytes", got)
+	}
+	overlapping.Condition.Pattern = []byte("c0000000")
+	a.refused(&protocol.AddRules{ServiceID: svc, Rules: []rule.Rule{overlapping}}, syscall.EDQUOT,
+		"quota of 1000 bytes for uid 1000 exceeded: 916 installed, 808 more requested")
+}
