@@ -189,6 +189,10 @@ int santa_udp(struct xdp_md *ctx)
 	if (!santa_reply_fits(dev, &pkt, reply_len))
 		goto over_mtu;
 	veth = santa_veth_xdp(ctx, dev);
+	if (veth && santa_vlan_tagged(veth->skb)) {
+		santa_mc_passes(ctx, 1, svc, &pkt, NULL, NULL);
+		return santa_xdp_exit(ctx, SANTA_PATH_NOT_IP, XDP_PASS);
+	}
 	if (veth && !santa_veth_xmit_ok(dev))
 		return santa_xdp_fallback(ctx, SANTA_PATH_FALLBACK_NO_XDP_TX, SANTA_SVC_TC_NO_XDP);
 	/* A partial checksum from the peer's stack (veth.h) is what the stack
@@ -301,6 +305,10 @@ int santa_udp_tc(struct __sk_buff *skb)
 		return santa_tc_exit(SANTA_PATH_PROBE, TC_ACT_OK);
 	}
 	kskb = bpf_cast_to_kern_ctx(skb);
+	if (skb->vlan_present) { /* veth.h, santa_vlan_tagged */
+		santa_mc_passes(skb, 0, svc, &pkt, NULL, NULL);
+		return santa_tc_exit(SANTA_PATH_NOT_IP, TC_ACT_OK);
+	}
 	if (!santa_check_delivery(kskb->dev, (void *)(long)skb->data, (void *)(long)skb->data_end, &pkt, &path)) {
 		santa_mc_passes(skb, 0, svc, &pkt, NULL, NULL);
 		return santa_tc_exit(path, TC_ACT_OK);

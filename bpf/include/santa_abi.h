@@ -303,7 +303,7 @@ struct santa_learn_sample {
  * was answered or passed before it could be tied to a service. */
 enum santa_path {
 	SANTA_PATH_ANSWERED = 0, /* reply sent */
-	SANTA_PATH_NOT_IP,       /* not IPv4/IPv6 over Ethernet (VLAN tags included) */
+	SANTA_PATH_NOT_IP,       /* not IPv4/IPv6 over Ethernet (VLAN tags included, in the frame or beside it) */
 	SANTA_PATH_NOT_UDP,      /* another transport, or IPv6 extension headers */
 	SANTA_PATH_FRAGMENT,     /* IPv4 fragment */
 	SANTA_PATH_IP_OPTIONS,   /* IPv4 header with options */

@@ -84,4 +84,13 @@ static __always_inline int santa_csum_partial(struct sk_buff *skb, const struct 
 	return skb->csum_start >= skb->mac_header + pkt->payload_off - sizeof(struct udphdr);
 }
 
+/* Whether the frame carries a VLAN tag beside its bytes (veth's default
+ * tx-vlan-offload, a NIC's rx-vlan-offload): it then reaches a socket, if
+ * at all, through a VLAN device, not the one XDP or TC runs on, and its
+ * reply would need the tag. Not answered: NOT_IP, as a tag in the frame. */
+static __always_inline int santa_vlan_tagged(struct sk_buff *skb)
+{
+	return skb && BPF_CORE_READ(skb, vlan_all) != 0;
+}
+
 #endif /* SANTA_VETH_H */
