@@ -161,8 +161,20 @@ func (a *agent) addKeys(sd Santad, sv *service, keys []*key) {
 			keys = slices.Delete(batchKeys, int(refusal.Index), int(refusal.Index)+1)
 		default:
 			a.failed("adding rules", err)
+			a.dropRefused(batchKeys)
 			return
 		}
+	}
+}
+
+// dropRefused deletes keys santad refused to take as a whole (the host's
+// rule capacity, say) if the connection stayed: they have no rule, or
+// one of a reply or generation the agent no longer has, and learned anew
+// they get one. Kept, they would look offloaded, be read again and
+// confirmed, and have none. Called with a.mu held.
+func (a *agent) dropRefused(keys []*key) {
+	if a.sd != nil {
+		a.deleteKeys(keys, skipRefused)
 	}
 }
 
@@ -194,6 +206,7 @@ func (a *agent) replaceKeys(sv *service, keys []*key) {
 	txn, err := a.sd.Begin(sv.id)
 	if err != nil {
 		a.failed("beginning a transaction", err)
+		a.dropRefused(done)
 		return
 	}
 	for len(entries) > 0 {
@@ -201,12 +214,14 @@ func (a *agent) replaceKeys(sv *service, keys []*key) {
 		if err := txn.ReplaceRules(entries[:n]); err != nil {
 			txn.Abort()
 			a.failed("replacing rules", err)
+			a.dropRefused(done)
 			return
 		}
 		entries = entries[n:]
 	}
 	if _, err := txn.Commit(); err != nil {
 		a.failed("committing replaced rules", err)
+		a.dropRefused(done)
 		return
 	}
 	a.checkSlow(sv, done, start)
