@@ -65,6 +65,16 @@ func boundUDP(t testing.TB, addr string) *net.UDPConn {
 // register makes c a service of d.
 func register(t testing.TB, d *Datapath, c *net.UDPConn) model.ServiceID {
 	t.Helper()
+	id, err := tryRegister(t, d, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+// tryRegister makes c a service of d, or says why d refuses.
+func tryRegister(t testing.TB, d *Datapath, c *net.UDPConn) (model.ServiceID, error) {
+	t.Helper()
 	raw, err := c.SyscallConn()
 	if err != nil {
 		t.Fatal(err)
@@ -74,10 +84,7 @@ func register(t testing.TB, d *Datapath, c *net.UDPConn) model.ServiceID {
 	if err := raw.Control(func(fd uintptr) { id, aerr = d.AddSocket(int(fd)) }); err != nil {
 		t.Fatal(err)
 	}
-	if aerr != nil {
-		t.Fatal(aerr)
-	}
-	return id
+	return id, aerr
 }
 
 func local(c *net.UDPConn) netip.AddrPort { return c.LocalAddr().(*net.UDPAddr).AddrPort() }

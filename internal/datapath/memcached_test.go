@@ -320,16 +320,7 @@ func TestMemcachedDomainIDNotReusedWhileJoined(t *testing.T) {
 			t.Fatalf("the ended leader's id %d given to a new service while %d is in its domain", id, member)
 		}
 	}
-	raw, err := boundUDP(t, "127.0.0.1:0").SyscallConn()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var id model.ServiceID
-	var aerr error
-	if err := raw.Control(func(fd uintptr) { id, aerr = d.AddSocket(int(fd)) }); err != nil {
-		t.Fatal(err)
-	}
-	if aerr == nil {
+	if id, err := tryRegister(t, d, boundUDP(t, "127.0.0.1:0")); err == nil {
 		t.Fatalf("service %d registered with all 4 ids taken or held", id)
 	}
 	// With the member gone, both ids are free.
