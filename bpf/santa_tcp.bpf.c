@@ -47,36 +47,26 @@
 
 extern void *bpf_cast_to_kern_ctx(void *obj) __ksym;
 
-/* The listener of a new connection: its exact local address first, then
- * the wildcards it may have been bound to. */
-static __always_inline __u64 *santa_listener_of(struct bpf_sock_ops *skops)
+/* The cookie of the listener that accepted a new connection, or 0: the
+ * listener's own storage, which the kernel copied into the connection
+ * when it cloned the listener (BPF_F_CLONE), if the listener was
+ * registered then. Not an address: another socket on the same address
+ * and port (a wildcard one, an IPV6_V6ONLY one, one that listens after a
+ * registered one stopped) is another listener. The copy is deleted once
+ * read: the connection is no listener (santa_tcp_sockops, listen). */
+static __always_inline __u64 santa_listener_of(struct bpf_sock_ops *skops)
 {
-	struct santa_listener_key key = {};
-	__u64 *listener;
+	struct bpf_sock *sk = skops->sk;
+	__u64 *stored, listener;
 
-	key.netns = bpf_get_netns_cookie(skops);
-	key.port = skops->local_port;
-	if (skops->family == AF_INET) {
-		key.addr[10] = 0xff;
-		key.addr[11] = 0xff;
-		__builtin_memcpy(&key.addr[12], &skops->local_ip4, 4);
-	} else if (skops->family == AF_INET6) {
-		__u32 ip6[4] = { skops->local_ip6[0], skops->local_ip6[1], skops->local_ip6[2], skops->local_ip6[3] };
-
-		__builtin_memcpy(key.addr, ip6, 16);
-	} else {
-		return NULL;
-	}
-	listener = bpf_map_lookup_elem(&listeners, &key);
-	if (listener)
-		return listener;
-	/* ::ffff:0.0.0.0 for an IPv4 connection: a listener on 0.0.0.0. */
-	__builtin_memset(&key.addr[12], 0, 4);
-	if (key.addr[10] == 0xff && (listener = bpf_map_lookup_elem(&listeners, &key)))
-		return listener;
-	/* ::, a dual-stack or IPv6 listener on every address. */
-	__builtin_memset(key.addr, 0, 16);
-	return bpf_map_lookup_elem(&listeners, &key);
+	if (!sk)
+		return 0;
+	stored = bpf_sk_storage_get(&registered_listeners, sk, 0, 0);
+	if (!stored)
+		return 0;
+	listener = *stored;
+	bpf_sk_storage_delete(&registered_listeners, sk);
+	return listener;
 }
 
 /* Whether a process holds the socket of a sock_ops callback. */
@@ -94,15 +84,19 @@ static __always_inline void santa_conn_new(struct bpf_sock_ops *skops)
 {
 	struct santa_conn conn = {};
 	struct santa_service *svc;
-	__u64 *listener, cookie;
+	__u64 listener, cookie;
 	int one = 1;
 
 	listener = santa_listener_of(skops);
 	if (!listener)
 		return;
-	conn.listener = *listener;
-	svc = bpf_map_lookup_elem(&services, listener);
-	if (svc && svc->parser == SANTA_PARSER_MEMCACHED)
+	/* Registered still (unregistering leaves the listener's storage:
+	 * user space holds no fd of it to delete it with). */
+	svc = bpf_map_lookup_elem(&services, &listener);
+	if (!svc || svc->proto != IPPROTO_TCP)
+		return;
+	conn.listener = listener;
+	if (svc->parser == SANTA_PARSER_MEMCACHED)
 		conn.flags |= SANTA_CONN_MC;
 	cookie = bpf_get_socket_cookie(skops);
 	if (bpf_map_update_elem(&connections, &cookie, &conn, BPF_NOEXIST)) {
@@ -131,11 +125,22 @@ static __always_inline void santa_conn_new(struct bpf_sock_ops *skops)
 SEC("sockops")
 int santa_tcp_sockops(struct bpf_sock_ops *skops)
 {
+	struct bpf_sock *sk;
 	__u64 cookie;
 
 	switch (skops->op) {
 	case BPF_SOCK_OPS_PASSIVE_ESTABLISHED_CB:
 		santa_conn_new(skops);
+		break;
+	case BPF_SOCK_OPS_TCP_LISTEN_CB:
+		/* A socket that starts listening (again: after shutdown or
+		 * connect(AF_UNSPEC) stopped it) is not the listener user
+		 * space registered, nor is a connection that inherited a
+		 * registered listener's storage without sock_ops seeing it
+		 * established: its connections are not Santa's. */
+		sk = skops->sk;
+		if (sk)
+			bpf_sk_storage_delete(&registered_listeners, sk);
 		break;
 	case BPF_SOCK_OPS_STATE_CB:
 		if (skops->args[1] == BPF_TCP_CLOSE) {

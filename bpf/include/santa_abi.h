@@ -420,16 +420,6 @@ struct santa_conn {
  * replies) lets the end of the stream through, as it was before. */
 #define SANTA_FIN_HOLD_MS 1000
 
-/* Registered listening sockets by what their connections' sock_ops sees:
- * netns, local address (IPv4 as ::ffff:a.b.c.d; a wildcard is :: or
- * ::ffff:0.0.0.0) and port. */
-struct santa_listener_key {
-	__u64 netns;
-	__u8 addr[16];
-	__u16 port; /* host order */
-	__u16 pad[3];
-};
-
 /* Per-CPU counters for every exit of the TCP programs (tcp_path_stats). */
 enum santa_tcp_path {
 	SANTA_TCP_BOUNCED = 0,     /* verdict: matched, sent to egress to become the reply */

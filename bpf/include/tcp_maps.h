@@ -35,13 +35,19 @@ SANTA_CONNECTIONS_MAP(connections);
 
 SANTA_TCP_CONNS_MAP(tcp_conns);
 
-/* Registered listening sockets: their connections' key -> listener cookie. */
+/* Registered listening sockets: each one's own cookie, in the socket's
+ * own storage, set by user space when it registers the listener (the
+ * listener's fd as the key). BPF_F_CLONE: the kernel copies it into each
+ * connection the listener accepts (sk_clone_lock), where sock_ops reads it,
+ * so that a connection is attributed to exactly the socket that accepted
+ * it (santa_listener_of). The map is reused by the next santad
+ * (Options.KeepLinks): its restored listeners keep their storage. */
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, SANTA_DEFAULT_MAX_SERVICES); /* load time */
-	__type(key, struct santa_listener_key);
+	__uint(type, BPF_MAP_TYPE_SK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC | BPF_F_CLONE);
+	__type(key, int);
 	__type(value, __u64);
-} listeners SEC(".maps");
+} registered_listeners SEC(".maps");
 
 /* Why each segment and message left the TCP programs as it did. */
 struct {

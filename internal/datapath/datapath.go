@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"sync"
 
 	"github.com/cilium/ebpf"
@@ -130,23 +131,42 @@ func open(opts Options) (*Datapath, error) {
 		opts.Log = slog.New(slog.DiscardHandler)
 	}
 
-	l, err := load(opts)
+	d := &Datapath{pins: &pins{}}
+	var dir string
+	var listeners *ebpf.Map
+	if !opts.NoPin {
+		var err error
+		if dir, err = d.lockPins(opts.PinPath, opts.Log); err != nil {
+			d.closePinPath()
+			return nil, err
+		}
+		if opts.KeepLinks {
+			listeners = previousListeners(dir, opts.Log)
+		}
+	}
+	l, err := load(opts, listeners)
+	if listeners != nil {
+		listeners.Close() // santa_tcp has a copy of its own
+	}
 	if err != nil {
+		d.closePinPath()
 		return nil, err
 	}
-	d := &Datapath{objs: l.udp, pins: &pins{}}
+	d.objs = l.udp
 	d.ifaces = newIfaceLinks(&d.objs, d.pins)
 	d.mcReplies = &mcReplies{prog: d.objs.SantaMcUdpReply, pins: d.pins, cgroupPath: opts.CgroupPath}
 	d.tcp = newTCPPlane(l.tcp, d.objs.Services, d.pins, opts.CgroupPath)
 	if d.store, err = newStore(&d.objs, d.tcp, l.index, l.chunks, opts.MaxServices, opts.MaxRules); err != nil {
 		d.tcp.close()
 		d.objs.Close()
+		d.closePinPath()
 		return nil, err
 	}
 	if d.store.learn, err = newLearner(&d.objs, opts.Log); err != nil {
 		d.store.close()
 		d.tcp.close()
 		d.objs.Close()
+		d.closePinPath()
 		return nil, err
 	}
 	d.restore = &restoring{store: d.store}
@@ -158,7 +178,7 @@ func open(opts Options) (*Datapath, error) {
 		return nil, fmt.Errorf("reading the host's addresses: %w", err)
 	}
 	if !opts.NoPin {
-		if err := d.pin(opts.PinPath, opts.KeepLinks, opts.Log); err != nil {
+		if err := d.pin(dir, opts.KeepLinks); err != nil {
 			d.Close()
 			return nil, err
 		}
@@ -166,20 +186,65 @@ func open(opts Options) (*Datapath, error) {
 	return d, nil
 }
 
-// pin makes maps and programs outlive this process, replacing older pins,
-// after holding on to what the parts take over from an earlier process.
-func (d *Datapath) pin(dir string, keepLinks bool, log *slog.Logger) error {
+// lockPins makes the pin path dir, as this process names it (hostPinPath),
+// and locks it (lockPinPath), before anything is loaded: an earlier
+// process's registered_listeners is loaded from there. closePinPath lets
+// go of it if Open fails before Close can.
+func (d *Datapath) lockPins(dir string, log *slog.Logger) (string, error) {
 	dir, held, err := hostPinPath(dir, log)
 	if err != nil {
-		return err
+		return "", err
 	}
 	d.hostBPFFS = held
 	if err := prepare(dir); err != nil {
-		return err
+		return "", err
 	}
 	if d.pinLock, err = lockPinPath(dir); err != nil {
-		return err
+		return "", err
 	}
+	return dir, nil
+}
+
+func (d *Datapath) closePinPath() {
+	for _, f := range []*os.File{d.pinLock, d.hostBPFFS} {
+		if f != nil {
+			f.Close()
+		}
+	}
+}
+
+// previousListeners is the registered_listeners map an earlier process
+// pinned in dir, if this version can use it, or nil. The listeners it
+// registered carry their cookies in that map's storage, which is on their
+// sockets and not in the map's pin: santad holds no fd of them, and cannot
+// set them again in a new map when it restores them (RestoreService).
+// Without it (none pinned: the first start, or an earlier version that
+// found listeners by address), the restored listeners' new connections
+// are the applications' alone until they are registered again.
+func previousListeners(dir string, log *slog.Logger) *ebpf.Map {
+	m, err := ebpf.LoadPinnedMap(filepath.Join(dir, "registered_listeners"), nil)
+	if err != nil {
+		if !errors.Is(err, os.ErrNotExist) {
+			log.Warn("the earlier run's registered TCP listeners cannot be read: their new connections are not served until they are attached again", "err", err)
+		}
+		return nil
+	}
+	spec, err := loadSantaTcp()
+	if err == nil {
+		err = spec.Maps["registered_listeners"].Compatible(m)
+	}
+	if err != nil {
+		m.Close()
+		log.Warn("the earlier run's registered TCP listeners are in a map of another shape: their new connections are not served until they are attached again", "err", err)
+		return nil
+	}
+	return m
+}
+
+// pin makes maps and programs outlive this process in dir (lockPins),
+// replacing older pins, after holding on to what the parts take over from
+// an earlier process.
+func (d *Datapath) pin(dir string, keepLinks bool) error {
 	d.tcp.keepPrevious(dir)
 	if keepLinks {
 		d.restore.keepPrevious(dir)
@@ -210,11 +275,7 @@ func (d *Datapath) Close() error {
 	d.ifaces.close()
 	d.mcReplies.close()
 	errs = append(errs, d.tcp.close(), d.objs.Close())
-	for _, f := range []*os.File{d.pinLock, d.hostBPFFS} {
-		if f != nil {
-			f.Close()
-		}
-	}
+	d.closePinPath()
 	return errors.Join(errs...)
 }
 

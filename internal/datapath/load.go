@@ -25,11 +25,13 @@ type loaded struct {
 }
 
 // load loads both objects with opts' sizes (defaults applied): the maps
-// first, then every program of both at once (loadPrograms).
-func load(opts Options) (*loaded, error) {
+// first, then every program of both at once (loadPrograms). listeners, if
+// not nil, is an earlier process's registered_listeners, which santa_tcp
+// uses instead of a new one (previousListeners).
+func load(opts Options, listeners *ebpf.Map) (*loaded, error) {
 	l := &loaded{index: newIndexTable(indexPositions(opts.MaxRules))}
 	cache := btf.NewCache()
-	udp, tcp, err := l.loadAllMaps(opts, cache)
+	udp, tcp, err := l.loadAllMaps(opts, listeners, cache)
 	if err != nil {
 		return nil, err
 	}
@@ -58,13 +60,14 @@ func load(opts Options) (*loaded, error) {
 }
 
 // loadAllMaps loads the maps of santa_udp, then those of santa_tcp (most
-// of which are santa_udp's), sized by opts.
-func (l *loaded) loadAllMaps(opts Options, cache *btf.Cache) (udp, tcp *objectFile, err error) {
+// of which are santa_udp's, and registered_listeners may be an earlier
+// process's), sized by opts.
+func (l *loaded) loadAllMaps(opts Options, listeners *ebpf.Map, cache *btf.Cache) (udp, tcp *objectFile, err error) {
 	spec, err := l.udpSpec(opts)
 	if err != nil {
 		return nil, nil, err
 	}
-	tcpSpec, err := l.tcpSpec(opts.MaxConnections, opts.MaxServices)
+	tcpSpec, err := l.tcpSpec(opts.MaxConnections)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -74,6 +77,9 @@ func (l *loaded) loadAllMaps(opts Options, cache *btf.Cache) (udp, tcp *objectFi
 	shared := map[string]*ebpf.Map{}
 	for _, name := range tcpShared {
 		shared[name] = udp.coll.Maps[name]
+	}
+	if listeners != nil {
+		shared["registered_listeners"] = listeners
 	}
 	if tcp, err = loadMaps(tcpSpec, shared, "TCP BPF objects", cache); err != nil {
 		udp.coll.Close()
@@ -121,15 +127,14 @@ var tcpShared = []string{
 }
 
 // tcpSpec is santa_tcp's spec, sized for maxConns connections under
-// Santa and maxServices services.
-func (l *loaded) tcpSpec(maxConns, maxServices uint32) (*ebpf.CollectionSpec, error) {
+// Santa.
+func (l *loaded) tcpSpec(maxConns uint32) (*ebpf.CollectionSpec, error) {
 	spec, err := loadSantaTcp()
 	if err != nil {
 		return nil, fmt.Errorf("loading TCP BPF spec: %w", err)
 	}
 	spec.Maps["connections"].MaxEntries = maxConns
 	spec.Maps["tcp_conns"].MaxEntries = maxConns
-	spec.Maps["listeners"].MaxEntries = maxServices
 	if err := l.index.setMask(spec); err != nil {
 		return nil, err
 	}
@@ -257,15 +262,15 @@ func loadError(what string, err error) error {
 // they share with santa_udp are santaObjects' (tcpShared).
 type tcpObjects struct {
 	santaTcpPrograms
-	Connections  *ebpf.Map `ebpf:"connections"`
-	Listeners    *ebpf.Map `ebpf:"listeners"`
-	TcpConns     *ebpf.Map `ebpf:"tcp_conns"`
-	TcpPathStats *ebpf.Map `ebpf:"tcp_path_stats"`
-	ReplyMemory  *ebpf.Map `ebpf:"reply_memory"`
+	Connections         *ebpf.Map `ebpf:"connections"`
+	RegisteredListeners *ebpf.Map `ebpf:"registered_listeners"` // socket storage (tcpPlane.addListener)
+	TcpConns            *ebpf.Map `ebpf:"tcp_conns"`
+	TcpPathStats        *ebpf.Map `ebpf:"tcp_path_stats"`
+	ReplyMemory         *ebpf.Map `ebpf:"reply_memory"`
 }
 
 func (o *tcpObjects) Close() error {
-	return errors.Join(o.santaTcpPrograms.Close(), o.Connections.Close(), o.Listeners.Close(),
+	return errors.Join(o.santaTcpPrograms.Close(), o.Connections.Close(), o.RegisteredListeners.Close(),
 		o.TcpConns.Close(), o.TcpPathStats.Close(), o.ReplyMemory.Close())
 }
 

@@ -78,7 +78,7 @@ func (p *pins) pinObjects(dir string, objs *santaObjects, tcp *tcpObjects) error
 		"rules_huge": objs.RulesHuge,
 		"rule_stats": objs.RuleStats, "service_stats": objs.ServiceStats,
 		"path_stats": objs.PathStats, "closed_sockets": objs.ClosedSockets,
-		"connections": tcp.Connections, "listeners": tcp.Listeners, "tcp_conns": tcp.TcpConns,
+		"connections": tcp.Connections, "registered_listeners": tcp.RegisteredListeners, "tcp_conns": tcp.TcpConns,
 		"tcp_path_stats": tcp.TcpPathStats,
 		"prog_santa_udp": objs.SantaUdp, "prog_santa_udp_tc": objs.SantaUdpTc,
 		"prog_santa_sock_release": objs.SantaSockRelease, "prog_santa_tcp_sockops": tcp.SantaTcpSockops,
@@ -101,8 +101,9 @@ func (p *pins) pinObjects(dir string, objs *santaObjects, tcp *tcpObjects) error
 }
 
 // oldPins are the pins earlier versions made that this one does not: the
-// single rules map before the size classes.
-var oldPins = []string{"rules"}
+// single rules map before the size classes, the listeners by address
+// before registered_listeners.
+var oldPins = []string{"rules", "listeners"}
 
 // removeOldPins removes what earlier versions pinned in dir and this one
 // no longer does: those maps would otherwise keep their memory, gigabytes

@@ -109,7 +109,7 @@ func (st *store) addAs(id model.ServiceID, info model.SocketInfo) error {
 	if err := st.svcIDs.claim(uint32(id)); err != nil {
 		return fmt.Errorf("service id %d: %w", id, err)
 	}
-	_, err := st.register(id, info)
+	_, err := st.register(id, info, -1)
 	return err
 }
 

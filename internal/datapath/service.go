@@ -35,18 +35,18 @@ func (d *Datapath) AddService(fd int, info model.SocketInfo) (model.ServiceID, e
 	if err := servable(fd, info); err != nil {
 		return 0, err
 	}
-	return d.store.add(info)
+	return d.store.add(info, fd)
 }
 
-// add registers info's socket under a new id.
-func (st *store) add(info model.SocketInfo) (model.ServiceID, error) {
+// add registers info's socket, whose descriptor is fd, under a new id.
+func (st *store) add(info model.SocketInfo, fd int) (model.ServiceID, error) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	raw, err := st.svcIDs.get()
 	if err != nil {
 		return 0, fmt.Errorf("registering service: %d services registered: %w", st.svcIDs.inUse(0), err)
 	}
-	return st.register(model.ServiceID(raw), info)
+	return st.register(model.ServiceID(raw), info, fd)
 }
 
 // AddSocket is AddService for a caller that has not inspected the socket
@@ -95,8 +95,9 @@ func servable(fd int, info model.SocketInfo) error {
 
 // register makes info's socket a service under an id taken from svcIDs,
 // which it gives back on failure; a TCP listener's connections become the
-// TCP plane's. Called with st.mu held.
-func (st *store) register(id model.ServiceID, info model.SocketInfo) (model.ServiceID, error) {
+// TCP plane's. fd is the socket's descriptor, -1 for an earlier process's
+// service (tcpPlane.addListener). Called with st.mu held.
+func (st *store) register(id model.ServiceID, info model.SocketInfo, fd int) (model.ServiceID, error) {
 	for _, s := range st.services {
 		if s.info.Cookie == info.Cookie {
 			st.svcIDs.put(uint32(id))
@@ -114,7 +115,7 @@ func (st *store) register(id model.ServiceID, info model.SocketInfo) (model.Serv
 		return 0, fmt.Errorf("registering service: %w", err)
 	}
 	if info.Protocol == unix.IPPROTO_TCP {
-		if err := st.tcp.addListener(id, info); err != nil {
+		if err := st.tcp.addListener(id, info, fd); err != nil {
 			st.objs.Services.Delete(info.Cookie)
 			st.svcIDs.put(uint32(id))
 			return 0, err

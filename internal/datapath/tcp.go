@@ -3,7 +3,6 @@ package datapath
 import (
 	"errors"
 	"fmt"
-	"net/netip"
 	"sync"
 
 	"github.com/cilium/ebpf"
@@ -15,8 +14,9 @@ import (
 
 // TCP (docs/tcp.md). A registered listening socket's connections are put
 // into the tcp_conns sockhash: new ones by santa_tcp_sockops, attached to
-// the root cgroup when the first listener is registered, existing ones by
-// AdoptConnection. The verdict and reply programs are attached to the
+// the root cgroup when the first listener is registered, which knows them
+// by the listener's storage they inherit (registered_listeners), existing
+// ones by AdoptConnection. The verdict and reply programs are attached to the
 // sockhash itself, so they run on exactly those connections.
 
 // tcpPlane serves registered listeners' connections: it registers
@@ -55,32 +55,19 @@ func (t *tcpPlane) close() error {
 	return t.objs.Close()
 }
 
-// listenerKey is how santa_tcp_sockops finds a connection's listener.
-func listenerKey(info model.SocketInfo) santaTcpSantaListenerKey {
-	k := santaTcpSantaListenerKey{Netns: info.NetnsCookie, Port: info.Local.Port()}
-	a := info.Local.Addr()
-	if a.Is4() {
-		a = netip.AddrFrom16(a.As16()) // ::ffff:a.b.c.d, 0.0.0.0 too
-	}
-	k.Addr = a.As16()
-	return k
-}
-
 // addListener makes the listening socket of service id's future
-// connections Santa's.
-func (t *tcpPlane) addListener(id model.ServiceID, info model.SocketInfo) error {
+// connections Santa's: those it accepts from now on. fd is the socket's
+// descriptor, whose storage in registered_listeners names it to
+// santa_tcp_sockops, and the kernel copies that into each connection the
+// socket accepts. fd is -1 for a listener of an earlier process
+// (RestoreService): the storage that process set on it is still there, in
+// the map this process reuses (Open, KeepLinks).
+func (t *tcpPlane) addListener(id model.ServiceID, info model.SocketInfo, fd int) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	err := t.attachHooks()
-	if err == nil {
-		key := listenerKey(info)
-		err = t.objs.Listeners.Update(key, info.Cookie, ebpf.UpdateNoExist)
-		if errors.Is(err, ebpf.ErrKeyExist) {
-			err = fmt.Errorf("another listening socket on %s in this network namespace is registered "+
-				"(of a SO_REUSEPORT group, register one): %w", info.Local, model.ErrExists)
-		} else if err != nil {
-			err = fmt.Errorf("registering listener: %w", err)
-		}
+	if err == nil && fd >= 0 {
+		err = t.markListener(fd, info.Cookie)
 	}
 	if err != nil {
 		// The service was in the services map from before this lock was
@@ -93,20 +80,36 @@ func (t *tcpPlane) addListener(id model.ServiceID, info model.SocketInfo) error 
 	return nil
 }
 
+// markListener sets the storage of fd's socket, whose cookie is to be
+// cookie, to that cookie. Its value is always its own socket's cookie, and
+// santa_tcp_sockops serves a connection whose inherited cookie is a
+// registered TCP service's: a socket no longer registered, or registered
+// again, needs no other value.
+func (t *tcpPlane) markListener(fd int, cookie uint64) error {
+	own, err := unix.GetsockoptUint64(fd, unix.SOL_SOCKET, unix.SO_COOKIE)
+	if err != nil {
+		return fmt.Errorf("reading SO_COOKIE: %w", err)
+	}
+	if own != cookie {
+		return fmt.Errorf("socket's cookie %d is not the registered one, %d: %w", own, cookie, model.ErrNotListener)
+	}
+	if err := t.objs.RegisteredListeners.Update(int32(fd), cookie, ebpf.UpdateAny); err != nil {
+		return fmt.Errorf("registering listener: %w", err)
+	}
+	return nil
+}
+
 // removeListener forgets the listener of service id, which is gone: its
-// connections pass from now on, new ones are not added, and its idle
-// connections leave the sockhash (releaseConnections). Best effort both:
-// a stale entry only names a listener that is gone, and connections left
-// in the sockhash pass everything.
+// connections pass from now on, new ones are not added (the service is
+// out of the services map, which santa_tcp_sockops checks: the listener's
+// storage stays, as no fd of it is held here, until the socket closes or
+// listens again), and its idle connections leave the sockhash
+// (releaseConnections; best effort: connections left in the sockhash pass
+// everything).
 func (t *tcpPlane) removeListener(id model.ServiceID, info model.SocketInfo) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	delete(t.listeners, id)
-	var cookie uint64
-	key := listenerKey(info)
-	if err := t.objs.Listeners.Lookup(key, &cookie); err == nil && cookie == info.Cookie {
-		t.objs.Listeners.Delete(key)
-	}
 	t.releaseConnections(info.Cookie)
 }
 

@@ -28,7 +28,7 @@ func TestVerifierHeadroom(t *testing.T) {
 		MaxConnections: model.DefaultMaxConnections, ReplyTTL: 64}
 	l := &loaded{index: newIndexTable(indexPositions(opts.MaxRules))}
 	cache := btf.NewCache()
-	udp, tcp, err := l.loadAllMaps(opts, cache)
+	udp, tcp, err := l.loadAllMaps(opts, nil, cache)
 	if err != nil {
 		t.Fatal(err)
 	}
