@@ -178,3 +178,50 @@ func pinnedOnLo(t *testing.T) (d *Datapath, dir string, back func()) {
 	}
 	return d, dir, back
 }
+
+// A restarting Open (KeepLinks) loads santa_tcp onto the earlier
+// process's registered_listeners only if that map is of this version's
+// shape: one of another (here an array) is replaced by a new map rather
+// than failing the start, and the address-keyed listeners map of an
+// earlier version is removed.
+func TestOpenReplacesIncompatibleListenersPin(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "bpffs", "santa")
+	if err := os.MkdirAll(filepath.Dir(dir), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := mountBPFFS(filepath.Dir(dir)); err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Unmount(filepath.Dir(dir), 0)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"listeners", "registered_listeners"} {
+		old, err := ebpf.NewMap(&ebpf.MapSpec{Type: ebpf.Array, KeySize: 4, ValueSize: 8, MaxEntries: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := old.Pin(filepath.Join(dir, name)); err != nil {
+			t.Fatal(err)
+		}
+		old.Close()
+	}
+
+	d, err := Open(Options{PinPath: dir, MaxRules: 64, MaxServices: 4, KeepLinks: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	defer d.Unpin()
+	if _, err := os.Stat(filepath.Join(dir, "listeners")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the old listeners pin is still there (%v)", err)
+	}
+	m, err := ebpf.LoadPinnedMap(filepath.Join(dir, "registered_listeners"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if m.Type() != ebpf.SkStorage {
+		t.Errorf("registered_listeners pinned is a %v map", m.Type())
+	}
+}
