@@ -15,7 +15,8 @@ import (
 
 // A connection the kernel answered before santad was killed is taken over
 // by the next santad: a rule replaced after the restart answers it, not
-// the rule the earlier data plane held.
+// the rule the earlier data plane held. A connection made after the
+// restart is the restored listener's too.
 func TestDaemonRestartTakesTCPConnectionsOver(t *testing.T) {
 	e := newEnv(t, "r", "")
 	ln := e.listenTCP(t)
@@ -33,16 +34,22 @@ func TestDaemonRestartTakesTCPConnectionsOver(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var conn net.Conn
-	err = e.ns.Do(func() (err error) {
-		conn, err = net.Dial("tcp4", ln.Addr().String())
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
+	dial := func() net.Conn {
+		t.Helper()
+		var conn net.Conn
+		err := e.ns.Do(func() (err error) {
+			conn, err = net.Dial("tcp4", ln.Addr().String())
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { conn.Close() })
+		time.Sleep(50 * time.Millisecond) // accepted: a request before that is the application's
+		return conn
 	}
-	defer conn.Close()
-	ask := func(want string) {
+	conn := dial()
+	ask := func(conn net.Conn, want string) {
 		t.Helper()
 		conn.SetDeadline(time.Now().Add(5 * time.Second))
 		if _, err := conn.Write([]byte("ping\n")); err != nil {
@@ -53,8 +60,7 @@ func TestDaemonRestartTakesTCPConnectionsOver(t *testing.T) {
 			t.Fatalf("ping got %q, %v; want %q", got, err, want)
 		}
 	}
-	time.Sleep(50 * time.Millisecond) // accepted: a request before that is the application's
-	ask("pong\n")
+	ask(conn, "pong\n")
 
 	e.d.Kill()
 	if err := e.d.Start(); err != nil {
@@ -64,7 +70,10 @@ func TestDaemonRestartTakesTCPConnectionsOver(t *testing.T) {
 	if err := c.ReplaceRules(svc.ServiceID, []client.RuleEntry{{RuleID: ids[0], Rule: pingRule("PONG\n")}}); err != nil {
 		t.Fatal(err)
 	}
-	ask("PONG\n")
+	ask(conn, "PONG\n")
+	// A new connection too: the restored listener's socket storage is in
+	// the registered_listeners map the new santad loaded its programs on.
+	ask(dial(), "PONG\n")
 	if !strings.Contains(e.d.Log(), "took over the earlier run's TCP connections") {
 		t.Errorf("santad did not log the handover:\n%s", e.d.Log())
 	}
