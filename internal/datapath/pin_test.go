@@ -61,9 +61,10 @@ func TestOpenTakesOverStalePins(t *testing.T) {
 	t.Logf("interface %d attached again in %s mode", iface.Index, att.XDP)
 }
 
-// Pins an older version left (the single `rules` map before the size
-// classes) are removed by the next Open: they would keep their memory.
-func TestOpenRemovesOldPins(t *testing.T) {
+// bpffsDir is a directory in a bpffs of the test's own, unmounted when
+// the test ends.
+func bpffsDir(t *testing.T) string {
+	t.Helper()
 	dir := filepath.Join(t.TempDir(), "bpffs", "santa")
 	if err := os.MkdirAll(filepath.Dir(dir), 0o700); err != nil {
 		t.Fatal(err)
@@ -71,10 +72,17 @@ func TestOpenRemovesOldPins(t *testing.T) {
 	if err := mountBPFFS(filepath.Dir(dir)); err != nil {
 		t.Fatal(err)
 	}
-	defer unix.Unmount(filepath.Dir(dir), 0)
+	t.Cleanup(func() { unix.Unmount(filepath.Dir(dir), 0) })
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
+	return dir
+}
+
+// Pins an older version left (the single `rules` map before the size
+// classes) are removed by the next Open: they would keep their memory.
+func TestOpenRemovesOldPins(t *testing.T) {
+	dir := bpffsDir(t)
 	old, err := ebpf.NewMap(&ebpf.MapSpec{Type: ebpf.Array, KeySize: 4, ValueSize: 4, MaxEntries: 1})
 	if err != nil {
 		t.Fatal(err)
@@ -185,17 +193,7 @@ func pinnedOnLo(t *testing.T) (d *Datapath, dir string, back func()) {
 // than failing the start, and the address-keyed listeners map of an
 // earlier version is removed.
 func TestOpenReplacesIncompatibleListenersPin(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "bpffs", "santa")
-	if err := os.MkdirAll(filepath.Dir(dir), 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if err := mountBPFFS(filepath.Dir(dir)); err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Unmount(filepath.Dir(dir), 0)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		t.Fatal(err)
-	}
+	dir := bpffsDir(t)
 	for _, name := range []string{"listeners", "registered_listeners"} {
 		old, err := ebpf.NewMap(&ebpf.MapSpec{Type: ebpf.Array, KeySize: 4, ValueSize: 8, MaxEntries: 1})
 		if err != nil {

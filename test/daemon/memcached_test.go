@@ -174,15 +174,7 @@ type mcConn struct {
 // dialTCP connects to port on 127.0.0.1 in the namespace.
 func (e *env) dialTCP(t *testing.T, port uint16) *mcConn {
 	t.Helper()
-	var conn net.Conn
-	err := e.ns.Do(func() (err error) {
-		conn, err = net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(int(port)), 2*time.Second)
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
+	conn := e.dial(t, "127.0.0.1:"+strconv.Itoa(int(port)))
 	return &mcConn{Conn: conn, r: bufio.NewReader(conn)}
 }
 

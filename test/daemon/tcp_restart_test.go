@@ -36,15 +36,7 @@ func TestDaemonRestartTakesTCPConnectionsOver(t *testing.T) {
 	}
 	dial := func() net.Conn {
 		t.Helper()
-		var conn net.Conn
-		err := e.ns.Do(func() (err error) {
-			conn, err = net.Dial("tcp4", ln.Addr().String())
-			return err
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { conn.Close() })
+		conn := e.dial(t, ln.Addr().String())
 		time.Sleep(50 * time.Millisecond) // accepted: a request before that is the application's
 		return conn
 	}
@@ -97,6 +89,22 @@ func (e *env) listenTCP(t *testing.T) *net.TCPListener {
 	return ln.(*net.TCPListener)
 }
 
+// dial connects to addr over TCP from the namespace; the connection
+// closes when the test ends.
+func (e *env) dial(t *testing.T, addr string) net.Conn {
+	t.Helper()
+	var conn net.Conn
+	err := e.ns.Do(func() (err error) {
+		conn, err = net.DialTimeout("tcp4", addr, 2*time.Second)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn
+}
+
 // echoLines is an application: it answers each line with "APP:" and the
 // line, until the listener closes.
 func echoLines(ln net.Listener) {
@@ -145,15 +153,7 @@ func TestDaemonRestartReleasesLeftConnections(t *testing.T) {
 		served <- line
 		<-served // open until the test is done
 	}()
-	var conn net.Conn
-	err := e.ns.Do(func() (err error) {
-		conn, err = net.Dial("tcp4", ln.Addr().String())
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
+	conn := e.dial(t, ln.Addr().String())
 	time.Sleep(50 * time.Millisecond) // accepted: a request before that stays in the receive queue
 	conn.Write([]byte("unread\n"))    // no rule: passed, and left unread
 	time.Sleep(50 * time.Millisecond)
