@@ -277,6 +277,11 @@ int santa_udp_tc(struct __sk_buff *skb)
 	verdict = santa_xdp_verdict(skb);
 	if (verdict == SANTA_META_SEEN)
 		return santa_tc_exit(SANTA_PATH_SEEN_BY_XDP, TC_ACT_OK);
+	/* Several datagrams GRO merged for a socket that takes them so
+	 * (UDP_GRO), their lengths summed in the headers: the stack splits
+	 * them again for any other socket. Not one request. */
+	if (skb->gso_segs > 1)
+		return santa_tc_exit(SANTA_PATH_BAD_LENGTH, TC_ACT_OK);
 
 	headers = skb->len < SANTA_MAX_HEADERS ? skb->len : SANTA_MAX_HEADERS;
 	if (bpf_skb_pull_data(skb, headers))

@@ -307,7 +307,7 @@ enum santa_path {
 	SANTA_PATH_NOT_UDP,      /* another transport, or IPv6 extension headers */
 	SANTA_PATH_FRAGMENT,     /* IPv4 fragment */
 	SANTA_PATH_IP_OPTIONS,   /* IPv4 header with options */
-	SANTA_PATH_BAD_LENGTH,   /* truncated packet, or length fields that disagree */
+	SANTA_PATH_BAD_LENGTH,   /* truncated packet, length fields that disagree, or datagrams GRO merged (TC) */
 	SANTA_PATH_NOT_UNICAST,  /* multicast/broadcast destination or source, unspecified source */
 	SANTA_PATH_TOO_LONG,     /* request payload above SANTA_MAX_UDP_REQUEST */
 	SANTA_PATH_NO_SOCKET,    /* no local socket would receive it */

@@ -2,7 +2,11 @@ package datapath
 
 import (
 	"bytes"
+	"encoding/binary"
 	"testing"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/btf"
 
 	"github.com/santa-offload/santa/internal/model"
 	"github.com/santa-offload/santa/internal/pkttest"
@@ -107,5 +111,42 @@ func TestXDPLargestReply(t *testing.T) {
 	}
 	if want := req.Reply(expectReply(big, []byte("Big"))).Bytes(); !bytes.Equal(out, want) {
 		t.Fatalf("output\n got %x\nwant %x", out, want)
+	}
+}
+
+// Datagrams GRO merged into one skb (a socket with UDP_GRO; gso_segs in
+// the test run's __sk_buff) are several requests: TC passes them as they
+// are, where the same bytes as one datagram are answered.
+func TestTCPassesGROMergedDatagrams(t *testing.T) {
+	d := openTest(t)
+	c := boundUDP(t, "127.0.0.1:0")
+	if _, err := d.AddRule(register(t, d, c), hello()); err != nil {
+		t.Fatal(err)
+	}
+	frame := request(local(c), []byte("Hello")).Bytes()
+	if verdict, _ := run(t, d.TCProgram(), frame); verdict != tcActRedirect {
+		t.Fatalf("one datagram: verdict %d, want %d (answered)", verdict, tcActRedirect)
+	}
+	spec, err := btf.LoadKernelSpec()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var skb *btf.Struct
+	if err := spec.TypeByName("__sk_buff", &skb); err != nil {
+		t.Fatal(err)
+	}
+	ctx := make([]byte, skb.Size)
+	for _, m := range skb.Members {
+		if m.Name == "gso_segs" {
+			binary.NativeEndian.PutUint32(ctx[m.Offset.Bytes():], 2)
+		}
+	}
+	opts := ebpf.RunOptions{Data: frame, DataOut: make([]byte, 4096), Context: ctx}
+	verdict, err := d.TCProgram().Run(&opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if verdict != tcActOK || !bytes.Equal(opts.DataOut, frame) {
+		t.Fatalf("two datagrams merged: verdict %d, frame out %x; want %d and the frame as it came", verdict, opts.DataOut, tcActOK)
 	}
 }
