@@ -233,7 +233,7 @@ func (sv *service) unnote(f *form) (uint32, bool) {
 // the batch, which is sent again. It returns the forms installed. Called
 // with a.mu held.
 func (a *agent) addRules(sd Santad, sv *service, forms []*form) []*form {
-	ids, err := a.add(sd, sv.id, forms)
+	ids, err := a.addBuilt(sd, sv.id, forms, rulesOf(forms))
 	var done []*form
 	for _, f := range forms {
 		if id, ok := ids[f]; ok {
@@ -247,13 +247,6 @@ func (a *agent) addRules(sd Santad, sv *service, forms []*form) []*form {
 	return done
 }
 
-// add installs forms on a service as addRules does, and returns the rule
-// id of each form installed; the error is the connection's. Called with
-// a.mu held: it reads the forms' replies.
-func (a *agent) add(sd Santad, service uint32, forms []*form) (map[*form]uint32, error) {
-	return a.addBuilt(sd, service, forms, rulesOf(forms))
-}
-
 // rulesOf is each form's rule, made from its reply as it is now.
 func rulesOf(forms []*form) []rule.Rule {
 	rules := make([]rule.Rule, len(forms))
@@ -263,8 +256,10 @@ func rulesOf(forms []*form) []rule.Rule {
 	return rules
 }
 
-// addBuilt installs rules[i], forms[i]'s rule, as add does; it reads
-// nothing of the forms but their query, which never changes.
+// addBuilt installs rules[i], forms[i]'s rule, as addRules does, and
+// returns the rule id of each form installed; the error is the
+// connection's. It reads nothing of the forms but their query, which
+// never changes.
 func (a *agent) addBuilt(sd Santad, service uint32, forms []*form, rules []rule.Rule) (map[*form]uint32, error) {
 	ids := map[*form]uint32{}
 	for len(forms) > 0 {
