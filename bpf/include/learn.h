@@ -94,9 +94,20 @@ volatile const __u64 santa_learn_seed = 0;
 
 #define SANTA_LEARN_MUL 0x9e3779b97f4a7c15ull
 
-/* The key's two cells: a multiply-xorshift over its 8-byte words (the last
- * masked to the key's length, as the scratch holds older bytes after it),
- * seeded with the service's learn id and the length, then finalized as
+/* The key's 8-byte word at `at` (< len), the last masked to the key's
+ * length: the scratch holds older bytes after the key, an earlier
+ * request's, perhaps another service's. off is already bounded. */
+static __always_inline __u64 santa_learn_word(struct santa_scratch *s, __u32 off, __u32 at, __u32 len)
+{
+	__u64 w = *(__u64 *)&s->buf[off + at];
+
+	if (len - at < 8)
+		w &= (1ull << ((len - at) * 8)) - 1;
+	return w;
+}
+
+/* The key's two cells: a multiply-xorshift over its 8-byte words, seeded
+ * with the service's learn id and the length, then finalized as
  * MurmurHash3's fmix64 does. */
 static __always_inline __u64 santa_learn_hash(struct santa_scratch *s, __u32 learn, __u32 off, __u32 len)
 {
@@ -104,14 +115,9 @@ static __always_inline __u64 santa_learn_hash(struct santa_scratch *s, __u32 lea
 
 	off &= SANTA_LEARN_MAX_OFF;
 	for (__u32 at = 0; at < SANTA_LEARN_MAX_KEY; at += 8) {
-		__u64 w;
-
 		if (at >= len)
 			break;
-		w = *(__u64 *)&s->buf[off + at];
-		if (len - at < 8)
-			w &= (1ull << ((len - at) * 8)) - 1;
-		h = (h ^ w) * SANTA_LEARN_MUL;
+		h = (h ^ santa_learn_word(s, off, at, len)) * SANTA_LEARN_MUL;
 		h ^= h >> 29;
 	}
 	h ^= h >> 33;
@@ -147,7 +153,7 @@ static __always_inline void santa_learn_sample(struct santa_scratch *s, const st
 	for (__u32 at = 0; at < SANTA_LEARN_MAX_KEY; at += 8) {
 		if (at >= len)
 			break;
-		*(__u64 *)&smp->key[at] = *(__u64 *)&s->buf[off + at];
+		*(__u64 *)&smp->key[at] = santa_learn_word(s, off, at, len);
 	}
 	size = __builtin_offsetof(struct santa_learn_sample, key) + ((len + 7) & ~7u);
 	if (size > sizeof(*smp))

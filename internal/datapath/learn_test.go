@@ -578,14 +578,16 @@ func TestLearnRealPackets(t *testing.T) {
 
 // A sample's record on the ring is its header and its key rounded up to 8
 // bytes, whatever the key's length: a DNS query's takes a fraction of a
-// full 256-byte key's room.
+// full 256-byte key's room. The rounding's bytes are zero, not those of
+// an earlier, longer request the CPU's scratch still holds.
 func TestLearnSampleRecordSize(t *testing.T) {
+	stayOnOneCPU(t)
 	d := openTest(t)
 	_, to := learningService(t, d)
 	if err := d.learnConfig(1, 100); err != nil {
 		t.Fatal(err)
 	}
-	for _, n := range []int{1, 8, 9, 31, model.MaxLearnKey} {
+	for _, n := range []int{model.MaxLearnKey, 31, 9, 8, 1} {
 		payload := bytes.Repeat([]byte{byte(n)}, 2+n)
 		xdpPasses(t, d, request(to, payload).Bytes())
 		recs, err := d.learnRecords()
@@ -598,6 +600,9 @@ func TestLearnSampleRecordSize(t *testing.T) {
 		s, ok := decodeSample(recs[0])
 		if !ok || !bytes.Equal(s.Key[:s.Len], payload[2:]) {
 			t.Fatalf("%d-byte key: decoded %v, key %x", n, ok, s.Key[:s.Len])
+		}
+		if rest := recs[0][sampleHeader+n:]; !bytes.Equal(rest, make([]byte, len(rest))) {
+			t.Fatalf("%d-byte key: the record's rounding holds %x; want zeros", n, rest)
 		}
 	}
 	// The header's fields are read where the C struct has them.
