@@ -84,9 +84,21 @@ func (a *agent) install(l learned) {
 			return
 		}
 	}
-	a.stats.installed += uint64(len(added))
-	a.stats.refreshed += uint64(len(replaced))
+	a.stats.installed += a.kept(added)
+	a.stats.refreshed += a.kept(replaced)
 	a.stats.confirmed += uint64(confirmed)
+}
+
+// kept is how many of keys are still offloaded: santad's refusals delete
+// theirs. Called with a.mu held.
+func (a *agent) kept(keys []*key) uint64 {
+	n := uint64(0)
+	for _, k := range keys {
+		if a.keys[k.form] == k {
+			n++
+		}
+	}
+	return n
 }
 
 // sameRule is whether k, read again, makes the rule o was installed with:

@@ -76,6 +76,9 @@ func TestAddRefusedWholeLearnedAgain(t *testing.T) {
 	(*rc).refuseAdd = 1 // the host's capacity is full for this one add
 	r.d.setHot(udp, map[string]uint32{get("k"): 100})
 	r.window(time.Second)
+	if s := r.a.snapshot(); s.installed != 0 {
+		t.Errorf("the refused add counted %d keys installed; want 0", s.installed)
+	}
 	// Capacity is back; k stays hot (its gets pass: it has no rule).
 	tcpBefore := r.mc.tcp
 	for range 10 {
@@ -84,6 +87,9 @@ func TestAddRefusedWholeLearnedAgain(t *testing.T) {
 	if _, ok := r.d.rules(udp)["k"]; !ok {
 		t.Errorf("k, hot for 10 windows after one refused add, has no rule; the agent has it as offloaded: %v; "+
 			"it was read %d times since", r.a.keys[get("k")] != nil, r.mc.tcp-tcpBefore)
+	}
+	if s := r.a.snapshot(); s.installed != 1 {
+		t.Errorf("%d keys counted installed; want 1, k's second add", s.installed)
 	}
 }
 
@@ -112,6 +118,9 @@ func TestReplaceRefusedLearnedAgain(t *testing.T) {
 		r.watch(50 * time.Millisecond)
 	}
 	s := r.a.snapshot()
+	if s.refreshed != 0 {
+		t.Errorf("the refused replace counted %d rules refreshed; want 0", s.refreshed)
+	}
 	if g := r.d.rules(udp)["k1"].Guard.Gen; g != 3 {
 		t.Errorf("k1's rule is at gen %d (dead: k1 is at gen 3) 20 windows after one refused replace, its gets passing; "+
 			"the agent has its gen as %d; %d items read meanwhile, %d confirmed", g, r.a.keys[get("k1")].gen.Gen,
