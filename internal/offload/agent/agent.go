@@ -91,6 +91,7 @@ type agent struct {
 	mu       sync.Mutex
 	sd       Santad              // nil while not connected
 	scans    santadconn.ScanLog  // logs the scans' failures once a run
+	takes    santadconn.TakeLog  // logs each socket's failures to be taken up once a run
 	conns    uint64              // connections to santad dropped so far: names the current one
 	sockets  map[uint64]*service // by socket inode
 	services map[uint32]*service // by santad's id

@@ -1613,6 +1613,27 @@ func TestRecheckWhileASocketIsNotTakenUpAgain(t *testing.T) {
 	r.wantInstalled("alias.example.com", "mail.example.com", "www.example.com")
 }
 
+// A socket the agent may not take (its user lacks the right, say) is
+// tried again every scan, and logged once while it fails so.
+func TestTakeFailureLoggedOnce(t *testing.T) {
+	r := newRig(t, nil)
+	var logs strings.Builder
+	r.a.log = slog.New(slog.NewTextHandler(&logs, nil))
+	take := r.a.take
+	r.a.take = func(server.Socket) (int, error) { return -1, syscall.EPERM }
+	for range 8 {
+		r.a.scan(r.ctx)
+	}
+	if n := strings.Count(logs.String(), "operation not permitted"); n != 2 || len(r.a.services) != 0 {
+		t.Fatalf("8 scans failing to take 2 sockets: %d services, logged:\n%s\nwant each socket's failure once", len(r.a.services), logs.String())
+	}
+	r.a.take = take
+	r.a.scan(r.ctx)
+	if n := strings.Count(logs.String(), "working again"); n != 2 || len(r.a.services) != 2 {
+		t.Fatalf("%d services, %d lines say a socket was taken up; want 2 and 2:\n%s", len(r.a.services), n, logs.String())
+	}
+}
+
 func TestServerRestart(t *testing.T) {
 	r := newRig(t, nil)
 	r.installAll()

@@ -71,6 +71,7 @@ func (a *agent) scanLocked() (joins []*joining) {
 		}
 	}
 	maps.DeleteFunc(a.refused, func(inode uint64, _ time.Time) bool { return !fresh[inode] })
+	a.takes.Keep(sv.Fresh)
 	for _, g := range a.groups {
 		g.sockets = slices.DeleteFunc(g.sockets, func(inode uint64) bool { return !fresh[inode] || a.sockets[inode] != nil })
 	}
@@ -128,8 +129,8 @@ func (a *agent) dropGroup(g *group) {
 func (a *agent) attach(sd Santad, s server.Socket, byCookie map[uint64]client.ServiceInfo) *joining {
 	info, adopted, err := santadconn.TakeUp(sd, a.take, s, byCookie)
 	switch {
-	case errors.Is(err, santadconn.ErrTake):
-		a.log.Warn("taking the server's socket", "err", err)
+	case errors.Is(err, santadconn.ErrTake) || santadconn.Refused(err):
+		a.takes.Failed(a.log, s.Inode, "taking up "+s.Local.String(), err)
 		return nil
 	case err != nil:
 		a.failed("attaching "+s.Local.String(), err)
@@ -137,6 +138,7 @@ func (a *agent) attach(sd Santad, s server.Socket, byCookie map[uint64]client.Se
 	case !adopted:
 		a.stats.attached++
 	}
+	a.takes.Worked(a.log, s.Inode, "taking up "+s.Local.String())
 	g := a.groups[s.Local]
 	if g == nil {
 		g = &group{local: s.Local, dst: server.AskAddr(s.Local), services: map[uint32]*service{}, forms: map[string]*form{}, learning: map[string]float64{},

@@ -80,6 +80,7 @@ type agent struct {
 	added    uint64              // keys ever offloaded: the next one's seq
 	sd       Santad              // nil while not connected
 	scans    santadconn.ScanLog  // logs the scans' failures once a run
+	takes    santadconn.TakeLog  // logs each socket's failures to be taken up once a run
 	sockets  map[uint64]*service // by socket inode
 	services map[uint32]*service // by santad's id
 	// leader is the TCP listener that started the domain; every other

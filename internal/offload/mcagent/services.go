@@ -35,6 +35,7 @@ func (a *agent) scan() error {
 		return nil
 	}
 	a.scans.Worked(a.log, "scanning memcached's sockets")
+	a.takes.Keep(sv.Fresh)
 	for _, s := range a.services {
 		if why := sv.Gone(s.inode, s.id); why != "" && a.services[s.id] == s {
 			a.forget(s, why, sv)
@@ -80,8 +81,8 @@ func (a *agent) takeAll(sd Santad, sockets []server.Socket, byCookie map[uint64]
 	for _, s := range sockets {
 		info, adopted, err := santadconn.TakeUp(sd, a.take, s, byCookie)
 		switch {
-		case errors.Is(err, santadconn.ErrTake):
-			a.log.Warn("taking memcached's socket", "err", err)
+		case errors.Is(err, santadconn.ErrTake) || santadconn.Refused(err):
+			a.takes.Failed(a.log, s.Inode, "taking up "+s.Local.String(), err)
 			continue
 		case err != nil:
 			a.failed("attaching "+s.Local.String(), err)
@@ -89,6 +90,7 @@ func (a *agent) takeAll(sd Santad, sockets []server.Socket, byCookie map[uint64]
 		case !adopted:
 			a.stats.attached++
 		}
+		a.takes.Worked(a.log, s.Inode, "taking up "+s.Local.String())
 		out = append(out, taken{s, info, adopted})
 	}
 	return out

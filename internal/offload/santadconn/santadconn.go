@@ -11,6 +11,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -84,8 +86,7 @@ func (d *Dialer[S]) Get(sd *S, log *slog.Logger) (S, error) {
 // connection was dropped: then the caller forgets its services, which the
 // next scan takes up again by cookie.
 func Drop[S Conn](sd *S, log *slog.Logger, what string, err error) bool {
-	var refusal *client.Error
-	if errors.As(err, &refusal) {
+	if Refused(err) {
 		log.Warn(what, "err", err)
 		return false
 	}
@@ -204,6 +205,46 @@ func (l *ScanLog) Worked(log *slog.Logger, what string) {
 		l.last = ""
 		log.Info(what + ": working again")
 	}
+}
+
+// Refused is whether err is santad's refusal of a request, after which
+// the connection stays.
+func Refused(err error) bool {
+	var refusal *client.Error
+	return errors.As(err, &refusal)
+}
+
+// TakeLog logs each socket's failure to be taken up (ErrTake, or santad
+// refusing its attach) once while it fails so: a scan runs 4 times a
+// second, and some failures last (an agent not allowed to take the
+// server's descriptors, santad's quota of services).
+type TakeLog struct{ last map[uint64]string }
+
+// Failed logs err of the socket of inode, unless it is the one logged
+// last for it.
+func (l *TakeLog) Failed(log *slog.Logger, inode uint64, what string, err error) {
+	if msg := err.Error(); msg != l.last[inode] {
+		if l.last == nil {
+			l.last = map[uint64]string{}
+		}
+		l.last[inode] = msg
+		log.Warn(what+"; trying again every scan, quietly while it fails so", "err", err)
+	}
+}
+
+// Worked logs that the socket of inode was taken up, if it failed before.
+func (l *TakeLog) Worked(log *slog.Logger, inode uint64, what string) {
+	if _, ok := l.last[inode]; ok {
+		delete(l.last, inode)
+		log.Info(what+": working again", "inode", inode)
+	}
+}
+
+// Keep forgets the sockets not in fresh: gone, or taken up.
+func (l *TakeLog) Keep(fresh []server.Socket) {
+	maps.DeleteFunc(l.last, func(inode uint64, _ string) bool {
+		return !slices.ContainsFunc(fresh, func(s server.Socket) bool { return s.Inode == inode })
+	})
 }
 
 // TakeSurvey finds the server's sockets, knowing those in known (by

@@ -8,6 +8,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/santa-offload/santa/internal/offload/server"
 	"github.com/santa-offload/santa/internal/protocol"
 )
 
@@ -74,5 +75,34 @@ func TestScanLog(t *testing.T) {
 		100*strings.Count(logs.String(), "working again")
 	if got != 2+10+100 {
 		t.Errorf("logged:\n%s\nwant each failure once a run (two runs of the first), and one recovery", logs.String())
+	}
+}
+
+// A socket that fails to be taken up is logged once while it fails alike,
+// each socket for itself, and again once it is gone and back (a new
+// failure of the same kind: the server restarted, say).
+func TestTakeLog(t *testing.T) {
+	var logs bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&logs, nil))
+	var l TakeLog
+	denied := errors.New("taking 1: operation not permitted")
+	a, b := server.Socket{Inode: 1}, server.Socket{Inode: 2}
+	for range 10 {
+		l.Failed(log, a.Inode, "taking up", denied)
+		l.Failed(log, b.Inode, "taking up", denied)
+		l.Keep([]server.Socket{a, b})
+	}
+	if n := strings.Count(logs.String(), "not permitted"); n != 2 {
+		t.Fatalf("10 scans, 2 sockets failing: %d lines; want 2:\n%s", n, logs.String())
+	}
+	l.Worked(log, b.Inode, "taking up")
+	l.Worked(log, b.Inode, "taking up")
+	if n := strings.Count(logs.String(), "working again"); n != 1 {
+		t.Fatalf("%d lines say a socket was taken up; want 1:\n%s", n, logs.String())
+	}
+	l.Keep(nil) // a is gone
+	l.Failed(log, a.Inode, "taking up", denied)
+	if n := strings.Count(logs.String(), "not permitted"); n != 3 {
+		t.Fatalf("a socket failing again after it was gone: %d lines in all; want 3:\n%s", n, logs.String())
 	}
 }
