@@ -151,3 +151,23 @@ func TestCheckReply(t *testing.T) {
 		}
 	}
 }
+
+// A reply with RA set tells that the server offers recursion to the
+// agent, which asks from the server's own host: BIND's allow-recursion
+// and allow-query-cache default to "localnets; localhost;", so with
+// BIND's default "recursion yes" a client elsewhere gets RA clear for
+// the same query, and the agent's reply may carry data from the cache or
+// the root hints that such a client never gets (an RD=0 query of a CNAME
+// out of the server's zones: the agent's reply had the 13 root NS
+// records in its authority section; a remote client's, the CNAME alone;
+// BIND 9.18, found by a review). The kernel would give every client the
+// agent's reply: it must not be offloaded.
+func TestCheckReplyRefusesRecursionAvailable(t *testing.T) {
+	const RA = 1 << 7
+	q := Query(0xbeef, 0, "www.example.com", TypeA)
+	reply := Msg{ID: 0xbeef, Flags: QR | AA | RA, Questions: []Question{Q("www.example.com", TypeA)},
+		Answer: []RR{A("www.example.com", 192, 0, 2, 1)}}.Bytes()
+	if _, err := dnsmsg.CheckReply(q, reply); err == nil {
+		t.Fatal("a reply with RA set (recursion offered to the agent, not necessarily to every client) is accepted")
+	}
+}
