@@ -53,6 +53,24 @@ static __always_inline int santa_refuse(__u32 *path, __u32 why)
 	return 0;
 }
 
+/* Whether a request from this source port is the application's to
+ * decide: port 0, to which no reply can go (udp_sendmsg refuses it), and
+ * the ports of the UDP services that answer anything (echo, daytime,
+ * chargen, time), from which a forged request would start a reflection
+ * loop or flood; BIND drops requests from them (ns_client_dropport). */
+static __always_inline int santa_reflection_port(__be16 port)
+{
+	switch (bpf_ntohs(port)) {
+	case 0:
+	case 7:
+	case 13:
+	case 19:
+	case 37:
+		return 1;
+	}
+	return 0;
+}
+
 /* Whether the frame holds a request worth matching, then described in *pkt;
  * if not, *path says why. frame_len is the whole frame (XDP: data_end -
  * data; TC: skb->len); only the headers must lie between data and
@@ -137,6 +155,8 @@ static __always_inline int santa_parse(void *data, void *data_end, __u32 frame_l
 	pkt->plen = l4_len - sizeof(*udp);
 	if (pkt->plen > SANTA_MAX_UDP_REQUEST)
 		return santa_refuse(path, SANTA_PATH_TOO_LONG);
+	if (santa_reflection_port(udp->source))
+		return santa_refuse(path, SANTA_PATH_SOURCE_PORT);
 	return 1;
 }
 

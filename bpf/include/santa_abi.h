@@ -324,6 +324,7 @@ enum santa_path {
 	SANTA_PATH_PROBE,        /* from the service's probe port: passed, neither answered nor counted for learning */
 	SANTA_PATH_FALLBACK_TOO_LONG, /* XDP left it to TC: the reply does not fit the XDP frame */
 	SANTA_PATH_FALLBACK_NO_XDP_TX, /* XDP left it to TC: the reply cannot leave by XDP (a veth whose peer has neither XDP nor GRO) */
+	SANTA_PATH_SOURCE_PORT,  /* from source port 0 or a reflection port (7, 13, 19, 37): the application decides */
 	SANTA_PATH_NCOUNTERS,
 };
 

@@ -120,6 +120,7 @@ var pathNames = map[santaSantaPath]string{
 	santaSantaPathSANTA_PATH_PROBE:              "probe",
 	santaSantaPathSANTA_PATH_FALLBACK_TOO_LONG:  "fallback_too_long",
 	santaSantaPathSANTA_PATH_FALLBACK_NO_XDP_TX: "fallback_no_xdp_tx",
+	santaSantaPathSANTA_PATH_SOURCE_PORT:        "source_port",
 }
 
 func pathName(p santaSantaPath) string {

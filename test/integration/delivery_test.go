@@ -52,6 +52,7 @@ type deliveryCase struct {
 	// can get wrong.
 	partialPath   string
 	partialAnswer bool
+	keepPort      bool // its source port is the case's (else 30000 + its index)
 }
 
 // outcome is what the case expects with full or partial checksums.
@@ -69,6 +70,10 @@ func deliveryCases(linkLocalSrv, linkLocalCli netip.Addr) []deliveryCase {
 	req := func(src, dst netip.Addr, payload string) pkttest.UDPFrame {
 		return pkttest.UDPFrame{SrcMAC: cliMAC, DstMAC: srvMAC, Src: netip.AddrPortFrom(src, 0),
 			Dst: netip.AddrPortFrom(dst, matrixPort), Payload: []byte(payload), TTL: 64, IPID: 1}
+	}
+	fromPort := func(f pkttest.UDPFrame, port uint16) pkttest.UDPFrame {
+		f.Src = netip.AddrPortFrom(f.Src.Addr(), port)
+		return f
 	}
 	withMAC := func(f pkttest.UDPFrame, src, dst [6]byte) pkttest.UDPFrame {
 		f.SrcMAC, f.DstMAC = src, dst
@@ -90,6 +95,10 @@ func deliveryCases(linkLocalSrv, linkLocalCli netip.Addr) []deliveryCase {
 		{name: "ipv4 broadcast", frame: withMAC(req(cli4, addr("10.77.0.255"), "Hello"), cliMAC, broadcastMAC), path: "not_for_host"},
 		{name: "ipv4 subnet broadcast to the host's MAC", frame: req(cli4, addr("10.77.0.255"), "Hello"), path: "not_local"},
 		{name: "ipv4 limited broadcast", frame: req(cli4, addr("255.255.255.255"), "Hello"), path: "not_unicast"},
+		// Delivered, and left to the application: no reply can go to port
+		// 0, and a DNS server drops requests from reflection ports.
+		{name: "ipv4 source port 0", frame: fromPort(req(cli4, srv4, "Hello"), 0), keepPort: true, path: "source_port"},
+		{name: "ipv4 source port 19 (chargen)", frame: fromPort(req(cli4, srv4, "Hello"), 19), keepPort: true, path: "source_port"},
 		{name: "ipv4 group source MAC", frame: withMAC(req(cli4, srv4, "Hello"), [6]byte{0x01, 0, 0x5e, 0, 0, 1}, srvMAC), path: "not_for_host"},
 		{name: "ipv4 loopback destination", frame: req(cli4, addr("127.0.0.1"), "Hello"), path: "martian"},
 		{name: "ipv4 loopback source", frame: req(addr("127.0.0.1"), srv4, "Hello"), path: "martian"},
@@ -126,7 +135,9 @@ func TestDeliveryMatrix(t *testing.T) {
 	app := listenApp(t, r.srv)
 	cases := deliveryCases(linkLocal(t, r.srv, r.srvDev, "fe80::77:1"), linkLocal(t, r.cli, r.cliDev, "fe80::77:2"))
 	for i := range cases {
-		cases[i].frame.Src = netip.AddrPortFrom(cases[i].frame.Src.Addr(), uint16(30000+i))
+		if !cases[i].keepPort {
+			cases[i].frame.Src = netip.AddrPortFrom(cases[i].frame.Src.Addr(), uint16(30000+i))
+		}
 	}
 
 	// Without Santa: what the application receives of each request.
