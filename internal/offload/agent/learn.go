@@ -240,6 +240,10 @@ func (a *agent) skip(g *group, key string, err error) {
 // skipLocked counts a form not offloaded for reason, and leaves it
 // alone for SkipRetry. Called with a.mu held.
 func (a *agent) skipLocked(g *group, key string, reason dnsmsg.Reason) {
+	if reason == dnsmsg.Recursion && a.stats.skipped[reason] == 0 {
+		a.log.Warn("the server offers the agent recursion (RA set), perhaps not every client: nothing it answers so "+
+			"is offloaded; make it authoritative only (BIND: recursion no;)", "group", g.local)
+	}
 	a.stats.skipped[reason]++
 	a.skipped[skipKey{g.local, key}] = a.now().Add(time.Duration(a.cfg.SkipRetry))
 }

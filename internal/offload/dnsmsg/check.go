@@ -33,6 +33,7 @@ const (
 	Timeout          Reason = "timeout"           // no reply in time
 	ReplyMalformed   Reason = "reply_malformed"   // does not parse, or answers another question
 	Truncated        Reason = "truncated"         // TC set
+	Recursion        Reason = "recursion"         // RA set: recursion offered to the agent, perhaps not to every client
 	RCode            Reason = "rcode"             // neither NOERROR nor NXDOMAIN
 	NotAuthoritative Reason = "not_authoritative" // AA clear: not from a zone the server serves
 	ReplyTooLong     Reason = "reply_too_long"    // longer than a UDP rule's reply
@@ -177,6 +178,12 @@ func CheckReply(query, reply []byte) (*Message, error) {
 		return nil, skip(ReplyMalformed, "the question is not the query's, byte for byte")
 	case m.TC():
 		return nil, skip(Truncated, "TC set")
+	case m.RA():
+		// The agent asks from the server's host, to which BIND's
+		// defaults (allow-recursion localnets and localhost) offer
+		// recursion: a client elsewhere gets RA clear, and may get
+		// other records (cached data, the root hints).
+		return nil, skip(Recursion, "RA set: the server offers the agent recursion")
 	}
 	if err := checkSignatures(m); err != nil {
 		return nil, err

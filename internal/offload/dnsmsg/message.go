@@ -26,6 +26,7 @@ const (
 	flagQR = 1 << 15
 	flagAA = 1 << 10
 	flagTC = 1 << 9
+	flagRA = 1 << 7
 )
 
 // QR is whether the message is a response.
@@ -39,6 +40,9 @@ func (h Header) AA() bool { return h.Flags&flagAA != 0 }
 
 // TC is whether the message was truncated.
 func (h Header) TC() bool { return h.Flags&flagTC != 0 }
+
+// RA is whether the server offers the asker recursion.
+func (h Header) RA() bool { return h.Flags&flagRA != 0 }
 
 // RCode is the header's 4-bit response code (EDNS extends it: Message.RCode).
 func (h Header) RCode() int { return int(h.Flags & 0xf) }
