@@ -5,8 +5,10 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"maps"
 	"net/netip"
 	"os"
+	"slices"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -157,5 +159,33 @@ func (o *attachOptions) find() ([]held, error) {
 		}
 		out[i] = held{pid: h.PID, fd: h.FD, local: s.Local}
 	}
+	if err := oneUser(out); err != nil {
+		return nil, fmt.Errorf("port %d: %w", o.port, err)
+	}
 	return out, nil
+}
+
+// oneUser refuses sockets held by processes of more than one user: any
+// local user may bind the port beside the server (at its address with
+// SO_REUSEADDR, which BIND and memcached set, or on loopback beside a
+// wildcard), and root's attach would make that user's socket a service of
+// root's. The error names each user's sockets.
+func oneUser(sockets []held) error {
+	by := map[procsock.User][]string{}
+	for _, h := range sockets {
+		u, err := procsock.UserOf(h.pid)
+		if err != nil {
+			return fmt.Errorf("the process holding %v: %w", h.local, err)
+		}
+		by[u] = append(by[u], fmt.Sprintf("%v (pid %d)", h.local, h.pid))
+	}
+	if len(by) < 2 {
+		return nil
+	}
+	var users []string
+	for _, u := range slices.SortedFunc(maps.Keys(by), func(a, b procsock.User) int { return slices.Compare(a[:], b[:]) }) {
+		users = append(users, fmt.Sprintf("%v: %s", u, strings.Join(by[u], ", ")))
+	}
+	return fmt.Errorf("its sockets are held by processes of more than one user (%s), and only the server's may be "+
+		"attached: choose one with -addr, or use -pid and -fd", strings.Join(users, "; "))
 }

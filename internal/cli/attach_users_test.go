@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -18,7 +19,7 @@ import (
 // binderEnv makes the test binary another user's process that binds
 // 127.0.0.1:PORT beside the server (SO_REUSEADDR, as BIND and memcached
 // set on theirs), says "bound", and holds the socket until stdin closes.
-const binderEnv = "SANTACTL_REVIEW_BINDER"
+const binderEnv = "SANTACTL_TEST_BINDER"
 
 func init() {
 	port := os.Getenv(binderEnv)
@@ -73,7 +74,7 @@ func TestAttachPortRefusesAnotherUsersSocket(t *testing.T) {
 
 	// The other user's process: this test binary, copied where uid 65534
 	// may run it.
-	dir, err := os.MkdirTemp("", "santactl-review")
+	dir, err := os.MkdirTemp("", "santactl-users")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,5 +113,8 @@ func TestAttachPortRefusesAnotherUsersSocket(t *testing.T) {
 			t.Errorf("santad was given uid 65534's socket (cookie %d) beside the server's (%d): exit %d\n%s%s",
 				c, serverCookie, code, out, errOut)
 		}
+	}
+	if code == 0 || len(cookies) != 0 || !strings.Contains(errOut, "more than one user") || !strings.Contains(errOut, "uid 65534") {
+		t.Errorf("exit %d, %d sockets attached; want a refusal naming the users, nothing attached:\n%s%s", code, len(cookies), out, errOut)
 	}
 }
