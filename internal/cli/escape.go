@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 	"math"
+	"strconv"
 	"strings"
 )
 
@@ -46,4 +47,14 @@ func escapeByte(c byte) string {
 		return fmt.Sprintf(`\x%02x`, c)
 	}
 	return string(c)
+}
+
+// shownName is a name another user chose (a client's HELLO name) as it
+// is if it is printable text, else quoted as Go does: a newline would
+// forge a row of a table, an ESC start a terminal's escape sequence.
+func shownName(s string) string {
+	if isText([]byte(s)) {
+		return s
+	}
+	return strconv.Quote(s)
 }

@@ -83,7 +83,7 @@ func (v serviceView) table(w io.Writer) error { return serviceTable(w, v) }
 func serviceTable(w io.Writer, services ...serviceView) error {
 	t := newTable(w, "ID", "PROTO", "ADDRESS", "OWNER", "RULES", "COOKIE", "MANAGER")
 	for _, s := range services {
-		manager := s.Manager
+		manager := shownName(s.Manager)
 		if manager == "" {
 			manager = "-"
 		}
