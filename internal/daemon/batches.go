@@ -159,6 +159,9 @@ func (s *Server) apply(sess *session, sv *service, b model.Batch, g requestGuard
 			return nil, perr
 		}
 	}
+	if err := journal.Fits(b); err != nil {
+		return nil, protocol.Errorf(syscall.ENOSPC, "%v", err)
+	}
 	b.AddGuards, b.ReplaceGuards = g.at(time.Now())
 	ids, err := s.dp.Apply(sv.ID, b)
 	if err != nil {

@@ -135,7 +135,8 @@ func batchLen(b model.Batch) int64 {
 }
 
 // ServiceSize is what a service takes in a snapshot besides its rules: its
-// attach record and the frame of its batch record.
+// attach record and the frame of its batch record (of each, for rules of
+// more than snapshotBatch bytes: a few bytes in 64 MiB not counted).
 const ServiceSize = frameLen + attachLen + frameLen + 1 + 4 + 3*4
 
 const attachLen = 1 + 3*4 + 2*8 + 1 + 16 + 1 + 2

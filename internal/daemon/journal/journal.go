@@ -70,6 +70,24 @@ const (
 	maxLen   = 1 << 30 // a payload longer than this is corruption
 )
 
+// snapshotBatch is the most rule bytes a snapshot puts in one record: a
+// service's rules take as many records as they need, since one of them
+// all could be over maxLen (an admin's million rules of a kilobyte), and
+// the next start would refuse the journal as damaged. A variable for the
+// tests.
+var snapshotBatch int64 = 64 << 20
+
+// Fits says whether b can be saved: a change whose batch record would be
+// over maxLen (a transaction's commit, which the quota does not bound for
+// an admin) could be written, but the next start would refuse the journal
+// as damaged. It must be asked before the change is made.
+func Fits(b model.Batch) error {
+	if n := batchLen(b); n > maxLen {
+		return fmt.Errorf("the change takes %d bytes in the journal; one change takes at most %d (%d MiB): make it in smaller ones", n, int64(maxLen), maxLen>>20)
+	}
+	return nil
+}
+
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // Service is a service as the journal keeps it.
@@ -165,7 +183,11 @@ func (j *Journal) Remove(id model.ServiceID) error {
 }
 
 // Apply records a batch the data plane took; b.AddIDs are the ids it gave.
+// Fits said it can be.
 func (j *Journal) Apply(id model.ServiceID, b model.Batch) error {
+	if err := Fits(b); err != nil {
+		return err
+	}
 	// Sized up front: a million-rule batch is a record of some 100 MB.
 	e := &encoder{b: make([]byte, frameLen, frameLen+batchLen(b))}
 	e.batch(id, b)
@@ -256,14 +278,32 @@ func writeSnapshot(f *os.File, services iter.Seq[*Service]) (int64, error) {
 			e := newRecord()
 			e.attach(s)
 			put(e)
-			if len(s.Rules) > 0 {
+			for b := range snapshotBatches(s.Batch()) {
 				e = newRecord()
-				e.batch(s.ID, s.Batch())
+				e.batch(s.ID, b)
 				put(e)
 			}
 		}
 	}
 	return size, w.Flush()
+}
+
+// snapshotBatches cuts a service's batch of adds into batches of at most
+// snapshotBatch rule bytes each (at least one rule), none if it is empty.
+func snapshotBatches(b model.Batch) iter.Seq[model.Batch] {
+	return func(yield func(model.Batch) bool) {
+		for len(b.Add) > 0 {
+			n, size := 1, RuleSize(b.Add[0])
+			for n < len(b.Add) && size+RuleSize(b.Add[n]) <= snapshotBatch {
+				size += RuleSize(b.Add[n])
+				n++
+			}
+			if !yield(model.Batch{Add: b.Add[:n], AddIDs: b.AddIDs[:n]}) {
+				return
+			}
+			b.Add, b.AddIDs = b.Add[n:], b.AddIDs[n:]
+		}
+	}
 }
 
 // Batch adds the service's rules under their ids, in rising id order: the

@@ -1,6 +1,7 @@
 package journal
 
 import (
+	"fmt"
 	"net/netip"
 	"path/filepath"
 	"reflect"
@@ -181,5 +182,55 @@ func TestFailedAppend(t *testing.T) {
 	delete(want, 2)
 	if !reflect.DeepEqual(rep.Services, want) || rep.Ignored != 0 {
 		t.Errorf("after a failed append and a good one, replay gives %+v, ignoring %d bytes", rep.Services, rep.Ignored)
+	}
+}
+
+// A snapshot puts a service's rules in records of at most snapshotBatch
+// rule bytes: one record of them all could pass maxLen, and the next
+// start would refuse the journal as damaged. They replay whole.
+func TestCompactSplitsLargeServices(t *testing.T) {
+	defer func(was int64) { snapshotBatch = was }(snapshotBatch)
+	one := RuleSize(newRule("rule-000", "reply-000"))
+	snapshotBatch = 3 * one // three rules a record
+	dir := t.TempDir()
+	j, _ := reopen(t, dir)
+	s := service(1, "127.0.0.1:53")
+	for i := range 10 {
+		s.Rules[model.RuleID(i)] = newRule(fmt.Sprintf("rule-%03d", i), fmt.Sprintf("reply-%03d", i))
+	}
+	must(t, j.Compact(func(yield func(*Service) bool) { yield(s) }))
+	// 4 batch records (3 + 3 + 3 + 1 rules): ServiceSize counts the
+	// frame and header of one.
+	want := headLen + ServiceSize + 10*one + 3*(frameLen+1+4+3*4)
+	if j.Size() != want {
+		t.Errorf("snapshot is %d bytes; want %d, the rules in 4 records", j.Size(), want)
+	}
+	j.Close()
+	_, rep := reopen(t, dir)
+	if want := map[model.ServiceID]*Service{1: s}; !reflect.DeepEqual(rep.Services, want) {
+		t.Errorf("replay gives %+v, want %+v", rep.Services, want)
+	}
+}
+
+// A change whose record would pass maxLen is refused before it is made
+// (Fits) and never written (Apply): the next start would refuse the
+// journal.
+func TestFits(t *testing.T) {
+	big := newRule("p", string(make([]byte, 60000))) // the same bytes in every rule: nothing of 1 GiB is allocated
+	b := model.Batch{}
+	for int64(len(b.Add))*RuleSize(big) <= maxLen {
+		b.Add, b.AddIDs = append(b.Add, big), append(b.AddIDs, model.RuleID(len(b.Add)))
+	}
+	if err := Fits(b); err == nil {
+		t.Fatalf("a batch of %d bytes fits", batchLen(b))
+	}
+	j, _ := reopen(t, t.TempDir())
+	before := j.Size()
+	if err := j.Apply(1, b); err == nil || j.Size() != before {
+		t.Fatalf("Apply of a batch over maxLen: %v, journal %d bytes, was %d", err, j.Size(), before)
+	}
+	b.Add, b.AddIDs = b.Add[:len(b.Add)-2], b.AddIDs[:len(b.AddIDs)-2]
+	if err := Fits(b); err != nil {
+		t.Fatalf("a batch of %d bytes (under %d): %v", batchLen(b), maxLen, err)
 	}
 }
