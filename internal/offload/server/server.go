@@ -99,6 +99,9 @@ func NewFinder(t Target) (*Finder, error) {
 		return nil, errors.New("the UDP port is 0")
 	case t.PID < 0:
 		return nil, fmt.Errorf("pid %d", t.PID)
+	case strings.Contains(t.Unit, "/") || t.Unit == "." || t.Unit == "..":
+		// "../user.slice" would name every user's session.
+		return nil, fmt.Errorf("unit %q is not a unit's name", t.Unit)
 	}
 	f := &Finder{t: t}
 	var rel string

@@ -367,7 +367,8 @@ func TestTakeChecksTheInode(t *testing.T) {
 }
 
 func TestNewFinder(t *testing.T) {
-	for _, bad := range []Target{{PID: 1, Unit: "named", Port: 53}, {Unit: "a", Cgroup: "b", Port: 53}, {Port: 0}, {PID: -1, Port: 53}} {
+	for _, bad := range []Target{{PID: 1, Unit: "named", Port: 53}, {Unit: "a", Cgroup: "b", Port: 53}, {Port: 0}, {PID: -1, Port: 53},
+		{Unit: "../user.slice", Port: 53}, {Unit: "..", Port: 53}, {Unit: "a/b.service", Port: 53}} {
 		if _, err := NewFinder(bad); err == nil {
 			t.Errorf("NewFinder(%+v) accepted", bad)
 		}
