@@ -14,7 +14,7 @@ func TestCommands(t *testing.T) {
 	f.setCounters(7, client.RuleCounters{RuleID: 3, Hits: 30, Bytes: 1260})
 	tests := []output{
 		{[]string{"status"}, `daemon    santad test
-protocol  6
+protocol  7
 client    uid 1000, gid 100, pid 4242
 quota     65536 rules, unlimited bytes
 rules     3 of 1048576
@@ -26,7 +26,7 @@ eth0       4        native   yes
 `},
 		{[]string{"-json", "status"}, `{
   "daemon": "santad test",
-  "protocol": 6,
+  "protocol": 7,
   "client": {
     "uid": 1000,
     "gid": 100,

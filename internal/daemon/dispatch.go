@@ -28,7 +28,7 @@ func (s *Server) handle(sess *session, req protocol.Body, fds []int) protocol.Bo
 	case *protocol.Abort:
 		return s.abort(sess, req)
 	case *protocol.ListServices:
-		return s.listServices(sess)
+		return s.listServices(sess, req)
 	case *protocol.ListRules:
 		return s.listRules(sess, req)
 	case *protocol.RuleStats:

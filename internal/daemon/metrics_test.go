@@ -82,7 +82,7 @@ func TestMetrics(t *testing.T) {
 
 	labels := fmt.Sprintf(`address="127.0.0.1",manager="agent",owner_uid="1000",port="%d",protocol="udp",service="%d"`, port, svc)
 	wantLines(t, s.scrape(t),
-		`santa_daemon_info{protocol="6",version="`+s.version+`"} 1`,
+		`santa_daemon_info{protocol="7",version="`+s.version+`"} 1`,
 		`santa_rules 1`,
 		`santa_services 1`,
 		`santa_rule_bytes 8`,

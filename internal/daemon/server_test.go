@@ -37,7 +37,7 @@ func TestHello(t *testing.T) {
 		}
 	}
 	c := s.connect(t, alice, false)
-	c.refused(&protocol.Hello{MinVersion: 7, MaxVersion: 8}, syscall.EPROTONOSUPPORT, "the client speaks versions 7 to 8; santad speaks versions 1 to 6")
+	c.refused(&protocol.Hello{MinVersion: 8, MaxVersion: 9}, syscall.EPROTONOSUPPORT, "the client speaks versions 8 to 9; santad speaks versions 1 to 7")
 	c.refused(&protocol.Hello{MinVersion: 2, MaxVersion: 1}, syscall.EPROTONOSUPPORT, "the client speaks versions 2 to 1")
 	// Still open, still without HELLO: anything else now closes it.
 	c.refused(&protocol.Status{}, syscall.EPROTO, "the first request must be HELLO, not STATUS")

@@ -145,24 +145,42 @@ func (s *Server) owned(sess *session, id uint32) (*service, *protocol.Error) {
 }
 
 // listServices lists the client's services, or all for an admin, by id.
-// The reply has no pages: it holds as many services as fit one message
-// (2730 in version 1, at least 1149 in version 2, whose services carry
-// their manager's name).
-func (s *Server) listServices(sess *session) protocol.Body {
-	fit := (protocol.MaxMessage - protocol.ListOverhead) / protocol.ServiceInfoSize
-	if sess.version >= 2 {
-		fit = (protocol.MaxMessage - protocol.ListOverhead) / protocol.MaxServiceInfoSize
-	}
+//
+// From version 7 it answers one page, as listRules does: the services of
+// id req.Start and above, as many as fit one reply (at most req.Max), and
+// the id the next page starts at. Earlier versions have no pages: their
+// reply is every service, or, if those do not fit one reply (1149 of the
+// longest in version 2, 2730 in version 1), EMSGSIZE. Leaving the rest
+// out would tell the client, an offload agent say, that santad has no such
+// services: it would forget its own.
+func (s *Server) listServices(sess *session, req *protocol.ListServices) protocol.Body {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	r := &protocol.ListServicesReply{}
+	room, listed := protocol.MaxMessage-protocol.ListServicesOverhead(sess.version), 0
 	for sv := range s.st.byID {
-		if len(r.Services) == fit {
-			break
+		if uint32(sv.ID) < req.Start || !sess.peer.Admin && sv.UID != sess.peer.UID {
+			continue
 		}
-		if sess.peer.Admin || sv.UID == sess.peer.UID {
-			r.Services = append(r.Services, *serviceInfo(sv))
+		listed++
+		si := serviceInfo(sv)
+		if n := protocol.ServiceInfoSize(sess.version, si); n <= room && (req.Max == 0 || len(r.Services) < int(req.Max)) {
+			room -= n
+			r.Services = append(r.Services, *si)
+			continue
 		}
+		if sess.version < protocol.Version7 {
+			continue // counted, for the error
+		}
+		r.Next = uint32(sv.ID)
+		return r
+	}
+	if listed > len(r.Services) {
+		return protocol.Errorf(syscall.EMSGSIZE, "the %d services listed take more than one reply of protocol version %d, "+
+			"which has no pages: list them over version %d", listed, sess.version, protocol.Version7)
+	}
+	if sess.version >= protocol.Version7 {
+		r.Next = protocol.LastPage
 	}
 	return r
 }

@@ -29,9 +29,12 @@ const (
 	Version5 = 5
 	// Version6 adds LEARN's counts and HOT's reply's counted_ppm.
 	Version6 = 6
+	// Version7 pages LIST_SERVICES (its request's start and max, its
+	// reply's next), as LIST_RULES is paged.
+	Version7 = 7
 
 	MinVersion = Version1 // the oldest version this side speaks
-	MaxVersion = Version6 // the newest
+	MaxVersion = Version7 // the newest
 )
 
 // le is the byte order of every integer of the protocol.

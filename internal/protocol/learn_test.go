@@ -90,8 +90,8 @@ func TestVersion1HasNoLearning(t *testing.T) {
 	}
 	si := &ServiceInfo{ServiceID: 1, Manager: "agent"}
 	v1, _ := Encode(Version1, 1, si)
-	if len(v1) != HeaderLen+ServiceInfoSize {
-		t.Errorf("a version 1 service is %d bytes, want %d", len(v1)-HeaderLen, ServiceInfoSize)
+	if len(v1) != HeaderLen+MinServiceInfoSize {
+		t.Errorf("a version 1 service is %d bytes, want %d", len(v1)-HeaderLen, MinServiceInfoSize)
 	}
 	v2, _ := Encode(Version2, 1, si)
 	if len(v2) != len(v1)+2+len("agent") {

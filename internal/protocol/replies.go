@@ -2,7 +2,8 @@ package protocol
 
 import "syscall"
 
-// LastPage is the next of the last page of LIST_RULES and RULE_STATS.
+// LastPage is the next of the last page of LIST_RULES, RULE_STATS and
+// (version 7) LIST_SERVICES.
 const LastPage = 0xffffffff
 
 // HelloReply is the version agreed and who the daemon thinks the client is.
@@ -80,15 +81,31 @@ type AbortReply struct{ empty }
 
 func (*AbortReply) Type() Type { return TypeAbort | ReplyBit }
 
-// ListServicesReply holds the services the client may see.
+// ListServicesReply holds the services the client may see, in rising id
+// order. In version 7 it is one page of them, as ListRulesReply is: Next
+// is the start of the next page, or LastPage. Earlier versions have no
+// next (Next is 0 there): the reply is the whole list.
 type ListServicesReply struct {
+	Next     uint32 // version 7
 	Services []ServiceInfo
 }
 
 func (*ListServicesReply) Type() Type { return TypeListServices | ReplyBit }
 
+// In version 7 the count comes before next, as in LIST_RULES' reply.
 func (l *ListServicesReply) fields(c codec) {
-	list(c, "services", 4, 0, serviceSize, &l.Services, func(c codec, s *ServiceInfo) { s.fields(c) })
+	item := func(c codec, s *ServiceInfo) { s.fields(c) }
+	if c.version() < Version7 {
+		// Never a cut list where the whole is due.
+		if l.Next != 0 && l.Next != LastPage {
+			c.refuse("next", "a page of services needs protocol version %d; this connection speaks version %d", Version7, c.version())
+		}
+		list(c, "services", 4, 0, serviceSize, &l.Services, item)
+		return
+	}
+	n := c.count("services", 4, 0, serviceSize, len(l.Services))
+	c.u32("next", &l.Next)
+	each(c, "services", &l.Services, n, item)
 }
 
 // ListRulesReply is one page of rules, in rising id order.

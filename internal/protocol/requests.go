@@ -128,10 +128,28 @@ type Abort struct {
 func (*Abort) Type() Type       { return TypeAbort }
 func (a *Abort) fields(c codec) { c.u32("txn", &a.Txn) }
 
-// ListServices asks for the client's services (every service for an admin).
-type ListServices struct{ empty }
+// ListServices asks for the client's services (every service for an
+// admin). In version 7 it asks for one page of them, as ListRules does:
+// those of id Start and above, at most Max (0: as many as fit one reply).
+// Earlier versions have no pages (Start and Max are 0): their reply is
+// every service, or an error if they do not fit one reply.
+type ListServices struct {
+	Start uint32 // version 7
+	Max   uint32 // version 7
+}
 
 func (*ListServices) Type() Type { return TypeListServices }
+
+func (l *ListServices) fields(c codec) {
+	if c.version() >= Version7 {
+		c.u32("start", &l.Start)
+		c.u32("max", &l.Max)
+		return
+	}
+	if l.Start != 0 || l.Max != 0 {
+		c.refuse("start", "a page of services needs protocol version %d; this connection speaks version %d", Version7, c.version())
+	}
+}
 
 // ListRules asks for one page of a service's rules.
 type ListRules struct {

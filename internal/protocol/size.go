@@ -47,11 +47,20 @@ func RuleEntrySize(v uint16, e *RuleEntry) int {
 	return s.n
 }
 
+// ServiceInfoSize is what s takes in a LIST_SERVICES reply of version v.
+func ServiceInfoSize(v uint16, s *ServiceInfo) int {
+	sz := sizer{v: v}
+	s.fields(&sz)
+	return sz.n
+}
+
 // Fixed sizes of the items of pages (docs/protocol.md).
 const (
-	ServiceInfoSize = serviceSize // an item of LIST_SERVICES, version 1
-	// MaxServiceInfoSize is the most an item of LIST_SERVICES takes in
-	// version 2, with its manager's name.
+	// MinServiceInfoSize is what an item of LIST_SERVICES takes in version
+	// 1, and in later versions without a manager's name.
+	MinServiceInfoSize = serviceSize
+	// MaxServiceInfoSize is the most an item of LIST_SERVICES takes from
+	// version 2 on, with its manager's name.
 	MaxServiceInfoSize = serviceSize + 2 + MaxClientName
 	RuleCountersSize   = countersSize // an item of RULE_STATS
 	// PageOverhead is what a paged reply takes besides its items: the
@@ -59,6 +68,11 @@ const (
 	PageOverhead = HeaderLen + 4 + 4
 )
 
-// ListOverhead is what an unpaged list reply (LIST_SERVICES) takes besides
-// its items: the header and the count.
-const ListOverhead = HeaderLen + 4
+// ListServicesOverhead is what a LIST_SERVICES reply of version v takes
+// besides its services: the header, the count, and (version 7) next.
+func ListServicesOverhead(v uint16) int {
+	if v >= Version7 {
+		return PageOverhead
+	}
+	return HeaderLen + 4
+}

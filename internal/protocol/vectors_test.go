@@ -100,6 +100,11 @@ var (
 		Addr:   [16]byte{192, 0, 2, 1},
 		Cookie: 4098, NetnsCookie: 1, OwnerUID: 0, Rules: 12, Manager: "santa-offload dns",
 	}
+	serviceV6Managed = ServiceInfo{
+		ServiceID: 9, Protocol: 6, Family: 6, Port: 11211,
+		Addr:   [16]byte{0x20, 0x01, 0x0d, 0xb8, 15: 0x11},
+		Cookie: 0x2000, NetnsCookie: 1, OwnerUID: 0, Rules: 0, Manager: "santa-offload memcached",
+	}
 )
 
 // goVectors are the messages of vectors.json.
@@ -170,6 +175,20 @@ var goVectors = []struct {
 	{"v2 replace rules request, a guard", 2, 26, &ReplaceRules{ServiceID: 6, Updates: []RuleEntry{{RuleID: 7, Rule: mcGetRule, Guard: &mcGuard}, {RuleID: 8, Rule: helloRule}}}},
 	{"v2 list rules reply, a guard", 2, 27, &ListRulesReply{Next: LastPage, Rules: []RuleEntry{{RuleID: 7, Rule: mcGetRule, Guard: &mcGuard}, {RuleID: 8, Rule: dnsExactRule}}}},
 	{"v2 error reply", 2, 6, ErrorAt(syscall.EEXIST, 1, "rule 1 of the batch has the same condition as rule 0 of the batch (5 bytes at offset 0, request lengths 5-9 and 9)")},
+	// Version 7: LIST_SERVICES in pages. Versions 3 to 6 change only
+	// messages the SDKs do not speak; every other body of version 7 is
+	// version 2's.
+	{"v7 hello request, versions 1 to 7", 1, 1, &Hello{MinVersion: 1, MaxVersion: 7, Client: "test"}},
+	{"v7 hello reply", 7, 1, &HelloReply{Version: 7, UID: 0, GID: 0, PID: 4242, Admin: true, Daemon: "santad 0.7.0"}},
+	{"v7 list services request, first page", 7, 28, &ListServices{}},
+	{"v7 list services request, from service 5, at most 2", 7, 29, &ListServices{Start: 5, Max: 2}},
+	{"v7 list services reply, more to come", 7, 28, &ListServicesReply{Next: 9, Services: []ServiceInfo{serviceV4, serviceV4Managed}}},
+	{"v7 list services reply, last page", 7, 30, &ListServicesReply{Next: LastPage, Services: []ServiceInfo{serviceV6Managed}}},
+	{"v7 list services reply, last page, empty", 7, 31, &ListServicesReply{Next: LastPage}},
+	{"v7 add rules request, length conditions", 7, 6, &AddRules{ServiceID: 4, Rules: []rule.Rule{dnsExactRule, helloRangeRule}}},
+	{"v7 list rules reply, a guard", 7, 27, &ListRulesReply{Next: LastPage, Rules: []RuleEntry{{RuleID: 7, Rule: mcGetRule, Guard: &mcGuard}}}},
+	{"v7 service stats reply", 7, 21, &ServiceStatsReply{Matched: 1000, Passed: 20, Fallback: 7, BadCsum: 1, Rules: 2,
+		RuleBytes: 1 << 33, TCChecksum: 4, TCTooLong: 2, TCNoXDP: 1}},
 }
 
 // goInvalid are the datagrams every decoder must refuse.
@@ -206,7 +225,7 @@ func goInvalid() []struct {
 		{"truncated header", hello[:10], syscall.EPROTO},
 		{"bad magic", header(0, 'X'), syscall.EPROTO},
 		{"header version 0", header(4, 0, 0), syscall.EPROTO},
-		{"header version 7", header(4, 7, 0), syscall.EPROTO},
+		{"header version 8", header(4, 8, 0), syscall.EPROTO},
 		{"type 0", header(6, 0, 0), syscall.EPROTO},
 		{"unknown request type", header(6, 15, 0), syscall.EPROTO},
 		{"unknown reply type", header(6, 15, 0x80), syscall.EPROTO},
@@ -233,6 +252,10 @@ func goInvalid() []struct {
 		{"v2 rule flags bits 0 and 7", addRulesV2(0x81, u16(5), u16(5), put), syscall.EINVAL},
 		{"v2 length condition cut short", addRulesV2(1, u16(5)), syscall.EBADMSG},
 		{"v2 length condition of every length", addRulesV2(1, u16(0), u16(0), put), syscall.EINVAL},
+		{"v2 list services request with a start", messageIn(Version2, TypeListServices, u32(5), u32(0)), syscall.EBADMSG},
+		{"v7 list services request without max", messageIn(Version7, TypeListServices, u32(5)), syscall.EBADMSG},
+		{"v7 list services reply without next", messageIn(Version7, TypeListServices.Reply(), u32(0)), syscall.EBADMSG},
+		{"v7 list services reply, count beyond the body", messageIn(Version7, TypeListServices.Reply(), u32(2), u32(LastPage), make([]byte, 48)), syscall.EBADMSG},
 		{"client name over 64 bytes", message(TypeHello, u16(1), u16(1), b16(strings.Repeat("a", 65))), syscall.EINVAL},
 		{"client name not UTF-8", message(TypeHello, u16(1), u16(1), b16("\xff")), syscall.EINVAL},
 		{"admin neither 0 nor 1", message(TypeHello.Reply(), u16(1), u32(0), u32(0), u32(1), []byte{2}, u32(0), u32(0), u32(0), b16("")), syscall.EINVAL},
@@ -322,9 +345,10 @@ func checkInvalid(t *testing.T, v invalidVector) {
 
 // generateVectors is the text of vectors.json.
 func generateVectors() ([]byte, error) {
-	// The vectors cover versions 1 and 2: version 3 changes only
-	// GENERATION's reply, which the C and Python SDKs do not speak.
-	file := vectorFile{ProtocolVersion: Version2, Constants: map[string]int{
+	// The vectors cover versions 1, 2 and 7: versions 3 to 6 change only
+	// messages the C and Python SDKs do not speak (GENERATION, HOT, ...),
+	// and 7 pages LIST_SERVICES.
+	file := vectorFile{ProtocolVersion: Version7, Constants: map[string]int{
 		"SANTA_SOL":         model.SockoptLevel,
 		"SANTA_SO_ACCEPTED": model.SockoptAccepted,
 	}}
