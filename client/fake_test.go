@@ -117,7 +117,7 @@ func (f *fake) handle(req protocol.Body, fds []int) protocol.Body {
 		f.pending = nil
 		return &protocol.AbortReply{}
 	case *protocol.ListServices:
-		return &protocol.ListServicesReply{Services: []ServiceInfo{{ServiceID: fakeService, Rules: uint32(len(f.rules))}}}
+		return &protocol.ListServicesReply{Next: protocol.LastPage, Services: []ServiceInfo{{ServiceID: fakeService, Rules: uint32(len(f.rules))}}}
 	case *protocol.ListRules:
 		page, next := f.page(req.Start)
 		return &protocol.ListRulesReply{Next: next, Rules: page}

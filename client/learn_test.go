@@ -32,7 +32,7 @@ func learningDaemon(t *testing.T, version uint16, hot func(*protocol.Hot) protoc
 		case *protocol.Hot:
 			return hot(req)
 		case *protocol.ListServices:
-			return &protocol.ListServicesReply{Services: []protocol.ServiceInfo{{ServiceID: 3, Manager: "santa-offload"}}}
+			return &protocol.ListServicesReply{Next: protocol.LastPage, Services: []protocol.ServiceInfo{{ServiceID: 3, Manager: "santa-offload"}}}
 		}
 		return protocol.Errorf(syscall.EINVAL, "unexpected %v", req.Type())
 	})

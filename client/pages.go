@@ -27,6 +27,24 @@ func (c *Client) RuleStats(service uint32) iter.Seq2[RuleCounters, error] {
 		func(r *protocol.RuleStatsReply) ([]RuleCounters, uint32) { return r.Counters, r.Next })
 }
 
+// AllServices iterates over the client's services, or every service for
+// an admin, in rising id order, a page at a time (protocol version 7). A
+// service santad has throughout the iteration is yielded once; one
+// attached or detached meanwhile may be or not. A daemon of an older
+// version has no pages: its one reply is the whole list, and it refuses
+// (EMSGSIZE) a list that does not fit one. An error ends the iteration.
+func (c *Client) AllServices() iter.Seq2[ServiceInfo, error] {
+	paged := c.version >= protocol.Version7
+	return pages(c, "list services",
+		func(start uint32) protocol.Body { return &protocol.ListServices{Start: start} },
+		func(r *protocol.ListServicesReply) ([]ServiceInfo, uint32) {
+			if !paged {
+				return r.Services, protocol.LastPage
+			}
+			return r.Services, r.Next
+		})
+}
+
 // pages requests page after page, from start 0 until the last, and yields
 // their items. The lock is not held while yielding, so the loop body may
 // use the client.

@@ -42,13 +42,17 @@ func (c *Client) Detach(service uint32) error {
 	return nil
 }
 
-// Services lists the client's services, or every service for an admin.
+// Services lists the client's services, or every service for an admin,
+// in rising id order: every page of AllServices.
 func (c *Client) Services() ([]ServiceInfo, error) {
-	r, err := call[*protocol.ListServicesReply](c, &protocol.ListServices{}, nil)
-	if err != nil {
-		return nil, fmt.Errorf("list services: %w", err)
+	var all []ServiceInfo
+	for s, err := range c.AllServices() {
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, s)
 	}
-	return r.Services, nil
+	return all, nil
 }
 
 // ServiceStats reads a service's counters.
