@@ -48,8 +48,8 @@ type fakeTxn struct {
 	deletes []uint32
 }
 
-// fakePage is the most items a LIST_RULES or RULE_STATS page holds, so that
-// every listing of more than two rules takes several pages.
+// fakePage is the most items a LIST_SERVICES, LIST_RULES or RULE_STATS
+// page holds, so that every listing of more than two takes several pages.
 const fakePage = 2
 
 // newFake serves a fake santad on a unixpacket socket in a temporary
@@ -189,13 +189,25 @@ func (f *fake) handle(req protocol.Body, fds []int) protocol.Body {
 		delete(f.txns, req.Txn)
 		return &protocol.AbortReply{}
 	case *protocol.ListServices:
-		r := &protocol.ListServicesReply{}
+		// In pages of fakePage, as santad's (version 7) are of more.
+		var all []client.ServiceInfo
 		for _, s := range f.services {
 			info := s.info
 			info.Rules = uint32(len(s.rules))
+			all = append(all, info)
+		}
+		slices.SortFunc(all, func(a, b client.ServiceInfo) int { return cmp.Compare(a.ServiceID, b.ServiceID) })
+		r := &protocol.ListServicesReply{Next: protocol.LastPage}
+		for _, info := range all {
+			if info.ServiceID < req.Start {
+				continue
+			}
+			if len(r.Services) == fakePage {
+				r.Next = info.ServiceID
+				break
+			}
 			r.Services = append(r.Services, info)
 		}
-		slices.SortFunc(r.Services, func(a, b client.ServiceInfo) int { return cmp.Compare(a.ServiceID, b.ServiceID) })
 		return r
 	case *protocol.ListRules:
 		s := f.services[req.ServiceID]
