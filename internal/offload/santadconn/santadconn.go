@@ -249,7 +249,9 @@ func (l *TakeLog) Keep(fresh []server.Socket) {
 
 // TakeSurvey finds the server's sockets, knowing those in known (by
 // inode), and lists santad's services. Errors of the finder wrap ErrScan;
-// the others are santad's.
+// the others are santad's. sd.Services must give every service santad
+// has (client.Services reads every page of them): Gone takes a service
+// missing from it for one santad dropped.
 func TakeSurvey[V any](sd interface {
 	Services() ([]client.ServiceInfo, error)
 }, f server.Scanner, known map[uint64]V) (Survey, error) {
