@@ -100,7 +100,7 @@ struct santa_wire_iface {
  * decoded buffer and allocates lists, released by santa_msg_release().
  */
 struct santa_msg {
-	uint16_t version; /* of the body, in the header: 1 or 2 */
+	uint16_t version; /* of the body, in the header: 1 to SANTA_PROTOCOL_VERSION */
 	uint16_t type;
 	uint32_t seq;
 	union {
@@ -131,9 +131,13 @@ struct santa_msg {
 		struct { uint32_t added; } commit;
 		/* BEGIN reply, COMMIT and ABORT requests */
 		struct { uint32_t txn; } txn;
-		/* LIST_SERVICES reply */
-		struct { uint32_t count; const struct santa_service *services; } services;
-		/* LIST_RULES, RULE_STATS requests */
+		/* LIST_SERVICES reply (next: version 7) */
+		struct {
+			uint32_t count, next;
+			const struct santa_service *services;
+		} services;
+		/* LIST_RULES, RULE_STATS requests; LIST_SERVICES' (version 7:
+		 * start and max, no service_id) */
 		struct { uint32_t service_id, start, max; } page;
 		/* LIST_RULES reply */
 		struct {
@@ -210,6 +214,10 @@ SANTA_HIDDEN int santa_call(struct santa_client *c, struct santa_msg *req, int p
 			    struct santa_msg *rep);
 /* A call whose reply body carries nothing the caller needs. */
 SANTA_HIDDEN int santa_call_simple(struct santa_client *c, struct santa_msg *req);
+/* Checks a page's next (paging.c): 1 after the last page, 0 with *out the
+ * next page's start, or a negative errno if next does not move on. */
+SANTA_HIDDEN int santa_page_next(struct santa_client *c, uint32_t start, uint32_t count,
+				 uint32_t last, uint32_t next, uint32_t *out);
 
 /* Room for one fd's SCM_RIGHTS message, aligned as a cmsghdr must be. */
 union santa_fd_ctl {

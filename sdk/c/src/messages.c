@@ -81,7 +81,7 @@ const struct santa_field santa_rule_fields[] = {
 	COUNT(struct santa_rule, nproc, 1, 0, MIN_PROC_LEN),
 	/* version 1 has no flags: a rule with a length condition cannot go */
 	VERSIONS(1, 1, FIELDS(ZERO(struct santa_rule, flags))),
-	VERSIONS(2, 2, FIELDS(BITS(struct santa_rule, flags, rule_flag_fields))),
+	VERSIONS(2, SANTA_PROTOCOL_VERSION, FIELDS(BITS(struct santa_rule, flags, rule_flag_fields))),
 	ITEMS(struct santa_rule, nproc, COL(struct santa_rule, procs, proc_fields)),
 	END,
 };
@@ -107,7 +107,7 @@ static const struct santa_field service_fields[] = {
 	U64(struct santa_service, netns_cookie),
 	U32(struct santa_service, owner_uid),
 	U32(struct santa_service, rules),
-	VERSIONS(2, 2, FIELDS(CSTR16(struct santa_service, manager))),
+	VERSIONS(2, SANTA_PROTOCOL_VERSION, FIELDS(CSTR16(struct santa_service, manager))),
 	END,
 };
 
@@ -184,8 +184,12 @@ const struct santa_message santa_messages[SANTA_TYPE_MAX + 1] = {
 	[SANTA_BEGIN] = { "BEGIN", service_id_body, txn_body },
 	[SANTA_COMMIT] = { "COMMIT", txn_body, FIELDS(U32(MSG, u.commit.added)) },
 	[SANTA_ABORT] = { "ABORT", txn_body, empty },
-	[SANTA_LIST_SERVICES] = { "LIST_SERVICES", empty,
+	/* Version 7 pages it as LIST_RULES: start and max; next after the count. */
+	[SANTA_LIST_SERVICES] = { "LIST_SERVICES",
+		FIELDS(VERSIONS(7, SANTA_PROTOCOL_VERSION,
+				FIELDS(U32(MSG, u.page.start), U32(MSG, u.page.max)))),
 		FIELDS(COUNT(MSG, u.services.count, 4, 0, MIN_SERVICE_LEN),
+		     VERSIONS(7, SANTA_PROTOCOL_VERSION, FIELDS(U32(MSG, u.services.next))),
 		     ITEMS(MSG, u.services.count, COL(MSG, u.services.services, service_fields))) },
 	/* The pages: the count is checked where it stands, before `next` (as in Go). */
 	[SANTA_LIST_RULES] = { "LIST_RULES", page_body,
@@ -204,7 +208,7 @@ const struct santa_message santa_messages[SANTA_TYPE_MAX + 1] = {
 		     U64(MSG, u.stats.bad_csum),
 		     U32(MSG, u.stats.rules),
 		     U64(MSG, u.stats.rule_bytes),
-		     VERSIONS(2, 2, FIELDS(U64(MSG, u.stats.tc_checksum),
+		     VERSIONS(2, SANTA_PROTOCOL_VERSION, FIELDS(U64(MSG, u.stats.tc_checksum),
 					  U64(MSG, u.stats.tc_too_long),
 					  U64(MSG, u.stats.tc_no_xdp)))) },
 	[SANTA_STATUS] = { "STATUS", empty,

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
-/* Reading rules back, page by page: LIST_RULES, RULE_STATS. */
+/* Reading rules back, page by page: LIST_RULES, RULE_STATS (and LIST_SERVICES' pages, service.c). */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -7,7 +7,7 @@
 #include "internal.h"
 
 /* A page's `next` must move forward, or a lying daemon would loop us. */
-static int page_next(struct santa_client *c, uint32_t start, uint32_t count, uint32_t last,
+int santa_page_next(struct santa_client *c, uint32_t start, uint32_t count, uint32_t last,
 		     uint32_t next, uint32_t *out)
 {
 	if (next == SANTA_NO_NEXT)
@@ -46,7 +46,7 @@ int santa_list_rules(struct santa_client *client, uint32_t service_id, santa_rul
 				return err;
 			}
 		}
-		err = page_next(client, start, count, last, rep.u.rules.next, &start);
+		err = santa_page_next(client, start, count, last, rep.u.rules.next, &start);
 		santa_msg_release(&rep);
 		if (err)
 			return err < 0 ? err : 0;
@@ -89,7 +89,7 @@ int santa_rule_stats(struct santa_client *client, uint32_t service_id,
 			n += count;
 		}
 		last = count ? rep.u.counters.counters[count - 1].rule_id : 0;
-		err = page_next(client, start, count, last, rep.u.counters.next, &start);
+		err = santa_page_next(client, start, count, last, rep.u.counters.next, &start);
 		santa_msg_release(&rep);
 		if (err)
 			break;

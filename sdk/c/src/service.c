@@ -31,11 +31,14 @@ int santa_detach(struct santa_client *client, uint32_t service_id)
 	return santa_call_simple(client, &req);
 }
 
+/* Version 7 lists the services in pages, as LIST_RULES lists rules: each
+ * page from the `next` of the last; an older santad's one reply is the
+ * whole list. */
 int santa_list_services(struct santa_client *client, struct santa_service **out, size_t *cnt)
 {
-	struct santa_msg req = { .type = SANTA_LIST_SERVICES }, rep;
-	struct santa_service *s = NULL;
-	uint32_t n;
+	struct santa_service *all = NULL;
+	size_t n = 0;
+	uint32_t start = 0;
 	int err;
 
 	SANTA_ENTER(client);
@@ -43,20 +46,40 @@ int santa_list_services(struct santa_client *client, struct santa_service **out,
 		return -EINVAL;
 	*out = NULL;
 	*cnt = 0;
-	err = santa_call(client, &req, -1, &rep);
-	if (err)
-		return err;
-	n = rep.u.services.count;
-	if (n) {
-		s = malloc(n * sizeof(*s));
-		if (!s) {
-			santa_msg_release(&rep);
-			return santa_err_local(client, -ENOMEM, SANTA_NO_INDEX, "out of memory");
+	for (;;) {
+		struct santa_msg req = { .type = SANTA_LIST_SERVICES }, rep;
+		uint32_t count, last;
+
+		req.u.page.start = start;
+		err = santa_call(client, &req, -1, &rep);
+		if (err)
+			break;
+		count = rep.u.services.count;
+		if (count) {
+			struct santa_service *grown = realloc(all, (n + count) * sizeof(*all));
+
+			if (!grown) {
+				santa_msg_release(&rep);
+				err = santa_err_local(client, -ENOMEM, SANTA_NO_INDEX, "out of memory");
+				break;
+			}
+			all = grown;
+			memcpy(all + n, rep.u.services.services, count * sizeof(*all));
+			n += count;
 		}
-		memcpy(s, rep.u.services.services, n * sizeof(*s));
+		last = count ? rep.u.services.services[count - 1].service_id : 0;
+		if (client->info.version < 7)
+			rep.u.services.next = SANTA_NO_NEXT; /* no pages: the whole list */
+		err = santa_page_next(client, start, count, last, rep.u.services.next, &start);
+		santa_msg_release(&rep);
+		if (err)
+			break;
 	}
-	santa_msg_release(&rep);
-	*out = s;
+	if (err < 0) {
+		free(all);
+		return err;
+	}
+	*out = all;
 	*cnt = n;
 	return 0;
 }

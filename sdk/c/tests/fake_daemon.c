@@ -535,12 +535,33 @@ static void handle(struct conn *c, const struct santa_msg *q, int *fds, int nfd,
 		return;
 	}
 	case SANTA_LIST_SERVICES: {
+		/* Version 7: a page from start, of at most page_max (and max). */
 		struct santa_service *list = calloc(d->nservices + 1, sizeof(*list));
+		size_t limit = d->page_max;
 
-		for (i = 0; i < d->nservices; i++)
-			list[i] = d->services[i].svc;
+		if (c->version < 7 && d->nservices > limit) {
+			free(list);
+			error_reply(r, EMSGSIZE, SANTA_NO_INDEX, "%zu services take more than one reply",
+				    d->nservices);
+			return;
+		}
+		if (c->version < 7)
+			limit = d->nservices;
+		else if (q->u.page.max && q->u.page.max < limit)
+			limit = q->u.page.max;
+		r->m.u.services.next = c->version < 7 ? 0 : SANTA_NO_NEXT;
+		n = 0;
+		for (i = 0; i < d->nservices; i++) {
+			if (d->services[i].svc.service_id < q->u.page.start)
+				continue;
+			if (n == limit) {
+				r->m.u.services.next = d->services[i].svc.service_id;
+				break;
+			}
+			list[n++] = d->services[i].svc;
+		}
 		bufs[0] = list;
-		r->m.u.services.count = (uint32_t)d->nservices;
+		r->m.u.services.count = (uint32_t)n;
 		r->m.u.services.services = list;
 		return;
 	}
@@ -811,8 +832,13 @@ struct fake_daemon *fake_new(uint32_t page_max, uint64_t hits_per_rule)
 
 void fake_speak_v1(struct fake_daemon *d)
 {
+	fake_speak(d, 1);
+}
+
+void fake_speak(struct fake_daemon *d, uint16_t newest)
+{
 	pthread_mutex_lock(&d->lock);
-	d->newest = 1;
+	d->newest = newest;
 	pthread_mutex_unlock(&d->lock);
 }
 

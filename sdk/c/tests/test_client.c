@@ -642,6 +642,66 @@ static void test_services_status(void)
 	fake_free(d);
 }
 
+/* ---- LIST_SERVICES in pages (version 7), and without (older santads) ---- */
+
+static void test_services_pages(void)
+{
+	struct fake_daemon *d = fake_new(2, 0); /* pages of 2 */
+	struct santa_client *c = pair_client(d);
+	struct santa_service svc[5], *list = NULL;
+	int fds[5];
+	size_t i, n = 0;
+	uint16_t port;
+	unsigned asked;
+
+	for (i = 0; i < 5; i++) {
+		fds[i] = udp_socket(&port);
+		CHECK_OK(santa_attach(c, fds[i], &svc[i]));
+	}
+	asked = fake_stats(d).requests[SANTA_LIST_SERVICES];
+	CHECK_OK(santa_list_services(c, &list, &n));
+	CHECK(n == 5 && list, "%zu services listed over pages of 2, want 5", n);
+	for (i = 0; list && i < n && i < 5; i++)
+		CHECK(list[i].service_id == svc[i].service_id && list[i].cookie == svc[i].cookie,
+		      "service %zu listed is %u, want %u", i, list[i].service_id, svc[i].service_id);
+	CHECK(fake_stats(d).requests[SANTA_LIST_SERVICES] - asked == 3, "%u pages asked, want 3",
+	      fake_stats(d).requests[SANTA_LIST_SERVICES] - asked);
+	free(list);
+	santa_client__free(c);
+
+	/* A santad of version 6 has no pages: 5 services past its one reply
+	 * (2, here) are refused, not cut. */
+	fake_speak(d, 6);
+	c = pair_client(d);
+	CHECK(santa_client__info(c)->version == 6, "version %u", santa_client__info(c)->version);
+	list = NULL;
+	n = 9;
+	CHECK(santa_list_services(c, &list, &n) == -EMSGSIZE && !list && n == 0,
+	      "5 services from a santad of version 6 that fits 2: %zu listed", n);
+	santa_client__free(c);
+	for (i = 0; i < 5; i++)
+		close(fds[i]);
+	fake_free(d);
+
+	/* ... and one reply is the whole list. */
+	d = fake_new(0, 0);
+	fake_speak(d, 6);
+	c = pair_client(d);
+	for (i = 0; i < 3; i++) {
+		fds[i] = udp_socket(&port);
+		CHECK_OK(santa_attach(c, fds[i], &svc[i]));
+	}
+	CHECK_OK(santa_list_services(c, &list, &n));
+	CHECK(n == 3 && list && list[2].service_id == svc[2].service_id, "%zu services from version 6", n);
+	CHECK(fake_stats(d).requests[SANTA_LIST_SERVICES] == 1, "%u requests to version 6",
+	      fake_stats(d).requests[SANTA_LIST_SERVICES]);
+	free(list);
+	santa_client__free(c);
+	for (i = 0; i < 3; i++)
+		close(fds[i]);
+	fake_free(d);
+}
+
 /* ---- a manager longer than santa_service.manager holds is refused, not copied ---- */
 
 static void test_long_manager(void)
@@ -683,7 +743,7 @@ enum canned {
 	ERROR_EPROTO,  /* the daemon gives up on us */
 	HANG_UP,
 	STUCK_PAGE,    /* RULE_STATS whose next does not advance */
-	HELLO_V3,      /* a HELLO reply with version 3 */
+	HELLO_NEWER,   /* a HELLO reply with a version newer than the library's */
 	WRONG_VERSION, /* a reply in version 1 on a connection of version 2 */
 	HELLO_ERROR,   /* HELLO refused */
 	SEND_FD,       /* a reply that carries an fd */
@@ -732,8 +792,8 @@ static void *canned_serve(void *arg)
 		m.seq = q.seq;
 		m.version = s->what == WRONG_VERSION ? 1 : q.version;
 		if (type == SANTA_HELLO) {
-			m.u.hello_reply.version = s->what == HELLO_V3 ? 3 : 2;
-			m.version = s->what == HELLO_V3 ? 1 : 2; /* the first message in it */
+			m.u.hello_reply.version = s->what == HELLO_NEWER ? SANTA_PROTOCOL_VERSION + 1 : 2;
+			m.version = s->what == HELLO_NEWER ? 1 : 2; /* the first message in it */
 			if (s->what == HELLO_ERROR) {
 				m.type = SANTA_ERROR;
 				m.u.error.code = EPROTONOSUPPORT;
@@ -840,9 +900,9 @@ static void test_bad_daemon(void)
 	CHECK(err == -EPROTO && !counters, "stuck pages: %d", err);
 	canned_done(c, &s, t);
 
-	s.what = HELLO_V3;
+	s.what = HELLO_NEWER;
 	c = canned_client(&s, &t, &err);
-	CHECK(err == -EPROTONOSUPPORT && !c, "HELLO version 3: %d", err);
+	CHECK(err == -EPROTONOSUPPORT && !c, "HELLO of a version newer than the library's: %d", err);
 	pthread_join(t, NULL);
 	close(s.fd);
 
@@ -864,6 +924,7 @@ int main(void)
 	test_big_batch();
 	test_txn();
 	test_services_status();
+	test_services_pages();
 	test_long_manager();
 	test_bad_daemon();
 	printf("test_client: %s\n", failures ? "FAIL" : "ok");

@@ -411,7 +411,12 @@ static bool build_request(struct obj *b, struct santa_msg *m, uint16_t type)
 		m->u.page.start = (uint32_t)u(b, "start", UINT32_MAX);
 		m->u.page.max = (uint32_t)u(b, "max", UINT32_MAX);
 		break;
-	case SANTA_LIST_SERVICES:
+	case SANTA_LIST_SERVICES: /* fields from version 7 */
+		if (m->version >= 7) {
+			m->u.page.start = (uint32_t)u(b, "start", UINT32_MAX);
+			m->u.page.max = (uint32_t)u(b, "max", UINT32_MAX);
+		}
+		break;
 	case SANTA_STATUS:
 		break;
 	}
@@ -451,6 +456,8 @@ static bool build_reply(struct obj *b, struct santa_msg *m, uint16_t type)
 	case SANTA_LIST_SERVICES: {
 		struct santa_service *s;
 
+		if (m->version >= 7)
+			m->u.services.next = (uint32_t)u(b, "next", UINT32_MAX);
 		l = list(b, "services");
 		if (!l)
 			break;
@@ -727,6 +734,7 @@ static bool msg_eq(const struct santa_msg *w, const struct santa_msg *g)
 		return rules_eq(w->u.ids.count, w->u.ids.rule_ids, g->u.ids.rule_ids, NULL, NULL);
 	case SANTA_LIST_SERVICES | SANTA_REPLY:
 		EQ(u.services.count);
+		EQ(u.services.next);
 		for (i = 0; i < w->u.services.count; i++)
 			if (!service_eq(&w->u.services.services[i], &g->u.services.services[i]))
 				return false;
@@ -772,6 +780,9 @@ static bool msg_eq(const struct santa_msg *w, const struct santa_msg *g)
 		}
 		return bytes_eq("daemon", w->u.status.daemon, g->u.status.daemon);
 	case SANTA_LIST_SERVICES:
+		EQ(u.page.start);
+		EQ(u.page.max);
+		return true;
 	case SANTA_STATUS:
 	case SANTA_DETACH | SANTA_REPLY:
 	case SANTA_REPLACE_RULES | SANTA_REPLY:

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
 /*
- * libsanta: the C client of santad, protocol versions 1 and 2
- * (docs/protocol.md).
+ * libsanta: the C client of santad, protocol versions 1 to 7
+ * (docs/protocol.md): version 2 adds a rule's length condition, 7 pages
+ * LIST_SERVICES; 3 to 6 change only messages the library does not speak.
  *
  * Conventions, as in libbpf:
  *  - Objects are opaque; `object__method()` names act on one object.
@@ -29,7 +30,7 @@ extern "C" {
 #define SANTA_API __attribute__((visibility("default")))
 #endif
 
-#define SANTA_PROTOCOL_VERSION 2     /* the newest version the library speaks */
+#define SANTA_PROTOCOL_VERSION 7     /* the newest version the library speaks */
 #define SANTA_PROTOCOL_VERSION_MIN 1 /* the oldest: a daemon of version 1 is served too */
 #define SANTA_DEFAULT_SOCKET "/run/santa/santa.sock"
 #define SANTA_SOCKET_ENV "SANTA_SOCKET" /* names the socket when path is NULL */
@@ -41,7 +42,7 @@ struct santa_rule;
 
 /* What HELLO told us (santa_client__info). */
 struct santa_client_info {
-	uint16_t version;     /* protocol version agreed: 2, or 1 with an older santad */
+	uint16_t version;     /* protocol version agreed: 7, or older with an older santad */
 	uint32_t uid, gid, pid; /* the peer credentials santad recorded */
 	uint8_t admin;        /* 1: may manage every service */
 	uint32_t quota_rules; /* 0 = unlimited */
@@ -198,8 +199,11 @@ SANTA_API int santa_attach(struct santa_client *client, int sockfd,
 			   struct santa_service *out);
 /* Removes the service and all its rules. */
 SANTA_API int santa_detach(struct santa_client *client, uint32_t service_id);
-/* The client's services (every one for an admin): *out is a malloc()ed
- * array of *cnt entries, free() it (NULL when there are none). */
+/* The client's services (every one for an admin), in rising id order:
+ * *out is a malloc()ed array of *cnt entries, free() it (NULL when there
+ * are none).  From protocol version 7 santad lists them in pages, every
+ * one of which is read; an older santad has no pages, and refuses
+ * (-EMSGSIZE) a list that does not fit one reply. */
 SANTA_API int santa_list_services(struct santa_client *client,
 				  struct santa_service **out, size_t *cnt);
 SANTA_API int santa_service_stats(struct santa_client *client, uint32_t service_id,
