@@ -124,7 +124,12 @@ class Client:
         self._call(DetachRequest(service_id), DetachReply)
 
     def services(self) -> list[Service]:
-        return self._call(ListServicesRequest(), ListServicesReply).services
+        """The client's services (every one for an admin), in rising id
+        order: every page, from a santad of protocol version 7. An older
+        santad has no pages: its one reply is the list, and it refuses
+        (EMSGSIZE) more services than one reply holds."""
+        return list(self._pages(lambda _, start, m: ListServicesRequest(start, m),
+                                ListServicesReply, 0, lambda p: p.services))
 
     def service_stats(self, service_id: int) -> ServiceStatsReply:
         return self._call(ServiceStatsRequest(service_id), ServiceStatsReply)

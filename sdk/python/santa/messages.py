@@ -24,12 +24,14 @@ from .wire import (
     EnumOf,
     ListOf,
     PageOf,
+    PageSince,
     Since,
     String16,
     Struct,
 )
 
-#: The `next` of the last page of LIST_RULES and RULE_STATS.
+#: The `next` of the last page of LIST_RULES, RULE_STATS and (protocol
+#: version 7) LIST_SERVICES.
 LAST_PAGE = 0xFFFFFFFF
 
 
@@ -272,13 +274,25 @@ class AbortReply(_Empty):
     pass
 
 
-class ListServicesRequest(_Empty):
-    pass
+@dataclass(frozen=True)
+class ListServicesRequest:
+    """In protocol version 7, one page of the services: those of id `start`
+    and above, at most `max` (0: as many as fit one reply). Older versions
+    have no pages, nor these fields."""
+
+    start: Annotated[int, Since(7, U32, 0)] = 0
+    max: Annotated[int, Since(7, U32, 0)] = 0
 
 
 @dataclass(frozen=True)
 class ListServicesReply:
-    services: Annotated[list[Service], ListOf(Struct(Service))]
+    """The services, in rising id order. In protocol version 7 a page of
+    them, sent as the page replies are (see PageSince): `next` is where the
+    next page starts, or LAST_PAGE. Older versions have no pages: `next`
+    reads as LAST_PAGE, the reply being the whole list."""
+
+    services: list[Service]
+    next: Annotated[int, Since(7, U32, LAST_PAGE)] = LAST_PAGE
 
 
 class ListRulesRequest(_Page):
@@ -380,6 +394,7 @@ BODIES: dict[tuple[MsgType, bool], type[Any]] = {
 
 #: Bodies whose wire order is not their fields' order.
 _CODECS: dict[type[Any], Codec[Any]] = {
+    ListServicesReply: PageSince(7, ListServicesReply, "services", Struct(Service), LAST_PAGE),
     ListRulesReply: PageOf(ListRulesReply, Struct(RuleEntry)),
     RuleStatsReply: PageOf(RuleStatsReply, Struct(RuleCounters)),
 }

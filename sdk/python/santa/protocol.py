@@ -12,11 +12,13 @@ from .messages import BODIES, KIND_OF, MsgType
 from .wire import Out, Reader
 
 MAGIC = 0x41544E53  # b"SNTA" read as a little-endian u32
-#: Protocol versions this SDK speaks: 2 adds a rule's length condition. A
-#: message's header names the version its body is in; HELLO, which every
-#: santad reads in version 1, agrees on one per connection.
+#: Protocol versions this SDK speaks: 2 adds a rule's length condition, 7
+#: pages LIST_SERVICES; 3 to 6 change only messages this SDK does not speak,
+#: its bodies there being version 2's. A message's header names the version
+#: its body is in; HELLO, which every santad reads in version 1, agrees on
+#: one per connection.
 MIN_VERSION = 1
-VERSION = 2  # the newest
+VERSION = 7  # the newest
 HEADER_SIZE = 16
 MAX_MESSAGE = 131072
 REPLY_BIT = 0x8000

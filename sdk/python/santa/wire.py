@@ -362,3 +362,43 @@ class PageOf(Codec[D]):
 
     def size(self, value: D) -> int:
         return 8 + self._items.items_size(getattr(value, self._list))
+
+
+class PageSince(Codec[D]):
+    """A reply that is a page (`count` u32, `next` u32, then `count` items,
+    as PageOf) from protocol version `version` on, and a plain list before
+    it: its `next` then is not on the wire, reads as `last` (the reply is
+    the whole list), and must be `last` to be written."""
+
+    min_size = 4
+
+    def __init__(self, version: int, cls: type[D], items: str, item: Codec[Any], last: int) -> None:
+        self.version = version
+        self._cls: Callable[..., D] = cls
+        self._list = items
+        self._items = ListOf(item)
+        self._last = last
+
+    def write(self, out: Out, value: D) -> None:
+        items, next_start = getattr(value, self._list), getattr(value, "next")
+        if out.version >= self.version:
+            U32.write(out, len(items))
+            U32.write(out, next_start)
+            self._items.write_items(out, items)
+            return
+        if next_start != self._last:
+            raise SantaError(
+                errno.EINVAL, NO_INDEX,
+                f"a page (next {next_start}) needs protocol version {self.version}; this message is in {out.version}",
+            )
+        self._items.write(out, items)
+
+    def read(self, r: Reader) -> D:
+        if r.version < self.version:
+            return self._cls(**{self._list: self._items.read(r), "next": self._last})
+        n = U32.read(r)
+        next_start = U32.read(r)
+        return self._cls(**{self._list: self._items.read_items(r, n), "next": next_start})
+
+    def size(self, value: D) -> int:
+        return 8 + self._items.items_size(getattr(value, self._list))

@@ -14,7 +14,7 @@ import struct
 import threading
 from typing import Any
 
-from santa import Rule, RuleCounters, RuleEntry, Service, decode, encode
+from santa import LAST_PAGE, Rule, RuleCounters, RuleEntry, Service, decode, encode
 from santa.errors import NO_INDEX
 from santa.messages import (
     AbortReply, AbortRequest, AddRulesReply, AddRulesRequest, AttachRequest,
@@ -28,7 +28,7 @@ from santa.messages import (
 from santa.protocol import MAX_MESSAGE, VERSION
 
 SO_COOKIE = 57
-PAGE = 2  # rules per LIST_RULES / RULE_STATS page, so paging is exercised
+PAGE = 2  # rules per LIST_RULES / RULE_STATS page, services per LIST_SERVICES', so paging is exercised
 
 
 def cookie(sock: socket.socket) -> int:
@@ -47,6 +47,10 @@ class Refused(Exception):
 class FakeSanta:
     def __init__(self, version: int = VERSION, hits: int = 0) -> None:
         self.version = version  # the newest it speaks; HELLO agrees on at most it
+        # The most services one LIST_SERVICES reply holds before version 7,
+        # which pages them by PAGE; more are refused (EMSGSIZE), as santad does.
+        self.services_fit = 1000
+        self._body_version = 1  # of the request being answered
         self.hits = hits  # what RULE_STATS reports for every rule
         self.requests: list[Any] = []  # every request body, in arrival order
         self.cookies: list[int] = []  # SO_COOKIE of every attached fd
@@ -112,6 +116,7 @@ class FakeSanta:
                     return
                 header, body = decode(data)
                 self.requests.append(body)
+                self._body_version = header.version
                 if isinstance(body, HelloRequest):
                     client = body.client
                 try:
@@ -154,8 +159,15 @@ class FakeSanta:
                 self._txn(txn)
                 del self.txns[txn]
                 return AbortReply()
-            case ListServicesRequest():
-                return ListServicesReply(list(self.services.values()))
+            case ListServicesRequest(start=start, max=most):
+                ids = sorted(i for i in self.services if i >= start)
+                if self._body_version < 7:  # no pages: the whole list
+                    if len(ids) > self.services_fit:
+                        raise Refused(errno.EMSGSIZE, f"{len(ids)} services take more than one reply")
+                    return ListServicesReply([self.services[i] for i in ids])
+                n = min(PAGE, most or PAGE)
+                page = [self.services[i] for i in ids[:n]]
+                return ListServicesReply(page, ids[n] if len(ids) > n else LAST_PAGE)
             case ListRulesRequest(service_id=sid, start=start):
                 page, next_start = self._page(sid, start)
                 entries = [RuleEntry(i, self.rules[sid][i]) for i in page]

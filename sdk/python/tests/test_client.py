@@ -13,9 +13,10 @@ from unittest import mock
 from santa import NO_INDEX, SOCKET_ENV, Client, Guard, Protocol, Put, Rule, RuleEntry, SantaError, encode
 from santa.messages import (
     AbortRequest, AddRulesRequest, AttachRequest, BeginReply, BeginRequest, CommitRequest,
-    DeleteRulesRequest, ErrorReply, HelloReply, HelloRequest, ListRulesRequest, StatusReply,
+    DeleteRulesRequest, ErrorReply, HelloReply, HelloRequest, ListRulesRequest, ListServicesRequest,
+    StatusReply,
 )
-from santa.protocol import MAX_MESSAGE
+from santa.protocol import MAX_MESSAGE, VERSION
 
 from .fake_santad import FakeSanta, cookie
 
@@ -43,9 +44,9 @@ class ClientTest(unittest.TestCase):
         return [r for r in self.fake.requests if isinstance(r, kind)]
 
     def test_hello(self) -> None:
-        self.assertEqual(self.fake.requests[0], HelloRequest(1, 2, "test"))
+        self.assertEqual(self.fake.requests[0], HelloRequest(1, VERSION, "test"))
         self.assertEqual(self.client.hello.daemon, "fake santad")
-        self.assertEqual((self.client.hello.version, self.client.version), (2, 2))
+        self.assertEqual((self.client.hello.version, self.client.version), (VERSION, VERSION))
 
     def test_length_condition(self) -> None:
         rule = Rule.on(b"Hello", reply=b"COMSYS").exact_length(5)
@@ -63,6 +64,22 @@ class ClientTest(unittest.TestCase):
         self.assertIs(service.protocol, Protocol.UDP)
         self.assertEqual(service.manager, "test")  # our HELLO name
         self.assertEqual(self.requests(AttachRequest), [AttachRequest(0)])
+
+    def test_services_pages(self) -> None:
+        """services() reads every page of LIST_SERVICES (the fake's hold 2),
+        each from where the last said the next starts."""
+        socks = [socket.socket(socket.AF_INET, socket.SOCK_DGRAM) for _ in range(4)]
+        try:
+            sids = [self.sid]
+            for s in socks:
+                s.bind(("127.0.0.1", 0))
+                sids.append(self.client.attach(s).service_id)
+            self.assertEqual([s.service_id for s in self.client.services()], sids)
+            self.assertEqual(self.requests(ListServicesRequest),
+                             [ListServicesRequest(0), ListServicesRequest(sids[2]), ListServicesRequest(sids[4])])
+        finally:
+            for s in socks:
+                s.close()
 
     def test_listing_1(self) -> None:
         rule = Rule.on(b"Hello", reply=b"COMSYS")
@@ -167,7 +184,7 @@ class ClientTest(unittest.TestCase):
 class ConnectTest(unittest.TestCase):
     def test_connect_by_path(self) -> None:
         fake = self._connect_to_fake(lambda path: Client.connect(path, name="by-path"))
-        self.assertEqual(fake.requests[0], HelloRequest(1, 2, "by-path"))
+        self.assertEqual(fake.requests[0], HelloRequest(1, VERSION, "by-path"))
 
     def test_connect_by_environment(self) -> None:
         """Without a path, connect() uses $SANTA_SOCKET."""
@@ -177,7 +194,7 @@ class ConnectTest(unittest.TestCase):
                 return Client.connect(name="by-env")
 
         fake = self._connect_to_fake(connect)
-        self.assertEqual(fake.requests[0], HelloRequest(1, 2, "by-env"))
+        self.assertEqual(fake.requests[0], HelloRequest(1, VERSION, "by-env"))
 
     def _connect_to_fake(self, connect: Callable[[str], Client]) -> FakeSanta:
         """Serves a fake santad at a fresh path and asks its STATUS over
@@ -195,7 +212,7 @@ class ConnectTest(unittest.TestCase):
 
     def test_version_mismatch(self) -> None:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        theirs.send(encode(1, HelloReply(3, 0, 0, 1, 1, 0, 0, "from the future")))
+        theirs.send(encode(1, HelloReply(VERSION + 1, 0, 0, 1, 1, 0, 0, "from the future")))
         with self.assertRaises(SantaError) as caught:
             Client(ours)
         self.assertEqual(caught.exception.code, errno.EPROTONOSUPPORT)
@@ -225,6 +242,32 @@ class ConnectTest(unittest.TestCase):
             self.assertFalse(fake.requests[2:])  # HELLO, ATTACH: nothing sent
             client.add_rule(sid, plain)
         fake.stop()
+
+    def test_services_of_a_daemon_without_pages(self) -> None:
+        """A santad of version 6 has no pages: its one reply is the list,
+        and more services than one reply holds are refused, not cut."""
+        fake = FakeSanta(version=6)
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        fake.serve(theirs)
+        socks = [socket.socket(socket.AF_INET, socket.SOCK_DGRAM) for _ in range(3)]
+        try:
+            with Client(ours) as client:
+                self.assertEqual(client.version, 6)
+                sids = []
+                for s in socks:
+                    s.bind(("127.0.0.1", 0))
+                    sids.append(client.attach(s).service_id)
+                self.assertEqual([s.service_id for s in client.services()], sids)
+                self.assertEqual([r for r in fake.requests if isinstance(r, ListServicesRequest)],
+                                 [ListServicesRequest()])
+                fake.services_fit = 2
+                with self.assertRaises(SantaError) as caught:
+                    client.services()
+                self.assertEqual(caught.exception.code, errno.EMSGSIZE)
+        finally:
+            for s in socks:
+                s.close()
+            fake.stop()
 
     def test_guards_are_not_sent(self) -> None:
         """A rule santad listed with a guard is refused before it is sent,

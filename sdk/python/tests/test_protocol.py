@@ -19,7 +19,7 @@ from santa.messages import (
     RuleCounters, RuleEntry, RuleStatsReply, RuleStatsRequest, Service,
     ServiceStatsReply, ServiceStatsRequest, StatusReply, StatusRequest,
 )
-from santa.protocol import MAGIC, MAX_MESSAGE
+from santa.protocol import MAGIC, MAX_MESSAGE, VERSION
 
 HELLO = Rule.on(b"Hello", b"COMSYS")
 DNS = Rule(2, b"\x01\x00\x00\x01", 40, [Put(2, b"\x81\x80"), Copy(0, 2, 0)])
@@ -47,7 +47,9 @@ EXAMPLES: list[Any] = [
     AbortRequest(3),
     AbortReply(),
     ListServicesRequest(),
+    ListServicesRequest(5, 2),
     ListServicesReply([SERVICE, SERVICE]),
+    ListServicesReply([SERVICE], 9),
     ListRulesRequest(7, 0, 0),
     ListRulesReply(0xFFFFFFFF, [RuleEntry(1, HELLO), RuleEntry(2, DNS)]),
     RuleStatsRequest(7, 0, 100),
@@ -73,23 +75,30 @@ class RoundTripTest(unittest.TestCase):
         self.assertEqual({type(b) for b in EXAMPLES}, set(BODIES.values()))
 
     def test_round_trip(self) -> None:
+        # In version 1, but for the pages of LIST_SERVICES (version 7), and
+        # in the newest version.
+        paged = (ListServicesRequest(5, 2), ListServicesReply([SERVICE], 9))
         for body in EXAMPLES:
-            with self.subTest(type(body).__name__):
-                header, decoded = decode(encode(99, body))
-                self.assertEqual(decoded, body)
-                self.assertEqual(header.seq, 99)
-                self.assertIs(BODIES[header.type, header.reply], type(body))
+            for version in (1, VERSION) if body not in paged else (VERSION,):
+                with self.subTest(type(body).__name__, version=version):
+                    header, decoded = decode(encode(99, body, version))
+                    self.assertEqual(decoded, body)
+                    self.assertEqual((header.seq, header.version), (99, version))
+                    self.assertIs(BODIES[header.type, header.reply], type(body))
 
     def test_size_is_the_encoded_size(self) -> None:
-        # Batches are split by size(), so it must be exact, in either version;
-        # a service's and a service's counters are version 2's (version 1 has
-        # no manager, no reasons TC answered).
+        # Batches are split by size(), so it must be exact, in every version;
+        # a size is the newest version's where versions differ: a service's
+        # and a service's counters (version 1 has no manager, no reasons TC
+        # answered), LIST_SERVICES' (version 7 pages it).
+        versioned = (Service, ListServicesRequest, ListServicesReply, ServiceStatsReply)
         for body in EXAMPLES:
             with self.subTest(type(body).__name__):
                 codec = KIND_OF[type(body)][2]
-                if not isinstance(body, (Service, ListServicesReply, ServiceStatsReply)):
+                if not isinstance(body, versioned):
                     self.assertEqual(codec.size(body), len(encode(1, body)) - 16)
-                self.assertEqual(codec.size(body), len(encode(1, body, 2)) - 16)
+                    self.assertEqual(codec.size(body), len(encode(1, body, 2)) - 16)
+                self.assertEqual(codec.size(body), len(encode(1, body, VERSION)) - 16)
         ranged = AddRulesRequest(7, 0, [HELLO.exact_length(5), Rule(1, b"x", 1, [], 3, 0)])
         self.assertEqual(KIND_OF[AddRulesRequest][2].size(ranged), len(encode(1, ranged, 2)) - 16)
 
@@ -107,6 +116,24 @@ class RoundTripTest(unittest.TestCase):
         v1 = encode(1, managed, 1)
         self.assertEqual(len(v1), 16 + 4 + 48)
         self.assertEqual(decode(v1)[1], ListServicesReply([SERVICE]))
+
+    def test_services_pages_by_version(self) -> None:
+        """Version 7 pages LIST_SERVICES: start and max; next after the
+        count. Older versions carry none of them, and refuse a page."""
+        self.assertEqual(encode(1, ListServicesRequest(5, 2), 7)[16:], struct.pack("<II", 5, 2))
+        self.assertEqual(encode(1, ListServicesRequest(), 6)[16:], b"")
+        page = ListServicesReply([SERVICE], 9)
+        v7 = encode(1, page, 7)
+        self.assertEqual(v7[16:24], struct.pack("<II", 1, 9))
+        self.assertEqual(decode(v7)[1], page)
+        whole = ListServicesReply([SERVICE])
+        self.assertEqual(whole.next, LAST_PAGE)
+        self.assertEqual(decode(encode(1, whole, 7))[1], whole)
+        for version in range(1, 7):
+            self.assertEqual(decode(encode(1, whole, version))[1], whole)
+            with self.assertRaises(SantaError) as caught:
+                encode(1, page, version)
+            self.assertEqual(caught.exception.code, errno.EINVAL)
 
     def test_listing_1_bytes(self) -> None:
         data = encode(1, AddRulesRequest(7, 0, [HELLO]))
@@ -139,7 +166,7 @@ class RefusalTest(unittest.TestCase):
         self.refused(errno.EPROTO, good[:15])
         self.refused(errno.EPROTO, header(3, 20, magic=0x41544E54) + good[16:])
         self.refused(errno.EPROTO, header(3, 20, version=0) + good[16:])
-        self.refused(errno.EPROTO, header(3, 20, version=3) + good[16:])
+        self.refused(errno.EPROTO, header(3, 20, version=VERSION + 1) + good[16:])
         self.refused(errno.EPROTO, header(3, 21) + good[16:])
         self.refused(errno.EPROTO, good + b"\x00")
 
