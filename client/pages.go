@@ -32,7 +32,7 @@ func (c *Client) RuleStats(service uint32) iter.Seq2[RuleCounters, error] {
 // service santad has throughout the iteration is yielded once; one
 // attached or detached meanwhile may be or not. A daemon of an older
 // version has no pages: its one reply is the whole list, and it refuses
-// (EMSGSIZE) a list that does not fit one. An error ends the iteration.
+// (EPROTONOSUPPORT) a list that does not fit one. An error ends the iteration.
 func (c *Client) AllServices() iter.Seq2[ServiceInfo, error] {
 	paged := c.version >= protocol.Version7
 	return pages(c, "list services",

@@ -12,7 +12,7 @@ import (
 
 // pagedServices serves LIST_SERVICES of the services ids, in pages of
 // at most size, to a client of version 7; to an older one, all of them
-// in one reply, or EMSGSIZE past fit. It records the requests.
+// in one reply, or EPROTONOSUPPORT past fit. It records the requests.
 func pagedServices(t *testing.T, newest uint16, ids []uint32, size, fit int) (*Client, func() []protocol.ListServices) {
 	var mu sync.Mutex
 	var asked []protocol.ListServices
@@ -28,7 +28,7 @@ func pagedServices(t *testing.T, newest uint16, ids []uint32, size, fit int) (*C
 			asked = append(asked, *req)
 			if version < protocol.Version7 {
 				if len(ids) > fit {
-					return protocol.Errorf(syscall.EMSGSIZE, "too many services")
+					return protocol.Errorf(syscall.EPROTONOSUPPORT, "too many services")
 				}
 				r := &protocol.ListServicesReply{}
 				for _, id := range ids {
@@ -110,8 +110,8 @@ func TestServicesOfADaemonWithoutPages(t *testing.T) {
 		t.Errorf("Services gives %v, %v, asking %+v; want %v in one request", serviceIDs(got), err, asked(), ids)
 	}
 	c, _ = pagedServices(t, protocol.Version2, ids, 1, 2)
-	if got, err := c.Services(); !errors.Is(err, syscall.EMSGSIZE) || got != nil {
-		t.Errorf("Services past one reply gives %v, %v; want EMSGSIZE", got, err)
+	if got, err := c.Services(); !errors.Is(err, syscall.EPROTONOSUPPORT) || got != nil {
+		t.Errorf("Services past one reply gives %v, %v; want EPROTONOSUPPORT", got, err)
 	}
 }
 

@@ -150,7 +150,7 @@ func (s *Server) owned(sess *session, id uint32) (*service, *protocol.Error) {
 // id req.Start and above, as many as fit one reply (at most req.Max), and
 // the id the next page starts at. Earlier versions have no pages: their
 // reply is every service, or, if those do not fit one reply (1149 of the
-// longest in version 2, 2730 in version 1), EMSGSIZE. Leaving the rest
+// longest in version 2, 2730 in version 1), EPROTONOSUPPORT. Leaving the rest
 // out would tell the client, an offload agent say, that santad has no such
 // services: it would forget its own.
 func (s *Server) listServices(sess *session, req *protocol.ListServices) protocol.Body {
@@ -176,7 +176,7 @@ func (s *Server) listServices(sess *session, req *protocol.ListServices) protoco
 		return r
 	}
 	if listed > len(r.Services) {
-		return protocol.Errorf(syscall.EMSGSIZE, "the %d services listed take more than one reply of protocol version %d, "+
+		return protocol.Errorf(syscall.EPROTONOSUPPORT, "the %d services listed take more than one reply of protocol version %d, "+
 			"which has no pages: list them over version %d", listed, sess.version, protocol.Version7)
 	}
 	if sess.version >= protocol.Version7 {

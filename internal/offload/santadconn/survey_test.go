@@ -31,7 +31,7 @@ func santad(t *testing.T, newest uint16, n, fit uint32) string {
 			r := &protocol.ListServicesReply{Next: protocol.LastPage}
 			if version < protocol.Version7 {
 				if n > fit {
-					return protocol.Errorf(syscall.EMSGSIZE, "%d services take more than one reply", n)
+					return protocol.Errorf(syscall.EPROTONOSUPPORT, "%d services take more than one reply", n)
 				}
 				req.Max, r.Next = n, 0
 			}
@@ -93,7 +93,7 @@ func TestSurveyOfASantadWithoutPages(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sd.Close()
-	if _, err := TakeSurvey(sd, scanner{inode}, map[uint64]int{inode: 4}); !errors.Is(err, syscall.EMSGSIZE) || !Refused(err) {
-		t.Errorf("a santad refusing its list: %v; want a refusal, EMSGSIZE", err)
+	if _, err := TakeSurvey(sd, scanner{inode}, map[uint64]int{inode: 4}); !errors.Is(err, syscall.EPROTONOSUPPORT) || !Refused(err) {
+		t.Errorf("a santad refusing its list: %v; want a refusal, EPROTONOSUPPORT", err)
 	}
 }

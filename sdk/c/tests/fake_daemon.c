@@ -541,7 +541,7 @@ static void handle(struct conn *c, const struct santa_msg *q, int *fds, int nfd,
 
 		if (c->version < 7 && d->nservices > limit) {
 			free(list);
-			error_reply(r, EMSGSIZE, SANTA_NO_INDEX, "%zu services take more than one reply",
+			error_reply(r, EPROTONOSUPPORT, SANTA_NO_INDEX, "%zu services take more than one reply",
 				    d->nservices);
 			return;
 		}

@@ -27,7 +27,7 @@ struct fake_stats {
 
 /* page_max: at most this many items per LIST_RULES / RULE_STATS page, and
  * per LIST_SERVICES page of version 7; older versions list every service
- * in one reply, and refuse (EMSGSIZE) more than page_max. */
+ * in one reply, and refuse (EPROTONOSUPPORT) more than page_max. */
 struct fake_daemon *fake_new(uint32_t page_max, uint64_t hits_per_rule);
 /* Serves the connected SOCK_SEQPACKET fd in a thread of its own; takes fd. */
 int fake_serve(struct fake_daemon *d, int fd);

@@ -127,7 +127,7 @@ class Client:
         """The client's services (every one for an admin), in rising id
         order: every page, from a santad of protocol version 7. An older
         santad has no pages: its one reply is the list, and it refuses
-        (EMSGSIZE) more services than one reply holds."""
+        (EPROTONOSUPPORT) more services than one reply holds."""
         return list(self._pages(lambda _, start, m: ListServicesRequest(start, m),
                                 ListServicesReply, 0, lambda p: p.services))
 

@@ -48,7 +48,7 @@ class FakeSanta:
     def __init__(self, version: int = VERSION, hits: int = 0) -> None:
         self.version = version  # the newest it speaks; HELLO agrees on at most it
         # The most services one LIST_SERVICES reply holds before version 7,
-        # which pages them by PAGE; more are refused (EMSGSIZE), as santad does.
+        # which pages them by PAGE; more are refused (EPROTONOSUPPORT), as santad does.
         self.services_fit = 1000
         self._body_version = 1  # of the request being answered
         self.hits = hits  # what RULE_STATS reports for every rule
@@ -163,7 +163,7 @@ class FakeSanta:
                 ids = sorted(i for i in self.services if i >= start)
                 if self._body_version < 7:  # no pages: the whole list
                     if len(ids) > self.services_fit:
-                        raise Refused(errno.EMSGSIZE, f"{len(ids)} services take more than one reply")
+                        raise Refused(errno.EPROTONOSUPPORT, f"{len(ids)} services take more than one reply")
                     return ListServicesReply([self.services[i] for i in ids])
                 n = min(PAGE, most or PAGE)
                 page = [self.services[i] for i in ids[:n]]

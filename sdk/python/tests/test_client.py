@@ -263,7 +263,8 @@ class ConnectTest(unittest.TestCase):
                 fake.services_fit = 2
                 with self.assertRaises(SantaError) as caught:
                     client.services()
-                self.assertEqual(caught.exception.code, errno.EMSGSIZE)
+                self.assertEqual(caught.exception.code, errno.EPROTONOSUPPORT)
+                client.detach(sids[0])  # a refusal: the connection stays
         finally:
             for s in socks:
                 s.close()

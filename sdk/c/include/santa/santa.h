@@ -203,7 +203,7 @@ SANTA_API int santa_detach(struct santa_client *client, uint32_t service_id);
  * *out is a malloc()ed array of *cnt entries, free() it (NULL when there
  * are none).  From protocol version 7 santad lists them in pages, every
  * one of which is read; an older santad has no pages, and refuses
- * (-EMSGSIZE) a list that does not fit one reply. */
+ * (-EPROTONOSUPPORT) a list that does not fit one reply. */
 SANTA_API int santa_list_services(struct santa_client *client,
 				  struct santa_service **out, size_t *cnt);
 SANTA_API int santa_service_stats(struct santa_client *client, uint32_t service_id,
