@@ -67,6 +67,7 @@ func TestListServicesListsAnAdminsEveryService(t *testing.T) {
 
 	c.refused(&protocol.ListServices{}, syscall.EPROTONOSUPPORT, "list them over version 7")
 	c.ok(&protocol.Status{}) // a refusal: the connection stays
+
 	s.connectV1(t, admin).ok(&protocol.ListServices{}) // 1150 fit version 1's 2730
 }
 
