@@ -21,7 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from santa import Client, Copy, Put, Rule, SantaError, accepted  # noqa: E402
+from santa import VERSION, Client, Copy, Put, Rule, SantaError, accepted  # noqa: E402
 
 TIMEOUT = 1.0
 
@@ -143,7 +143,7 @@ def run(path: str) -> None:
         check(status.rules >= 7 and any(i.name == "lo" for i in status.interfaces), f"status {status}")
         step(f"services and status: {status.daemon}, {status.rules} rules on the host")
 
-        check(c.version == 2, f"HELLO agreed on version {c.version}")
+        check(c.version == VERSION, f"HELLO agreed on version {c.version}")
         exact = Rule.on(b"len?", b"LEN!").exact_length(6)
         length = c.add_rule(sid, exact)
         peer.kernel_answers(b"len?xx", b"LEN!")
