@@ -45,7 +45,7 @@ func Run(ctx context.Context, cfg Config) error {
 	defer prober.Close()
 	polls := probe.OpenStreams(cfg.Netns)
 	defer polls.Close()
-	a := newAgent(cfg, finder, server.Take, prober, polls)
+	a := newAgent(cfg, finder, finder.Take, prober, polls)
 	a.log.Info("offloading", "server", finder.Describe(), "probe_port", prober.Port(), "max_rules", cfg.MaxRules)
 	if cfg.Metrics != "" {
 		stop, err := a.serveMetrics(cfg.Metrics)

@@ -134,7 +134,7 @@ func newRig(t *testing.T, config func(*Config)) *rig {
 	t.Cleanup(func() { p.Close() })
 	st := probe.OpenStreams("")
 	t.Cleanup(func() { st.Close() })
-	r.a = newAgent(cfg, r.finder, server.Take, p, st)
+	r.a = newAgent(cfg, r.finder, r.finder.Take, p, st)
 	r.a.now = func() time.Time { return time.Unix(1e9, r.clock.Load()) }
 	r.a.pollGrace = 0 // from P, an hour here: a failed poll is final unless a test says otherwise
 	ctx, cancel := context.WithCancel(context.Background())

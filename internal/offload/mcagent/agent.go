@@ -45,7 +45,7 @@ func Run(ctx context.Context, cfg Config) error {
 	defer prober.Close()
 	reader := newItems(cfg.Netns)
 	defer reader.Close()
-	a := newAgent(cfg, finder, server.Take, prober, reader)
+	a := newAgent(cfg, finder, finder.Take, prober, reader)
 	a.log.Info("offloading memcached", "server", finder.Describe(), "probe_port", prober.Port(), "max_rules", cfg.MaxRules)
 	if cfg.Metrics != "" {
 		stop, err := a.serveMetrics(cfg.Metrics)

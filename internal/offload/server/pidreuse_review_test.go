@@ -102,7 +102,11 @@ func TestTakeChecksTheCgroupAfterPidReuse(t *testing.T) {
 			t.Logf("the fd walk did not find the socket (a fixed HoldersAmong)")
 			return
 		}
-		fd, err := Take(Socket{Inode: bound[0].Inode, Local: bound[0].Local, Holder: h})
+		f, err := NewFinder(Target{Cgroup: filepath.Base(cg), Port: uint16(port)})
+		if err != nil || f.cgroup != cg {
+			t.Fatalf("NewFinder: cgroup %q, %v; want %s", f.cgroup, err, cg)
+		}
+		fd, err := f.Take(Socket{Inode: bound[0].Inode, Local: bound[0].Local, Holder: h})
 		if err == nil {
 			unix.Close(fd)
 			u, _ := procsock.UserOf(h.PID)

@@ -14,11 +14,10 @@ import (
 	"maps"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/santa-offload/santa/internal/netns"
 	"github.com/santa-offload/santa/internal/procsock"
@@ -62,9 +61,11 @@ type Scanner interface {
 	Scan(known map[uint64]bool) (live map[uint64]bool, fresh []Socket, err error)
 }
 
-// Finder finds a server's sockets.
+// Finder finds a server's sockets (Scan) and takes them (Take), from one
+// goroutine at a time.
 type Finder struct {
 	t      Target
+	root   string // the cgroup v2 hierarchy, with a cgroup
 	cgroup string // absolute cgroup directory; "" for every process
 	// Without a cgroup, the server is one user's processes (oneUser):
 	// user is whom PID ran as when the finder was made, if a PID was
@@ -121,7 +122,9 @@ func NewFinder(t Target) (*Finder, error) {
 		if err != nil {
 			return nil, err
 		}
-		f.cgroup = cgroupDir(root, rel)
+		if f.cgroup = cgroupDir(root, rel); f.cgroup != "" {
+			f.root = root
+		}
 	}
 	if f.cgroup == "" && t.PID != 0 {
 		var err error
@@ -281,21 +284,48 @@ func (f *Finder) oneUser(bound map[uint64]bool, held map[uint64]procsock.Held) e
 	return nil
 }
 
-// Take duplicates the socket into this process (pidfd_getfd: root, or the
-// server's user where ptrace is allowed; docs/offload-dns.md). It checks
-// that the fd is still that socket: the server may have closed it and
-// reused the number since the scan. The caller closes the fd.
-func Take(s Socket) (int, error) {
-	fd, err := procsock.TakeFD(s.Holder.PID, s.Holder.FD)
+// Take duplicates socket s, found by the last Scan, into this process
+// (pidfd_getfd: root, or the server's user where ptrace is allowed;
+// docs/offload-dns.md) if its holder is still a process of the server
+// and still holds it by that fd. Since the scan, the holder may have
+// ended and its pid gone to another user's process holding a socket on
+// the port, or closed the fd and reused the number: with the process
+// opened, Take checks its cgroup, or without one its user, again
+// (isServer), and procsock.TakeSocket that the check read the process
+// taken from and that the fd is s's. The caller closes the fd.
+func (f *Finder) Take(s Socket) (int, error) {
+	return procsock.TakeSocket(s.Holder, s.Inode, func(pid int) error { return f.isServer(pid, s.Inode) })
+}
+
+// isServer checks that process pid is one of the server's, as a holder
+// of socket inode: in the server's cgroup (or one under it, as
+// cgroupProcs lists), or without a cgroup, running as the user whose
+// socket oneUser judged inode. A cgroup path with ".." is outside this
+// process's cgroup namespace, so not the server's.
+func (f *Finder) isServer(pid int, inode uint64) error {
+	if f.cgroup == "" {
+		h, ok := f.owned[inode]
+		if !ok {
+			return fmt.Errorf("socket %d is not one the last scan judged the server's", inode)
+		}
+		u, err := procsock.UserOf(pid)
+		if err != nil {
+			return fmt.Errorf("process %d: %w", pid, err)
+		}
+		if u != h.user {
+			return fmt.Errorf("process %d runs as %v, not as the server (%v)", pid, u, h.user)
+		}
+		return nil
+	}
+	rel, err := cgroupOf(pid)
 	if err != nil {
-		return -1, err
+		return err
 	}
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil || st.Ino != s.Inode {
-		unix.Close(fd)
-		return -1, fmt.Errorf("fd %d of process %d is no longer socket %d", s.Holder.FD, s.Holder.PID, s.Inode)
+	dir := filepath.Join(f.root, rel)
+	if slices.Contains(strings.Split(rel, "/"), "..") || dir != f.cgroup && !strings.HasPrefix(dir, f.cgroup+"/") {
+		return fmt.Errorf("process %d is in cgroup %s, not the server's %s", pid, rel, f.cgroup)
 	}
-	return fd, nil
+	return nil
 }
 
 // AskAddr is where to ask a server bound to local: its own address, or

@@ -39,9 +39,11 @@ func TestMain(m *testing.M) {
 // "server": two SO_REUSEPORT sockets on 0.0.0.0:port, one on [::1]:port,
 // and an outgoing query socket on a random port), another process on the
 // same port (mode "other": 127.0.0.2:port; mode "nobody": 127.0.0.3:port,
-// then running as uid and gid 65534), or memcached (mode "memcached": UDP
-// on port, a TCP listener on port+1 and a connection of its), says
-// "ready" and holds them until its stdin closes.
+// then running as uid and gid 65534; mode "drops": 127.0.0.4:port, and
+// becomes uid and gid 65534 when it reads a line, saying "dropped"), or
+// memcached (mode "memcached": UDP on port, a TCP listener on port+1 and
+// a connection of its), says "ready" and holds them until its stdin
+// closes.
 func runHelper(mode, ns, portText string) error {
 	port, _ := strconv.Atoi(portText)
 	reuse := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
@@ -59,6 +61,8 @@ func runHelper(mode, ns, portText string) error {
 			binds = [][2]string{{"udp4", fmt.Sprintf("127.0.0.2:%d", port)}}
 		case "nobody":
 			binds = [][2]string{{"udp4", fmt.Sprintf("127.0.0.3:%d", port)}}
+		case "drops":
+			binds = [][2]string{{"udp4", fmt.Sprintf("127.0.0.4:%d", port)}}
 		case "memcached":
 			// A UDP socket, and a TCP listener on the next port with a
 			// connection it accepted: only the listener is a listener.
@@ -90,29 +94,45 @@ func runHelper(mode, ns, portText string) error {
 		return err
 	}
 	if mode == "nobody" {
-		// syscall's, not unix's: they change every thread.
-		if err := syscall.Setgroups(nil); err != nil {
-			return err
-		}
-		if err := syscall.Setresgid(65534, 65534, 65534); err != nil {
-			return err
-		}
-		if err := syscall.Setresuid(65534, 65534, 65534); err != nil {
+		if err := becomeNobody(); err != nil {
 			return err
 		}
 	}
 	fmt.Println("ready")
-	io.Copy(io.Discard, os.Stdin)
+	in := bufio.NewReader(os.Stdin)
+	if mode == "drops" {
+		if _, err := in.ReadString('\n'); err != nil {
+			return nil // stopped before it was asked to
+		}
+		if err := becomeNobody(); err != nil {
+			return err
+		}
+		fmt.Println("dropped")
+	}
+	io.Copy(io.Discard, in)
 	for _, c := range held {
 		c.Close()
 	}
 	return nil
 }
 
+// becomeNobody makes this process uid and gid 65534.
+func becomeNobody() error {
+	// syscall's, not unix's: they change every thread.
+	if err := syscall.Setgroups(nil); err != nil {
+		return err
+	}
+	if err := syscall.Setresgid(65534, 65534, 65534); err != nil {
+		return err
+	}
+	return syscall.Setresuid(65534, 65534, 65534)
+}
+
 // helper is a running helper process.
 type helper struct {
 	cmd   *exec.Cmd
-	stdin io.Closer
+	stdin io.WriteCloser
+	out   *bufio.Reader
 }
 
 func startHelper(t *testing.T, mode, ns string, port int, cgroup string) *helper {
@@ -125,9 +145,9 @@ func startHelper(t *testing.T, mode, ns string, port int, cgroup string) *helper
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	h := &helper{cmd: cmd, stdin: stdin}
+	h := &helper{cmd: cmd, stdin: stdin, out: bufio.NewReader(stdout)}
 	t.Cleanup(h.stop)
-	if line, err := bufio.NewReader(stdout).ReadString('\n'); err != nil || line != "ready\n" {
+	if line, err := h.out.ReadString('\n'); err != nil || line != "ready\n" {
 		t.Fatalf("helper %s: %q, %v", mode, line, err)
 	}
 	if cgroup != "" {
@@ -139,6 +159,17 @@ func startHelper(t *testing.T, mode, ns string, port int, cgroup string) *helper
 }
 
 func (h *helper) pid() int { return h.cmd.Process.Pid }
+
+// drop has a "drops" helper become uid 65534.
+func (h *helper) drop(t *testing.T) {
+	t.Helper()
+	if _, err := io.WriteString(h.stdin, "drop\n"); err != nil {
+		t.Fatal(err)
+	}
+	if line, err := h.out.ReadString('\n'); err != nil || line != "dropped\n" {
+		t.Fatalf("helper drops: %q, %v", line, err)
+	}
+}
 
 // stop ends the helper and waits for it: its sockets are closed then.
 func (h *helper) stop() {
@@ -160,7 +191,7 @@ func found(t *testing.T, f *Finder, known map[uint64]bool) (live map[uint64]bool
 		addrs = append(addrs, s.Local.String())
 		holders[s.Holder.PID] = true
 		inodes[s.Inode] = true
-		fd, err := Take(s)
+		fd, err := f.Take(s)
 		if err != nil {
 			t.Fatalf("Take(%+v): %v", s, err)
 		}
@@ -339,30 +370,66 @@ func TestOneUserWithoutACgroup(t *testing.T) {
 	}
 }
 
-func TestTakeChecksTheInode(t *testing.T) {
-	c, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+// TestTakeChecksTheServerAgain: Take takes a socket only if its holder
+// is still a process of the server, in the cgroup or, without one,
+// running as the user the scan judged the socket's. Since the scan, the
+// holder's pid may have gone to another user's process
+// (TestTakeChecksTheCgroupAfterPidReuse); here the holder itself leaves
+// the cgroup, or changes its user.
+func TestTakeChecksTheServerAgain(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: network namespaces, cgroups, other users' processes")
+	}
+	root, err := cgroup2Root()
+	if err != nil {
+		t.Skip(err)
+	}
+	ns, err := santadtest.NewNetns(santadtest.NetnsName("offtake"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
-	raw, _ := c.SyscallConn()
-	var fd int
-	raw.Control(func(f uintptr) { fd = int(f) })
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
+	t.Cleanup(func() { ns.Delete() })
+	nsPath := netns.Named(ns.Name)
+	rel := fmt.Sprintf("santa-offload-take-%d", os.Getpid())
+	cg := filepath.Join(root, rel)
+	if err := os.Mkdir(cg, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	s := Socket{Inode: st.Ino, Local: c.LocalAddr().(*net.UDPAddr).AddrPort()}
-	s.Holder.PID, s.Holder.FD = os.Getpid(), fd
-	got, err := Take(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	unix.Close(got)
-	s.Inode++
-	if got, err := Take(s); err == nil {
-		unix.Close(got)
-		t.Fatal("Take gave an fd that is another socket than the one asked")
+	t.Cleanup(func() { os.Remove(cg) }) // after the helpers' cleanups stop them
+	const port = 5355
+	for _, tt := range []struct {
+		name   string
+		target Target
+		leave  func(*helper) // makes the holder no process of the server's
+		want   string        // in Take's refusal
+	}{
+		{"cgroup", Target{Cgroup: rel, Port: port, Netns: nsPath}, func(h *helper) {
+			if err := os.WriteFile(filepath.Join(root, "cgroup.procs"), []byte(strconv.Itoa(h.pid())), 0); err != nil {
+				t.Fatal(err)
+			}
+		}, "not the server's"},
+		{"port", Target{Port: port, Netns: nsPath}, func(h *helper) { h.drop(t) }, "runs as uid 65534"},
+	} {
+		srv := startHelper(t, "drops", nsPath, port, cg)
+		f, err := NewFinder(tt.target)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, fresh, err := f.Scan(nil)
+		if err != nil || len(fresh) != 1 || fresh[0].Holder.PID != srv.pid() {
+			t.Fatalf("%s: Scan: %+v, %v; want the socket of %d", tt.name, fresh, err, srv.pid())
+		}
+		fd, err := f.Take(fresh[0])
+		if err != nil {
+			t.Fatalf("%s: Take: %v", tt.name, err)
+		}
+		unix.Close(fd)
+		tt.leave(srv)
+		if fd, err := f.Take(fresh[0]); err == nil || !strings.Contains(err.Error(), tt.want) {
+			unix.Close(fd)
+			t.Errorf("%s: Take of a socket whose holder is no longer the server's: %v; want a refusal saying %q", tt.name, err, tt.want)
+		}
+		srv.stop()
 	}
 }
 

@@ -1,5 +1,6 @@
 // Package servertest is a server.Finder for the agents' tests: it reports
-// the sockets the test gives it, held by the test's own process.
+// the sockets the test gives it, held by the test's own process, and
+// takes them.
 package servertest
 
 import (
@@ -14,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/santa-offload/santa/internal/offload/server"
+	"github.com/santa-offload/santa/internal/procsock"
 )
 
 // Finder reports the sockets of its last Set.
@@ -67,6 +69,12 @@ func (f *Finder) Scan(known map[uint64]bool) (map[uint64]bool, []server.Socket, 
 		}
 	}
 	return live, fresh, nil
+}
+
+// Take is server.Finder's, for sockets of this process: it checks only
+// that the fd is still the socket.
+func (f *Finder) Take(s server.Socket) (int, error) {
+	return procsock.TakeSocket(s.Holder, s.Inode, nil)
 }
 
 // UDP is conns as syscall.Conns, for Set.
