@@ -85,11 +85,20 @@ func (o *attachOptions) run(ctx context.Context, e *env, args []string) error {
 type held struct {
 	pid, fd int
 	local   netip.AddrPort // where it is bound (-port only)
+	inode   uint64         // the socket found (-port only)
 }
 
-// attach attaches the socket h names.
+// attach attaches the socket h names. One found by -port is taken only
+// if the fd is still that socket: since /proc was read, the process may
+// have closed it, or ended and had its pid given to another.
 func (o *attachOptions) attach(ctx context.Context, e *env, h held) (serviceView, error) {
-	sock, err := procsock.TakeFD(h.pid, h.fd)
+	var sock int
+	var err error
+	if h.inode != 0 {
+		sock, err = procsock.TakeSocket(procsock.Held{PID: h.pid, FD: h.fd}, h.inode, nil)
+	} else {
+		sock, err = procsock.TakeFD(h.pid, h.fd)
+	}
 	if err != nil {
 		return serviceView{}, err
 	}
@@ -157,7 +166,7 @@ func (o *attachOptions) find() ([]held, error) {
 		if !ok {
 			return nil, fmt.Errorf("no process holds the %s %v (inode %d)", what, s.Local, s.Inode)
 		}
-		out[i] = held{pid: h.PID, fd: h.FD, local: s.Local}
+		out[i] = held{pid: h.PID, fd: h.FD, local: s.Local, inode: s.Inode}
 	}
 	if err := oneUser(out); err != nil {
 		return nil, fmt.Errorf("port %d: %w", o.port, err)
