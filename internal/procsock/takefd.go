@@ -18,10 +18,10 @@ func TakeFD(pid, fd int) (int, error) {
 // TakeFD), if that process still holds it by that fd and check(h.PID)
 // (nil: none) accepts the process. Since /proc was read, the process may
 // have closed the fd and reused its number, or ended and had its pid
-// given to another process: check is to read /proc/PID again (whom the
-// process runs as, its cgroup) and refuse a process it must not take
-// from, and TakeSocket makes sure that what check read is the process it
-// takes from (take). The caller closes the fd.
+// given to another process: check is to look at pid again (whom it runs
+// as, its cgroup's processes) and refuse a process not to take from, and
+// TakeSocket makes sure that the process check saw under pid is the one
+// it takes from (take). The caller closes the fd.
 func TakeSocket(h Held, inode uint64, check func(pid int) error) (int, error) {
 	fd, err := take(h.PID, h.FD, check)
 	if err != nil {
@@ -36,16 +36,17 @@ func TakeSocket(h Held, inode uint64, check func(pid int) error) (int, error) {
 }
 
 // take duplicates fd of process pid, if check (nil: none) accepts pid.
-// The process is opened (pidfd_open) before check reads /proc/PID, and
-// the fd taken through that pidfd after: a pid is freed only when its
-// process is reaped, after it has released its files, and pidfd_getfd
-// fails for a process that has released them (a zombie) or been reaped.
-// So if pidfd_getfd succeeds, the pidfd's process held the pid from
-// pidfd_open on, and check read its /proc/PID, not that of a process
-// that got the pid after it ended. (pidfd_send_signal(pidfd, 0) would
-// prove the same, but needs the right to signal the process, CAP_KILL,
-// which the agents' units do not give, and its EPERM would not tell a
-// live process from a call the units' seccomp filter refused.)
+// The process is opened (pidfd_open) before check looks at pid (in
+// /proc/PID, a cgroup.procs), and the fd taken through that pidfd after:
+// a pid is freed only when its process is reaped, after it has released
+// its files, and pidfd_getfd fails for a process that has released them
+// (a zombie) or been reaped. So if pidfd_getfd succeeds, the pidfd's
+// process held the pid from pidfd_open on, and what check saw of pid was
+// this process, not one that got the pid after it ended.
+// (pidfd_send_signal(pidfd, 0) would prove the same, but needs the right
+// to signal the process, CAP_KILL, which the agents' units do not give,
+// and its EPERM would not tell a live process from a call the units'
+// seccomp filter refused.)
 func take(pid, fd int, check func(pid int) error) (int, error) {
 	pidfd, err := unix.PidfdOpen(pid, 0)
 	if err != nil {

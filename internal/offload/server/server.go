@@ -14,7 +14,6 @@ import (
 	"maps"
 	"net/netip"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -65,7 +64,6 @@ type Scanner interface {
 // goroutine at a time.
 type Finder struct {
 	t      Target
-	root   string // the cgroup v2 hierarchy, with a cgroup
 	cgroup string // absolute cgroup directory; "" for every process
 	// Without a cgroup, the server is one user's processes (oneUser):
 	// user is whom PID ran as when the finder was made, if a PID was
@@ -122,9 +120,7 @@ func NewFinder(t Target) (*Finder, error) {
 		if err != nil {
 			return nil, err
 		}
-		if f.cgroup = cgroupDir(root, rel); f.cgroup != "" {
-			f.root = root
-		}
+		f.cgroup = cgroupDir(root, rel)
 	}
 	if f.cgroup == "" && t.PID != 0 {
 		var err error
@@ -290,18 +286,20 @@ func (f *Finder) oneUser(bound map[uint64]bool, held map[uint64]procsock.Held) e
 // and still holds it by that fd. Since the scan, the holder may have
 // ended and its pid gone to another user's process holding a socket on
 // the port, or closed the fd and reused the number: with the process
-// opened, Take checks its cgroup, or without one its user, again
-// (isServer), and procsock.TakeSocket that the check read the process
-// taken from and that the fd is s's. The caller closes the fd.
+// opened, Take checks again that it is in the cgroup, or without one
+// that it runs as the server's user (isServer), and procsock.TakeSocket
+// that the check read the process taken from and that the fd is s's.
+// The caller closes the fd.
 func (f *Finder) Take(s Socket) (int, error) {
 	return procsock.TakeSocket(s.Holder, s.Inode, func(pid int) error { return f.isServer(pid, s.Inode) })
 }
 
 // isServer checks that process pid is one of the server's, as a holder
-// of socket inode: in the server's cgroup (or one under it, as
-// cgroupProcs lists), or without a cgroup, running as the user whose
-// socket oneUser judged inode. A cgroup path with ".." is outside this
-// process's cgroup namespace, so not the server's.
+// of socket inode: listed in the cgroup's processes as Scan lists them
+// (cgroupProcs), or without a cgroup, running as the user whose socket
+// oneUser judged inode. Not by /proc/PID/cgroup: it shows the path from
+// the reader's cgroup namespace, which an agent in a container has its
+// own of (deploy/kubernetes), making other cgroups' paths "/../..".
 func (f *Finder) isServer(pid int, inode uint64) error {
 	if f.cgroup == "" {
 		h, ok := f.owned[inode]
@@ -317,13 +315,12 @@ func (f *Finder) isServer(pid int, inode uint64) error {
 		}
 		return nil
 	}
-	rel, err := cgroupOf(pid)
+	pids, err := cgroupProcs(f.cgroup)
 	if err != nil {
 		return err
 	}
-	dir := filepath.Join(f.root, rel)
-	if slices.Contains(strings.Split(rel, "/"), "..") || dir != f.cgroup && !strings.HasPrefix(dir, f.cgroup+"/") {
-		return fmt.Errorf("process %d is in cgroup %s, not the server's %s", pid, rel, f.cgroup)
+	if !slices.Contains(pids, pid) {
+		return fmt.Errorf("process %d is not the server's: not in cgroup %s", pid, f.cgroup)
 	}
 	return nil
 }

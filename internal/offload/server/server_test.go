@@ -433,6 +433,69 @@ func TestTakeChecksTheServerAgain(t *testing.T) {
 	}
 }
 
+const cgroupnsEnv = "SANTA_OFFLOAD_SERVER_CGROUPNS" // the server's cgroup, its pid and port
+
+// TestTakeInACgroupNamespace: an agent in a cgroup namespace of its own
+// (a container's: deploy/kubernetes's node agents), with the host's
+// hierarchy mounted, finds and takes the sockets of a cgroup outside its
+// namespace, whose processes' /proc/PID/cgroup it sees as "/../...".
+func TestTakeInACgroupNamespace(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: cgroups, a cgroup namespace")
+	}
+	root, err := cgroup2Root()
+	if err != nil {
+		t.Skip(err)
+	}
+	if env := os.Getenv(cgroupnsEnv); env != "" {
+		var rel string
+		var pid, port int
+		if _, err := fmt.Sscan(env, &rel, &pid, &port); err != nil {
+			t.Fatalf("%s=%q: %v", cgroupnsEnv, env, err)
+		}
+		if seen, err := cgroupOf(pid); err != nil || !strings.HasPrefix(seen, "/..") {
+			t.Fatalf("the server's cgroup seen from here: %q, %v; want a path outside the namespace", seen, err)
+		}
+		f, err := NewFinder(Target{Cgroup: rel, Port: uint16(port)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, addrs, holders, _ := found(t, f, nil); len(addrs) != 1 || !holders[pid] {
+			t.Fatalf("found %v held by %v; want the socket of %d", addrs, holders, pid)
+		}
+		return
+	}
+	var cgs []string
+	for _, name := range []string{"server", "agent"} {
+		cg := filepath.Join(root, fmt.Sprintf("santa-offload-cgns-%s-%d", name, os.Getpid()))
+		if err := os.Mkdir(cg, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.Remove(cg) }) // after the processes in it end
+		cgs = append(cgs, cg)
+	}
+	l, err := net.ListenPacket("udp4", "127.0.0.4:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.LocalAddr().(*net.UDPAddr).Port
+	l.Close()
+	srv := startHelper(t, "drops", "", port, cgs[0])
+	dir, err := os.Open(cgs[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dir.Close()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestTakeInACgroupNamespace$", "-test.v")
+	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s %d %d", cgroupnsEnv, filepath.Base(cgs[0]), srv.pid(), port))
+	cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: int(dir.Fd()), Cloneflags: unix.CLONE_NEWCGROUP}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("in a cgroup namespace of its own: %v\n%s", err, out)
+	}
+	srv.stop()
+}
+
 func TestNewFinder(t *testing.T) {
 	for _, bad := range []Target{{PID: 1, Unit: "named", Port: 53}, {Unit: "a", Cgroup: "b", Port: 53}, {Port: 0}, {PID: -1, Port: 53},
 		{Unit: "../user.slice", Port: 53}, {Unit: "..", Port: 53}, {Unit: "a/b.service", Port: 53}} {
