@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/santa-offload/santa/internal/offload/server"
@@ -14,8 +15,9 @@ import (
 
 // scanEnv makes the test binary scan as the memcached agent does: it binds
 // a UDP socket and a TCP listener on one port, then looks for them with a
-// Finder whose TCPPort is set (santa-offload memcached's), and prints what
-// it found or the error.
+// Finder whose TCPPort is set (santa-offload memcached's), takes what it
+// found as the agent does (Finder.Take: pidfd_open, a check of the
+// holder, pidfd_getfd), and prints what it found and took or the error.
 const scanEnv = "UNITFILTER_AGENT_SCAN"
 
 func init() {
@@ -51,8 +53,14 @@ func init() {
 		} else {
 			udp++
 		}
+		fd, err := f.Take(s)
+		if err != nil {
+			fmt.Println("take:", err)
+			os.Exit(0)
+		}
+		syscall.Close(fd)
 	}
-	fmt.Printf("found tcp=%d udp=%d\n", tcp, udp)
+	fmt.Printf("found and took tcp=%d udp=%d\n", tcp, udp)
 	os.Exit(0)
 }
 
@@ -75,8 +83,8 @@ func TestMemcachedAgentScansUnderItsUnit(t *testing.T) {
 		}
 		cmd.Env = append(os.Environ(), scanEnv+"=1")
 		out, err := cmd.CombinedOutput()
-		if got := strings.TrimSpace(string(out)); err != nil || got != "found tcp=1 udp=1" {
-			t.Errorf("the memcached agent's scan under %q: %v, %s; want both sockets found", unit, err, out)
+		if got := strings.TrimSpace(string(out)); err != nil || got != "found and took tcp=1 udp=1" {
+			t.Errorf("the memcached agent's scan under %q: %v, %s; want both sockets found and taken", unit, err, out)
 		}
 	}
 }
