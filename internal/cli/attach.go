@@ -86,16 +86,25 @@ type held struct {
 	pid, fd int
 	local   netip.AddrPort // where it is bound (-port only)
 	inode   uint64         // the socket found (-port only)
+	user    procsock.User  // whom its holder ran as (-port only: oneUser)
 }
 
 // attach attaches the socket h names. One found by -port is taken only
-// if the fd is still that socket: since /proc was read, the process may
-// have closed it, or ended and had its pid given to another.
+// if its holder still runs as the user oneUser saw and the fd is still
+// that socket: since /proc was read, the process may have closed it, or
+// ended and had its pid given to another user's process
+// (procsock.TakeSocket).
 func (o *attachOptions) attach(ctx context.Context, e *env, h held) (serviceView, error) {
 	var sock int
 	var err error
 	if h.inode != 0 {
-		sock, err = procsock.TakeSocket(procsock.Held{PID: h.pid, FD: h.fd}, h.inode, nil)
+		sock, err = procsock.TakeSocket(procsock.Held{PID: h.pid, FD: h.fd}, h.inode, func(pid int) error {
+			u, err := procsock.UserOf(pid)
+			if err == nil && u != h.user {
+				err = fmt.Errorf("process %d runs as %v, not as %v, its user when found", pid, u, h.user)
+			}
+			return err
+		})
 	} else {
 		sock, err = procsock.TakeFD(h.pid, h.fd)
 	}
@@ -178,14 +187,16 @@ func (o *attachOptions) find() ([]held, error) {
 // local user may bind the port beside the server (at its address with
 // SO_REUSEADDR, which BIND and memcached set, or on loopback beside a
 // wildcard), and root's attach would make that user's socket a service of
-// root's. The error names each user's sockets.
+// root's. The error names each user's sockets. It notes each holder's
+// user in sockets.
 func oneUser(sockets []held) error {
 	by := map[procsock.User][]string{}
-	for _, h := range sockets {
+	for i, h := range sockets {
 		u, err := procsock.UserOf(h.pid)
 		if err != nil {
 			return fmt.Errorf("the process holding %v: %w", h.local, err)
 		}
+		sockets[i].user = u
 		by[u] = append(by[u], fmt.Sprintf("%v (pid %d)", h.local, h.pid))
 	}
 	if len(by) < 2 {
