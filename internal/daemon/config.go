@@ -1,12 +1,11 @@
 package daemon
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"os"
 	"strconv"
 
+	"github.com/santa-offload/santa/internal/jsonfile"
 	"github.com/santa-offload/santa/internal/model"
 )
 
@@ -83,16 +82,16 @@ func DefaultConfig() Config {
 }
 
 // LoadConfig reads a JSON configuration file over the defaults; a key the
-// file leaves out keeps its default, an unknown key is an error.
+// file leaves out keeps its default, an unknown key is an error, and so is
+// anything after the JSON object (a second object pasted in, a stray
+// brace), which would otherwise be ignored.
 func LoadConfig(path string) (Config, error) {
 	cfg := DefaultConfig()
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return cfg, fmt.Errorf("reading config: %w", err)
 	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&cfg); err != nil {
+	if err := jsonfile.Decode(data, &cfg); err != nil {
 		return cfg, fmt.Errorf("parsing config %s: %w", path, err)
 	}
 	return cfg, nil

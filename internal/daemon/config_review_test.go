@@ -3,6 +3,7 @@ package daemon
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -12,7 +13,12 @@ import (
 func TestLoadConfigRefusesTrailingData(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "santad.json")
 	os.WriteFile(path, []byte(`{"max_services": 100} {"admin_group": "wheel"}`), 0o644)
-	if cfg, err := LoadConfig(path); err == nil {
-		t.Errorf("a file with a second object accepted (admin_group %q)", cfg.AdminGroup)
+	cfg, err := LoadConfig(path)
+	if err == nil {
+		t.Fatalf("a file with a second object accepted (admin_group %q)", cfg.AdminGroup)
+	}
+	// The error names the file, where the rest is and what it is.
+	if want := path + `: line 1, column 23: more after the end of the JSON value: "{\"admin_group\": \"wheel\"}"`; !strings.Contains(err.Error(), want) {
+		t.Errorf("error %q; want one with %q", err, want)
 	}
 }

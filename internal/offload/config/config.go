@@ -4,24 +4,24 @@
 package config
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"os"
 	"time"
+
+	"github.com/santa-offload/santa/internal/jsonfile"
 )
 
 // Load reads the JSON file at path into c, which holds the defaults: keys
 // the file has override them. Unknown keys are refused: a misspelt key
-// must not silently do nothing.
+// must not silently do nothing; so is anything after the JSON object (a
+// second object pasted in, a stray brace), which would be ignored.
 func Load(path string, c any) error {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return err
 	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(c); err != nil {
+	if err := jsonfile.Decode(b, c); err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
 	return nil
