@@ -18,6 +18,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"os/signal"
 	"reflect"
@@ -263,6 +264,11 @@ func (f fieldValue) Set(s string) error {
 		x, err := strconv.ParseFloat(s, 64)
 		if err != nil {
 			return err
+		}
+		// ParseFloat takes "NaN" and "Inf", which every range check
+		// (NaN < 0 is false) would let through.
+		if math.IsNaN(x) || math.IsInf(x, 0) {
+			return fmt.Errorf("%s is not a finite number", s)
 		}
 		f.v.SetFloat(x)
 	default:

@@ -2,10 +2,13 @@ package main
 
 import (
 	"flag"
+	"math"
 	"os"
 	"path/filepath"
 	"reflect"
 	"runtime/debug"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -99,5 +102,53 @@ func TestGCPercent(t *testing.T) {
 	setGCPercent()
 	if got := debug.SetGCPercent(100); got != 100 {
 		t.Errorf("with GOGC=100: %d; want it left at 100", got)
+	}
+}
+
+// Every floating-point key of either agent refuses NaN and ±Inf, as a flag
+// and in Validate (an embedder's Config): every range check lets NaN
+// through (NaN < 0 is false), and comparisons with it are all false.
+func TestFloatKeysAreFinite(t *testing.T) {
+	checkFinite(t, "dns", dnsUsages, func(args []string) (agent.Config, error) {
+		c, _, err := dnsFlags(append(args, "-uniform-answers"))
+		return c, err
+	}, agent.Config.Validate)
+	checkFinite(t, "memcached", mcUsages, func(args []string) (mcagent.Config, error) {
+		c, _, err := parseFlags(flag.NewFlagSet("t", flag.ContinueOnError), args, mcagent.DefaultConfig, mcagent.LoadConfig, mcUsages)
+		return c, err
+	}, mcagent.Config.Validate)
+}
+
+func checkFinite[C any](t *testing.T, name string, usages map[string]string, parse func([]string) (C, error), validate func(C) error) {
+	t.Helper()
+	floats := 0
+	for _, f := range reflect.VisibleFields(reflect.TypeFor[C]()) {
+		key := strings.Split(f.Tag.Get("json"), ",")[0]
+		if f.Anonymous || key == "-" || f.Type.Kind() != reflect.Float64 {
+			continue
+		}
+		floats++
+		flagName := "-" + strings.ReplaceAll(key, "_", "-")
+		c, err := parse(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := validate(c); err != nil {
+			t.Fatalf("%s: the defaults: %v", name, err)
+		}
+		for _, v := range []float64{math.NaN(), math.Inf(1), math.Inf(-1)} {
+			text := strconv.FormatFloat(v, 'g', -1, 64)
+			if _, err := parse([]string{flagName, text}); err == nil || !strings.Contains(err.Error(), flagName) {
+				t.Errorf("%s %s %s: error %v; want one naming the flag", name, flagName, text, err)
+			}
+			bad := c
+			reflect.ValueOf(&bad).Elem().FieldByIndex(f.Index).SetFloat(v)
+			if err := validate(bad); err == nil || !strings.Contains(err.Error(), key) {
+				t.Errorf("%s: %s %v: Validate says %v; want an error naming %s", name, key, v, err, key)
+			}
+		}
+	}
+	if floats == 0 {
+		t.Errorf("%s: no floating-point key found; is the check still needed?", name)
 	}
 }

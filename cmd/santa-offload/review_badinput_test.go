@@ -24,7 +24,7 @@ func TestBadInputReview(t *testing.T) {
 			t.Errorf("%s: %q accepted (unit %q, port %d)", name, text, cfg.Unit, cfg.Port)
 		}
 	}
-	for _, v := range []string{"NaN"} {
+	for _, v := range []string{"NaN", "Inf", "-Inf", "+Inf", "infinity"} {
 		cfg, _, err := dnsFlags([]string{"-uniform-answers", "-hysteresis", v})
 		if err == nil {
 			err = cfg.Validate()

@@ -6,6 +6,7 @@ package config
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"time"
 
@@ -136,8 +137,10 @@ func (o Offload) Validate(maxConcurrency int) error {
 		return fmt.Errorf("max_bytes is %d", o.MaxBytes)
 	case o.HotMax < 1:
 		return fmt.Errorf("hot_max is %d; it must be at least 1", o.HotMax)
-	case o.Hysteresis < 0:
-		return fmt.Errorf("hysteresis is %v; it must not be negative", o.Hysteresis)
+	case !(o.Hysteresis >= 0) || math.IsInf(o.Hysteresis, 1):
+		// Not o.Hysteresis < 0: NaN compares false with everything, and
+		// would make every comparison of rates with it false.
+		return fmt.Errorf("hysteresis is %v; it must be a finite number, 0 or more", o.Hysteresis)
 	case o.ProbeConcurrency < 1 || o.ProbeConcurrency > maxConcurrency:
 		return fmt.Errorf("probe_concurrency is %d; it must be in 1..%d", o.ProbeConcurrency, maxConcurrency)
 	}
