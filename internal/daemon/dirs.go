@@ -4,7 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/user"
 	"path/filepath"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
 )
 
 // The socket's directory and the state directory are often siblings under
@@ -37,4 +42,83 @@ func mkdirs(dir string, perm os.FileMode) error {
 		return fmt.Errorf("setting the mode of %s: %w", dir, err)
 	}
 	return nil
+}
+
+// ownDir checks the directory st describes, at path, for what santad keeps
+// there (what, e.g. "state directory"): it must be root's or santad's own,
+// and nobody else may write it, or whoever may could put files of their
+// choosing there (a journal santad restores at start) or swap santad's
+// files for symbolic links. sticky allows a sticky directory others may
+// write (/tmp), in which they cannot rename or remove santad's files: the
+// socket's directory, where santad creates its socket afresh, but not the
+// state directory, where santad reads what it finds. why says what
+// another user could do there; fix how to set a directory up instead.
+func ownDir(path string, st *unix.Stat_t, what, why, fix string, sticky bool) error {
+	euid := uint32(os.Geteuid())
+	mode := st.Mode & 0o7777
+	ownerOK := st.Uid == 0 || st.Uid == euid
+	writable := mode&0o022 != 0 && !(sticky && mode&unix.S_ISVTX != 0)
+	if ownerOK && !writable {
+		return nil
+	}
+	var problems []string
+	switch {
+	case !ownerOK && euid == 0:
+		problems = append(problems, "it is not root's")
+	case !ownerOK:
+		problems = append(problems, fmt.Sprintf("it is neither root's nor santad's (uid %d)", euid))
+	}
+	if writable {
+		problems = append(problems, "others than its owner may write it")
+	}
+	problem := strings.Join(problems, ", and ")
+	return fmt.Errorf("refusing the %s %s: it is owned by %s, group %s, mode %04o; %s. %s: %s",
+		what, path, userName(st.Uid), groupName(st.Gid), mode, problem, why, fix)
+}
+
+// userName is a uid with its name, if it has one: "uid 65534 (nobody)".
+func userName(uid uint32) string {
+	id := strconv.FormatUint(uint64(uid), 10)
+	if u, err := user.LookupId(id); err == nil {
+		return fmt.Sprintf("uid %s (%s)", id, u.Username)
+	}
+	return "uid " + id
+}
+
+// groupName is a gid with its name, if it has one.
+func groupName(gid uint32) string {
+	id := strconv.FormatUint(uint64(gid), 10)
+	if g, err := user.LookupGroupId(id); err == nil {
+		return fmt.Sprintf("%s (%s)", id, g.Name)
+	}
+	return id
+}
+
+// openStateDir creates the state directory dir if it is missing, opens it
+// and checks it (ownDir): santad restores every service and rule of the
+// journal it finds there. Files in it are opened through the descriptor,
+// in the directory checked.
+func openStateDir(dir string) (*os.File, error) {
+	if err := mkdirs(dir, stateDirMode); err != nil {
+		return nil, fmt.Errorf("creating state directory: %w", err)
+	}
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("opening state directory: %w", &os.PathError{Op: "open", Path: dir, Err: err})
+	}
+	d := os.NewFile(uintptr(fd), dir)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		d.Close()
+		return nil, fmt.Errorf("reading state directory %s: %w", dir, err)
+	}
+	if err := ownDir(dir, &st, "state directory", "santad restores the services and rules of the journal it finds "+
+		"there, and another user could put one there",
+		fmt.Sprintf("remove it and let santad create it (mode %04o), or make it root's and writable by root alone "+
+			"(chown root: %s; chmod %04o %s), or set state_dir to a path under directories only root may write (the default is %s)",
+			stateDirMode, dir, stateDirMode, dir, DefaultConfig().StateDir), false); err != nil {
+		d.Close()
+		return nil, err
+	}
+	return d, nil
 }

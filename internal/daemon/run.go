@@ -168,15 +168,23 @@ func releaseLeft(ctx context.Context, dp Plane, log *slog.Logger) {
 }
 
 // lockState makes sure one santad at a time uses a state directory: two
-// would write one journal.
+// would write one journal. It refuses a directory others could have put a
+// journal in (openStateDir), and a lock file that is a symbolic link.
 func lockState(dir string) (unlock func(), err error) {
-	if err := mkdirs(dir, stateDirMode); err != nil {
-		return nil, fmt.Errorf("creating state directory: %w", err)
-	}
-	f, err := os.OpenFile(filepath.Join(dir, "lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	d, err := openStateDir(dir)
 	if err != nil {
-		return nil, fmt.Errorf("opening lock file: %w", err)
+		return nil, err
 	}
+	defer d.Close()
+	path := filepath.Join(dir, "lock")
+	fd, err := unix.Openat(int(d.Fd()), "lock", unix.O_CREAT|unix.O_RDWR|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	if errors.Is(err, unix.ELOOP) {
+		return nil, fmt.Errorf("opening lock file: %s is a symbolic link; santad does not follow it: remove it", path)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("opening lock file: %w", &os.PathError{Op: "open", Path: path, Err: err})
+	}
+	f := os.NewFile(uintptr(fd), path)
 	if err := flock.Lock(f); err != nil {
 		f.Close()
 		if held := (*flock.HeldError)(nil); errors.As(err, &held) {

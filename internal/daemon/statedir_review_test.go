@@ -1,8 +1,10 @@
 package daemon
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/santa-offload/santa/internal/daemon/journal"
@@ -36,5 +38,89 @@ func TestStateDirOfAnotherUserRefused(t *testing.T) {
 	if err == nil {
 		j.Close()
 		t.Errorf("santad takes %s, owned by uid 65534 and mode 0777, as its state directory", dir)
+	}
+}
+
+// Which state directories santad takes: its own, made by it or by root
+// (0700 or 0755), and none that another user owns or that others may
+// write, sticky or not (in a sticky one, they could still add a journal).
+// The refusal names the directory, its owner and mode, and what to do.
+func TestStateDirChecked(t *testing.T) {
+	requireRoot(t)
+	for _, c := range []struct {
+		name     string
+		mode     os.FileMode
+		uid, gid int
+		ok       bool
+		octal    string // the mode as the refusal gives it
+	}{
+		{name: "made by santad", ok: true},
+		{name: "root's 0700", mode: 0o700, ok: true},
+		{name: "root's 0755", mode: 0o755, ok: true},
+		{name: "root's 0770", mode: 0o770, octal: "0770"},
+		{name: "root's 0703", mode: 0o703, octal: "0703"},
+		{name: "root's sticky 1777", mode: 0o777 | os.ModeSticky, octal: "1777"},
+		{name: "nobody's 0700", mode: 0o700, uid: 65534, gid: 65534, octal: "0700"},
+		{name: "nobody's 0777", mode: 0o777, uid: 65534, gid: 65534, octal: "0777"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "state")
+			if c.mode != 0 {
+				if err := os.Mkdir(dir, 0o700); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.Chmod(dir, c.mode); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.Chown(dir, c.uid, c.gid); err != nil {
+					t.Fatal(err)
+				}
+			}
+			unlock, err := lockState(dir)
+			if c.ok {
+				if err != nil {
+					t.Fatal(err)
+				}
+				unlock()
+				return
+			}
+			if err == nil {
+				unlock()
+				t.Fatalf("%s taken as the state directory", dir)
+			}
+			want := fmt.Sprintf("refusing the state directory %s: it is owned by %s, group %s, mode %s;",
+				dir, userName(uint32(c.uid)), groupName(uint32(c.gid)), c.octal)
+			if !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "chown root: "+dir) {
+				t.Errorf("error %q; want one with %q and what to do", err, want)
+			}
+			if _, err := os.Lstat(filepath.Join(dir, "lock")); err == nil {
+				t.Errorf("a lock file made in the refused %s", dir)
+			}
+		})
+	}
+}
+
+// The lock file is not followed when it is a symbolic link: santad would
+// create or open the file it points to.
+func TestStateLockNotFollowed(t *testing.T) {
+	dir := t.TempDir()
+	state := filepath.Join(dir, "state")
+	if err := os.Mkdir(state, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	target := filepath.Join(dir, "elsewhere")
+	if err := os.Symlink(target, filepath.Join(state, "lock")); err != nil {
+		t.Fatal(err)
+	}
+	unlock, err := lockState(state)
+	if err == nil {
+		unlock()
+		t.Fatal("a lock file that is a symbolic link followed")
+	}
+	if !strings.Contains(err.Error(), "symbolic link") {
+		t.Errorf("error %q; want it to say the lock file is a symbolic link", err)
+	}
+	if _, err := os.Lstat(target); err == nil {
+		t.Errorf("the lock file's link followed: %s created", target)
 	}
 }
