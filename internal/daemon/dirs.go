@@ -122,3 +122,22 @@ func openStateDir(dir string) (*os.File, error) {
 	}
 	return d, nil
 }
+
+// checkSocketDir checks the directory santad creates its socket in
+// (ownDir), after creating it if it is missing: santad sets the socket's
+// group and mode by its name, and another user who may write the
+// directory could put a symbolic link there in its place.
+func checkSocketDir(dir string) error {
+	if err := mkdirs(dir, publicDirMode); err != nil {
+		return fmt.Errorf("creating socket directory: %w", err)
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(dir, &st); err != nil {
+		return fmt.Errorf("reading socket directory: %w", &os.PathError{Op: "stat", Path: dir, Err: err})
+	}
+	return ownDir(dir, &st, "socket's directory", "santad creates its socket there and sets its group and mode, "+
+		"and another user could swap the socket for a symbolic link to a file of theirs, or of root's, "+
+		"to have its group and mode set instead",
+		fmt.Sprintf("make it root's and writable by root alone (chown root: %s; chmod go-w %s), "+
+			"or put the socket in a directory santad creates, such as a new subdirectory of this one", dir, dir), true)
+}

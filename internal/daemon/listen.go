@@ -26,8 +26,11 @@ func listen(cfg Config) (*net.UnixListener, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := mkdirs(filepath.Dir(cfg.Socket), publicDirMode); err != nil {
-		return nil, fmt.Errorf("creating socket directory: %w", err)
+	// Nobody but root and santad may write the directory (checkSocketDir),
+	// so the socket santad creates there stays the file its group and
+	// mode are set on, by name, below.
+	if err := checkSocketDir(filepath.Dir(cfg.Socket)); err != nil {
+		return nil, err
 	}
 	if c, err := net.Dial("unixpacket", cfg.Socket); err == nil {
 		c.Close()
@@ -44,15 +47,39 @@ func listen(cfg Config) (*net.UnixListener, error) {
 	if err != nil {
 		return nil, fmt.Errorf("listening: %w", err)
 	}
-	if err := os.Chown(cfg.Socket, -1, gid); err != nil {
+	// Neither follows a symbolic link, should one be there after all.
+	if err := os.Lchown(cfg.Socket, -1, gid); err != nil {
 		l.Close()
 		return nil, fmt.Errorf("setting the socket's group: %w", err)
 	}
-	if err := os.Chmod(cfg.Socket, mode); err != nil {
+	if err := chmodSocket(cfg.Socket, mode); err != nil {
 		l.Close()
 		return nil, fmt.Errorf("setting the socket's mode: %w", err)
 	}
 	return l, nil
+}
+
+// chmodSocket sets the mode of the socket at path, not following a
+// symbolic link: a Unix socket's descriptor has no fchmod, so by name,
+// with fchmodat2's AT_SYMLINK_NOFOLLOW (Linux 6.6). Before it, chmod, on
+// what lstat found a socket: the checked directory (checkSocketDir) keeps
+// anybody else from swapping it in between.
+func chmodSocket(path string, mode os.FileMode) error {
+	st, err := os.Lstat(path)
+	if err != nil {
+		return err
+	}
+	if st.Mode().Type() != os.ModeSocket {
+		return fmt.Errorf("%s is no longer the socket santad created, but %v", path, st.Mode())
+	}
+	err = unix.Fchmodat(unix.AT_FDCWD, path, uint32(mode.Perm()), unix.AT_SYMLINK_NOFOLLOW)
+	if errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.ENOSYS) {
+		return os.Chmod(path, mode)
+	}
+	if err != nil {
+		return &os.PathError{Op: "chmod", Path: path, Err: err}
+	}
+	return nil
 }
 
 // socketGroup is the gid of a group name or number; for "", that of

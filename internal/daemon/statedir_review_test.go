@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/santa-offload/santa/internal/daemon/journal"
@@ -122,5 +124,84 @@ func TestStateLockNotFollowed(t *testing.T) {
 	}
 	if _, err := os.Lstat(target); err == nil {
 		t.Errorf("the lock file's link followed: %s created", target)
+	}
+}
+
+// santad creates its socket, and sets its group and mode, only in a
+// directory nobody else may write, or a sticky one of root's (/tmp), in
+// which nobody else may swap santad's socket for a symbolic link.
+func TestSocketDirChecked(t *testing.T) {
+	requireRoot(t)
+	for _, c := range []struct {
+		name     string
+		mode     os.FileMode
+		uid, gid int
+		ok       bool
+	}{
+		{"made by santad", 0, 0, 0, true},
+		{"root's 0755", 0o755, 0, 0, true},
+		{"root's sticky 1777", 0o777 | os.ModeSticky, 0, 0, true},
+		{"root's 0775", 0o775, 0, 0, false},
+		{"root's 0777", 0o777, 0, 0, false},
+		{"nobody's 0755", 0o755, 65534, 65534, false},
+		{"nobody's sticky 1777", 0o777 | os.ModeSticky, 65534, 65534, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "run")
+			if c.mode != 0 {
+				if err := os.Mkdir(dir, 0o700); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.Chmod(dir, c.mode); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.Chown(dir, c.uid, c.gid); err != nil {
+					t.Fatal(err)
+				}
+			}
+			cfg := DefaultConfig()
+			cfg.Socket = filepath.Join(dir, "santa.sock")
+			cfg.SocketGroup = strconv.Itoa(adminGID)
+			l, err := listen(cfg)
+			if c.ok {
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer l.Close()
+				if st, err := os.Lstat(cfg.Socket); err != nil || st.Mode().Perm() != 0o660 || st.Sys().(*syscall.Stat_t).Gid != adminGID {
+					t.Errorf("the socket: %v, %v; want mode 0660, group %d", st.Mode(), err, adminGID)
+				}
+				return
+			}
+			if err == nil {
+				l.Close()
+				t.Fatalf("a socket made in %s, mode %v, uid %d", dir, c.mode, c.uid)
+			}
+			if !strings.Contains(err.Error(), "refusing the socket's directory "+dir+": it is owned by "+userName(uint32(c.uid))) {
+				t.Errorf("error %q; want it to name %s and its owner", err, dir)
+			}
+			if _, err := os.Lstat(cfg.Socket); err == nil {
+				t.Errorf("a socket made in the refused %s", dir)
+			}
+		})
+	}
+}
+
+// The socket's mode is not set through a symbolic link.
+func TestChmodSocketNotFollowed(t *testing.T) {
+	dir := t.TempDir()
+	target := filepath.Join(dir, "file")
+	if err := os.WriteFile(target, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(dir, "santa.sock")
+	if err := os.Symlink(target, link); err != nil {
+		t.Fatal(err)
+	}
+	if err := chmodSocket(link, 0o666); err == nil {
+		t.Error("a symbolic link's target chmodded")
+	}
+	if st, err := os.Stat(target); err != nil || st.Mode().Perm() != 0o600 {
+		t.Errorf("the link's target: %v, %v; want it left 0600", st.Mode(), err)
 	}
 }
