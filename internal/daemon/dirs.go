@@ -24,7 +24,8 @@ const (
 
 // mkdirs creates dir, with mode perm, and the directories missing on the
 // way to it, with publicDirMode; whatever the umask. Directories that exist
-// are the operator's and left as they are.
+// are the operator's and left as they are (openStateDir and checkSocketDir
+// then refuse those others may write).
 func mkdirs(dir string, perm os.FileMode) error {
 	if parent := filepath.Dir(dir); parent != dir {
 		if _, err := os.Stat(parent); errors.Is(err, os.ErrNotExist) {
