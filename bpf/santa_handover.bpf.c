@@ -40,6 +40,11 @@ volatile const __u64 santa_only_listener;
  * never answered by rules that may have changed since. */
 volatile const __u8 santa_give_up;
 
+/* Set by user space when the "earlier" maps are this data plane's own (a
+ * listener's release): a connection that leaves them gives its place back
+ * to its owner here. An earlier process's places are its own. */
+volatile const __u8 santa_own_maps;
+
 /* Whether the socket's psock, if any, holds nothing: no request waiting for
  * the sockmap worker, no message waiting for the application. */
 static __always_inline int santa_psock_empty(struct sock *sk)
@@ -52,21 +57,30 @@ static __always_inline int santa_psock_empty(struct sock *sk)
 }
 
 /* Moves an idle connection: out of the earlier sockhash (its psock goes),
- * into this one's with its state, if its listener is registered here and
- * the kernel still answers it. Otherwise it is the application's alone. */
+ * into this one's with its state, if its listener is registered here, the
+ * kernel still answers it and the listener's uid has a connection place
+ * left. Otherwise it is the application's alone. */
 static __always_inline __u8 santa_move(struct sock *sk, __u64 cookie, struct santa_conn *prev)
 {
 	struct santa_conn conn = *prev;
+	struct santa_service *svc;
 
 	bpf_map_delete_elem(&prev_tcp_conns, &cookie);
-	bpf_map_delete_elem(&prev_connections, &cookie);
-	if (conn.flags & SANTA_CONN_PASSING || !bpf_map_lookup_elem(&services, &conn.listener))
+	if (!bpf_map_delete_elem(&prev_connections, &cookie) && santa_own_maps)
+		santa_place_give(conn.owner, 0);
+	svc = bpf_map_lookup_elem(&services, &conn.listener);
+	if (conn.flags & SANTA_CONN_PASSING || !svc)
 		return SANTA_HANDOVER_RELEASED;
-	if (bpf_map_update_elem(&connections, &cookie, &conn, BPF_NOEXIST))
+	conn.owner = svc->conn_owner;
+	if (!santa_place_take(conn.owner, 0))
 		return SANTA_HANDOVER_RELEASED;
+	if (bpf_map_update_elem(&connections, &cookie, &conn, BPF_NOEXIST)) {
+		santa_place_give(conn.owner, 0);
+		return SANTA_HANDOVER_RELEASED;
+	}
 	if (bpf_map_update_elem(&tcp_conns, &cookie, sk, BPF_NOEXIST)) {
 		/* Full, or no longer established. */
-		bpf_map_delete_elem(&connections, &cookie);
+		santa_conn_delete(cookie);
 		return SANTA_HANDOVER_RELEASED;
 	}
 	return SANTA_HANDOVER_MOVED;

@@ -78,8 +78,24 @@ static __always_inline int santa_sock_held(struct bpf_sock_ops *skops)
 	return sk->sk_socket != NULL;
 }
 
+/* Takes the places a new connection of svc needs from the listener's uid
+ * (santa_place_take): its state's, and a memcached one's stream's. 0, and
+ * none taken, if the uid holds every place its quota allows. */
+static __always_inline int santa_conn_places_take(struct santa_conn *conn)
+{
+	if (!santa_place_take(conn->owner, 0))
+		return 0;
+	if (conn->flags & SANTA_CONN_MC && !santa_place_take(conn->owner, 1)) {
+		santa_place_give(conn->owner, 0);
+		return 0;
+	}
+	return 1;
+}
+
 /* A connection of a registered listener was accepted by the kernel: its
- * segments go through the verdict from the first one on. */
+ * segments go through the verdict from the first one on, if the
+ * listener's uid has a connection place left (else the application has
+ * it alone, as beyond MaxConnections). */
 static __always_inline void santa_conn_new(struct bpf_sock_ops *skops)
 {
 	struct santa_conn conn = {};
@@ -96,30 +112,40 @@ static __always_inline void santa_conn_new(struct bpf_sock_ops *skops)
 	if (!svc || svc->proto != IPPROTO_TCP)
 		return;
 	conn.listener = listener;
+	conn.owner = svc->conn_owner;
 	if (svc->parser == SANTA_PARSER_MEMCACHED)
 		conn.flags |= SANTA_CONN_MC;
-	cookie = bpf_get_socket_cookie(skops);
-	if (bpf_map_update_elem(&connections, &cookie, &conn, BPF_NOEXIST)) {
-		santa_count_tcp_path(SANTA_TCP_CONN_FULL);
+	if (!santa_conn_places_take(&conn)) {
+		santa_count_tcp_path(SANTA_TCP_CONN_QUOTA);
 		return;
 	}
+	cookie = bpf_get_socket_cookie(skops);
+	if (bpf_map_update_elem(&connections, &cookie, &conn, BPF_NOEXIST)) {
+		santa_place_give(conn.owner, 0);
+		goto full;
+	}
 	if (bpf_sock_hash_update(skops, &tcp_conns, &cookie, BPF_NOEXIST)) {
-		bpf_map_delete_elem(&connections, &cookie);
-		santa_count_tcp_path(SANTA_TCP_CONN_FULL);
-		return;
+		santa_conn_delete(cookie);
+		goto full;
 	}
 	/* The state callback deletes the connection's entry when it closes,
 	 * also when the application never accepted it. */
 	bpf_sock_ops_cb_flags_set(skops, BPF_SOCK_OPS_STATE_CB_FLAG);
 	/* Its stream is parsed from its first byte on. */
-	if (conn.flags & SANTA_CONN_MC)
-		santa_mc_conn_start(cookie, svc->mc_domain, 0);
+	if (conn.flags & SANTA_CONN_MC && santa_mc_conn_start(cookie, svc->mc_domain, 0, conn.owner))
+		santa_place_give(conn.owner, 1);
 	/* A reply is a whole message: Nagle's algorithm would hold a short
 	 * one back until the previous reply is acknowledged, which the client
 	 * delays until its next request (40 ms per request). Servers set this
 	 * themselves (nginx on keep-alive), but only once they answered. */
 	bpf_setsockopt(skops, SOL_TCP, TCP_NODELAY, &one, sizeof(one));
 	santa_count_tcp_path(SANTA_TCP_NEW_CONN);
+	return;
+
+full:
+	if (conn.flags & SANTA_CONN_MC)
+		santa_place_give(conn.owner, 1);
+	santa_count_tcp_path(SANTA_TCP_CONN_FULL);
 }
 
 SEC("sockops")
@@ -145,13 +171,13 @@ int santa_tcp_sockops(struct bpf_sock_ops *skops)
 	case BPF_SOCK_OPS_STATE_CB:
 		if (skops->args[1] == BPF_TCP_CLOSE) {
 			cookie = bpf_get_socket_cookie(skops);
-			bpf_map_delete_elem(&connections, &cookie);
+			santa_conn_delete(cookie);
 			/* A memcached connection that no process holds (never
 			 * accepted, or released already) ends here; one that
 			 * memcached holds ends when memcached releases it: until
 			 * then it may still act on what it read. */
 			if (!santa_sock_held(skops))
-				santa_mc_release(cookie);
+				santa_tcp_mc_release(cookie);
 		}
 		break;
 	}
@@ -171,10 +197,10 @@ int santa_tcp_release(struct bpf_sock *sk)
 	if (sk->protocol != IPPROTO_TCP)
 		return 1;
 	cookie = bpf_get_socket_cookie(sk);
-	bpf_map_delete_elem(&connections, &cookie);
+	santa_conn_delete(cookie);
 	/* The process is done with the connection: so is memcached with its
 	 * writes. */
-	santa_mc_release(cookie);
+	santa_tcp_mc_release(cookie);
 	return 1; /* sock_release cannot veto; 1 is "continue" */
 }
 

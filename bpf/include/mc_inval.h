@@ -60,7 +60,7 @@ struct santa_mc_pending {
  * value too large as soon as it reads the line). */
 #define SANTA_MC_CONN_PENDING 8
 
-/* A memcached connection's parsers and writes in flight, 336 bytes. */
+/* A memcached connection's parsers and writes in flight, 344 bytes. */
 struct santa_mc_conn {
 	struct mc_req_state req;
 	struct mc_rep_state rep;
@@ -71,6 +71,8 @@ struct santa_mc_conn {
 	__u32 tail;    /* past the newest */
 	__s32 all_delay; /* the longest flush_all delay (seconds) among the domain-wide writes in flight */
 	__u32 pending;   /* while SANTA_MC_CONN_PENDING: the write's slot, SANTA_MC_NO_SLOT for its domain */
+	__u32 owner;     /* the slot in conn_owners whose place it holds (tcp_maps.h) */
+	__u32 pad;
 	struct santa_mc_pending ring[SANTA_MC_RING];
 };
 
@@ -462,23 +464,32 @@ static void mc_event(void *user, const struct mc_event *ev)
 	}
 }
 
-/* Starts the state of a memcached connection of domain, zeroed; lost if
- * its start was not seen. A global function: its 336-byte value is on a
- * stack of its own, not on the verdict's, which parses. Returns 0 if the
- * state exists now. */
-__noinline int santa_mc_conn_start(__u64 cookie, __u32 domain, __u32 lost)
+/* A connection of domain without state (its connections map is full, or
+ * its uid holds every place its quota allows): no one counts for it until
+ * it ends, so the domain is unsynced for good. */
+static __always_inline void santa_mc_conn_untracked(__u32 domain)
 {
 	struct santa_mc_domain *dom = santa_mc_domain_of(domain);
+
+	if (dom)
+		__sync_fetch_and_add(&dom->unsynced, 1);
+	santa_mc_bump_domain(domain);
+	santa_mc_count(domain, SANTA_MC_LOST);
+}
+
+/* Starts the state of a memcached connection of domain, zeroed, on a place
+ * of owner's (taken already); lost if its start was not seen. A global
+ * function: its 344-byte value is on a stack of its own, not on the
+ * verdict's, which parses. Returns 0 if this call created the state: else
+ * the place is the caller's to give back. */
+__noinline int santa_mc_conn_start(__u64 cookie, __u32 domain, __u32 lost, __u32 owner)
+{
 	struct santa_mc_conn mc = {};
 
 	mc.domain = domain;
+	mc.owner = owner;
 	if (bpf_map_update_elem(&mc_conns, &cookie, &mc, BPF_NOEXIST)) {
-		/* No state, so no one to count for it until it ends: the
-		 * domain is unsynced for good (its connections map is full). */
-		if (dom)
-			__sync_fetch_and_add(&dom->unsynced, 1);
-		santa_mc_bump_domain(domain);
-		santa_mc_count(domain, SANTA_MC_LOST);
+		santa_mc_conn_untracked(domain);
 		return -1;
 	}
 	if (lost) {
@@ -503,15 +514,17 @@ static __always_inline void santa_mc_kernel_reply(__u64 cookie)
 
 /* A memcached connection ended: memcached released its socket, or it
  * closed before memcached ever had it. Whoever deletes its state releases
- * what it had in flight, once. */
-static __always_inline void santa_mc_release(__u64 cookie)
+ * what it had in flight, once, and returns 1 with the owner of the place
+ * the state held (to give back); else 0. */
+static __always_inline int santa_mc_release(__u64 cookie, __u32 *owner)
 {
 	struct santa_mc_conn *mc = bpf_map_lookup_elem(&mc_conns, &cookie);
 	struct santa_mc_domain *dom;
 
 	if (!mc || bpf_map_delete_elem(&mc_conns, &cookie))
-		return;
+		return 0;
 	/* Still readable: an element goes after an RCU grace period. */
+	*owner = mc->owner;
 	dom = santa_mc_domain_of(mc->domain);
 	for (int i = 0; i < SANTA_MC_RING; i++) {
 		if (mc->head == mc->tail)
@@ -531,6 +544,7 @@ static __always_inline void santa_mc_release(__u64 cookie)
 		/* Its writes were never followed: whatever it changed. */
 		santa_mc_bump_domain(mc->domain);
 	}
+	return 1;
 }
 
 #endif /* SANTA_MC_INVAL_H */

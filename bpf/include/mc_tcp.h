@@ -86,14 +86,29 @@ static __noinline int santa_mc_parse_segment(struct __sk_buff *skb, __u64 cookie
 
 /* The verdict's part: the segment parsed; a connection without state is
  * one from before its service was a memcached one's: what was said on it
- * before is not known, so it is lost from the start. */
+ * before is not known, so it is lost from the start. Its state takes a
+ * place of the connection's owner; without one it has none. */
 static __always_inline void santa_mc_request(struct __sk_buff *skb, struct santa_conn *conn, __u32 domain,
 					     __u64 cookie)
 {
+	__u32 owner = conn->owner;
+
 	if (santa_mc_parse_segment(skb, cookie) == 0)
 		return;
 	conn->flags |= SANTA_CONN_MC;
-	santa_mc_conn_start(cookie, domain, 1);
+	if (!santa_place_take(owner, 1))
+		santa_mc_conn_untracked(domain);
+	else if (santa_mc_conn_start(cookie, domain, 1, owner))
+		santa_place_give(owner, 1);
+}
+
+/* santa_mc_release, and the place the state held given back. */
+static __always_inline void santa_tcp_mc_release(__u64 cookie)
+{
+	__u32 owner;
+
+	if (santa_mc_release(cookie, &owner))
+		santa_place_give(owner, 1);
 }
 
 /* A message memcached sends on a memcached connection: its replies are

@@ -84,6 +84,9 @@ struct santa_service {
 	/* A memcached service's generation domain (santa_mc_domain): the
 	 * service id whose generations its writes bump and its guards read. */
 	__u32 mc_domain;
+	/* A TCP listener's: the slot in conn_owners (tcp_maps.h) of the uid
+	 * whose connection places its connections take. */
+	__u32 conn_owner;
 };
 
 /*
@@ -414,6 +417,22 @@ struct santa_conn {
 	__u32 flags;    /* enum santa_conn_flag */
 	__u32 ooopack;  /* tcp_sock.rcv_ooopack when attached: more means data came out of order */
 	__u32 fin_held; /* when the client's FIN was first held back (ms since boot, mod 2^32, | 1); 0: never */
+	__u32 owner;    /* its place's slot in conn_owners: given back there when the entry is deleted */
+	__u32 pad;
+};
+
+/* The connection places one uid's TCP listeners hold (conn_owners, by a
+ * slot user space gives each uid): the connections under Santa, and the
+ * memcached connections' stream states (mc_conns), which live until the
+ * application lets go of the socket, maybe after the connection's end.
+ * Each is taken atomically by the programs (and user space, adopting),
+ * and given back by whoever deletes the entry that holds it. Beyond
+ * limit, a new connection is the application's alone (SANTA_TCP_CONN_QUOTA). */
+struct santa_conn_owner {
+	__u32 conns; /* entries in connections */
+	__u32 mc;    /* entries in mc_conns */
+	__u32 limit; /* the most of each at once; 0: no limit but the maps' size */
+	__u32 pad;
 };
 
 /* How long a client's FIN is held back at most (santa_tcp_hold_fin): a
@@ -442,6 +461,7 @@ enum santa_tcp_path {
 	SANTA_TCP_FIN,             /* verdict: the segment also ends the client's stream, or the stream has ended */
 	SANTA_TCP_FIN_HELD,        /* cgroup skb: a client's FIN dropped, to come again once the kernel has sent its replies */
 	SANTA_TCP_NO_BUFFER,       /* verdict: every request buffer of its CPU was taken by runs it interrupted */
+	SANTA_TCP_CONN_QUOTA,      /* sock_ops: the listener's uid holds every connection place its quota allows */
 	SANTA_TCP_NPATHS,
 };
 

@@ -35,6 +35,20 @@ SANTA_CONNECTIONS_MAP(connections);
 
 SANTA_TCP_CONNS_MAP(tcp_conns);
 
+/* The connection places each uid holds (santa_abi.h, santa_conn_owner),
+ * by the slot user space gives the uid (santa_service.conn_owner; slot 0
+ * is no uid's, and has no limit). Sized with the services map at load
+ * time: a uid holds a slot while it has listeners or places. Mmapable:
+ * user space takes a place as the programs do when it adopts a
+ * connection, sets the limits and reads the counts, all atomically. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(max_entries, SANTA_DEFAULT_MAX_SERVICES + 1); /* load time */
+	__type(key, __u32);
+	__type(value, struct santa_conn_owner);
+} conn_owners SEC(".maps");
+
 /* Registered listening sockets: each one's own cookie, in the socket's
  * own storage, set by user space when it registers the listener (the
  * listener's fd as the key). BPF_F_CLONE: the kernel copies it into each
@@ -146,6 +160,49 @@ static __always_inline struct santa_verdict_buffer *santa_take_verdict_buffer(vo
 static __always_inline void santa_count_tcp_path(__u32 path)
 {
 	santa_count_in(&tcp_path_stats, path);
+}
+
+/* Takes one of owner's places: for a connection's state (connections),
+ * or, with mc, for a memcached stream's (mc_conns). 0 if it holds every
+ * one its limit allows. Counted first, then checked: two takes at the
+ * limit may both fail, never both succeed. */
+static __always_inline int santa_place_take(__u32 owner, int mc)
+{
+	struct santa_conn_owner *o = bpf_map_lookup_elem(&conn_owners, &owner);
+	__u32 limit, *n;
+
+	if (!o)
+		return 0;
+	n = mc ? &o->mc : &o->conns;
+	limit = *(volatile __u32 *)&o->limit;
+	if (__sync_fetch_and_add(n, 1) < limit || !limit)
+		return 1;
+	__sync_fetch_and_sub(n, 1);
+	return 0;
+}
+
+/* Gives back a place santa_place_take took. */
+static __always_inline void santa_place_give(__u32 owner, int mc)
+{
+	struct santa_conn_owner *o = bpf_map_lookup_elem(&conn_owners, &owner);
+
+	if (o)
+		__sync_fetch_and_sub(mc ? &o->mc : &o->conns, 1);
+}
+
+/* Deletes a connection's state from connections, and gives its place back
+ * if this call deleted it: whichever of the paths that end a connection
+ * comes first (its close, its socket's release, its service's end). */
+static __always_inline void santa_conn_delete(__u64 cookie)
+{
+	struct santa_conn *conn = bpf_map_lookup_elem(&connections, &cookie);
+	__u32 owner;
+
+	if (!conn)
+		return;
+	owner = conn->owner;
+	if (!bpf_map_delete_elem(&connections, &cookie))
+		santa_place_give(owner, 0);
 }
 
 #endif /* SANTA_TCP_MAPS_H */

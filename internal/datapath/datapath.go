@@ -155,7 +155,12 @@ func open(opts Options) (*Datapath, error) {
 	d.objs = l.udp
 	d.ifaces = newIfaceLinks(&d.objs, d.pins)
 	d.mcReplies = &mcReplies{prog: d.objs.SantaMcUdpReply, pins: d.pins, cgroupPath: opts.CgroupPath}
-	d.tcp = newTCPPlane(l.tcp, d.objs.Services, d.pins, opts.CgroupPath)
+	if d.tcp, err = newTCPPlane(l.tcp, d.objs.Services, d.pins, opts.CgroupPath); err != nil {
+		l.tcp.Close()
+		d.objs.Close()
+		d.closePinPath()
+		return nil, err
+	}
 	if d.store, err = newStore(&d.objs, d.tcp, l.index, l.chunks, opts.MaxServices, opts.MaxRules); err != nil {
 		d.tcp.close()
 		d.objs.Close()

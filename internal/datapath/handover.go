@@ -35,6 +35,7 @@ const (
 // listener's connections.
 type connMaps struct {
 	connections, sockets *ebpf.Map
+	own                  bool // this data plane's: a connection that leaves them gives its place back
 }
 
 func (m *connMaps) Close() error {
@@ -99,7 +100,7 @@ func (t *tcpPlane) handOverPrevious(passes int) (model.HandOver, error) {
 // through the verdict; busy ones stay, passing. One pass, not retried, as
 // it holds up every other change. Called with t.mu held.
 func (t *tcpPlane) releaseConnections(listener uint64) (model.HandOver, error) {
-	own := &connMaps{connections: t.objs.Connections, sockets: t.objs.TcpConns}
+	own := &connMaps{connections: t.objs.Connections, sockets: t.objs.TcpConns, own: true}
 	return t.handOver(own, listener, 1)
 }
 
@@ -196,12 +197,13 @@ func (t *tcpPlane) loadHandOver(from *connMaps, listener uint64, giveUp bool) (*
 		return nil, fmt.Errorf("loading the handover's BPF spec: %w", err)
 	}
 	if err := errors.Join(spec.Variables["santa_give_up"].Set(giveUp),
-		spec.Variables["santa_only_listener"].Set(listener)); err != nil {
+		spec.Variables["santa_only_listener"].Set(listener), spec.Variables["santa_own_maps"].Set(from.own)); err != nil {
 		return nil, fmt.Errorf("setting the handover's constants: %w", err)
 	}
 	maps := map[string]*ebpf.Map{
 		"prev_connections": from.connections, "prev_tcp_conns": from.sockets,
 		"connections": t.objs.Connections, "tcp_conns": t.objs.TcpConns, "services": t.services,
+		"conn_owners": t.objs.ConnOwners,
 	}
 	var objs struct {
 		Prog *ebpf.Program `ebpf:"santa_tcp_handover"`

@@ -68,7 +68,7 @@ func (r *restartRig) restart(t *testing.T, reply []byte) model.HandOver {
 	}
 	t.Cleanup(func() { second.Close(); second.Unpin() })
 	r.second = second
-	if err := second.RestoreService(r.svc, r.info); err != nil {
+	if err := second.RestoreService(r.svc, r.info, nil); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := second.AddRule(r.svc, tcpRule(hotReq, reply)); err != nil {

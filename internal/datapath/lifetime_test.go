@@ -92,16 +92,16 @@ func TestRestoreServices(t *testing.T) {
 
 	second := nextRun(t, opts)
 	for _, s := range []closedService{{openID, openInfo}, {closingID, closingInfo}} {
-		if err := second.RestoreService(s.id, s.info); err != nil {
+		if err := second.RestoreService(s.id, s.info, nil); err != nil {
 			t.Fatalf("restoring an open socket's service: %v", err)
 		}
 	}
-	if err := second.RestoreService(goneID, goneInfo); !errors.Is(err, model.ErrSocketClosed) {
+	if err := second.RestoreService(goneID, goneInfo, nil); !errors.Is(err, model.ErrSocketClosed) {
 		t.Fatalf("restoring a closed socket's service = %v; want model.ErrSocketClosed", err)
 	}
 	closing.Close() // restored, not yet watched: the first program marks it
 	closed := watch(t, second)
-	if err := second.RestoreService(goneID, goneInfo); err == nil || !strings.Contains(err.Error(), "watched already") {
+	if err := second.RestoreService(goneID, goneInfo, nil); err == nil || !strings.Contains(err.Error(), "watched already") {
 		t.Fatalf("a restore after WatchSockets = %v; want it refused", err)
 	}
 	if dropped := second.EndRestore(); len(dropped) != 1 || dropped[0] != closingID {
@@ -125,7 +125,7 @@ func TestEndRestoreKeepsAReusedID(t *testing.T) {
 	first.Close()
 
 	second := nextRun(t, opts)
-	if err := second.RestoreService(oldID, oldInfo); err != nil {
+	if err := second.RestoreService(oldID, oldInfo, nil); err != nil {
 		t.Fatal(err)
 	}
 	closed := watch(t, second)

@@ -67,7 +67,7 @@ func (l *loaded) loadAllMaps(opts Options, listeners *ebpf.Map, cache *btf.Cache
 	if err != nil {
 		return nil, nil, err
 	}
-	tcpSpec, err := l.tcpSpec(opts.MaxConnections)
+	tcpSpec, err := l.tcpSpec(opts.MaxConnections, opts.MaxServices)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -127,14 +127,15 @@ var tcpShared = []string{
 }
 
 // tcpSpec is santa_tcp's spec, sized for maxConns connections under
-// Santa.
-func (l *loaded) tcpSpec(maxConns uint32) (*ebpf.CollectionSpec, error) {
+// Santa, of listeners of at most maxServices uids (and slot 0).
+func (l *loaded) tcpSpec(maxConns, maxServices uint32) (*ebpf.CollectionSpec, error) {
 	spec, err := loadSantaTcp()
 	if err != nil {
 		return nil, fmt.Errorf("loading TCP BPF spec: %w", err)
 	}
 	spec.Maps["connections"].MaxEntries = maxConns
 	spec.Maps["tcp_conns"].MaxEntries = maxConns
+	spec.Maps["conn_owners"].MaxEntries = maxServices + 1
 	if err := l.index.setMask(spec); err != nil {
 		return nil, err
 	}
@@ -267,11 +268,12 @@ type tcpObjects struct {
 	TcpConns            *ebpf.Map `ebpf:"tcp_conns"`
 	TcpPathStats        *ebpf.Map `ebpf:"tcp_path_stats"`
 	ReplyMemory         *ebpf.Map `ebpf:"reply_memory"`
+	ConnOwners          *ebpf.Map `ebpf:"conn_owners"` // connplaces.go
 }
 
 func (o *tcpObjects) Close() error {
 	return errors.Join(o.santaTcpPrograms.Close(), o.Connections.Close(), o.RegisteredListeners.Close(),
-		o.TcpConns.Close(), o.TcpPathStats.Close(), o.ReplyMemory.Close())
+		o.TcpConns.Close(), o.TcpPathStats.Close(), o.ReplyMemory.Close(), o.ConnOwners.Close())
 }
 
 // setLearnSeed seeds the learning sketch's hash from a random source.

@@ -45,23 +45,23 @@ func (r *restoring) keepPrevious(dir string) {
 // services map, where EndRestore looks; from then on the new program finds
 // the restored service in the new map. A service restored after
 // WatchSockets would be seen by neither if its socket closed in between,
-// and would live on: that is refused.
-func (d *Datapath) RestoreService(id model.ServiceID, info model.SocketInfo) error {
+// and would live on: that is refused. owner is AddService's.
+func (d *Datapath) RestoreService(id model.ServiceID, info model.SocketInfo, owner *model.ConnOwner) error {
 	d.watchMu.Lock()
 	defer d.watchMu.Unlock()
 	if d.watcher != nil {
 		return fmt.Errorf("service %d: sockets are watched already; services are restored before WatchSockets", id)
 	}
-	return d.restore.service(id, info)
+	return d.restore.service(id, info, owner)
 }
 
-func (r *restoring) service(id model.ServiceID, info model.SocketInfo) error {
+func (r *restoring) service(id model.ServiceID, info model.SocketInfo, owner *model.ConnOwner) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if !r.previouslyOpen(info.Cookie) {
 		return fmt.Errorf("service %d: %w", id, model.ErrSocketClosed)
 	}
-	if err := r.store.addAs(id, info); err != nil {
+	if err := r.store.addAs(id, info, owner); err != nil {
 		return err
 	}
 	if r.restored == nil {
@@ -103,13 +103,13 @@ func (r *restoring) end() []model.ServiceID {
 
 // addAs registers info's socket under id, a service of an earlier
 // process.
-func (st *store) addAs(id model.ServiceID, info model.SocketInfo) error {
+func (st *store) addAs(id model.ServiceID, info model.SocketInfo, owner *model.ConnOwner) error {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	if err := st.svcIDs.claim(uint32(id)); err != nil {
 		return fmt.Errorf("service id %d: %w", id, err)
 	}
-	_, err := st.register(id, info, -1)
+	_, err := st.register(id, info, -1, owner)
 	return err
 }
 

@@ -22,6 +22,10 @@ type service struct {
 	learning model.Learning
 	learnID  uint32
 	parser   model.Parser // SetParser's
+	// owner is a TCP listener's (AddService), whose connection places
+	// its connections take, in slot ownerSlot of conn_owners.
+	owner     *model.ConnOwner
+	ownerSlot uint32
 }
 
 // AddService registers a bound UDP socket or a listening TCP socket by its
@@ -30,33 +34,34 @@ type service struct {
 // AdoptConnection for earlier ones). info is the socket's, as
 // model.InspectSocket read it: the caller inspects a socket once, for its
 // own checks and for this. The fd may be closed afterwards; the service
-// lives until RemoveService.
-func (d *Datapath) AddService(fd int, info model.SocketInfo) (model.ServiceID, error) {
+// lives until RemoveService. A listener's connections take connection
+// places of owner's uid (nil: of no uid's, without limit).
+func (d *Datapath) AddService(fd int, info model.SocketInfo, owner *model.ConnOwner) (model.ServiceID, error) {
 	if err := servable(fd, info); err != nil {
 		return 0, err
 	}
-	return d.store.add(info, fd)
+	return d.store.add(info, fd, owner)
 }
 
 // add registers info's socket, whose descriptor is fd, under a new id.
-func (st *store) add(info model.SocketInfo, fd int) (model.ServiceID, error) {
+func (st *store) add(info model.SocketInfo, fd int, owner *model.ConnOwner) (model.ServiceID, error) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	raw, err := st.svcIDs.get()
 	if err != nil {
 		return 0, fmt.Errorf("registering service: %d services registered: %w", st.svcIDs.inUse(0), err)
 	}
-	return st.register(model.ServiceID(raw), info, fd)
+	return st.register(model.ServiceID(raw), info, fd, owner)
 }
 
 // AddSocket is AddService for a caller that has not inspected the socket
-// itself (tests, benchmarks, test/hello).
+// itself (tests, benchmarks, test/hello), with no owner.
 func (d *Datapath) AddSocket(fd int) (model.ServiceID, error) {
 	info, err := model.InspectSocket(fd)
 	if err != nil {
 		return 0, err
 	}
-	return d.AddService(fd, info)
+	return d.AddService(fd, info, nil)
 }
 
 // servable says why Santa cannot serve a socket, if it cannot.
@@ -95,9 +100,10 @@ func servable(fd int, info model.SocketInfo) error {
 
 // register makes info's socket a service under an id taken from svcIDs,
 // which it gives back on failure; a TCP listener's connections become the
-// TCP plane's. fd is the socket's descriptor, -1 for an earlier process's
-// service (tcpPlane.addListener). Called with st.mu held.
-func (st *store) register(id model.ServiceID, info model.SocketInfo, fd int) (model.ServiceID, error) {
+// TCP plane's, and take connection places of owner's uid. fd is the
+// socket's descriptor, -1 for an earlier process's service
+// (tcpPlane.addListener). Called with st.mu held.
+func (st *store) register(id model.ServiceID, info model.SocketInfo, fd int, owner *model.ConnOwner) (model.ServiceID, error) {
 	for _, s := range st.services {
 		if s.info.Cookie == info.Cookie {
 			st.svcIDs.put(uint32(id))
@@ -110,13 +116,23 @@ func (st *store) register(id model.ServiceID, info model.SocketInfo, fd int) (mo
 		st.svcIDs.put(uint32(id))
 		return 0, err
 	}
+	if info.Protocol == unix.IPPROTO_TCP {
+		slot, err := st.tcp.owners.acquire(owner)
+		if err != nil {
+			st.svcIDs.put(uint32(id))
+			return 0, err
+		}
+		svc.owner, svc.ownerSlot = owner, slot
+	}
 	if err := st.objs.Services.Put(info.Cookie, svc.value()); err != nil {
+		st.tcp.owners.release(svc.owner)
 		st.svcIDs.put(uint32(id))
 		return 0, fmt.Errorf("registering service: %w", err)
 	}
 	if info.Protocol == unix.IPPROTO_TCP {
 		if err := st.tcp.addListener(id, info, fd); err != nil {
 			st.objs.Services.Delete(info.Cookie)
+			st.tcp.owners.release(svc.owner)
 			st.svcIDs.put(uint32(id))
 			return 0, err
 		}
@@ -158,6 +174,7 @@ func (st *store) drop(svc *service) {
 	}
 	if svc.info.Protocol == unix.IPPROTO_TCP {
 		st.tcp.removeListener(svc.id, svc.info)
+		st.tcp.owners.release(svc.owner)
 	}
 	st.retireIndex(svc.indexID, svc.index.Keys())
 	st.retire(retired, true)
@@ -181,10 +198,23 @@ func (st *store) service(id model.ServiceID) (model.SocketInfo, error) {
 	return svc.info, nil
 }
 
+// listener is what service() is, and the slot of the uid whose connection
+// places its connections take.
+func (st *store) listener(id model.ServiceID) (model.SocketInfo, uint32, error) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	svc, ok := st.services[id]
+	if !ok {
+		return model.SocketInfo{}, 0, fmt.Errorf("service %d: %w", id, model.ErrUnknownService)
+	}
+	return svc.info, svc.ownerSlot, nil
+}
+
 func (s *service) value() santaSantaService {
 	v := santaSantaService{Id: uint32(s.id), IndexId: s.indexID, Proto: uint8(s.info.Protocol),
 		Nregions: uint8(len(s.regions)), Learn: s.learnID, LearnOff: s.learning.KeyOffset,
-		ProbePort: htons(s.learning.ProbePort), Parser: uint8(s.parser.Kind), McDomain: uint32(s.parser.Domain)}
+		ProbePort: htons(s.learning.ProbePort), Parser: uint8(s.parser.Kind), McDomain: uint32(s.parser.Domain),
+		ConnOwner: s.ownerSlot}
 	for i, r := range s.regions {
 		v.Regions[i] = santaSantaRegion{Off: r.Off, Len: r.Len}
 	}

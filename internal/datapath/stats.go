@@ -90,6 +90,7 @@ var tcpPathNames = map[santaTcpSantaTcpPath]string{
 	santaTcpSantaTcpPathSANTA_TCP_REPLY_BROKEN:   "tcp_reply_broken",
 	santaTcpSantaTcpPathSANTA_TCP_NEW_CONN:       "tcp_new_conn",
 	santaTcpSantaTcpPathSANTA_TCP_CONN_FULL:      "tcp_conn_full",
+	santaTcpSantaTcpPathSANTA_TCP_CONN_QUOTA:     "tcp_conn_quota",
 	santaTcpSantaTcpPathSANTA_TCP_APP_RECEIVING:  "tcp_app_receiving",
 	santaTcpSantaTcpPathSANTA_TCP_FIN:            "tcp_fin",
 	santaTcpSantaTcpPathSANTA_TCP_FIN_HELD:       "tcp_fin_held",

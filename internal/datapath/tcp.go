@@ -28,7 +28,8 @@ import (
 // held; it never takes the store's.
 type tcpPlane struct {
 	objs       tcpObjects
-	services   *ebpf.Map // santa_udp's, which the handover reads
+	owners     *connOwners // conn_owners: the uids' connection places (connplaces.go)
+	services   *ebpf.Map   // santa_udp's, which the handover reads
 	pins       *pins
 	cgroupPath string
 
@@ -38,9 +39,13 @@ type tcpPlane struct {
 	prev      *connMaps                  // an earlier process's connections, until HandOverConnections
 }
 
-func newTCPPlane(objs tcpObjects, services *ebpf.Map, p *pins, cgroupPath string) *tcpPlane {
-	return &tcpPlane{objs: objs, services: services, pins: p, cgroupPath: cgroupPath,
-		listeners: make(map[model.ServiceID]uint64)}
+func newTCPPlane(objs tcpObjects, services *ebpf.Map, p *pins, cgroupPath string) (*tcpPlane, error) {
+	owners, err := newConnOwners(objs.ConnOwners)
+	if err != nil {
+		return nil, err
+	}
+	return &tcpPlane{objs: objs, owners: owners, services: services, pins: p, cgroupPath: cgroupPath,
+		listeners: make(map[model.ServiceID]uint64)}, nil
 }
 
 // close releases this process's handles: pinned hooks stay attached.
@@ -52,7 +57,7 @@ func (t *tcpPlane) close() error {
 		t.prev = nil
 	}
 	closeLinks(t.hooks)
-	return t.objs.Close()
+	return errors.Join(t.owners.close(), t.objs.Close())
 }
 
 // addListener makes the listening socket of service id's future
@@ -166,19 +171,20 @@ func (d *Datapath) AdoptConnection(svc model.ServiceID, fd int) error {
 	if err != nil {
 		return err
 	}
-	listener, err := d.store.service(svc)
+	listener, owner, err := d.store.listener(svc)
 	if err != nil {
 		return err
 	}
 	if err := belongsTo(conn, listener); err != nil {
 		return err
 	}
-	return d.tcp.adopt(svc, listener, conn, fd)
+	return d.tcp.adopt(svc, listener, conn, fd, owner)
 }
 
 // adopt puts conn, whose descriptor is fd, in the sockhash as a
-// connection of listener, service svc's socket.
-func (t *tcpPlane) adopt(svc model.ServiceID, listener, conn model.SocketInfo, fd int) error {
+// connection of listener, service svc's socket, on a connection place of
+// the listener's uid (owner: its slot).
+func (t *tcpPlane) adopt(svc model.ServiceID, listener, conn model.SocketInfo, fd int, owner uint32) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.listeners[svc] != listener.Cookie {
@@ -208,12 +214,22 @@ func (t *tcpPlane) adopt(svc model.ServiceID, listener, conn model.SocketInfo, f
 	if err := unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1); err != nil {
 		return fmt.Errorf("setting TCP_NODELAY: %w", err)
 	}
-	state := santaTcpSantaConn{Listener: listener.Cookie, Ooopack: tcpInfo.Rcv_ooopack}
+	// Its place, taken as santa_conn_new takes one, and given back by
+	// whoever deletes its state (santa_conn_delete), here too.
+	if !t.owners.take(owner) {
+		return fmt.Errorf("its uid holds every connection place its quota allows: %w", model.ErrCapacity)
+	}
+	state := santaTcpSantaConn{Listener: listener.Cookie, Ooopack: tcpInfo.Rcv_ooopack, Owner: owner}
 	if err := t.objs.Connections.Update(conn.Cookie, state, ebpf.UpdateNoExist); err != nil {
+		t.owners.give(owner)
 		return fmt.Errorf("adopting connection: %w", err)
 	}
 	if err := t.objs.TcpConns.Update(conn.Cookie, uint64(fd), ebpf.UpdateNoExist); err != nil {
-		t.objs.Connections.Delete(conn.Cookie)
+		// Unless the connection's end deleted it meanwhile, and gave
+		// its place back.
+		if t.objs.Connections.Delete(conn.Cookie) == nil {
+			t.owners.give(owner)
+		}
 		return fmt.Errorf("adding connection to the sockhash: %w", err)
 	}
 	return nil

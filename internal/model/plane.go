@@ -46,3 +46,21 @@ type Attachment struct {
 	XDP       XDPMode
 	TC        bool // santa_udp_tc on ingress: always, for what XDP cannot answer
 }
+
+// ConnOwner is whose connection places a TCP listener's connections take
+// (docs/tcp.md, "Connection places"): its uid's, of which the uid holds
+// at most Limit at once across all its listeners (0: as many as the
+// host has, MaxConnections). A listener registered with no owner (nil)
+// takes places of no uid's, without limit.
+type ConnOwner struct {
+	UID   uint32
+	Limit uint32
+}
+
+// ConnPlaces are the connection places one uid holds (ConnOwner): its
+// connections under Santa, and its memcached connections' stream states,
+// which last until the application closes the socket.
+type ConnPlaces struct {
+	Conns, Memcached uint32
+	Limit            uint32 // 0: none but the host's
+}
