@@ -47,18 +47,25 @@ type Config struct {
 	// uid holds open at once (0: unlimited): each costs santad a
 	// descriptor and a message buffer.
 	QuotaConnections uint32 `json:"quota_connections"`
+	// QuotaTCPConnections bounds the connections each non-admin uid's
+	// TCP listeners have under Santa at once (0: unlimited, but for the
+	// host's 65,536): beyond it, their new connections are the
+	// application's alone (docs/tcp.md, "Connection places").
+	QuotaTCPConnections uint32 `json:"quota_tcp_connections"`
 	// MetricsAddr, if set, serves Prometheus metrics over HTTP there.
 	MetricsAddr string `json:"metrics_addr"`
 }
 
 // Quota bounds what one uid holds: its rules, their bytes (pattern plus
-// reply length) and its services. 0 is unlimited. Services left out of a
-// quotas entry (nil) is QuotaServices: an entry written before the key
-// existed must not lift the limit.
+// reply length), its services and its TCP listeners' connections under
+// Santa. 0 is unlimited. Services or TCPConnections left out of a quotas
+// entry (nil) is QuotaServices or QuotaTCPConnections: an entry written
+// before the key existed must not lift the limit.
 type Quota struct {
-	Rules    uint32  `json:"rules"`
-	Bytes    uint64  `json:"bytes"`
-	Services *uint32 `json:"services,omitempty"`
+	Rules          uint32  `json:"rules"`
+	Bytes          uint64  `json:"bytes"`
+	Services       *uint32 `json:"services,omitempty"`
+	TCPConnections *uint32 `json:"tcp_connections,omitempty"`
 }
 
 // DefaultConfig is the configuration without a file or flags.
@@ -78,6 +85,11 @@ func DefaultConfig() Config {
 		// their quota fill the default max_services.
 		QuotaServices:    64,
 		QuotaConnections: 64,
+		// A sixteenth of the host's 65,536 places under Santa: it takes
+		// 16 uids at their quota to fill them, and a uid whose clients
+		// hold more idle connections than that has offload for those
+		// first (docs/operations.md, "Resource limits").
+		QuotaTCPConnections: model.DefaultMaxConnections / 16,
 	}
 }
 
@@ -148,8 +160,9 @@ func (c Config) socketMode() (os.FileMode, error) {
 
 // quotas is the quota policy the configuration describes.
 func (c Config) quotas() (quotaPolicy, error) {
-	services := c.QuotaServices
-	p := quotaPolicy{def: Quota{Rules: c.QuotaRules, Bytes: c.QuotaBytes, Services: &services}, byUID: map[uint32]Quota{}}
+	services, conns := c.QuotaServices, c.QuotaTCPConnections
+	p := quotaPolicy{def: Quota{Rules: c.QuotaRules, Bytes: c.QuotaBytes, Services: &services, TCPConnections: &conns},
+		byUID: map[uint32]Quota{}}
 	for uid, q := range c.Quotas {
 		n, err := strconv.ParseUint(uid, 10, 32)
 		if err != nil {
@@ -157,6 +170,9 @@ func (c Config) quotas() (quotaPolicy, error) {
 		}
 		if q.Services == nil {
 			q.Services = &services
+		}
+		if q.TCPConnections == nil {
+			q.TCPConnections = &conns
 		}
 		p.byUID[uint32(n)] = q
 	}

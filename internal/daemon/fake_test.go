@@ -21,8 +21,9 @@ type fakeDP struct {
 	services   map[model.ServiceID]*fakeService
 	nextSvc    model.ServiceID
 	nextRule   model.RuleID
-	restorable map[uint64]bool // cookies of open sockets, for RestoreService
-	released   []model.RuleID  // what ReleaseRuleIDs was given
+	restorable map[uint64]bool   // cookies of open sockets, for RestoreService
+	released   []model.RuleID    // what ReleaseRuleIDs was given
+	connLimits map[uint32]uint32 // what SetConnectionLimit set last, by uid
 }
 
 type fakeService struct {
@@ -33,16 +34,17 @@ type fakeService struct {
 	parser   model.Parser
 	guards   map[model.RuleID]*model.Guard // of its guarded rules
 	epoch    uint32                        // of the domain it starts: a new one each start
+	owner    *model.ConnOwner              // AddService's, RestoreService's
 }
 
 func newFakeDP() *fakeDP {
-	return &fakeDP{services: map[model.ServiceID]*fakeService{}, restorable: map[uint64]bool{}}
+	return &fakeDP{services: map[model.ServiceID]*fakeService{}, restorable: map[uint64]bool{}, connLimits: map[uint32]uint32{}}
 }
 
 // AdoptConnection: the fake adopts no connection.
 func (f *fakeDP) AdoptConnection(model.ServiceID, int) error { return model.ErrNotListener }
 
-func (f *fakeDP) AddService(_ int, info model.SocketInfo) (model.ServiceID, error) {
+func (f *fakeDP) AddService(_ int, info model.SocketInfo, owner *model.ConnOwner) (model.ServiceID, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for id, s := range f.services {
@@ -52,18 +54,41 @@ func (f *fakeDP) AddService(_ int, info model.SocketInfo) (model.ServiceID, erro
 	}
 	id := f.nextSvc
 	f.nextSvc++
-	f.services[id] = &fakeService{cookie: info.Cookie, rules: map[model.RuleID]rule.Rule{}, guards: map[model.RuleID]*model.Guard{}}
+	f.services[id] = &fakeService{cookie: info.Cookie, rules: map[model.RuleID]rule.Rule{}, guards: map[model.RuleID]*model.Guard{}, owner: owner}
+	f.setLimit(owner)
 	return id, nil
 }
 
-func (f *fakeDP) RestoreService(id model.ServiceID, info model.SocketInfo) error {
+func (f *fakeDP) RestoreService(id model.ServiceID, info model.SocketInfo, owner *model.ConnOwner) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if !f.restorable[info.Cookie] {
 		return model.ErrSocketClosed
 	}
-	f.services[id] = &fakeService{cookie: info.Cookie, rules: map[model.RuleID]rule.Rule{}, guards: map[model.RuleID]*model.Guard{}}
+	f.services[id] = &fakeService{cookie: info.Cookie, rules: map[model.RuleID]rule.Rule{}, guards: map[model.RuleID]*model.Guard{}, owner: owner}
+	f.setLimit(owner)
 	return nil
+}
+
+// setLimit is what a listener's owner sets. Called with f.mu held.
+func (f *fakeDP) setLimit(owner *model.ConnOwner) {
+	if owner != nil {
+		f.connLimits[owner.UID] = owner.Limit
+	}
+}
+
+func (f *fakeDP) SetConnectionLimit(uid, limit uint32) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.connLimits[uid] = limit
+}
+
+// connLimit is the connection limit of uid's listeners, and whether it has one.
+func (f *fakeDP) connLimit(uid uint32) (uint32, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	l, ok := f.connLimits[uid]
+	return l, ok
 }
 
 func (f *fakeDP) RemoveService(id model.ServiceID) error {

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"syscall"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/santa-offload/santa/internal/model"
 	"github.com/santa-offload/santa/internal/protocol"
 	"github.com/santa-offload/santa/rule"
@@ -153,4 +155,43 @@ func (q Quota) admitService(uid uint32, have int) *protocol.Error {
 		return protocol.Errorf(syscall.EDQUOT, "quota of %d services for uid %d exceeded: %d attached", n, uid, have)
 	}
 	return nil
+}
+
+// connOwner is the owner a TCP listener of uid's registers with (nil for
+// any other socket): its uid, and the uid's connection quota, none if an
+// admin attaches it or attached another of the uid's services: the data
+// plane keeps one limit per uid. Called with s.mu held.
+func (s *Server) connOwner(info model.SocketInfo, uid uint32, admin bool) *model.ConnOwner {
+	if info.Protocol != unix.IPPROTO_TCP {
+		return nil
+	}
+	return &model.ConnOwner{UID: uid, Limit: s.connLimit(uid, admin)}
+}
+
+// connLimit is uid's connection quota for its TCP listeners, 0 (none) if
+// admin or if an admin attached one of its services. Called with s.mu
+// held.
+func (s *Server) connLimit(uid uint32, admin bool) uint32 {
+	if admin {
+		return 0
+	}
+	for _, sv := range s.st.services {
+		if sv.UID == uid && sv.admin {
+			return 0
+		}
+	}
+	return *s.quotas.of(uid).TCPConnections
+}
+
+// applyConnLimits gives every uid with a TCP listener its connection
+// quota, after a reload. Called with s.mu held.
+func (s *Server) applyConnLimits() {
+	done := map[uint32]bool{}
+	for _, sv := range s.st.services {
+		if sv.Info.Protocol != unix.IPPROTO_TCP || done[sv.UID] {
+			continue
+		}
+		done[sv.UID] = true
+		s.dp.SetConnectionLimit(sv.UID, s.connLimit(sv.UID, false))
+	}
 }

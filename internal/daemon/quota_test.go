@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"net"
 	"syscall"
 	"testing"
 
@@ -306,4 +307,72 @@ func TestByteQuotaCountsPutBytes(t *testing.T) {
 	overlapping.Condition.Pattern = []byte("c0000000")
 	a.refused(&protocol.AddRules{ServiceID: svc, Rules: []rule.Rule{overlapping}}, syscall.EDQUOT,
 		"quota of 1000 bytes for uid 1000 exceeded: 916 installed, 808 more requested")
+}
+
+// tcpListener is a listening TCP socket, closed with the test.
+func tcpListener(t *testing.T) *net.TCPListener {
+	t.Helper()
+	lc := net.ListenConfig{}
+	lc.SetMultipathTCP(false) // Go's default for listeners; santad serves TCP
+	ln, err := lc.Listen(t.Context(), "tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	return ln.(*net.TCPListener)
+}
+
+// TestTCPConnectionQuota checks the connection places each uid's TCP
+// listeners may take in the data plane: quota_tcp_connections, or the
+// uid's own in quotas, none for an admin's; and that a reload gives every
+// uid its new one, as it does the other quotas.
+func TestTCPConnectionQuota(t *testing.T) {
+	ten := uint32(10)
+	s := newTestServer(t, func(c *Config) {
+		c.Quotas = map[string]Quota{"1001": {Rules: 100, Bytes: 1 << 20, TCPConnections: &ten}}
+	})
+	if def := DefaultConfig().QuotaTCPConnections; def != 4096 {
+		t.Errorf("default quota_tcp_connections %d, want 4096 (a sixteenth of the host's places)", def)
+	}
+	limitOf := func(uid uint32) uint32 {
+		t.Helper()
+		l, ok := s.dp.connLimit(uid)
+		if !ok {
+			t.Fatalf("uid %d's TCP listeners have no connection limit set", uid)
+		}
+		return l
+	}
+	a, b, ad := s.connect(t, alice, true), s.connect(t, bob, true), s.connect(t, admin, true)
+	a.attach() // UDP: no connection places
+	if _, ok := s.dp.connLimit(alice.UID); ok {
+		t.Error("a UDP service set a connection limit")
+	}
+	a.ok(&protocol.Attach{}, fdOf(t, tcpListener(t)))
+	b.ok(&protocol.Attach{}, fdOf(t, tcpListener(t)))
+	ad.ok(&protocol.Attach{}, fdOf(t, tcpListener(t)))
+	if l := limitOf(alice.UID); l != 4096 {
+		t.Errorf("alice's limit %d, want quota_tcp_connections's 4096", l)
+	}
+	if l := limitOf(bob.UID); l != 10 {
+		t.Errorf("bob's limit %d, want his quotas entry's 10", l)
+	}
+	if l := limitOf(admin.UID); l != 0 {
+		t.Errorf("an admin's limit %d, want none (0)", l)
+	}
+
+	cfg := DefaultConfig()
+	cfg.QuotaTCPConnections = 100
+	cfg.Quotas = map[string]Quota{"1001": {Rules: 100, Bytes: 1 << 20}} // tcp_connections left out: the default
+	if keys, err := s.Reload(cfg); err != nil || len(keys) != 0 {
+		t.Fatalf("Reload: %v, restart keys %q; want neither", err, keys)
+	}
+	if l := limitOf(alice.UID); l != 100 {
+		t.Errorf("after the reload alice's limit %d, want 100", l)
+	}
+	if l := limitOf(bob.UID); l != 100 {
+		t.Errorf("after the reload bob's limit %d, want the default 100", l)
+	}
+	if l := limitOf(admin.UID); l != 0 {
+		t.Errorf("after the reload an admin's limit %d, want none (0)", l)
+	}
 }

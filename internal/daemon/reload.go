@@ -13,13 +13,15 @@ import (
 // data plane answering anyway.
 var reloadable = map[string]bool{
 	"admin_group": true, "quota_rules": true, "quota_bytes": true, "quota_services": true,
-	"quota_connections": true, "quotas": true,
+	"quota_connections": true, "quota_tcp_connections": true, "quotas": true,
 }
 
 // Reload takes over cfg's reloadable keys, all or none: a configuration
 // santad cannot run with is refused and the running one stays. It returns
 // the keys whose change waits for a restart. A lowered quota refuses
-// what would exceed it from now on; what a uid holds already stays.
+// what would exceed it from now on; what a uid holds already stays (its
+// TCP connections beyond a lowered quota stay under Santa, its new ones
+// are the application's until it holds fewer).
 func (s *Server) Reload(cfg Config) (restartKeys []string, err error) {
 	if err := cfg.check(); err != nil {
 		return nil, err
@@ -33,6 +35,7 @@ func (s *Server) Reload(cfg Config) (restartKeys []string, err error) {
 	restartKeys = changedKeys(s.running, cfg, func(key string) bool { return !reloadable[key] })
 	s.mu.Lock()
 	s.quotas = q
+	s.applyConnLimits()
 	s.mu.Unlock()
 	s.connMu.Lock()
 	s.connQuota = cfg.QuotaConnections

@@ -12,7 +12,7 @@ import (
 // Restorer brings back an earlier santad's services: a *datapath.Datapath
 // opened with KeepLinks, before WatchSockets (run.go says why).
 type Restorer interface {
-	RestoreService(model.ServiceID, model.SocketInfo) error
+	RestoreService(model.ServiceID, model.SocketInfo, *model.ConnOwner) error
 	Apply(model.ServiceID, model.Batch) ([]model.RuleID, error)
 	RemoveService(model.ServiceID) error
 }
@@ -40,7 +40,10 @@ func (s *Server) restoreOne(r Restorer, js *journal.Service) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	log := s.log.With("service", js.ID, "addr", js.Info.Local, "owner_uid", js.UID, "rules", len(js.Rules))
-	err := r.RestoreService(js.ID, js.Info)
+	// Whether an admin attached it is not journaled: restored, a service
+	// is an admin's if its uid is 0 or its gid admin_group's.
+	admin := js.UID == 0 || (s.adminGroup.Load() != noAdminGroup && int64(js.GID) == s.adminGroup.Load())
+	err := r.RestoreService(js.ID, js.Info, s.connOwner(js.Info, js.UID, admin))
 	if errors.Is(err, model.ErrSocketClosed) {
 		log.Info("not restoring a service whose socket closed")
 		return false
@@ -68,6 +71,6 @@ func (s *Server) restoreOne(r Restorer, js *journal.Service) bool {
 			return false
 		}
 	}
-	s.st.add(js)
+	s.st.add(js).admin = admin
 	return true
 }

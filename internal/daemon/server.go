@@ -15,7 +15,10 @@ import (
 // Dataplane is what serving clients needs of the data plane: a
 // *datapath.Datapath, or a fake in tests where the kernel is not the point.
 type Dataplane interface {
-	AddService(fd int, info model.SocketInfo) (model.ServiceID, error)
+	AddService(fd int, info model.SocketInfo, owner *model.ConnOwner) (model.ServiceID, error)
+	// SetConnectionLimit sets the connection places uid's TCP listeners
+	// may take from now on (0: no limit but the host's).
+	SetConnectionLimit(uid, limit uint32)
 	Adopter
 	RemoveService(model.ServiceID) error
 	Apply(model.ServiceID, model.Batch) ([]model.RuleID, error)

@@ -68,7 +68,7 @@ func (s *Server) register(sess *session, fd int, info model.SocketInfo) protocol
 			return perr
 		}
 	}
-	id, err := s.dp.AddService(fd, info)
+	id, err := s.dp.AddService(fd, info, s.connOwner(info, sess.peer.UID, sess.peer.Admin))
 	if err != nil {
 		return dataplaneError(err)
 	}
@@ -79,6 +79,7 @@ func (s *Server) register(sess *session, fd int, info model.SocketInfo) protocol
 	sv := s.st.add(&journal.Service{ID: id, Info: info, UID: sess.peer.UID, GID: sess.peer.GID,
 		Rules: map[model.RuleID]rule.Rule{}})
 	sv.manager = sess.client
+	sv.admin = sess.peer.Admin
 	if err := s.record(func(j *journal.Journal) error { return j.Attach(&sv.Service) }); err != nil {
 		return notSaved(err)
 	}

@@ -26,6 +26,9 @@ type service struct {
 	// keep (guards.go).
 	parser model.Parser
 	guards map[model.RuleID]*model.Guard
+	// admin: an admin attached it (restored: its uid is 0, or its gid
+	// admin_group's), which lifts its uid's connection quota (connOwner).
+	admin bool
 }
 
 // state is every service with its owner and rules: what the journal holds
