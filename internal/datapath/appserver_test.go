@@ -30,6 +30,7 @@ type appServer struct {
 	bare        bool
 	peer        bool
 	first       func(fd int)  // bare: runs on each accepted socket before anything reads it
+	think       time.Duration // how long the application takes to answer a line it read
 	accepted    chan struct{} // one per connection accepted
 }
 
@@ -145,6 +146,7 @@ func (s *appServer) answer(rw io.ReadWriteCloser) {
 		if err != nil {
 			return
 		}
+		time.Sleep(s.think)
 		if _, err := rw.Write(append([]byte("APP:"), line...)); err != nil {
 			return
 		}

@@ -1,0 +1,87 @@
+package datapath
+
+import (
+	"io"
+	"net"
+	"testing"
+	"time"
+)
+
+// adoptOne registers the rig's listener again with its rules and adopts
+// its connections, as santad does at ATTACH. Whether the one connection is
+// adopted or skipped as busy is the data path's choice; either way its
+// requests must be answered, in order.
+func (r *tcpRig) adoptOne(t *testing.T) {
+	t.Helper()
+	r.register(t)
+	r.addRules(t)
+	got, err := r.adopt()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("adopted %d, skipped %v", got.Adopted, got.Skipped)
+}
+
+// readWithin reads exactly n bytes from c, or what came within d.
+func readWithin(c net.Conn, n int, d time.Duration) ([]byte, error) {
+	c.SetReadDeadline(time.Now().Add(d))
+	got := make([]byte, n)
+	k, err := io.ReadFull(c, got)
+	return got[:k], err
+}
+
+// A thread-per-connection server sleeps in read() on its idle connection
+// when santad adopts it (ATTACH with connections accepted before): nothing
+// unread, nothing unsent, so AdoptConnection takes it. The read() began in
+// tcp_recvmsg, before the socket's proto became tcp_bpf, and waits on the
+// receive queue; the next request goes through the verdict, which passes
+// it (a task is blocked on the socket) into the psock's ingress_msg, where
+// that read() never looks. The request is neither answered nor delivered.
+func TestTCPAdoptWhileApplicationBlocksInReceive(t *testing.T) {
+	r := newTCPRig(t, "tcp4", "127.0.0.1:0", appServer{blocking: true})
+	defer r.back()
+	if err := r.d.RemoveService(r.svc); err != nil {
+		t.Fatal(err)
+	}
+	c := r.dial(t, "tcp4")
+	exchange(t, c, []byte("miss\n"), []byte("APP:miss\n"))
+	time.Sleep(50 * time.Millisecond) // the application blocks in read() again
+	r.adoptOne(t)
+	if _, err := c.Write([]byte(hotReq)); err != nil {
+		t.Fatal(err)
+	}
+	// "HOT!\n" from the kernel, or "APP:GET /hot\n" from the application:
+	// the first 5 bytes of either.
+	got, err := readWithin(c, len(hotReply), 3*time.Second)
+	if err != nil {
+		ps, _ := r.d.PathStats()
+		t.Fatalf("request %q after adoption: got %q, %v: neither the kernel nor the application answered (tcp_app_receiving %d)",
+			hotReq, got, err, ps["tcp_app_receiving"])
+	}
+}
+
+// A connection whose application has read a request and not yet written
+// its reply looks idle to AdoptConnection (nothing unread, nothing
+// unsent). A pipelining client's next request, matched, is then answered
+// by the kernel before the application's reply to the request before it.
+func TestTCPAdoptDoesNotOvertakeApplicationsReply(t *testing.T) {
+	r := newTCPRig(t, "tcp4", "127.0.0.1:0", appServer{think: 500 * time.Millisecond})
+	defer r.back()
+	if err := r.d.RemoveService(r.svc); err != nil {
+		t.Fatal(err)
+	}
+	c := r.dial(t, "tcp4")
+	if _, err := c.Write([]byte("slow\n")); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond) // read by the application, which thinks
+	r.adoptOne(t)
+	if _, err := c.Write([]byte(hotReq)); err != nil { // pipelined
+		t.Fatal(err)
+	}
+	want := "APP:slow\n"
+	got, err := readWithin(c, len(want), 3*time.Second)
+	if err != nil || string(got) != want {
+		t.Fatalf("first reply %q, %v; want %q (the reply to the first request)", got, err, want)
+	}
+}
