@@ -398,9 +398,11 @@ static __always_inline int santa_reply(struct sk_msg_md *msg, struct santa_conn 
 	int built;
 
 	/* Matched again, not taken from the verdict: the rules may have
-	 * changed since, and a slot read now may hold another rule. */
+	 * changed since, and a slot read now may hold another rule. A request
+	 * bounced before this one went to the application: so does this one,
+	 * behind it. */
 	svc = bpf_map_lookup_elem(&services, &conn->listener);
-	if (!svc || !mem || santa_msg_load(msg, &mem->request, plen))
+	if (!svc || conn->flags & SANTA_CONN_FELL_BACK || !mem || santa_msg_load(msg, &mem->request, plen))
 		goto fallback;
 	rule = santa_tcp_match(&mem->request, svc, plen);
 	if (!rule)
@@ -425,7 +427,7 @@ static __always_inline int santa_reply(struct sk_msg_md *msg, struct santa_conn 
 fallback:
 	/* The request, unchanged, goes to the application after all, in its
 	 * place in the stream; the connection is the application's from now. */
-	conn->flags |= SANTA_CONN_PASSING;
+	conn->flags |= SANTA_CONN_PASSING | SANTA_CONN_FELL_BACK;
 	if (svc)
 		santa_count_service(svc->id, SANTA_SVC_PASSED);
 	santa_count_tcp_path(SANTA_TCP_REPLY_FALLBACK);

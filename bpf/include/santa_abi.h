@@ -390,6 +390,10 @@ enum santa_conn_flag {
 	/* A memcached service's connection: its streams are parsed, its
 	 * state is in mc_conns (mc_inval.h). */
 	SANTA_CONN_MC = 4,
+	/* The reply program gave a bounced request to the application: the
+	 * requests bounced after it, still pending, go to the application
+	 * too, or their replies would overtake its reply. */
+	SANTA_CONN_FELL_BACK = 8,
 };
 
 /* The socket option an application sets on a connection right after
