@@ -228,6 +228,16 @@ static __always_inline struct sock *santa_skb_sock(struct __sk_buff *skb)
 	return bpf_rdonly_cast(kskb->sk, bpf_core_type_id_kernel(struct sock));
 }
 
+/* Sets flags on a connection. Atomically: the verdict (a softirq, or the
+ * task that releases the socket's lock) and the reply program (the sockmap
+ * worker) run at once on different CPUs, and a plain read-modify-write of
+ * one could undo the other's flag (a lost SANTA_CONN_FELL_BACK lets a
+ * pending reply overtake the application's). */
+static __always_inline void santa_conn_set(struct santa_conn *conn, __u32 flags)
+{
+	__sync_fetch_and_or(&conn->flags, flags);
+}
+
 /* Whether the connection has received data out of order since it was
  * attached: such data (and a retransmission that filled the gap) passes. */
 static __always_inline int santa_saw_out_of_order(struct __sk_buff *skb, struct santa_conn *conn)
@@ -287,7 +297,7 @@ static __always_inline int santa_stream_ends(struct __sk_buff *skb)
  * service is gone: no service counts it. */
 static __always_inline int santa_verdict_pass(struct santa_conn *conn, struct santa_service *svc, __u32 path)
 {
-	conn->flags |= SANTA_CONN_PASSING;
+	santa_conn_set(conn, SANTA_CONN_PASSING);
 	if (svc)
 		santa_count_service(svc->id, SANTA_SVC_PASSED);
 	santa_count_tcp_path(path);
@@ -427,7 +437,7 @@ static __always_inline int santa_reply(struct sk_msg_md *msg, struct santa_conn 
 fallback:
 	/* The request, unchanged, goes to the application after all, in its
 	 * place in the stream; the connection is the application's from now. */
-	conn->flags |= SANTA_CONN_PASSING | SANTA_CONN_FELL_BACK;
+	santa_conn_set(conn, SANTA_CONN_PASSING | SANTA_CONN_FELL_BACK);
 	if (svc)
 		santa_count_service(svc->id, SANTA_SVC_PASSED);
 	santa_count_tcp_path(SANTA_TCP_REPLY_FALLBACK);
@@ -567,9 +577,9 @@ static __always_inline void santa_answer_early_requests(void *setsockopt_on, str
 	if (!conn)
 		return; /* not Santa's */
 	lowat = ksk->sk_rcvlowat;
-	conn->flags |= SANTA_CONN_ACCEPTING;
+	santa_conn_set(conn, SANTA_CONN_ACCEPTING);
 	bpf_setsockopt(setsockopt_on, SOL_SOCKET, SO_RCVLOWAT, &lowat, sizeof(lowat));
-	conn->flags &= ~SANTA_CONN_ACCEPTING;
+	__sync_fetch_and_and(&conn->flags, ~SANTA_CONN_ACCEPTING);
 }
 
 /* Any setsockopt: servers set options on a connection they have just

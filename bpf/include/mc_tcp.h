@@ -95,7 +95,7 @@ static __always_inline void santa_mc_request(struct __sk_buff *skb, struct santa
 
 	if (santa_mc_parse_segment(skb, cookie) == 0)
 		return;
-	conn->flags |= SANTA_CONN_MC;
+	__sync_fetch_and_or(&conn->flags, SANTA_CONN_MC);
 	if (!santa_place_take(owner, 1))
 		santa_mc_conn_untracked(domain);
 	else if (santa_mc_conn_start(cookie, domain, 1, owner))
