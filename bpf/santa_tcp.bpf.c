@@ -44,6 +44,7 @@
 #define TCPHDR_FIN 0x01
 #define RCV_SHUTDOWN 1
 #define IPPROTO_TCP 6
+#define EBUSY 16
 
 extern void *bpf_cast_to_kern_ctx(void *obj) __ksym;
 
@@ -582,6 +583,25 @@ static __always_inline void santa_answer_early_requests(void *setsockopt_on, str
 	__sync_fetch_and_and(&conn->flags, ~SANTA_CONN_ACCEPTING);
 }
 
+/* santad asks before it adopts a connection (SANTA_SO_ADOPTABLE): EBUSY
+ * if a task sleeps in a blocking call on it. A receive that began before
+ * the socket joined the sockhash waits in tcp_recvmsg on the receive
+ * queue, while the verdict passes what arrives meanwhile (a task is
+ * blocked: santa_app_receiving) into the psock's queue, where that
+ * receive never looks: the request would be neither answered nor read.
+ * The kernel never sees the option. */
+static __always_inline int santa_adoptable(struct bpf_sockopt *ctx)
+{
+	struct bpf_sock *sk = ctx->sk;
+
+	ctx->optlen = -1;
+	if (sk && santa_task_blocked_on(bpf_rdonly_cast(sk, bpf_core_type_id_kernel(struct sock)))) {
+		bpf_set_retval(-EBUSY);
+		return 0;
+	}
+	return 1;
+}
+
 /* Any setsockopt: servers set options on a connection they have just
  * accepted (Go's runtime, Redis, asyncio: TCP_NODELAY), before the first
  * receive. SANTA_SO_ACCEPTED is the same for applications that set
@@ -589,6 +609,8 @@ static __always_inline void santa_answer_early_requests(void *setsockopt_on, str
 SEC("cgroup/setsockopt")
 int santa_tcp_accepted(struct bpf_sockopt *ctx)
 {
+	if (ctx->level == SANTA_SOL && ctx->optname == SANTA_SO_ADOPTABLE)
+		return santa_adoptable(ctx);
 	if (ctx->level == SANTA_SOL && ctx->optname == SANTA_SO_ACCEPTED)
 		ctx->optlen = -1;
 	else
@@ -637,5 +659,6 @@ int santa_tcp_getsockname6(struct bpf_sock_addr *ctx)
 /* Keep the enums in BTF, so bpf2go generates their Go constants. */
 const enum santa_tcp_path *unused_santa_tcp_path __attribute__((unused));
 const enum santa_conn_flag *unused_santa_conn_flag __attribute__((unused));
+const enum santa_tcp_probe *unused_santa_tcp_probe __attribute__((unused));
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";

@@ -406,6 +406,15 @@ enum santa_sockopt {
 	SANTA_SO_ACCEPTED = 1,
 };
 
+/* Santa's option santad sets on a connection it is about to adopt
+ * (internal/datapath's AdoptConnection), at level SANTA_SOL: the
+ * setsockopt hook (santa_tcp_accepted) refuses it with EBUSY if a task
+ * sleeps in a blocking call on the socket, and takes it otherwise. Not
+ * for applications. */
+enum santa_tcp_probe {
+	SANTA_SO_ADOPTABLE = 0x100,
+};
+
 /* What santa_tcp_handover did with an earlier process's connection: one
  * byte per connection in the iterator's output. */
 enum santa_handover_result {

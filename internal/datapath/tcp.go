@@ -163,9 +163,11 @@ func (t *tcpPlane) attachHooks() error {
 // AdoptConnection puts an established connection, accepted on the
 // registered listener svc before it was registered, under its rules
 // (internal/daemon's AdoptConnections finds such connections). Only
-// an idle connection is adopted (nothing unread, nothing unsent): the
+// an idle connection is adopted (nothing unread, nothing unsent, no task
+// blocked in a call on it): the
 // application may be in the middle of a reply otherwise, which a kernel
-// answer must not overtake. The fd may be closed afterwards.
+// answer must not overtake, or asleep in a receive that would never see
+// the next request. The fd may be closed afterwards.
 func (d *Datapath) AdoptConnection(svc model.ServiceID, fd int) error {
 	conn, err := model.InspectSocket(fd)
 	if err != nil {
@@ -208,6 +210,17 @@ func (t *tcpPlane) adopt(svc model.ServiceID, listener, conn model.SocketInfo, f
 	}
 	if unread != 0 || unsent != 0 {
 		return fmt.Errorf("%d bytes unread, %d unsent: %w", unread, unsent, model.ErrBusy)
+	}
+	// A task asleep in a receive on the connection: that receive began
+	// before the socket joined the sockhash and reads the receive queue
+	// only, while the verdict passes what arrives (a task is blocked)
+	// into the psock's queue. The request would be neither answered nor
+	// read. The setsockopt hook tells (santa_tcp_accepted).
+	if err := unix.SetsockoptInt(fd, model.SockoptLevel, int(santaTcpSantaTcpProbeSANTA_SO_ADOPTABLE), 1); err != nil {
+		if errors.Is(err, unix.EBUSY) {
+			return fmt.Errorf("a task is blocked in a call on the connection: %w", model.ErrBusy)
+		}
+		return fmt.Errorf("asking whether a task is blocked on the connection: %w", err)
 	}
 	// As santa_tcp_sockops does for new connections: replies are whole
 	// messages, Nagle's algorithm would hold them for the client's ACK.

@@ -33,11 +33,13 @@ func readWithin(c net.Conn, n int, d time.Duration) ([]byte, error) {
 
 // A thread-per-connection server sleeps in read() on its idle connection
 // when santad adopts it (ATTACH with connections accepted before): nothing
-// unread, nothing unsent, so AdoptConnection takes it. The read() began in
-// tcp_recvmsg, before the socket's proto became tcp_bpf, and waits on the
-// receive queue; the next request goes through the verdict, which passes
-// it (a task is blocked on the socket) into the psock's ingress_msg, where
-// that read() never looks. The request is neither answered nor delivered.
+// unread, nothing unsent. Adopted, the read() that began in tcp_recvmsg,
+// before the socket's proto became tcp_bpf, would wait on the receive
+// queue, while the verdict passed the next request (a task is blocked on
+// the socket) into the psock's ingress_msg, where that read() never
+// looks: neither answered nor delivered. AdoptConnection refuses such a
+// connection (a task blocked on it: SANTA_SO_ADOPTABLE), and the
+// application answers.
 func TestTCPAdoptWhileApplicationBlocksInReceive(t *testing.T) {
 	r := newTCPRig(t, "tcp4", "127.0.0.1:0", appServer{blocking: true})
 	defer r.back()
