@@ -163,8 +163,8 @@ func (t *tcpPlane) attachHooks() error {
 // AdoptConnection puts an established connection, accepted on the
 // registered listener svc before it was registered, under its rules
 // (internal/daemon's AdoptConnections finds such connections). Only
-// an idle connection is adopted (nothing unread, nothing unsent, no task
-// blocked in a call on it): the
+// an idle connection is adopted (nothing unread, nothing unsent, no data
+// received after the last sent, no task blocked in a call on it): the
 // application may be in the middle of a reply otherwise, which a kernel
 // answer must not overtake, or asleep in a receive that would never see
 // the next request. The fd may be closed afterwards.
@@ -210,6 +210,21 @@ func (t *tcpPlane) adopt(svc model.ServiceID, listener, conn model.SocketInfo, f
 	}
 	if unread != 0 || unsent != 0 {
 		return fmt.Errorf("%d bytes unread, %d unsent: %w", unread, unsent, model.ErrBusy)
+	}
+	// Data came after the last the application sent, or it never sent
+	// any: it may be answering a request it read, and a kernel reply to
+	// the next one would overtake its reply. Times are ticks (4 ms at
+	// HZ=250): a request that came in the same tick as the last data
+	// left is not seen; nor is a reply the application has begun and not
+	// finished, or requests it read together and answers one by one
+	// (docs/tcp.md, "Attach").
+	if tcpInfo.Bytes_received > 0 && tcpInfo.Bytes_sent == 0 {
+		return fmt.Errorf("%d bytes received, none sent: the application may be answering them: %w",
+			tcpInfo.Bytes_received, model.ErrBusy)
+	}
+	if tcpInfo.Last_data_recv < tcpInfo.Last_data_sent {
+		return fmt.Errorf("data received %d ms ago, after the last sent %d ms ago: the application may be answering it: %w",
+			tcpInfo.Last_data_recv, tcpInfo.Last_data_sent, model.ErrBusy)
 	}
 	// A task asleep in a receive on the connection: that receive began
 	// before the socket joined the sockhash and reads the receive queue
