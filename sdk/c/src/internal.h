@@ -218,6 +218,10 @@ SANTA_HIDDEN int santa_call_simple(struct santa_client *c, struct santa_msg *req
  * next page's start, or a negative errno if next does not move on. */
 SANTA_HIDDEN int santa_page_next(struct santa_client *c, uint32_t start, uint32_t count,
 				 uint32_t last, uint32_t next, uint32_t *out);
+/* Appends a page's count items of size bytes to the array *all of *n
+ * (paging.c); -ENOMEM, the array left as it was, if it cannot grow. */
+SANTA_HIDDEN int santa_page_append(struct santa_client *c, void **all, size_t *n, const void *items,
+				   uint32_t count, size_t size);
 
 /* Room for one fd's SCM_RIGHTS message, aligned as a cmsghdr must be. */
 union santa_fd_ctl {

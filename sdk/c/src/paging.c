@@ -19,6 +19,23 @@ int santa_page_next(struct santa_client *c, uint32_t start, uint32_t count, uint
 	return 0;
 }
 
+/* Appends a page's count items of size bytes to the array *all of *n. */
+int santa_page_append(struct santa_client *c, void **all, size_t *n, const void *items, uint32_t count,
+		      size_t size)
+{
+	char *grown;
+
+	if (!count)
+		return 0;
+	grown = realloc(*all, (*n + count) * size);
+	if (!grown)
+		return santa_err_local(c, -ENOMEM, SANTA_NO_INDEX, "out of memory");
+	memcpy(grown + *n * size, items, count * size);
+	*all = grown;
+	*n += count;
+	return 0;
+}
+
 int santa_list_rules(struct santa_client *client, uint32_t service_id, santa_rule_fn fn,
 		     void *ctx)
 {
@@ -76,17 +93,10 @@ int santa_rule_stats(struct santa_client *client, uint32_t service_id,
 		if (err)
 			break;
 		count = rep.u.counters.count;
-		if (count) {
-			struct santa_rule_counters *grown = realloc(all, (n + count) * sizeof(*all));
-
-			if (!grown) {
-				santa_msg_release(&rep);
-				err = santa_err_local(client, -ENOMEM, SANTA_NO_INDEX, "out of memory");
-				break;
-			}
-			all = grown;
-			memcpy(all + n, rep.u.counters.counters, count * sizeof(*all));
-			n += count;
+		err = santa_page_append(client, (void **)&all, &n, rep.u.counters.counters, count, sizeof(*all));
+		if (err) {
+			santa_msg_release(&rep);
+			break;
 		}
 		last = count ? rep.u.counters.counters[count - 1].rule_id : 0;
 		err = santa_page_next(client, start, count, last, rep.u.counters.next, &start);

@@ -55,17 +55,10 @@ int santa_list_services(struct santa_client *client, struct santa_service **out,
 		if (err)
 			break;
 		count = rep.u.services.count;
-		if (count) {
-			struct santa_service *grown = realloc(all, (n + count) * sizeof(*all));
-
-			if (!grown) {
-				santa_msg_release(&rep);
-				err = santa_err_local(client, -ENOMEM, SANTA_NO_INDEX, "out of memory");
-				break;
-			}
-			all = grown;
-			memcpy(all + n, rep.u.services.services, count * sizeof(*all));
-			n += count;
+		err = santa_page_append(client, (void **)&all, &n, rep.u.services.services, count, sizeof(*all));
+		if (err) {
+			santa_msg_release(&rep);
+			break;
 		}
 		last = count ? rep.u.services.services[count - 1].service_id : 0;
 		if (client->info.version < 7)
