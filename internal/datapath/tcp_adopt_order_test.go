@@ -3,7 +3,6 @@ package datapath
 import (
 	"io"
 	"net"
-	"sync"
 	"testing"
 	"time"
 )
@@ -125,27 +124,7 @@ func TestTCPReplyFallbackKeepsOrder(t *testing.T) {
 	if _, err := r.d.AddRule(r.svc, tcpRule(midReq, midReply)); err != nil {
 		t.Fatal(err)
 	}
-	stop := make(chan struct{})
-	churned := make(chan struct{})
-	go func() {
-		defer close(churned)
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			id, err := r.d.AddRule(r.svc, tcpRule(hotReq, hotReply))
-			if err == nil {
-				err = r.d.DeleteRule(id)
-			}
-			if err != nil {
-				t.Error(err)
-				return
-			}
-		}
-	}()
-	stopChurn := sync.OnceFunc(func() { close(stop); <-churned })
+	stopChurn := churnHotRule(t, r)
 	defer stopChurn()
 	sent := []string{hotReq, midReq, midReq, midReq}
 	deadline := time.Now().Add(60 * time.Second)

@@ -688,24 +688,19 @@ func TestTCPRemovedListenerReleasesConnections(t *testing.T) {
 	r.expectNothingUnread(t)
 }
 
-// A rule deleted and added again under traffic: every request is answered
-// once, by the kernel or (from the first time the rule was missing, in the
-// verdict or later in the reply program) by the application, and nothing
-// stays counted as unread.
-func TestTCPRulesChangeUnderTraffic(t *testing.T) {
-	r := newTCPRig(t, "tcp4", "127.0.0.1:0", appServer{})
-	defer r.back()
-	if _, err := r.d.AddRule(r.svc, tcpRule(midReq, midReply)); err != nil {
-		t.Fatal(err)
-	}
-	stop := make(chan struct{})
+// churnHotRule adds the hot rule and deletes it again, over and over,
+// until stop, which says how many times. The caller stops it on every way
+// out (defer): a churn that outlives the test would use the datapath
+// after its cleanup closed it.
+func churnHotRule(t *testing.T, r *tcpRig) (stop func() int) {
+	quit := make(chan struct{})
 	churned := make(chan int, 1)
 	go func() {
 		n := 0
 		defer func() { churned <- n }()
 		for ; ; n++ {
 			select {
-			case <-stop:
+			case <-quit:
 				return
 			default:
 			}
@@ -719,9 +714,20 @@ func TestTCPRulesChangeUnderTraffic(t *testing.T) {
 			}
 		}
 	}()
-	// Stopped on every way out: a churn that outlives the test would use
-	// the datapath after its cleanup closed it.
-	stopChurn := sync.OnceValue(func() int { close(stop); return <-churned })
+	return sync.OnceValue(func() int { close(quit); return <-churned })
+}
+
+// A rule deleted and added again under traffic: every request is answered
+// once, by the kernel or (from the first time the rule was missing, in the
+// verdict or later in the reply program) by the application, and nothing
+// stays counted as unread.
+func TestTCPRulesChangeUnderTraffic(t *testing.T) {
+	r := newTCPRig(t, "tcp4", "127.0.0.1:0", appServer{})
+	defer r.back()
+	if _, err := r.d.AddRule(r.svc, tcpRule(midReq, midReply)); err != nil {
+		t.Fatal(err)
+	}
+	stopChurn := churnHotRule(t, r)
 	defer stopChurn()
 	kernel, app := 0, 0
 	for range 100 {
