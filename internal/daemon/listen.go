@@ -73,7 +73,10 @@ func chmodSocket(path string, mode os.FileMode) error {
 		return fmt.Errorf("%s is no longer the socket santad created, but %v", path, st.Mode())
 	}
 	err = unix.Fchmodat(unix.AT_FDCWD, path, uint32(mode.Perm()), unix.AT_SYMLINK_NOFOLLOW)
-	if errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.ENOSYS) {
+	// EPERM on santad's own new socket: a seccomp filter that does not
+	// know fchmodat2 (santad.service's, under a systemd before 255, which
+	// refuses unknown calls with EPERM).
+	if errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.ENOSYS) || errors.Is(err, unix.EPERM) {
 		return os.Chmod(path, mode)
 	}
 	if err != nil {
