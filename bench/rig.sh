@@ -30,10 +30,11 @@
 #                  Both CPU options need --threaded-napi: without it veth NAPI
 #                  runs in the sender's softirq and there is nothing to pin.
 # --socket-queue   gives each veth a second queue (a ring and a NAPI kthread
-#                  of its own, on the same CPU) and steers the client CPU's
-#                  socket traffic (TCP, socket clients) into the server's
-#                  queue that the XDP generator does not use (veth puts an
-#                  XDP_TX frame in the peer's queue <sending CPU> % queues),
+#                  of its own, on the same CPU) and steers the client's
+#                  socket traffic (TCP, socket clients), sent from any CPU,
+#                  into the server's queue that the XDP generator on the
+#                  client CPU does not use (veth puts an XDP_TX frame in
+#                  the peer's queue <sending CPU> % queues),
 #                  as a NIC's RSS spreads flows over its rings. With one
 #                  queue, the generator's flood fills the server's 256-frame
 #                  ring whenever its NAPI kthread waits behind a task, and
@@ -101,15 +102,31 @@ threaded() {
 	done
 }
 
-# steer_sockets NETNS DEV CPU: DEV's socket traffic sent from CPU leaves by
-# the transmit queue (and so reaches the peer's receive queue) that XDP_TX
-# from CPU does not: XPS maps CPU to that queue alone.
+# cpu_mask_all: the hex mask of every CPU this machine may have, in the
+# comma-separated 32-bit groups the kernel's bitmap parser takes.
+cpu_mask_all() {
+	local n mask= k
+	n=$(nproc --all)
+	while [ "$n" -gt 0 ]; do
+		k=$((n < 32 ? n : 32))
+		mask=$(printf '%x' $(((1 << k) - 1)))${mask:+,$mask}
+		n=$((n - k))
+	done
+	echo "$mask"
+}
+
+# steer_sockets NETNS DEV CPU: DEV's socket traffic leaves by the transmit
+# queue (and so reaches the peer's receive queue) that XDP_TX from CPU does
+# not: XPS maps every CPU to that queue alone. Every CPU, not CPU alone: TCP
+# also sends from other CPUs (segments the TCP small-queues limit held back
+# go out when the peer's NAPI frees the ones before them, on the server
+# CPU), and a CPU without a map would hash the flow onto either queue.
 steer_sockets() {
 	local ns=$1 dev=$2 cpu=$3 xdp_queue
 	xdp_queue=$((cpu % 2))
 	ip netns exec "$ns" sh -c "echo 0 > /sys/class/net/$dev/queues/tx-$xdp_queue/xps_cpus &&
-		printf '%x' $((1 << cpu)) > /sys/class/net/$dev/queues/tx-$((1 - xdp_queue))/xps_cpus" ||
-		die "cannot steer $dev's socket traffic from CPU $cpu"
+		echo $(cpu_mask_all) > /sys/class/net/$dev/queues/tx-$((1 - xdp_queue))/xps_cpus" ||
+		die "cannot steer $dev's socket traffic away from CPU $cpu's XDP_TX queue"
 }
 
 up() {
