@@ -65,6 +65,10 @@ static __always_inline __u8 santa_move(struct sock *sk, __u64 cookie, struct san
 	struct santa_conn conn = *prev;
 	struct santa_service *svc;
 
+	/* Idle: its last reply was sent whole; and its slot is the earlier
+	 * data plane's. */
+	__builtin_memset(&conn.reply, 0, sizeof(conn.reply));
+
 	bpf_map_delete_elem(&prev_tcp_conns, &cookie);
 	if (!bpf_map_delete_elem(&prev_connections, &cookie) && santa_own_maps)
 		santa_place_give(conn.owner, 0);

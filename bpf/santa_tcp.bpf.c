@@ -375,14 +375,19 @@ int santa_tcp_verdict(struct __sk_buff *skb)
 	return verdict;
 }
 
-/* Whether the message is one the verdict bounced: those are sent by the
- * socket's sockmap worker, a kernel thread; the application's own sends
- * come from the application. */
-static __always_inline int santa_bounced(struct santa_conn *conn)
+/* Whether the message is sent by the socket's sockmap worker, a kernel
+ * thread; the application's own sends come from the application. */
+static __always_inline int santa_from_worker(void)
 {
 	struct task_struct *task = bpf_get_current_task_btf();
 
-	return conn->pending > 0 && (task->flags & PF_KTHREAD);
+	return task->flags & PF_KTHREAD;
+}
+
+/* Whether the message is a request the verdict bounced. */
+static __always_inline int santa_bounced(struct santa_conn *conn)
+{
+	return conn->pending > 0 && santa_from_worker();
 }
 
 /* sk_msg and sockopt programs may not call bpf_get_socket_cookie: the
@@ -396,6 +401,113 @@ static __always_inline __u64 santa_sock_cookie(struct bpf_sock *sk)
 		return 0;
 	ksk = bpf_rdonly_cast(sk, bpf_core_type_id_kernel(struct sock));
 	return ksk->__sk_common.skc_cookie.counter;
+}
+
+/* The connection's TCP state, read only. */
+static __always_inline struct tcp_sock *santa_msg_tcp_sock(struct sk_msg_md *msg)
+{
+	return bpf_rdonly_cast(msg->sk, bpf_core_type_id_kernel(struct tcp_sock));
+}
+
+/* The verdict on a message made a reply (or the rest of one): sent on the
+ * connection, as a redirect to its own egress rather than a pass. The
+ * sockmap worker's send does not wait; when TCP takes only part of a
+ * passed message, the kernel keeps the pass as its verdict on the
+ * connection's next message (tcp_bpf_send_verdict leaves psock->eval set
+ * when the send fails): the worker's second try of the same request would
+ * go out as it is, unseen by this program. A redirect's verdict is
+ * cleared before its send, so that second try comes here, and the rest of
+ * the reply is built (santa_reply_rest). */
+static __always_inline int santa_send_reply(struct sk_msg_md *msg, __u64 cookie)
+{
+	return bpf_msg_redirect_hash(msg, &tcp_conns, &cookie, 0);
+}
+
+/* Notes the reply just built into the message, which TCP may take only
+ * part of (santa_open_reply). Nothing else is written to the connection
+ * before TCP takes what it takes: the redirect drops the socket's lock for
+ * a moment, but only the application could write then, and it does not
+ * while the connection has a request bounced (it has read none it has not
+ * answered). */
+static __always_inline void santa_reply_opened(struct sk_msg_md *msg, struct santa_conn *conn,
+					       struct santa_rule *rule, __u32 plen)
+{
+	__u32 *gen = santa_slot_gen(rule->slot);
+
+	conn->reply.seq = santa_msg_tcp_sock(msg)->write_seq;
+	conn->reply.slot = rule->slot;
+	conn->reply.gen = gen ? *(volatile __u32 *)gen : 0;
+	conn->reply.request_len = plen;
+	conn->reply.len = rule->reply_len;
+}
+
+/* How many bytes of the connection's last reply TCP has not taken: the
+ * send that queued it ended part way. 0 once it took all of them (and the
+ * record is closed, before anything else is written: write_seq cannot
+ * wrap around back into the reply). */
+static __always_inline __u32 santa_reply_unsent(struct sk_msg_md *msg, struct santa_conn *conn)
+{
+	__u32 taken;
+
+	if (!conn->reply.len)
+		return 0;
+	taken = santa_msg_tcp_sock(msg)->write_seq - conn->reply.seq;
+	if (taken < conn->reply.len)
+		return conn->reply.len - taken;
+	conn->reply.len = 0;
+	return 0;
+}
+
+/* Copies the request the sockmap worker is sending, len bytes, to s: the
+ * head of the socket's sockmap queue, where it stays until all of it is
+ * sent, made linear by the verdict (bpf_skb_pull_data). The message may
+ * hold only its end. */
+static __always_inline int santa_worker_request(struct sk_msg_md *msg, __u32 len, struct santa_scratch *s)
+{
+	struct sk_psock *psock = santa_psock(bpf_rdonly_cast(msg->sk, bpf_core_type_id_kernel(struct sock)));
+	struct sk_buff *skb;
+
+	if (!psock || !psock->ingress_skb.qlen || len == 0 || len > SANTA_MAX_TCP_REQUEST)
+		return -1;
+	skb = bpf_rdonly_cast(psock->ingress_skb.next, bpf_core_type_id_kernel(struct sk_buff));
+	if (skb->len != len || skb->data_len)
+		return -1;
+	return bpf_probe_read_kernel(s->buf, len, skb->data) ? -1 : 0;
+}
+
+/* The sockmap worker sends a request again whose reply TCP took only part
+ * of (santa_open_reply): the message becomes the rest of that reply, from
+ * the same rule body. If the body's slot was freed since (its rule
+ * replaced or deleted, and a grace period over), the rest cannot be known:
+ * the message is dropped, and the worker ends the connection with an error
+ * (the client has part of a reply; nothing it reads after could be
+ * trusted). */
+static __always_inline int santa_reply_rest(struct sk_msg_md *msg, struct santa_conn *conn, __u64 cookie,
+					    __u32 unsent, struct santa_reply_memory *mem)
+{
+	struct santa_open_reply *open = &conn->reply;
+	__u32 *gen = santa_slot_gen(open->slot), cap = 0;
+	struct santa_rule *body;
+
+	if (!mem || !gen || *(volatile __u32 *)gen != open->gen)
+		goto broken;
+	body = santa_rule_at(open->slot, &cap);
+	if (!body || body->reply_len != open->len || open->len > cap || unsent > open->len)
+		goto broken;
+	if (body->ncopies && santa_worker_request(msg, open->request_len, &mem->request))
+		goto broken;
+	if (santa_msg_build_reply(msg, body, mem, open->len - unsent, msg->size))
+		goto broken;
+	/* Read again: the slot may have been freed and written while the
+	 * body was copied. */
+	if (*(volatile __u32 *)gen != open->gen)
+		goto broken;
+	santa_count_tcp_path(SANTA_TCP_REPLY_REST);
+	return santa_send_reply(msg, cookie);
+
+broken:
+	santa_count_tcp_path(SANTA_TCP_REPLY_BROKEN);
+	return SK_DROP;
 }
 
 /* The request, bounced by the verdict, becomes its reply; or, if that
@@ -418,7 +530,7 @@ static __always_inline int santa_reply(struct sk_msg_md *msg, struct santa_conn 
 	rule = santa_tcp_match(&mem->request, svc, plen);
 	if (!rule)
 		goto fallback;
-	built = santa_msg_build_reply(msg, rule, mem, plen);
+	built = santa_msg_build_reply(msg, rule, mem, 0, plen);
 	if (built > 0)
 		goto fallback;
 	if (built < 0) {
@@ -428,12 +540,13 @@ static __always_inline int santa_reply(struct sk_msg_md *msg, struct santa_conn 
 		santa_count_tcp_path(SANTA_TCP_REPLY_BROKEN);
 		return SK_DROP;
 	}
+	santa_reply_opened(msg, conn, rule, plen);
 	santa_count_service(svc->id, SANTA_SVC_MATCHED);
 	santa_count_rule(rule->rule_id, rule->reply_len);
 	santa_count_tcp_path(SANTA_TCP_ANSWERED);
 	if (conn->flags & SANTA_CONN_MC)
 		santa_mc_kernel_reply(cookie);
-	return SK_PASS;
+	return santa_send_reply(msg, cookie);
 
 fallback:
 	/* The request, unchanged, goes to the application after all, in its
@@ -465,10 +578,19 @@ int santa_tcp_reply(struct sk_msg_md *msg)
 	struct santa_reply_memory *mem;
 	struct santa_conn *conn;
 	int verdict = SK_PASS;
+	__u32 unsent;
 
 	conn = bpf_map_lookup_elem(&connections, &cookie);
 	if (!conn)
 		return SK_PASS;
+	unsent = santa_reply_unsent(msg, conn);
+	if (unsent && santa_from_worker()) {
+		mem = santa_take_reply_memory();
+		verdict = santa_reply_rest(msg, conn, cookie, unsent, mem);
+		if (mem)
+			santa_give(&mem->busy);
+		return verdict;
+	}
 	if (!santa_bounced(conn)) {
 		/* The application's own message: memcached's replies are
 		 * parsed, the rest leaves untouched. */

@@ -78,6 +78,34 @@ struct {
 	__type(value, struct santa_rule_huge);
 } rules_huge SEC(".maps");
 
+/* How many times each rule slot was freed for reuse, written by user space
+ * (reclaim.go) before the slot goes back to its pool: a slot whose count
+ * is what it was still holds the body it held then. Only the TCP reply
+ * program reads it, to build the rest of a reply TCP took part of long
+ * after the rule was matched (santa_open_reply). A slot's count is number
+ * 4 * its number + its class; two to an element, as a mapped array rounds
+ * each element up to 8 bytes. Mapped by user space. */
+struct santa_slot_gen_pair {
+	__u32 count[2];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(max_entries, 2); /* load time: 2 * (rules + 1) */
+	__type(key, __u32);
+	__type(value, struct santa_slot_gen_pair);
+} slot_gens SEC(".maps");
+
+/* slot's count in slot_gens, or NULL. */
+static __always_inline __u32 *santa_slot_gen(__u32 slot)
+{
+	__u32 at = (slot & ((1u << SANTA_SLOT_CLASS_SHIFT) - 1)) << 2 | slot >> SANTA_SLOT_CLASS_SHIFT, pair = at >> 1;
+	struct santa_slot_gen_pair *p = bpf_map_lookup_elem(&slot_gens, &pair);
+
+	return p ? &p->count[at & 1] : NULL;
+}
+
 /* After a lookup in one of several maps chosen by a switch: keeps that
  * lookup a call of its own. Written as a plain switch, the compiler merges
  * the calls into one with the map chosen before it, and a call site that

@@ -424,6 +424,22 @@ enum santa_handover_result {
 	SANTA_HANDOVER_LEFT = 4,     /* still not idle at the last pass: passes everything, stays */
 };
 
+/* The last reply the kernel built on a connection, kept until TCP has taken
+ * all of it. The sockmap worker's send does not wait: when the send buffer
+ * fills part way through a reply, TCP keeps what it took, the rest is
+ * freed, and the worker sends the request again later. The reply program
+ * then builds the rest of this reply from the same rule body, so long as
+ * that slot was not freed since (slot_gens), and nothing else
+ * (santa_reply_rest). */
+struct santa_open_reply {
+	__u32 seq;         /* tcp_sock.write_seq where the reply starts */
+	__u32 len;         /* its length; 0: none open */
+	__u32 slot;        /* its rule's body */
+	__u32 gen;         /* that slot's generation when the reply was built */
+	__u32 request_len; /* the request it answers, for its copy processors */
+	__u32 pad;
+};
+
 struct santa_conn {
 	__u64 listener; /* cookie of the registered listening socket: its service */
 	__u32 pending;  /* bounced requests not yet turned into replies */
@@ -432,6 +448,7 @@ struct santa_conn {
 	__u32 fin_held; /* when the client's FIN was first held back (ms since boot, mod 2^32, | 1); 0: never */
 	__u32 owner;    /* its place's slot in conn_owners: given back there when the entry is deleted */
 	__u32 pad;
+	struct santa_open_reply reply;
 };
 
 /* The connection places one uid's TCP listeners hold (conn_owners, by a
@@ -467,13 +484,14 @@ enum santa_tcp_path {
 	SANTA_TCP_BUSY,            /* verdict: too many requests bounced and not yet answered */
 	SANTA_TCP_ERROR,           /* verdict: the request could not be read or bounced */
 	SANTA_TCP_REPLY_FALLBACK,  /* sk_msg: the rule went meanwhile, the reply could not be built, or (preemptible kernels) the reply memory was in use: the request goes to the application */
-	SANTA_TCP_REPLY_BROKEN,    /* sk_msg: the message was changed but the reply not completed: dropped */
+	SANTA_TCP_REPLY_BROKEN,    /* sk_msg: the message was changed but the reply not completed, or the rest of a reply TCP took part of could not be built (its rule's slot was freed since): dropped, the connection ends in an error */
 	SANTA_TCP_NEW_CONN,        /* sock_ops: a connection of a registered listener was added */
 	SANTA_TCP_CONN_FULL,       /* sock_ops: the connections map or sockhash was full */
 	SANTA_TCP_APP_RECEIVING,   /* verdict: the application is inside a receive call on the connection */
 	SANTA_TCP_FIN,             /* verdict: the segment also ends the client's stream, or the stream has ended */
 	SANTA_TCP_FIN_HELD,        /* cgroup skb: a client's FIN dropped, to come again once the kernel has sent its replies */
 	SANTA_TCP_NO_BUFFER,       /* verdict: every request buffer of its CPU was taken by runs it interrupted */
+	SANTA_TCP_REPLY_REST,      /* sk_msg: the rest of a reply the send buffer had room for only part of */
 	SANTA_TCP_CONN_QUOTA,      /* sock_ops: the listener's uid holds every connection place its quota allows */
 	SANTA_TCP_NPATHS,
 };

@@ -114,10 +114,12 @@ __noinline int santa_window_store(struct sk_msg_md *msg, struct santa_window *w,
 	return 0;
 }
 
-/* Writes the rule's reply over the message's first bytes, window by
- * window: the template (read with bpf_probe_read_kernel, whichever class's
- * map holds it), the copies over it, then into the message. */
-__noinline int santa_msg_write(struct sk_msg_md *msg, struct santa_rule *rule, struct santa_reply_memory *mem)
+/* Writes the rule's reply from byte from on over the message's first bytes,
+ * window by window: the template (read with bpf_probe_read_kernel,
+ * whichever class's map holds it), the copies over it, then into the
+ * message. */
+__noinline int santa_msg_write(struct sk_msg_md *msg, struct santa_rule *rule, struct santa_reply_memory *mem,
+			       __u32 from)
 {
 	struct santa_rule *body;
 	struct santa_scratch *s;
@@ -131,46 +133,47 @@ __noinline int santa_msg_write(struct sk_msg_md *msg, struct santa_rule *rule, s
 	s = &mem->request;
 	w = &mem->window;
 	to = rule->reply_len;
-	/* The same rule, from its class's map: rule is only its head here. */
+	/* The same rule, from its class's map: rule may be only its head. */
 	body = santa_rule_at(rule->slot, &cap);
-	if (!body || to > cap)
+	if (!body || to > cap || from >= to)
 		return -1;
 	tmpl = santa_rule_reply(body);
 	santa_for(i, 0, SANTA_MAX_TCP_REPLY / SANTA_REPLY_WINDOW + 1)
 	{
-		__u32 off = i * SANTA_REPLY_WINDOW, len;
+		__u32 off = from + i * SANTA_REPLY_WINDOW, len;
 
 		if (off >= to)
 			break;
 		len = to - off < SANTA_REPLY_WINDOW ? to - off : SANTA_REPLY_WINDOW;
 		if (bpf_probe_read_kernel(w->buf, len, tmpl + off) || santa_window_copies(w, rule, s, off, len) ||
-		    santa_window_store(msg, w, off, len))
+		    santa_window_store(msg, w, off - from, len))
 			return -1;
 	}
 	return 0;
 }
 
 /*
- * Makes the message, the request (plen bytes, also in s), the rule's reply.
- * Returns 1 if the message was left unchanged (it still is the request),
- * -1 if it was changed and is now neither, 0 on success.
+ * Makes the message, msize bytes of the request (all of it also in s), the
+ * rule's reply from byte from on. Returns 1 if the message was left
+ * unchanged, -1 if it was changed and is now neither, 0 on success.
  */
 static __always_inline int santa_msg_build_reply(struct sk_msg_md *msg, struct santa_rule *rule,
-						 struct santa_reply_memory *mem, __u32 plen)
+						 struct santa_reply_memory *mem, __u32 from, __u32 msize)
 {
-	__u32 rlen = rule->reply_len, cap = 0;
+	__u32 rlen = rule->reply_len, cap = 0, n;
 
-	if (!santa_rule_at(rule->slot, &cap) || rlen == 0 || rlen > cap)
+	if (!santa_rule_at(rule->slot, &cap) || from >= rlen || rlen > cap)
 		return 1;
+	n = rlen - from;
 	/* The reply gets an element of its own in front of the request, whose
 	 * elements are then dropped: TCP sends each element with its own
 	 * tcp_sendmsg_locked call (with TCP_NODELAY, its own segment), so the
 	 * reply leaves as one segment. */
-	if (bpf_msg_push_data(msg, 0, rlen, 0))
+	if (bpf_msg_push_data(msg, 0, n, 0))
 		return 1;
-	if (bpf_msg_pop_data(msg, rlen, plen, 0))
-		return bpf_msg_pop_data(msg, 0, rlen, 0) ? -1 : 1;
-	return santa_msg_write(msg, rule, mem) ? -1 : 0;
+	if (bpf_msg_pop_data(msg, n, msize, 0))
+		return bpf_msg_pop_data(msg, 0, n, 0) ? -1 : 1;
+	return santa_msg_write(msg, rule, mem, from) ? -1 : 0;
 }
 
 #endif /* SANTA_TCP_REPLY_H */

@@ -104,6 +104,7 @@ func (l *loaded) udpSpec(opts Options) (*ebpf.CollectionSpec, error) {
 		sizeChunks(spec, m, opts.MaxRules)
 	}
 	spec.Maps["rules_huge"].MaxEntries = opts.MaxRules
+	spec.Maps["slot_gens"].MaxEntries = slotGenEntries(opts.MaxRules)
 	spec.Maps["rule_index"].MaxEntries = uint32(len(l.index.keys))
 	spec.Maps["rule_stats"].MaxEntries = opts.MaxRules
 	if err := spec.Variables["santa_reply_ttl"].Set(opts.ReplyTTL); err != nil {
@@ -122,7 +123,7 @@ func (l *loaded) udpSpec(opts Options) (*ebpf.CollectionSpec, error) {
 // tcpShared are the maps santa_tcp shares with santa_udp.
 var tcpShared = []string{
 	"services", "rule_index", "rules_small", "rules_medium", "rules_large", "rules_huge",
-	"rule_stats", "service_stats", "mc_slots", "mc_domains", "mc_stats", "mc_live",
+	"slot_gens", "rule_stats", "service_stats", "mc_slots", "mc_domains", "mc_stats", "mc_live",
 	"mc_conns", "mc_udp_state", "mc_fresh", "mc_mortal",
 }
 

@@ -89,6 +89,7 @@ func (st *store) reclaim() {
 	st.waiting = nil
 	st.removeIndex(st.unusedIndexKeys(batch.index))
 	for _, s := range batch.slots {
+		st.gens.freed(s)
 		st.freeSlot(s)
 	}
 	for _, id := range batch.ids {

@@ -95,6 +95,7 @@ var tcpPathNames = map[santaTcpSantaTcpPath]string{
 	santaTcpSantaTcpPathSANTA_TCP_FIN:            "tcp_fin",
 	santaTcpSantaTcpPathSANTA_TCP_FIN_HELD:       "tcp_fin_held",
 	santaTcpSantaTcpPathSANTA_TCP_NO_BUFFER:      "tcp_no_buffer",
+	santaTcpSantaTcpPathSANTA_TCP_REPLY_REST:     "tcp_reply_rest",
 }
 
 // pathNames are the enum santa_path names, lower-cased, for reports.

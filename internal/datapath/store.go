@@ -32,6 +32,7 @@ type store struct {
 	ruleIDs  idPool
 	reserved map[model.RuleID]bool // rule ids taken by ReserveRuleIDs, not yet landed
 	slots    [ruleClasses]idPool   // slot numbers by size class
+	gens     *slotGens             // how many times each slot was freed
 	chunks   [hugeRule]chunks      // bodies of the UDP classes
 	index    *indexTable           // where each rule_index entry lies
 	indexIDs uint32
@@ -49,8 +50,13 @@ type store struct {
 // reclaimer runs until close.
 func newStore(objs *santaObjects, tcp *tcpPlane, index *indexTable, chunks [hugeRule]chunks,
 	maxServices, maxRules uint32) (*store, error) {
+	gens, err := newSlotGens(objs.SlotGens)
+	if err != nil {
+		return nil, err
+	}
 	b, err := newBarrier()
 	if err != nil {
+		gens.close()
 		return nil, err
 	}
 	st := &store{
@@ -63,6 +69,7 @@ func newStore(objs *santaObjects, tcp *tcpPlane, index *indexTable, chunks [huge
 		ruleIDs:   newIDPool(0, maxRules),
 		reserved:  make(map[model.RuleID]bool),
 		chunks:    chunks,
+		gens:      gens,
 		index:     index,
 		barrier:   b,
 		kick:      make(chan struct{}, 1),
@@ -82,7 +89,7 @@ func (st *store) close() error {
 	close(st.kick)
 	<-st.reclaimed
 	st.barrier.Close()
-	var errs []error
+	errs := []error{st.gens.close()}
 	for c := range st.chunks {
 		errs = append(errs, st.chunks[c].Close())
 	}
