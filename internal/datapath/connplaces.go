@@ -7,7 +7,6 @@ import (
 	"unsafe"
 
 	"github.com/cilium/ebpf"
-	"golang.org/x/sys/unix"
 
 	"github.com/santa-offload/santa/internal/model"
 )
@@ -40,22 +39,15 @@ type connOwners struct {
 const ownerSize = uint32(unsafe.Sizeof(santaTcpSantaConnOwner{}))
 
 func newConnOwners(m *ebpf.Map) (*connOwners, error) {
-	mem, err := unix.Mmap(m.FD(), 0, int(m.MaxEntries()*ownerSize), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	mem, err := mapMemory(m)
 	if err != nil {
-		return nil, fmt.Errorf("mapping conn_owners: %w", err)
+		return nil, err
 	}
 	return &connOwners{mem: mem, slots: map[uint32]uint32{}, uids: make([]uint32, m.MaxEntries()),
 		listeners: map[uint32]int{}}, nil
 }
 
-func (o *connOwners) close() error {
-	if o.mem == nil {
-		return nil
-	}
-	err := unix.Munmap(o.mem)
-	o.mem = nil
-	return err
-}
+func (o *connOwners) close() error { return unmapMemory(&o.mem) }
 
 // slot is the counters of slot s, in the mapped memory.
 func (o *connOwners) slot(s uint32) *santaTcpSantaConnOwner {

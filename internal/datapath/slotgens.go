@@ -1,12 +1,10 @@
 package datapath
 
 import (
-	"fmt"
 	"sync/atomic"
 	"unsafe"
 
 	"github.com/cilium/ebpf"
-	"golang.org/x/sys/unix"
 )
 
 // slotGens counts, per rule slot, how many times the slot was freed for
@@ -24,9 +22,9 @@ type slotGens struct {
 func slotGenEntries(maxRules uint32) uint32 { return 2 * (maxRules + 1) }
 
 func newSlotGens(m *ebpf.Map) (*slotGens, error) {
-	mem, err := unix.Mmap(m.FD(), 0, int(m.MaxEntries()*m.ValueSize()), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	mem, err := mapMemory(m)
 	if err != nil {
-		return nil, fmt.Errorf("mapping slot_gens: %w", err)
+		return nil, err
 	}
 	return &slotGens{mem: mem}, nil
 }
@@ -42,11 +40,4 @@ func (g *slotGens) of(slot uint32) *uint32 {
 	return (*uint32)(unsafe.Pointer(&g.mem[at*4]))
 }
 
-func (g *slotGens) close() error {
-	if g.mem == nil {
-		return nil
-	}
-	err := unix.Munmap(g.mem)
-	g.mem = nil
-	return err
-}
+func (g *slotGens) close() error { return unmapMemory(&g.mem) }
