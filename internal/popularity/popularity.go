@@ -32,7 +32,7 @@ func Parse(s string) (Popularity, error) {
 		return Popularity{}, fmt.Errorf("popularity %q: want uniform or zipf:S", s)
 	}
 	exp, err := strconv.ParseFloat(v, 64)
-	if err != nil || exp < 0 || math.IsInf(exp, 0) {
+	if err != nil || !(exp >= 0) || math.IsInf(exp, 0) { // NaN compares false
 		return Popularity{}, fmt.Errorf("popularity %q: S must be a number ≥ 0", s)
 	}
 	return Popularity{Zipf: true, S: exp}, nil

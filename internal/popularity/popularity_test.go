@@ -12,7 +12,7 @@ func TestParse(t *testing.T) {
 			t.Errorf("Parse(%q) = %v (%q), %v; want %v", in, got, got.String(), err, want)
 		}
 	}
-	for _, bad := range []string{"", "zipf", "zipf:", "zipf:-1", "zipf:x", "pareto:1"} {
+	for _, bad := range []string{"", "zipf", "zipf:", "zipf:-1", "zipf:x", "zipf:NaN", "zipf:nan", "zipf:Inf", "pareto:1"} {
 		if _, err := Parse(bad); err == nil {
 			t.Errorf("Parse(%q) accepted", bad)
 		}
