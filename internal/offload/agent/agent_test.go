@@ -102,6 +102,20 @@ func (r *rig) pollChanged(apex, what string) {
 	}
 }
 
+// rigProbeTimeout is how long the rig's agent waits for an answer: the
+// fake server answers in microseconds, but under the race detector, on a
+// machine loaded with other packages' tests, learning asks waited for
+// more than 100 ms (learnTimeouts, forms not installed).
+const rigProbeTimeout = 400 * time.Millisecond
+
+// shortRecheck gives the agent a recheck budget of 300 ms, for tests of
+// what it deletes when asks do not fit, and asks short enough to fit it
+// twice (Config.Validate).
+func shortRecheck(c *Config) {
+	c.RecheckBudget = Duration(300 * time.Millisecond)
+	c.ProbeTimeout = Duration(100 * time.Millisecond)
+}
+
 func newRig(t *testing.T, config func(*Config)) *rig {
 	r := &rig{t: t, srv: NewReusePortServer(t, "127.0.0.1:0", 2), d: newFakeDaemon(), finder: &servertest.Finder{}}
 	r.srv.SetZone(exampleZone(1, 1))
@@ -109,7 +123,7 @@ func newRig(t *testing.T, config func(*Config)) *rig {
 	r.finder.Set(t, servertest.UDP(r.srv.Conns())...)
 	cfg := DefaultConfig()
 	cfg.UniformAnswers = true
-	cfg.ProbeTimeout = Duration(100 * time.Millisecond) // the race detector is slow
+	cfg.ProbeTimeout = Duration(rigProbeTimeout)
 	cfg.RecheckBudget = Duration(2 * time.Second)
 	cfg.ZonePoll = Duration(time.Hour) // the test polls
 	// The clock stands still within a window: a new zone's forms would
@@ -156,7 +170,10 @@ func hot(passes uint32, name string) HotRequest {
 	return HotRequest{Passes: passes, Key: key(name, TypeA)}
 }
 
-// serverRule is the rule of the server's own answer, asked directly.
+// serverRule is the rule of the server's own answer, asked directly: up
+// to 5 times, a second each, as a datagram can be lost or the server slow
+// on a loaded machine under the race detector (the check is the test's,
+// not the agent's).
 func (r *rig) serverRule(name string) rule.Rule {
 	r.t.Helper()
 	c, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(r.srv.Addr()))
@@ -165,14 +182,17 @@ func (r *rig) serverRule(name string) rule.Rule {
 	}
 	defer c.Close()
 	q := Query(0, 0, name, TypeA)
-	c.Write(q)
-	c.SetReadDeadline(time.Now().Add(time.Second))
 	buf := make([]byte, 2000)
-	n, err := c.Read(buf)
-	if err != nil {
-		r.t.Fatal(err)
+	for range 5 {
+		c.Write(q)
+		c.SetReadDeadline(time.Now().Add(time.Second))
+		var n int
+		if n, err = c.Read(buf); err == nil {
+			return dnsmsg.Rule(q, buf[:n])
+		}
 	}
-	return dnsmsg.Rule(q, buf[:n])
+	r.t.Fatalf("asking the server for %s: %v", name, err)
+	return rule.Rule{}
 }
 
 // installed is the names whose rules service id has, sorted; every rule
@@ -1763,7 +1783,7 @@ func isName(name string) func(*dnsmsg.Message) bool {
 // for want of a serial. A change is still seen, and forms that cannot be
 // re-asked over UDP within the budget are deleted: correctness first.
 func TestSerialOverTCPWhileUDPIsLost(t *testing.T) {
-	r := newRig(t, func(c *Config) { c.RecheckBudget = Duration(300 * time.Millisecond) })
+	r := newRig(t, shortRecheck)
 	r.installAll()
 	r.srv.DropUDP(func(*dnsmsg.Message) bool { return true })
 	tcp := r.srv.TCPAsked()
@@ -1901,7 +1921,10 @@ func TestMaxZonesAsksOnlyFreeZones(t *testing.T) {
 func TestNewZoneFirstPollAfterItsSerial(t *testing.T) {
 	const zones = 12
 	const slow = 40 * time.Millisecond // each new zone's first SOA
-	r := newRig(t, func(c *Config) { c.ZonePoll = Duration(200 * time.Millisecond) })
+	r := newRig(t, func(c *Config) {
+		c.ZonePoll = Duration(200 * time.Millisecond)
+		c.ProbeTimeout = Duration(100 * time.Millisecond) // 2T: 5 zones' slowed asks, not all 12
+	})
 	var mu sync.Mutex
 	asked := map[string][]time.Time{}
 	r.srv.BeforeAnswer(func(m *dnsmsg.Message) {
@@ -2055,7 +2078,7 @@ func TestLearnTimeoutRetriedWithBackoff(t *testing.T) {
 		t.Fatalf("%d learning timeouts, skipped %v; want 4 and none", r.a.stats.learnTimeouts, r.a.stats.skipped)
 	}
 	r.srv.Drop(nil)
-	r.a.cfg.ProbeTimeout = Duration(100 * time.Millisecond) // the rig's, for answers under the race detector
+	r.a.cfg.ProbeTimeout = Duration(rigProbeTimeout)
 	for range 4 {
 		r.tick()
 	}

@@ -4,7 +4,6 @@ import (
 	"slices"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/santa-offload/santa/internal/offload/dnsmsg"
 	"github.com/santa-offload/santa/internal/offload/server/servertest"
@@ -16,7 +15,7 @@ import (
 // the change left: the new answer, not the one listed for it before the
 // change, and not the form the change deleted.
 func TestZoneChangeDuringJoin(t *testing.T) {
-	r := newRig(t, func(c *Config) { c.RecheckBudget = Duration(300 * time.Millisecond) })
+	r := newRig(t, shortRecheck)
 	r.installAll()
 	r.srv.Open(t)
 	r.finder.Set(t, servertest.UDP(r.srv.Conns())...)
@@ -66,7 +65,7 @@ func (r *rig) listJoin() (Santad, *joining) {
 // A form a zone change deleted after the join was listed, before its
 // batch, is not added to the new socket with its old answer.
 func TestJoinAddsNoFormDeletedBeforeItsBatch(t *testing.T) {
-	r := newRig(t, func(c *Config) { c.RecheckBudget = Duration(300 * time.Millisecond) })
+	r := newRig(t, shortRecheck)
 	r.installAll()
 	sd, j := r.listJoin()
 	r.srv.SetZone(exampleZone(2, 99))
@@ -90,7 +89,7 @@ func TestJoinAddsNoFormDeletedBeforeItsBatch(t *testing.T) {
 // that socket is refused (the old rule has its condition), and the join,
 // once it has deleted the old rule, adds the new one.
 func TestJoinWhileAFormIsLearnedAgain(t *testing.T) {
-	r := newRig(t, func(c *Config) { c.RecheckBudget = Duration(300 * time.Millisecond) })
+	r := newRig(t, shortRecheck)
 	r.installAll()
 	sd, j := r.listJoin()
 	done := false // the hook runs again for the window's own adds
@@ -158,7 +157,7 @@ func TestJoinLaterBatchesAfterAChange(t *testing.T) {
 // (refused on the joining socket while the old rule was there) notes it:
 // the install adds it to the socket that lacks it.
 func TestJoinEndsBeforeTheFormLearnedAgainIsNoted(t *testing.T) {
-	r := newRig(t, func(c *Config) { c.RecheckBudget = Duration(300 * time.Millisecond) })
+	r := newRig(t, shortRecheck)
 	r.installAll()
 	sd, j := r.listJoin()
 	var mu sync.Mutex
