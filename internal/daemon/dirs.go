@@ -113,11 +113,12 @@ func openStateDir(dir string) (*os.File, error) {
 		d.Close()
 		return nil, fmt.Errorf("reading state directory %s: %w", dir, err)
 	}
+	owner := dirOwner(uint32(os.Geteuid()))
 	if err := ownDir(dir, &st, "state directory", "santad restores the services and rules of the journal it finds "+
 		"there, and another user could put one there",
-		fmt.Sprintf("remove it and let santad create it (mode %04o), or make it root's and writable by root alone "+
-			"(chown root: %s; chmod %04o %s), or set state_dir to a path under directories only root may write (the default is %s)",
-			stateDirMode, dir, stateDirMode, dir, DefaultConfig().StateDir), false); err != nil {
+		fmt.Sprintf("remove it and let santad create it (mode %04o), or make it %s's and writable by %s alone "+
+			"(chown %s: %s; chmod %04o %s), or set state_dir to a path under directories only root may write (the default is %s)",
+			stateDirMode, owner, owner, owner, dir, stateDirMode, dir, DefaultConfig().StateDir), false); err != nil {
 		d.Close()
 		return nil, err
 	}
@@ -136,9 +137,25 @@ func checkSocketDir(dir string) error {
 	if err := unix.Stat(dir, &st); err != nil {
 		return fmt.Errorf("reading socket directory: %w", &os.PathError{Op: "stat", Path: dir, Err: err})
 	}
+	owner := dirOwner(uint32(os.Geteuid()))
 	return ownDir(dir, &st, "socket's directory", "santad creates its socket there and sets its group and mode, "+
 		"and another user could swap the socket for a symbolic link to a file of theirs, or of root's, "+
 		"to have its group and mode set instead",
-		fmt.Sprintf("make it root's and writable by root alone (chown root: %s; chmod go-w %s), "+
-			"or put the socket in a directory santad creates, such as a new subdirectory of this one", dir, dir), true)
+		fmt.Sprintf("make it %s's and writable by %s alone (chown %s: %s; chmod go-w %s), "+
+			"or put the socket in a directory santad creates, such as a new subdirectory of this one",
+			owner, owner, owner, dir, dir), true)
+}
+
+// dirOwner is who the advice of ownDir's errors says should own santad's
+// directories, as chown takes it: root, or the user santad runs as (euid),
+// who must be able to write them.
+func dirOwner(euid uint32) string {
+	if euid == 0 {
+		return "root"
+	}
+	id := strconv.FormatUint(uint64(euid), 10)
+	if u, err := user.LookupId(id); err == nil {
+		return u.Username
+	}
+	return id
 }

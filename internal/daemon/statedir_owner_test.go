@@ -205,3 +205,13 @@ func TestChmodSocketNotFollowed(t *testing.T) {
 		t.Errorf("the link's target: %v, %v; want it left 0600", st.Mode(), err)
 	}
 }
+
+// The advice names the user santad runs as: a directory only root may
+// write is no use to a santad that is not root.
+func TestDirOwnerAdvice(t *testing.T) {
+	for euid, want := range map[uint32]string{0: "root", 65534: "nobody", 4242424: "4242424"} {
+		if got := dirOwner(euid); got != want {
+			t.Errorf("dirOwner(%d) = %q, want %q", euid, got, want)
+		}
+	}
+}
