@@ -25,7 +25,9 @@
 #include "tcp_maps.h"
 #include "sock_waiters.h"
 
-/* The earlier process's maps (user space passes them in). */
+/* The earlier process's maps (user space passes them in). Of an entry of
+ * prev_connections only its head is read or written (SANTA_CONN_HEAD_SIZE):
+ * user space sets the map's value size to the earlier one's. */
 SANTA_CONNECTIONS_MAP(prev_connections);
 SANTA_TCP_CONNS_MAP(prev_tcp_conns);
 
@@ -62,12 +64,13 @@ static __always_inline int santa_psock_empty(struct sock *sk)
  * left. Otherwise it is the application's alone. */
 static __always_inline __u8 santa_move(struct sock *sk, __u64 cookie, struct santa_conn *prev)
 {
-	struct santa_conn conn = *prev;
+	struct santa_conn conn = {};
 	struct santa_service *svc;
 
-	/* Idle: its last reply was sent whole; and its slot is the earlier
-	 * data plane's. */
-	__builtin_memset(&conn.reply, 0, sizeof(conn.reply));
+	/* Only the head: the earlier process's entries may be shorter. The
+	 * rest, its open reply, is none: the connection is idle (its last
+	 * reply was sent whole), and a slot is the earlier data plane's. */
+	__builtin_memcpy(&conn, prev, SANTA_CONN_HEAD_SIZE);
 
 	bpf_map_delete_elem(&prev_tcp_conns, &cookie);
 	if (!bpf_map_delete_elem(&prev_connections, &cookie) && santa_own_maps)

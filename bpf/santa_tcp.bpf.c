@@ -425,10 +425,9 @@ static __always_inline int santa_send_reply(struct sk_msg_md *msg, __u64 cookie)
 
 /* Notes the reply just built into the message, which TCP may take only
  * part of (santa_open_reply). Nothing else is written to the connection
- * before TCP takes what it takes: the redirect drops the socket's lock for
- * a moment, but only the application could write then, and it does not
- * while the connection has a request bounced (it has read none it has not
- * answered). */
+ * before TCP has taken all of it: a message the application sends
+ * meanwhile carries the rest in front of it (santa_tcp_reply), also in
+ * the moment the redirect drops the socket's lock before its send. */
 static __always_inline void santa_reply_opened(struct sk_msg_md *msg, struct santa_conn *conn,
 					       struct santa_rule *rule, __u32 plen)
 {
@@ -438,7 +437,19 @@ static __always_inline void santa_reply_opened(struct sk_msg_md *msg, struct san
 	conn->reply.slot = rule->slot;
 	conn->reply.gen = gen ? *(volatile __u32 *)gen : 0;
 	conn->reply.request_len = plen;
+	conn->reply.rest_by_app = 0;
 	conn->reply.len = rule->reply_len;
+}
+
+/* Makes the message empty and sends it: nothing leaves, and the worker
+ * counts the request it held as sent. */
+static __always_inline int santa_send_nothing(struct sk_msg_md *msg)
+{
+	if (bpf_msg_pop_data(msg, 0, msg->size, 0)) {
+		santa_count_tcp_path(SANTA_TCP_REPLY_BROKEN);
+		return SK_DROP;
+	}
+	return SK_PASS;
 }
 
 /* How many bytes of the connection's last reply TCP has not taken: the
@@ -458,10 +469,10 @@ static __always_inline __u32 santa_reply_unsent(struct sk_msg_md *msg, struct sa
 	return 0;
 }
 
-/* Copies the request the sockmap worker is sending, len bytes, to s: the
- * head of the socket's sockmap queue, where it stays until all of it is
- * sent, made linear by the verdict (bpf_skb_pull_data). The message may
- * hold only its end. */
+/* Copies the request whose reply is open, len bytes, to s: the head of the
+ * socket's sockmap queue, where it stays until the worker has sent all of
+ * it, made linear by the verdict (bpf_skb_pull_data). The message itself
+ * may hold only its end, or be the application's. */
 static __always_inline int santa_worker_request(struct sk_msg_md *msg, __u32 len, struct santa_scratch *s)
 {
 	struct sk_psock *psock = santa_psock(bpf_rdonly_cast(msg->sk, bpf_core_type_id_kernel(struct sock)));
@@ -476,14 +487,16 @@ static __always_inline int santa_worker_request(struct sk_msg_md *msg, __u32 len
 }
 
 /* The sockmap worker sends a request again whose reply TCP took only part
- * of (santa_open_reply): the message becomes the rest of that reply, from
- * the same rule body. If the body's slot was freed since (its rule
- * replaced or deleted, and a grace period over), the rest cannot be known:
- * the message is dropped, and the worker ends the connection with an error
- * (the client has part of a reply; nothing it reads after could be
- * trusted). */
+ * of (santa_open_reply), or the application sends a message first: the
+ * message becomes the rest of that reply, from the same rule body (the
+ * application's with its own bytes after it). If the body's slot was
+ * freed since (its rule replaced or deleted, and a grace period over), the
+ * rest cannot be known: the message is dropped, and so is every later one
+ * (the kernel keeps the verdict), and the worker ends the connection with
+ * an error (the client has part of a reply; nothing it reads after could
+ * be trusted). */
 static __always_inline int santa_reply_rest(struct sk_msg_md *msg, struct santa_conn *conn, __u64 cookie,
-					    __u32 unsent, struct santa_reply_memory *mem)
+					    __u32 unsent, struct santa_reply_memory *mem, int worker)
 {
 	struct santa_open_reply *open = &conn->reply;
 	__u32 *gen = santa_slot_gen(open->slot), cap = 0;
@@ -496,13 +509,15 @@ static __always_inline int santa_reply_rest(struct sk_msg_md *msg, struct santa_
 		goto broken;
 	if (body->ncopies && santa_worker_request(msg, open->request_len, &mem->request))
 		goto broken;
-	if (santa_msg_build_reply(msg, body, mem, open->len - unsent, msg->size))
+	/* The worker's message (the request, or its end) is replaced; the
+	 * application's is kept, after the rest. */
+	if (santa_msg_build_reply(msg, body, mem, open->len - unsent, worker ? msg->size : 0))
 		goto broken;
 	/* Read again: the slot may have been freed and written while the
 	 * body was copied. */
 	if (*(volatile __u32 *)gen != open->gen)
 		goto broken;
-	santa_count_tcp_path(SANTA_TCP_REPLY_REST);
+	santa_count_tcp_path(worker ? SANTA_TCP_REPLY_REST : SANTA_TCP_REST_BEFORE_APP);
 	return santa_send_reply(msg, cookie);
 
 broken:
@@ -577,19 +592,35 @@ int santa_tcp_reply(struct sk_msg_md *msg)
 	__u64 cookie = santa_sock_cookie(msg->sk);
 	struct santa_reply_memory *mem;
 	struct santa_conn *conn;
-	int verdict = SK_PASS;
+	int verdict = SK_PASS, worker;
 	__u32 unsent;
 
 	conn = bpf_map_lookup_elem(&connections, &cookie);
 	if (!conn)
 		return SK_PASS;
+	worker = santa_from_worker();
 	unsent = santa_reply_unsent(msg, conn);
-	if (unsent && santa_from_worker()) {
+	if (unsent) {
+		/* The worker's next try of the request becomes the rest of
+		 * the reply; a message the application sends first (cut by
+		 * the send buffer, or in the moment the redirect drops the
+		 * socket's lock) gets it in front of its own bytes, which
+		 * would otherwise land inside the reply. A refusal cannot be
+		 * had: the kernel would keep a drop as its verdict on every
+		 * later message (as it keeps a pass, santa_send_reply). */
+		conn->reply.rest_by_app = !worker;
 		mem = santa_take_reply_memory();
-		verdict = santa_reply_rest(msg, conn, cookie, unsent, mem);
+		verdict = santa_reply_rest(msg, conn, cookie, unsent, mem, worker);
 		if (mem)
 			santa_give(&mem->busy);
 		return verdict;
+	}
+	if (worker && conn->reply.rest_by_app) {
+		/* The application's message carried the rest: the request
+		 * whose reply it was, which the worker still holds, is sent
+		 * as nothing. */
+		conn->reply.rest_by_app = 0;
+		return santa_send_nothing(msg);
 	}
 	if (!santa_bounced(conn)) {
 		/* The application's own message: memcached's replies are

@@ -430,14 +430,15 @@ enum santa_handover_result {
  * freed, and the worker sends the request again later. The reply program
  * then builds the rest of this reply from the same rule body, so long as
  * that slot was not freed since (slot_gens), and nothing else
- * (santa_reply_rest). */
+ * (santa_reply_rest): in that try of the worker's, or in front of a
+ * message the application sends first. */
 struct santa_open_reply {
 	__u32 seq;         /* tcp_sock.write_seq where the reply starts */
 	__u32 len;         /* its length; 0: none open */
 	__u32 slot;        /* its rule's body */
 	__u32 gen;         /* that slot's generation when the reply was built */
 	__u32 request_len; /* the request it answers, for its copy processors */
-	__u32 pad;
+	__u32 rest_by_app; /* an application's message carried the rest in front of its own bytes: the worker's next try of the request is sent as nothing */
 };
 
 struct santa_conn {
@@ -450,6 +451,13 @@ struct santa_conn {
 	__u32 pad;
 	struct santa_open_reply reply;
 };
+
+/* The part of struct santa_conn whose layout every santad since connection
+ * places has written alike: the handover reads only that of an earlier
+ * process's entries, whose layout may be older (without the open reply) or
+ * newer. Whatever follows is appended after it. */
+#define SANTA_CONN_HEAD_SIZE __builtin_offsetof(struct santa_conn, reply)
+_Static_assert(SANTA_CONN_HEAD_SIZE == 32, "a connection's head is what earlier santads wrote");
 
 /* The connection places one uid's TCP listeners hold (conn_owners, by a
  * slot user space gives each uid): the connections under Santa, and the
@@ -492,6 +500,7 @@ enum santa_tcp_path {
 	SANTA_TCP_FIN_HELD,        /* cgroup skb: a client's FIN dropped, to come again once the kernel has sent its replies */
 	SANTA_TCP_NO_BUFFER,       /* verdict: every request buffer of its CPU was taken by runs it interrupted */
 	SANTA_TCP_REPLY_REST,      /* sk_msg: the rest of a reply the send buffer had room for only part of */
+	SANTA_TCP_REST_BEFORE_APP, /* sk_msg: the application wrote while a reply of the kernel's was not all queued: the rest of the reply went in front of its message */
 	SANTA_TCP_CONN_QUOTA,      /* sock_ops: the listener's uid holds every connection place its quota allows */
 	SANTA_TCP_NPATHS,
 };

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+	"unsafe"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
@@ -21,6 +22,10 @@ import (
 // new process takes them into its own data plane, or gives them back to
 // their applications, with santa_tcp_handover (bpf/santa_handover.bpf.c).
 // The same program releases an unregistered listener's connections.
+
+// connHeadSize is the part of a connection's entry that every santad since
+// connection places writes alike (SANTA_CONN_HEAD_SIZE).
+const connHeadSize = uint32(unsafe.Offsetof(santaHandoverSantaConn{}.Reply))
 
 // Between passes over busy connections (a bounced request waiting for its
 // reply, passed data not read yet), and how many passes before giving up.
@@ -200,6 +205,14 @@ func (t *tcpPlane) loadHandOver(from *connMaps, listener uint64, giveUp bool) (*
 		spec.Variables["santa_only_listener"].Set(listener), spec.Variables["santa_own_maps"].Set(from.own)); err != nil {
 		return nil, fmt.Errorf("setting the handover's constants: %w", err)
 	}
+	// An earlier santad's entries may be laid out otherwise past their
+	// head, which is all the program reads of them.
+	size := from.connections.ValueSize()
+	if size < connHeadSize {
+		return nil, fmt.Errorf("the earlier process's connection entries are %d bytes, older than the %d-byte head this handover reads",
+			size, connHeadSize)
+	}
+	spec.Maps["prev_connections"].ValueSize = size
 	maps := map[string]*ebpf.Map{
 		"prev_connections": from.connections, "prev_tcp_conns": from.sockets,
 		"connections": t.objs.Connections, "tcp_conns": t.objs.TcpConns, "services": t.services,

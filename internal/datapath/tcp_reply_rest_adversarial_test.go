@@ -11,7 +11,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unsafe"
 
+	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
 
 	"github.com/santa-offload/santa/internal/model"
@@ -22,8 +24,8 @@ import (
 // (santa_open_reply, docs/tcp.md "A reply larger than the send buffer's
 // room"): pipelines that mix kernel and application answers behind a cut
 // reply, clients that go away or half-close meanwhile, rules and services
-// that go meanwhile, many connections whose rests interleave, replies
-// whose rest is shorter than the request.
+// that go meanwhile, many connections whose rests interleave, and an
+// application that writes while a reply is cut.
 
 // capSendBuffer caps the send buffer of the connections the rig's
 // listener accepts from now on (inherited from the listener).
@@ -437,6 +439,126 @@ func TestAdvTCPRestManyConnectionsWithCopies(t *testing.T) {
 	expectConnEntries(t, r, 0)
 }
 
+// 5. The application writes on the connection (a message of its own: a
+// server push, a keep-alive) while a kernel reply is cut: a short message,
+// and one longer than what is left of the reply. The rest of the reply
+// goes in front of the message: the client gets the reply whole, then the
+// message whole, never the message inside the reply, never the request;
+// and the kernel answers the next request.
+func TestAdvTCPRestApplicationWritesWhileCut(t *testing.T) {
+	long := append(bytes.Repeat([]byte("P"), 60000), '\n')
+	for name, msg := range map[string][]byte{"short": []byte("PUSH: a message of the application's own\n"), "long": long} {
+		t.Run(name, func(t *testing.T) { applicationWritesWhileCut(t, msg) })
+	}
+}
+
+func applicationWritesWhileCut(t *testing.T, msg []byte) {
+	ln, back := listenInNewNetns(t, "tcp4", "127.0.0.1:0")
+	defer back()
+	push := make(chan struct{})
+	app := &appServer{ln: ln, accepted: make(chan struct{}, 4)}
+	r := &tcpRig{d: openTest(t), ln: ln.(*net.TCPListener), app: app, addr: ln.Addr().String(), back: back}
+	r.register(t)
+	r.addRules(t)
+	capSendBuffer(t, r, 4096)
+	wrote := make(chan error, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		app.accepted <- struct{}{}
+		<-push
+		_, err = c.Write(msg)
+		wrote <- err
+		io.Copy(io.Discard, c) // reads nothing while the kernel answers
+	}()
+	c := dialSmallReceiveBuffer(t, r)
+	writeEach(t, c, bigReq)
+	waitAnswered(t, r, 1)
+	time.Sleep(50 * time.Millisecond)
+	close(push)
+	time.Sleep(100 * time.Millisecond)
+	want := append(bytes.Clone(bigReply), msg...)
+	got, err := readWithin(c, len(want), 3*time.Second)
+	ps, _ := r.d.PathStats()
+	var werr error
+	select {
+	case werr = <-wrote:
+	case <-time.After(time.Second):
+		werr = errors.New("still writing")
+	}
+	t.Logf("application's write: %v; read %d bytes (%v); answered %d, reply_rest %d, reply_broken %d",
+		werr, len(got), err, ps["tcp_answered"], ps["tcp_reply_rest"], ps["tcp_reply_broken"])
+	if !bytes.Equal(got, want) || werr != nil {
+		t.Fatalf("read %d bytes, want %d: the reply, then the message (written: %v). Got: %s",
+			len(got), len(want), werr, describeStream(got, msg))
+	}
+	if ps["tcp_rest_before_app"] == 0 {
+		t.Errorf("tcp_rest_before_app 0: the reply's rest did not go in front of the message")
+	}
+	exchange(t, c, []byte(hotReq), hotReply)
+	if ps, _ := r.d.PathStats(); ps["tcp_reply_broken"] != 0 {
+		t.Errorf("tcp_reply_broken %d", ps["tcp_reply_broken"])
+	}
+}
+
+// describeStream tells what a stream holds: runs of the reply (from which
+// byte of it), of the message, and of anything else.
+func describeStream(got, msg []byte) string {
+	var out []string
+	replyAt := 0 // where the next reply bytes are expected
+	msgAt := 0
+	for i := 0; i < len(got); {
+		switch {
+		case msgAt < len(msg) && bytes.HasPrefix(got[i:], msg[msgAt:msgAt+1]) && (replyAt >= len(bigReply) || got[i] != bigReply[replyAt]):
+			j := i
+			for j < len(got) && msgAt < len(msg) && got[j] == msg[msgAt] {
+				j, msgAt = j+1, msgAt+1
+			}
+			out = append(out, fmt.Sprintf("message bytes %d..%d", msgAt-(j-i), msgAt))
+			i = j
+		case replyAt < len(bigReply) && got[i] == bigReply[replyAt]:
+			j := i
+			for j < len(got) && replyAt < len(bigReply) && got[j] == bigReply[replyAt] {
+				j, replyAt = j+1, replyAt+1
+			}
+			out = append(out, fmt.Sprintf("reply bytes %d..%d", replyAt-(j-i), replyAt))
+			i = j
+		default:
+			// Not where the reply was: find where in it these bytes are
+			// (its pattern repeats every 16 bytes), or tell them.
+			if bytes.HasSuffix(bigReply, got[i:]) {
+				from := len(bigReply) - (len(got) - i)
+				out = append(out, fmt.Sprintf("reply bytes %d..%d (%d skipped)", from, len(bigReply), from-replyAt))
+				i = len(got)
+				continue
+			}
+			if k := bytes.Index(got[i:], []byte(bigReq)); k == 0 {
+				out = append(out, fmt.Sprintf("the raw request %q", bigReq))
+				i += len(bigReq)
+				continue
+			}
+			if off := (replyAt / 16) * 16; replyAt < len(bigReply) {
+				for d := 1; d < 16; d++ {
+					if got[i] == bigReply[(off+d)%16] {
+						replyAt += (d - replyAt%16 + 16) % 16
+						break
+					}
+				}
+				if replyAt < len(bigReply) && got[i] == bigReply[replyAt] {
+					out = append(out, fmt.Sprintf("(reply bytes skipped up to %d)", replyAt))
+					continue
+				}
+			}
+			out = append(out, fmt.Sprintf("other bytes %q", trim(got[i:min(len(got), i+40)])))
+			i = len(got)
+		}
+	}
+	return fmt.Sprint(out)
+}
+
 // 6. Replies a few bytes longer than what the send buffer takes at once:
 // when fewer bytes of the reply are left than the request has, the send
 // reports part of the request sent, and the worker sends the request's
@@ -491,4 +613,85 @@ func TestAdvTCPRestReplyLengthSweep(t *testing.T) {
 		t.Errorf("want answered %d, reply_rest some, reply_broken 0", 2*len(asks))
 	}
 	expectConnEntries(t, r, 0)
+}
+
+// 7. An upgrade across this change: the earlier santad's connections map
+// holds the earlier struct santa_conn (32 bytes, without the open reply).
+// The starting santad's handover reads only the entries' head: an idle
+// connection of the earlier layout moves in, with its listener, and the
+// kernel answers it from then on. (If the handover could not load, every
+// connection of the earlier run would stay on the earlier data plane and
+// its rules for good.)
+func TestAdvTCPHandOverFromEarlierConnLayout(t *testing.T) {
+	ln, back := listenInNewNetns(t, "tcp4", "127.0.0.1:0")
+	defer back()
+	r := &tcpRig{d: openTest(t), ln: ln.(*net.TCPListener), app: &appServer{ln: ln}, addr: ln.Addr().String(), back: back}
+	r.register(t)
+	r.addRules(t)
+	c, err := net.Dial("tcp4", r.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	s, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	exchange(t, c, []byte(hotReq), hotReply)
+
+	// The connection as an earlier santad of the 32-byte layout held it:
+	// out of this data plane, into maps of that layout.
+	var cookie uint64
+	control(t, s.(*net.TCPConn))(func(fd uintptr) { cookie, err = unix.GetsockoptUint64(int(fd), unix.SOL_SOCKET, unix.SO_COOKIE) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cur santaTcpSantaConn
+	if err := r.d.tcp.objs.Connections.Lookup(cookie, &cur); err != nil {
+		t.Fatalf("the connection is not under Santa: %v", err)
+	}
+	if err := errors.Join(r.d.tcp.objs.TcpConns.Delete(cookie), r.d.tcp.objs.Connections.Delete(cookie)); err != nil {
+		t.Fatal(err)
+	}
+	r.d.tcp.owners.give(cur.Owner)
+	conns, err := ebpf.NewMap(&ebpf.MapSpec{Type: ebpf.Hash, KeySize: 8, ValueSize: 32, MaxEntries: 16, Flags: unix.BPF_F_NO_PREALLOC})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sockets, err := ebpf.NewMap(&ebpf.MapSpec{Type: ebpf.SockHash, KeySize: 8, ValueSize: 8, MaxEntries: 16})
+	if err != nil {
+		conns.Close()
+		t.Fatal(err)
+	}
+	prev := &connMaps{connections: conns, sockets: sockets}
+	defer prev.Close()
+	head := unsafe.Slice((*byte)(unsafe.Pointer(&cur)), 32)
+	if err := conns.Put(cookie, head); err != nil {
+		t.Fatal(err)
+	}
+	control(t, s.(*net.TCPConn))(func(fd uintptr) { err = sockets.Update(cookie, uint64(fd), ebpf.UpdateNoExist) })
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	r.d.tcp.mu.Lock()
+	got, err := r.d.tcp.handOver(prev, 0, 1)
+	r.d.tcp.mu.Unlock()
+	if err != nil {
+		t.Fatalf("handing over from a connections map of the earlier layout (32-byte values; now %d): %v",
+			unsafe.Sizeof(santaTcpSantaConn{}), err)
+	}
+	if got != (model.HandOver{Moved: 1}) {
+		t.Fatalf("handed over %+v; want the one connection moved", got)
+	}
+	var moved santaTcpSantaConn
+	if err := r.d.tcp.objs.Connections.Lookup(cookie, &moved); err != nil || moved.Listener != cur.Listener || moved.Reply.Len != 0 {
+		t.Fatalf("after the handover: %+v, %v; want listener %d and no open reply", moved, err, cur.Listener)
+	}
+	before, _ := r.d.PathStats()
+	exchange(t, c, []byte(hotReq), hotReply)
+	if after, _ := r.d.PathStats(); after["tcp_answered"] != before["tcp_answered"]+1 {
+		t.Errorf("the moved connection's request was not answered by the kernel")
+	}
 }
