@@ -184,14 +184,7 @@ func TestAdvTCPRestClientHalfCloses(t *testing.T) {
 		t.Run(fmt.Sprintf("copy=%v", copyRule), func(t *testing.T) {
 			r := newTCPRig(t, "tcp4", "127.0.0.1:0", appServer{})
 			defer r.back()
-			const copyReq = "GET /copy\n"
-			copyReply := bytes.Clone(bigReply)
-			copy(copyReply[len(copyReply)-5:], copyReq[4:9])
-			cr := tcpRule(copyReq, bigReply)
-			cr.Processors = append(cr.Processors, rule.Copy(4, 5, uint16(len(bigReply)-5)))
-			if _, err := r.d.AddRule(r.svc, cr); err != nil {
-				t.Fatal(err)
-			}
+			copyReq, copyReply := addCopyRule(t, r)
 			r.addRules(t)
 			capSendBuffer(t, r, 4096)
 			c := dialSmallReceiveBuffer(t, r).(*net.TCPConn)

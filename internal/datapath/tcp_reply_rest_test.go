@@ -58,14 +58,7 @@ func TestTCPRepliesToAClientThatStopsReading(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			r := newTCPRig(t, "tcp4", "127.0.0.1:0", appServer{})
 			defer r.back()
-			const copyReq = "GET /copy\n"
-			copyReply := bytes.Clone(bigReply)
-			copy(copyReply[len(copyReply)-5:], copyReq[4:9])
-			copyRule := tcpRule(copyReq, bigReply)
-			copyRule.Processors = append(copyRule.Processors, rule.Copy(4, 5, uint16(len(bigReply)-5)))
-			if _, err := r.d.AddRule(r.svc, copyRule); err != nil {
-				t.Fatal(err)
-			}
+			copyReq, copyReply := addCopyRule(t, r)
 			r.addRules(t)
 			if sndbuf > 0 {
 				control(t, r.ln)(func(fd uintptr) { unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_SNDBUF, sndbuf) })
@@ -200,4 +193,19 @@ func expectStream(t *testing.T, c net.Conn, want []byte) {
 		at++
 	}
 	t.Fatalf("read %d of %d bytes (%v); first difference at byte %d: %q", len(got), len(want), err, at, trim(got[at:]))
+}
+
+// addCopyRule adds a rule for "GET /copy\n" whose 64-KiB reply ends with
+// bytes its copy processor takes from the request, and returns the request
+// and the reply it makes.
+func addCopyRule(t *testing.T, r *tcpRig) (req string, reply []byte) {
+	t.Helper()
+	req, reply = "GET /copy\n", bytes.Clone(bigReply)
+	copy(reply[len(reply)-5:], req[4:9])
+	rl := tcpRule(req, bigReply)
+	rl.Processors = append(rl.Processors, rule.Copy(4, 5, uint16(len(bigReply)-5)))
+	if _, err := r.d.AddRule(r.svc, rl); err != nil {
+		t.Fatal(err)
+	}
+	return req, reply
 }
