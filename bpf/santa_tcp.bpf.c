@@ -423,6 +423,15 @@ static __always_inline int santa_send_reply(struct sk_msg_md *msg, __u64 cookie)
 	return bpf_msg_redirect_hash(msg, &tcp_conns, &cookie, 0);
 }
 
+/* Whether the socket's sockmap worker is at work (between the start and
+ * the end of a pass over its queue). */
+static __always_inline int santa_worker_busy(struct sk_msg_md *msg)
+{
+	struct sk_psock *psock = santa_psock(bpf_rdonly_cast(msg->sk, bpf_core_type_id_kernel(struct sock)));
+
+	return psock && psock->work_mutex.owner.counter;
+}
+
 /* Notes the reply just built into the message, which TCP may take only
  * part of (santa_open_reply). Nothing else is written to the connection
  * before TCP has taken all of it: a message the application sends
@@ -438,6 +447,7 @@ static __always_inline void santa_reply_opened(struct sk_msg_md *msg, struct san
 	conn->reply.gen = gen ? *(volatile __u32 *)gen : 0;
 	conn->reply.request_len = plen;
 	conn->reply.rest_by_app = 0;
+	conn->reply.sending = 1;
 	conn->reply.len = rule->reply_len;
 }
 
@@ -518,6 +528,8 @@ static __always_inline int santa_reply_rest(struct sk_msg_md *msg, struct santa_
 	if (*(volatile __u32 *)gen != open->gen)
 		goto broken;
 	santa_count_tcp_path(worker ? SANTA_TCP_REPLY_REST : SANTA_TCP_REST_BEFORE_APP);
+	if (worker)
+		conn->reply.sending = 1;
 	return santa_send_reply(msg, cookie);
 
 broken:
@@ -599,7 +611,19 @@ int santa_tcp_reply(struct sk_msg_md *msg)
 	if (!conn)
 		return SK_PASS;
 	worker = santa_from_worker();
+	if (worker)
+		conn->reply.sending = 0; /* its last message's send has ended */
 	unsent = santa_reply_unsent(msg, conn);
+	if (unsent && !worker && conn->reply.sending && santa_worker_busy(msg)) {
+		/* The worker may hold the reply (or its rest) between the
+		 * redirect's dropping of the socket's lock and its send: a
+		 * rest here would be sent twice, and the application's bytes
+		 * alone would land inside the reply. Its message is dropped,
+		 * and with it the connection's later ones (the kernel keeps
+		 * the verdict): the client gets the reply, then the end. */
+		santa_count_tcp_path(SANTA_TCP_REPLY_BROKEN);
+		return SK_DROP;
+	}
 	if (unsent) {
 		/* The worker's next try of the request becomes the rest of
 		 * the reply; a message the application sends first (cut by

@@ -439,6 +439,8 @@ struct santa_open_reply {
 	__u32 gen;         /* that slot's generation when the reply was built */
 	__u32 request_len; /* the request it answers, for its copy processors */
 	__u32 rest_by_app; /* an application's message carried the rest in front of its own bytes: the worker's next try of the request is sent as nothing */
+	__u32 sending;     /* the worker's last message was a reply or a rest, maybe still on its way to TCP (the redirect drops the socket's lock) */
+	__u32 pad;
 };
 
 struct santa_conn {
